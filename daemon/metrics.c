@@ -322,7 +322,10 @@ static void metrics_repair(void *ctx, const char *name, uint64_t v)
 		  "of them, because the queue could not grow within --max-memory" },
 		{ "repair.untracked", "kvtier_repair_untracked_total", "counter",
 		  "placed puts not tracked for healing: the table could not grow within "
-		  "--max-memory" },
+		  "--max-memory, or the tenant's entries held its share" },
+		{ "repair.tenant_capped", "kvtier_repair_tenant_capped_total", "counter",
+		  "of them, because the tenant's entries held its share (a quarter of "
+		  "--max-memory)" },
 	};
 	for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++)
 		if (strcmp(name, map[i].stat) == 0)

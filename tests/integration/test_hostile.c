@@ -3651,6 +3651,8 @@ static void phase_fwd_queue(void)
  * client's puts grew it without bound.  Now its array is charged; past the
  * budget it does not grow and the block is not tracked
  * (repair.untracked).  32768 placed puts of 16 bytes, --max-memory 1M.
+ * (Since repair_share alice's entries stop at her share of the budget,
+ * a quarter of it with the table's doubling counted: 945.)
  */
 
 static void phase_repair_table(void)
@@ -3670,12 +3672,151 @@ static void phase_repair_table(void)
 	untracked = stat_opt("repair.untracked");
 	used = stat_of("server.mem_used");
 	printf("repair_table: %u placed puts (%u stored) under --max-memory 1M: %" PRIu64
-	       " tracked, %" PRIu64 " not (the table at the budget); mem_used %" PRIu64
+	       " tracked, %" PRIu64 " not (alice at her share of it); mem_used %" PRIu64
 	       " KiB\n", FQ_ITEMS, seen.ok, tracked, untracked, used >> 10);
 	T_EQ_INT(seen.ok, FQ_ITEMS);
 	T_GE_INT(untracked, 1);
 	T_EQ_U64(tracked + untracked, FQ_ITEMS);
 	T_LE_INT(used, 1u << 20);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
+/* ------------------------------------------------------------------------
+ * repair_share (redteam): in a pod, one tenant's placed puts filled the
+ * repair table to the budget (repair_table) and its DELETEs, each a
+ * tombstone for a minute, did the same; past the budget, or after any
+ * tenant's CLEAR of its own scope, every repair copy into this server was
+ * refused for a minute -- every tenant's -- and no later placed block of
+ * any tenant was tracked (so none healed if its member died).  Now the
+ * table's entries of one tenant (its quota group) cost at most a quarter
+ * of --max-memory, and what cannot be remembered of a tenant's deletes or
+ * clears refuses that tenant's repair copies only.  alice floods; rita's
+ * placed puts and repair copies, after each step, must be tracked and
+ * stored.
+ */
+
+#define RS_FLOOD 16384u
+
+/* One put of key name into ns on c with flags (PLACED, REPAIR...); its
+ * item status. */
+static int rs_put(struct kc *c, const uint8_t ns[PROTO_DIGEST_LEN], const char *name,
+		  uint32_t flags)
+{
+	struct proto_frame f = { .op = PROTO_OP_PUT, .ns_count = 1, .ns = ns };
+	struct proto_item it = { .flags = flags, .anchor = 1, .copies = 2, .part_count = 1 };
+	uint64_t lens[1] = { FQ_LEN };
+	uint8_t val[FQ_LEN];
+	uint32_t crc[1];
+	struct iovec d = { val, FQ_LEN };
+	struct fq_seen s = { 0 };
+
+	memset(val, 0x33, sizeof(val));
+	crc[0] = kvt_crc32c(0, val, FQ_LEN);
+	kvt_key_set(&it.key, name, strlen(name));
+	it.part_lens = lens;
+	it.part_crcs = crc;
+	T_ASSERT(kc_request(c, &f, &it, 1, &d, 1) > 0);
+	T_ASSERT(kc_recv_items(c, 30000, fq_item, &s, NULL) > 0);
+	return s.ok ? KVT_OK : s.first_bad;
+}
+
+/* DELETEs of n keys PREFIX%05u (none of them stored), 1024 a frame. */
+static void rs_deletes(struct kc *c, const uint8_t ns[PROTO_DIGEST_LEN], unsigned n,
+		       const char *prefix)
+{
+	struct proto_item *its = calloc(1024, sizeof(*its));
+	T_ASSERT(its != NULL);
+	for (unsigned done = 0; done < n; done += 1024) {
+		struct proto_frame f = { .op = PROTO_OP_DELETE, .ns_count = 1, .ns = ns };
+		struct fq_seen s = { 0 };
+		for (unsigned i = 0; i < 1024; i++) {
+			char name[24];
+			snprintf(name, sizeof(name), "%s%05u", prefix, done + i);
+			memset(&its[i], 0, sizeof(its[i]));
+			kvt_key_set(&its[i].key, name, strlen(name));
+		}
+		T_ASSERT(kc_request(c, &f, its, 1024, NULL, 0) > 0);
+		T_ASSERT(kc_recv_items(c, 30000, fq_item, &s, NULL) > 0);
+	}
+	free(its);
+}
+
+/* A pod of this server and a member that never answers, tenants alice,
+ * rita and admin, --max-memory 4M; alice's and rita's connections, each
+ * with a namespace registered. */
+static void rs_start(const char *name, struct kc *a, uint8_t ans[PROTO_DIGEST_LEN], struct kc *r,
+		     uint8_t rns[PROTO_DIGEST_LEN])
+{
+	static char listen_at[32], members[80];
+	uint16_t p = free_tcp_port(NULL), other = free_tcp_port(NULL);
+	const char *extra[] = { "--listen", listen_at, "--advertise", listen_at, "--members",
+				members, "--max-memory", "4M", "--dram", "192M", NULL };
+
+	snprintf(listen_at, sizeof(listen_at), "127.0.0.1:%u", p);
+	snprintf(members, sizeof(members), "127.0.0.1:%u,127.0.0.1:%u", p, other);
+	start_with(name, extra, "alice " SECRET_ALICE " tenant\n"
+				"admin " SECRET_ADMIN " admin\n"
+				"rita " SECRET_ALICE " tenant\n");
+	T_RC(kc_dial(a, srv.port, "alice", SECRET_ALICE), 0);
+	T_RC(kc_register(a, &desc, ans, NULL, 0), KVT_OK);
+	T_RC(kc_dial(r, srv.port, "rita", SECRET_ALICE), 0);
+	T_RC(kc_register(r, &desc, rns, NULL, 0), KVT_OK);
+}
+
+static void phase_repair_share(void)
+{
+	uint8_t ans[PROTO_DIGEST_LEN], rns[PROTO_DIGEST_LEN];
+	struct fq_seen seen = { 0 }, rseen = { 0 };
+	uint64_t t0, t1, u0, u1, used;
+	int clear_rc, alice_clear_rc, tomb_rc, alice_rc;
+	struct kc a, r;
+
+	/* 1. alice clears her own scope: rita's repair copy after it */
+	rs_start("repair_share", &a, ans, &r, rns);
+	T_RC(kc_clear(&a, PROTO_SCOPE_TENANT, NULL, NULL, NULL), 0);
+	clear_rc = rs_put(&r, rns, "rs-after-clear", PROTO_IF_PLACED | PROTO_IF_REPAIR);
+	alice_clear_rc = rs_put(&a, ans, "rs-alice-clear", PROTO_IF_PLACED | PROTO_IF_REPAIR);
+	printf("repair_share: after alice's CLEAR of her scope, rita's repair copy %d (%s), "
+	       "alice's %d (%s)\n", clear_rc, kvt_strerror(clear_rc), alice_clear_rc,
+	       kvt_strerror(alice_clear_rc));
+	kc_close(&a);
+	kc_close(&r);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+
+	/* 2. alice's placed puts fill the table; then rita's (a new server:
+	 * nothing refused from step 1) */
+	rs_start("repair_share2", &a, ans, &r, rns);
+	frame_puts(&a, ans, RS_FLOOD, FQ_FRAME, PROTO_IF_PLACED, "rsa", &seen);
+	t0 = stat_of("repair.tracked");
+	u0 = stat_opt("repair.untracked");
+	frame_puts(&r, rns, 1024, FQ_FRAME, PROTO_IF_PLACED, "rsr", &rseen);
+	t1 = stat_of("repair.tracked");
+	u1 = stat_opt("repair.untracked");
+	used = stat_of("server.mem_used");
+	printf("repair_share: alice's %u placed puts: %" PRIu64 " tracked, %" PRIu64
+	       " not; then rita's 1024: %" PRIu64 " tracked, %" PRIu64 " not; mem_used %" PRIu64
+	       " KiB of 4096\n", RS_FLOOD, t0, u0, t1 - t0, u1 - u0, used >> 10);
+
+	/* 3. alice's deletes of keys never stored: a tombstone each */
+	rs_deletes(&a, ans, RS_FLOOD, "rsd");
+	tomb_rc = rs_put(&r, rns, "rs-after-deletes", PROTO_IF_PLACED | PROTO_IF_REPAIR);
+	alice_rc = rs_put(&a, ans, "rs-alice-after", PROTO_IF_PLACED | PROTO_IF_REPAIR);
+	printf("repair_share: after alice's %u deletes, rita's repair copy %d (%s), alice's "
+	       "%d (%s); repair.refused %" PRIu64 ", mem_used %" PRIu64 " KiB\n", RS_FLOOD,
+	       tomb_rc, kvt_strerror(tomb_rc), alice_rc, kvt_strerror(alice_rc),
+	       stat_opt("repair.refused"), stat_of("server.mem_used") >> 10);
+	kc_close(&a);
+	kc_close(&r);
+
+	T_EQ_INT(clear_rc, KVT_OK);
+	T_EQ_INT(alice_clear_rc, -ECANCELED); /* her own copies refused for a while */
+	T_EQ_INT(seen.ok, RS_FLOOD);
+	T_EQ_INT(rseen.ok, 1024);
+	T_EQ_U64(t1 - t0, 1024);        /* every one of rita's blocks tracked */
+	T_GE_INT(u0, 1);                /* alice past her share */
+	T_LE_INT(used, 4u << 20);
+	T_EQ_INT(tomb_rc, KVT_OK);
+	T_EQ_INT(alice_rc, -ECANCELED);
 	T_EQ_INT(tsrv_stop(&srv), 0);
 }
 
@@ -8224,6 +8365,7 @@ static const struct tsrv_phase phases[] = {
 	{ "resp_exists", phase_resp_exists },
 	{ "fwd_queue", phase_fwd_queue },
 	{ "repair_table", phase_repair_table },
+	{ "repair_share", phase_repair_share },
 	{ "s3_scan", phase_s3_scan },
 	{ "native_edges", phase_native_edges },
 	{ "native_flood", phase_native_flood },
