@@ -152,6 +152,8 @@ struct kvtd_repair {
 	uint64_t tomb_epoch;
 	uint64_t gclear[KVT_QUOTA_GROUPS];
 	_Atomic uint64_t tenant_capped; /* of untracked: the tenant at its share */
+	uint32_t gfq[KVT_QUOTA_GROUPS]; /* lock: each group's forwards in fq */
+	_Atomic uint64_t fwd_tenant_dropped; /* of fwd_dropped: the tenant's share full */
 };
 
 /*
@@ -229,6 +231,10 @@ static bool rent_group_room(struct kvtd_repair *rp, uint32_t group)
  * the budget; past the budget it does not grow and the forward is dropped
  * (repair.forward_mem_dropped too). */
 #define REPAIR_FWD_MAX 65536u
+/* A tenant's forwards queued at most (with --tenants: a quarter, so that
+ * one tenant's burst while a pass waits on a slow member cannot drop
+ * every other tenant's; repair.forward_tenant_dropped). */
+#define REPAIR_FWD_TENANT_MAX (REPAIR_FWD_MAX / 4)
 
 static uint64_t rent_hash(uint32_t ns, const struct kvt_key *k)
 {
@@ -352,7 +358,11 @@ void kvtd_repair_note(struct kvtd_server *srv, uint32_t ns, uint32_t group,
 	e->copies = (uint8_t)copies;
 	e->len = len;
 	e->heat = kvtd_now_ns();
-	if (forward && copies > 1) {
+	if (forward && copies > 1 && group != 0 && rp->gfq[group] >= REPAIR_FWD_TENANT_MAX) {
+		/* the tenant's forwards hold its share of the queue */
+		atomic_fetch_add(&rp->fwd_dropped, 1);
+		atomic_fetch_add(&rp->fwd_tenant_dropped, 1);
+	} else if (forward && copies > 1) {
 		if (rp->fq_n == rp->fq_cap && rp->fq_cap < REPAIR_FWD_MAX) {
 			size_t nc = rp->fq_cap ? rp->fq_cap * 2 : 256;
 			uint64_t more = (uint64_t)(nc - rp->fq_cap) * sizeof(*rp->fq);
@@ -371,7 +381,9 @@ void kvtd_repair_note(struct kvtd_server *srv, uint32_t ns, uint32_t group,
 			}
 		}
 		if (rp->fq_n < rp->fq_cap) {
+			e->group = (uint16_t)group; /* the spare's too */
 			rp->fq[rp->fq_n++] = *e;
+			rp->gfq[group]++;
 			atomic_fetch_add(&rp->fwd_queued, 1);
 			pthread_cond_signal(&rp->cond);
 		} else {
@@ -1337,6 +1349,7 @@ static bool repair_forward(struct kvtd_repair *rp)
 	rp->fq = NULL;
 	rp->fq_n = rp->fq_cap = 0;
 	rp->fq_charged = 0;
+	memset(rp->gfq, 0, sizeof(rp->gfq));
 	pthread_mutex_unlock(&rp->lock);
 	if (!qn) {
 		free(q);
@@ -1541,4 +1554,5 @@ void kvtd_repair_stats(struct kvtd_server *srv,
 	fn(ctx, "repair.forward_mem_dropped", atomic_load(&rp->fwd_mem_dropped));
 	fn(ctx, "repair.untracked", atomic_load(&rp->untracked));
 	fn(ctx, "repair.tenant_capped", atomic_load(&rp->tenant_capped));
+	fn(ctx, "repair.forward_tenant_dropped", atomic_load(&rp->fwd_tenant_dropped));
 }

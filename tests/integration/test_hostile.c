@@ -3644,6 +3644,63 @@ static void phase_fwd_queue(void)
 }
 
 /* ------------------------------------------------------------------------
+ * fwd_share (redteam): in a pod, the forward queue (65,536 entries) was
+ * whoever's came first: one tenant's FORWARD puts while a pass waits on a
+ * member that does not answer filled it, and every other tenant's
+ * forwards were dropped (their replicas never made until the member list
+ * changes).  Now a tenant's forwards queued hold at most a quarter of it
+ * (repair.forward_tenant_dropped).  alice puts 69,632 values marked
+ * FORWARD, 1,024 a frame, while the pass waits 5 s on the silent member;
+ * then rita puts 64: each of hers must be queued.
+ */
+
+#define FS_FLOOD (65536u + 4096u)
+
+static void phase_fwd_share(void)
+{
+	char listen_at[32], members[80];
+	int hole = -1;
+	uint16_t hp = free_tcp_port(&hole), p = free_tcp_port(NULL);
+	const char *extra[] = { "--listen", listen_at, "--advertise", listen_at, "--members",
+				members, "--max-memory", "64M", "--dram", "96M", "--ssd", "0",
+				NULL };
+	uint8_t ans[PROTO_DIGEST_LEN], rns[PROTO_DIGEST_LEN];
+	struct fq_seen seen = { 0 }, rseen = { 0 };
+	uint64_t t0, q0, d0, q1, d1;
+	struct kc a, r;
+
+	snprintf(listen_at, sizeof(listen_at), "127.0.0.1:%u", p);
+	snprintf(members, sizeof(members), "127.0.0.1:%u,127.0.0.1:%u", p, hp);
+	start_with("fwd_share", extra, "alice " SECRET_ALICE " tenant\n"
+				       "admin " SECRET_ADMIN " admin\n"
+				       "rita " SECRET_ALICE " tenant\n");
+	T_RC(kc_dial(&a, srv.port, "alice", SECRET_ALICE), 0);
+	T_RC(kc_register(&a, &desc, ans, NULL, 0), KVT_OK);
+	T_RC(kc_dial(&r, srv.port, "rita", SECRET_ALICE), 0);
+	T_RC(kc_register(&r, &desc, rns, NULL, 0), KVT_OK);
+	t0 = tsrv_now_ns();
+	frame_puts(&a, ans, FS_FLOOD, 1024, PROTO_IF_PLACED | PROTO_IF_FORWARD, "fsa", &seen);
+	q0 = stat_of("repair.forward_queued");
+	d0 = stat_of("repair.forward_dropped");
+	frame_puts(&r, rns, 64, 64, PROTO_IF_PLACED | PROTO_IF_FORWARD, "fsr", &rseen);
+	q1 = stat_of("repair.forward_queued");
+	d1 = stat_of("repair.forward_dropped");
+	printf("fwd_share: alice's %u FORWARD puts in %" PRIu64 " ms: %" PRIu64 " queued, %"
+	       PRIu64 " dropped (of them %" PRIu64 " past her share); then rita's 64: %" PRIu64
+	       " queued, %" PRIu64 " dropped\n", FS_FLOOD, (tsrv_now_ns() - t0) / 1000000, q0,
+	       d0, stat_opt("repair.forward_tenant_dropped"), q1 - q0, d1 - d0);
+	kc_close(&a);
+	kc_close(&r);
+	close(hole); /* the pass fails now: the server stops at once */
+	T_EQ_INT(seen.ok, FS_FLOOD);
+	T_EQ_INT(rseen.ok, 64);
+	T_EQ_U64(d1 - d0, 0);
+	T_EQ_U64(q1 - q0, 64);
+	T_GE_INT(d0, 1); /* alice past her share (or the queue's end) */
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
+/* ------------------------------------------------------------------------
  * repair_table (hyg10): in a pod, every placed put is noted in the repair
  * thread's table, (namespace, key) -> (anchor, copies), ~100 bytes a
  * block, which grew outside --max-memory; an entry of an evicted block
@@ -8366,6 +8423,7 @@ static const struct tsrv_phase phases[] = {
 	{ "fwd_queue", phase_fwd_queue },
 	{ "repair_table", phase_repair_table },
 	{ "repair_share", phase_repair_share },
+	{ "fwd_share", phase_fwd_share },
 	{ "s3_scan", phase_s3_scan },
 	{ "native_edges", phase_native_edges },
 	{ "native_flood", phase_native_flood },
