@@ -76,6 +76,11 @@
 #define REPAIR_TOMB_NS (60ull * 1000000000ull)
 
 #define REPAIR_CLEARS 64 /* namespaces whose CLEAR is remembered one by one */
+/* ... of them one tenant's at most (with --tenants): past it, its clears
+ * refuse all its repair copies for a minute, so that one tenant's clears
+ * of 64 namespaces do not turn another's clear of one into a refusal of
+ * all of that one's copies ("A tenant's share" below) */
+#define REPAIR_CLEARS_TENANT (REPAIR_CLEARS / 4)
 
 /* Clients are being served until this long after the last frame of theirs
  * arrived: the repair keeps to --repair-rate meanwhile. */
@@ -121,6 +126,7 @@ struct kvtd_repair {
 				  * tenants, what could not be remembered: gclear) (0: none) */
 	struct {
 		uint32_t ns;
+		uint32_t group; /* whose: a tenant holds at most REPAIR_CLEARS_TENANT */
 		uint64_t at;
 	} clear_at[REPAIR_CLEARS]; /* lock: CLEARs of one namespace (at 0: free) */
 	int drain_req;           /* lock: 1 drain, 2 drain then exit (taken by the thread) */
@@ -172,7 +178,9 @@ struct kvtd_repair {
  * slot): past that its blocks are not tracked (repair.untracked, of it
  * repair.tenant_capped), and what cannot be remembered of its deletes and
  * clears refuses that tenant's repair copies for a minute (gclear), not
- * everyone's (doc/security.md, test_hostile `repair_share`).
+ * everyone's; of the 64 slots that remember a namespace's CLEAR, a tenant
+ * holds 16 at most (REPAIR_CLEARS_TENANT) (doc/security.md, test_hostile
+ * `repair_share`).
  */
 static uint64_t repair_group_max(const struct kvtd_repair *rp)
 {
@@ -472,23 +480,30 @@ void kvtd_repair_cleared(struct kvtd_server *srv, uint32_t ns, uint32_t group)
 {
 	struct kvtd_repair *rp = srv->repair;
 	uint64_t now = kvtd_now_ns();
-	unsigned slot = REPAIR_CLEARS;
+	unsigned slot = REPAIR_CLEARS, held = 0;
+	bool same = false;
 	if (!rp)
 		return;
+	if (group >= KVT_QUOTA_GROUPS)
+		group = 0;
 	pthread_mutex_lock(&rp->lock);
 	for (unsigned i = 0; ns != KVT_NS_ALL && i < REPAIR_CLEARS; i++) {
 		bool stale = now - rp->clear_at[i].at >= REPAIR_TOMB_NS;
 		if (rp->clear_at[i].at && rp->clear_at[i].ns == ns && !stale) {
 			slot = i;
+			same = true;
 			break;
 		}
+		if (rp->clear_at[i].at && !stale && rp->clear_at[i].group == group)
+			held++;
 		if ((!rp->clear_at[i].at || stale) && slot == REPAIR_CLEARS)
 			slot = i;
 	}
-	if (group >= KVT_QUOTA_GROUPS)
-		group = 0;
+	if (!same && group != 0 && held >= REPAIR_CLEARS_TENANT)
+		slot = REPAIR_CLEARS; /* the tenant's share of the slots */
 	if (slot < REPAIR_CLEARS) {
 		rp->clear_at[slot].ns = ns;
+		rp->clear_at[slot].group = group;
 		rp->clear_at[slot].at = now;
 	} else {
 		/* a tenant's namespaces, or no room: refuse its copies (all

@@ -3825,7 +3825,8 @@ static void phase_repair_share(void)
 	uint8_t ans[PROTO_DIGEST_LEN], rns[PROTO_DIGEST_LEN];
 	struct fq_seen seen = { 0 }, rseen = { 0 };
 	uint64_t t0, t1, u0, u1, used;
-	int clear_rc, alice_clear_rc, tomb_rc, alice_rc;
+	int clear_rc, alice_clear_rc, tomb_rc, alice_rc, ns_rc, ns_cleared_rc;
+	uint8_t r2[PROTO_DIGEST_LEN];
 	struct kc a, r;
 
 	/* 1. alice clears her own scope: rita's repair copy after it */
@@ -3862,6 +3863,30 @@ static void phase_repair_share(void)
 	       "%d (%s); repair.refused %" PRIu64 ", mem_used %" PRIu64 " KiB\n", RS_FLOOD,
 	       tomb_rc, kvt_strerror(tomb_rc), alice_rc, kvt_strerror(alice_rc),
 	       stat_opt("repair.refused"), stat_of("server.mem_used") >> 10);
+
+	/* 4. alice clears 64 namespaces of hers one by one (each remembered
+	 * in one of the server's 64 slots); then rita clears one of hers:
+	 * her repair copies into another must still be taken */
+	for (unsigned i = 0; i < 64; i++) {
+		struct kvt_ns_desc d = desc;
+		char model[32];
+		uint8_t dg[PROTO_DIGEST_LEN];
+		snprintf(model, sizeof(model), "rs-model-%u", i);
+		d.model = model;
+		T_RC(kc_register(&a, &d, dg, NULL, 0), KVT_OK);
+		T_RC(kc_clear(&a, PROTO_SCOPE_NS, dg, NULL, NULL), 0);
+	}
+	{
+		struct kvt_ns_desc d = desc;
+		d.model = "rs-rita-2";
+		T_RC(kc_register(&r, &d, r2, NULL, 0), KVT_OK);
+		T_RC(kc_clear(&r, PROTO_SCOPE_NS, r2, NULL, NULL), 0);
+	}
+	ns_rc = rs_put(&r, rns, "rs-after-ns-clears", PROTO_IF_PLACED | PROTO_IF_REPAIR);
+	ns_cleared_rc = rs_put(&r, r2, "rs-into-cleared", PROTO_IF_PLACED | PROTO_IF_REPAIR);
+	printf("repair_share: after alice's CLEARs of 64 namespaces and rita's of one, rita's "
+	       "repair copy into another %d (%s), into the cleared one %d (%s)\n", ns_rc,
+	       kvt_strerror(ns_rc), ns_cleared_rc, kvt_strerror(ns_cleared_rc));
 	kc_close(&a);
 	kc_close(&r);
 
@@ -3874,6 +3899,8 @@ static void phase_repair_share(void)
 	T_LE_INT(used, 4u << 20);
 	T_EQ_INT(tomb_rc, KVT_OK);
 	T_EQ_INT(alice_rc, -ECANCELED);
+	T_EQ_INT(ns_rc, KVT_OK);
+	T_EQ_INT(ns_cleared_rc, -ECANCELED);
 	T_EQ_INT(tsrv_stop(&srv), 0);
 }
 
