@@ -3701,6 +3701,137 @@ static void phase_fwd_share(void)
 }
 
 /* ------------------------------------------------------------------------
+ * kvevents_stuck (redteam): a peer that subscribes to the KV-events PUB
+ * socket and stops reading is queued every message by libzmq up to
+ * ZMQ_SNDHWM, counted in messages whatever their size: vLLM's 100,000
+ * messages of up to events.queue_max events each, in kvtierd's memory
+ * and outside every budget.  Now a batch goes as messages of at most 256
+ * events and a peer holds at most 32 of them (lib/core/kvevents.h
+ * KVEVENTS_MSG_EVENTS, KVEVENTS_SNDHWM).  8 raw peers from one address
+ * (the most the socket lets in from one) finish the handshake, subscribe
+ * to everything and read nothing (a receive buffer of 4 KiB) while alice
+ * puts 16-byte values 1,024 a frame for 6 s; the DRAM tier is filled
+ * first, so that RSS measures what the flood holds.  The router
+ * subscribed before gets its events after.
+ */
+
+#define EVS_PEERS 8u
+#define EVS_SECS 6u
+#define EVS_PIPE 8u /* frames of 1,024 puts sent before their answers are read */
+
+/* EVS_PIPE frames of 1,024 puts of 16 bytes (keys e<round>-<frame>-<i>),
+ * pipelined, each answered OK. */
+static void evs_puts(struct kc *c, const uint8_t ns[PROTO_DIGEST_LEN], unsigned round)
+{
+	static struct proto_item its[1024];
+	static uint8_t val[16 * 1024];
+	uint64_t lens[1] = { 16 };
+	uint32_t crc[1];
+
+	memset(val, 0x5a, sizeof(val));
+	crc[0] = kvt_crc32c(0, val, 16);
+	for (unsigned f = 0; f < EVS_PIPE; f++) {
+		struct proto_frame fr = { .op = PROTO_OP_PUT, .ns_count = 1, .ns = ns };
+		struct iovec d = { val, sizeof(val) };
+		for (unsigned i = 0; i < 1024; i++) {
+			char name[32];
+			snprintf(name, sizeof(name), "e%u-%u-%u", round, f, i);
+			memset(&its[i], 0, sizeof(its[i]));
+			kvt_key_set(&its[i].key, name, strlen(name));
+			its[i].part_count = 1;
+			its[i].part_lens = lens;
+			its[i].part_crcs = crc;
+		}
+		T_ASSERT(kc_request(c, &fr, its, 1024, &d, 1) > 0);
+	}
+	for (unsigned f = 0; f < EVS_PIPE; f++) {
+		struct fq_seen s = { 0 };
+		T_ASSERT(kc_recv_items(c, 30000, fq_item, &s, NULL) > 0);
+		T_EQ_INT(s.ok, 1024);
+	}
+}
+
+static void phase_kvevents_stuck(void)
+{
+	static const uint8_t subscribe[] = { 0x00, 1, 0x01 }; /* a message: SUBSCRIBE "" */
+	static uint8_t got[1 << 20];
+	void *zctx = zmq_ctx_new(), *sub;
+	char ep[64], junk[4096];
+	int peer[EVS_PEERS];
+	unsigned msgs = 0, seen, frames = 0, round = 0;
+	uint64_t rss_a, rss_peak, t0, events0, events1;
+	uint8_t ns[PROTO_DIGEST_LEN];
+	struct fq_seen seen_puts = { 0 };
+	struct kc c;
+	uint16_t port;
+	bool closed;
+
+	port = kvev_start("kvevents_stuck", zctx, ep, &sub, &c, ns);
+	/* DRAM filled (64 MiB of 4 KiB chunks) before the measure */
+	for (unsigned i = 0; i < 24; i++) {
+		char prefix[16];
+		snprintf(prefix, sizeof(prefix), "w%02u-", i);
+		frame_puts(&c, ns, 1024, 1024, 0, prefix, &seen_puts);
+	}
+	ev_drain(sub, got, sizeof(got), 500, &msgs);
+	tsrv_sleep_ms(300);
+	rss_a = tsrv_rss(srv.pid);
+	rss_peak = rss_a;
+	events0 = stat_of("events.queued");
+
+	for (unsigned i = 0; i < EVS_PEERS; i++) {
+		struct sockaddr_in me = { .sin_family = AF_INET }, sa = { .sin_family = AF_INET };
+		int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), rb = 4096;
+		T_ASSERT(fd >= 0);
+		T_EQ_INT(setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rb, sizeof(rb)), 0);
+		me.sin_addr.s_addr = htonl(0x7f000002u); /* 127.0.0.2 */
+		T_EQ_INT(bind(fd, (struct sockaddr *)&me, sizeof(me)), 0);
+		sa.sin_port = htons(port);
+		sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		T_EQ_INT(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+		T_ASSERT(send_for(fd, zmtp_sub_hello, sizeof(zmtp_sub_hello), 1000) ==
+			 (int64_t)sizeof(zmtp_sub_hello));
+		/* the server's greeting and READY, then our subscription */
+		T_ASSERT(recv_for(fd, junk, 64 + 27, 2000, &closed) >= 64);
+		T_ASSERT(send_for(fd, subscribe, sizeof(subscribe), 1000) ==
+			 (int64_t)sizeof(subscribe));
+		peer[i] = fd;
+	}
+	tsrv_sleep_ms(300); /* the subscriptions reach the publisher */
+
+	t0 = tsrv_now_ns();
+	while (tsrv_now_ns() - t0 < EVS_SECS * 1000000000ull) {
+		uint64_t r;
+		evs_puts(&c, ns, round++);
+		frames += EVS_PIPE;
+		r = tsrv_rss(srv.pid);
+		if (r > rss_peak)
+			rss_peak = r;
+		/* the router reads along, as a router does */
+		ev_drain(sub, got, sizeof(got), 1, &msgs);
+	}
+	events1 = stat_of("events.queued");
+	printf("kvevents_stuck: %u peers subscribed, reading nothing; %u frames of 1,024 puts "
+	       "in %u s (%" PRIu64 " events): RSS %" PRIu64 " -> peak %" PRIu64 " MiB\n",
+	       EVS_PEERS, frames, EVS_SECS, events1 - events0, rss_a >> 20, rss_peak >> 20);
+	for (unsigned i = 0; i < EVS_PEERS; i++)
+		close(peer[i]);
+
+	/* The router is served. */
+	ev_drain(sub, got, sizeof(got), 1000, &msgs);
+	ev_put_keys(&c, ns, "stuck-ev-key-");
+	seen = ev_count(got, ev_drain(sub, got, sizeof(got), 1000, &msgs), "stuck-ev-key-");
+	printf("kvevents_stuck: after: router got %u of %u blocks\n", seen, EV_KEYS);
+	T_GE_INT(events1 - events0, 500000);
+	T_LE_INT(rss_peak, rss_a + (48u << 20));
+	T_EQ_INT(seen, EV_KEYS);
+	zmq_close(sub);
+	kc_close(&c);
+	zmq_ctx_term(zctx);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
+/* ------------------------------------------------------------------------
  * repair_table (hyg10): in a pod, every placed put is noted in the repair
  * thread's table, (namespace, key) -> (anchor, copies), ~100 bytes a
  * block, which grew outside --max-memory; an entry of an evicted block
@@ -8451,6 +8582,7 @@ static const struct tsrv_phase phases[] = {
 	{ "repair_table", phase_repair_table },
 	{ "repair_share", phase_repair_share },
 	{ "fwd_share", phase_fwd_share },
+	{ "kvevents_stuck", phase_kvevents_stuck },
 	{ "s3_scan", phase_s3_scan },
 	{ "native_edges", phase_native_edges },
 	{ "native_flood", phase_native_flood },
