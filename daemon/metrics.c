@@ -320,9 +320,14 @@ static void metrics_repair(void *ctx, const char *name, uint64_t v)
 		  "forwarded puts not copied: queue full, or this server not in its member list" },
 		{ "repair.forward_mem_dropped", "kvtier_repair_forward_mem_dropped_total", "counter",
 		  "of them, because the queue could not grow within --max-memory" },
+		{ "repair.forward_tenant_dropped", "kvtier_repair_forward_tenant_dropped_total",
+		  "counter", "of them, because the tenant's blocks held its quarter of the queue" },
 		{ "repair.untracked", "kvtier_repair_untracked_total", "counter",
 		  "placed puts not tracked for healing: the table could not grow within "
-		  "--max-memory" },
+		  "--max-memory, or the tenant's entries held its share" },
+		{ "repair.tenant_capped", "kvtier_repair_tenant_capped_total", "counter",
+		  "of them, because the tenant's entries held its share (a quarter of "
+		  "--max-memory)" },
 	};
 	for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++)
 		if (strcmp(name, map[i].stat) == 0)

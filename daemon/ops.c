@@ -833,7 +833,8 @@ bool kvtd_put_prepare(struct kvtd_frame *fr)
 		it->flags = pi.flags;
 		it->rlen = pi.data_len;
 		if (rc == 0 && pi.flags & PROTO_IF_REPAIR &&
-		    kvtd_repair_refused(c->loop->srv, fr->ns_ids[pi.ns_index], &pi.key))
+		    kvtd_repair_refused(c->loop->srv, fr->ns_ids[pi.ns_index],
+					kvtd_tenant_group(c->tenant, c->tenant_len), &pi.key))
 			rc = -ECANCELED; /* a repair copy of a key deleted lately */
 		if (rc == 0)
 			rc = kvtd_value_put_reserve(fr, it, &pi, fr->ns_ids[pi.ns_index]);
@@ -1108,7 +1109,10 @@ static void ops_keyed(struct kvtd_frame *fr)
 		case PROTO_OP_PUT:
 			/* A repair copy of a key deleted lately: dropped. */
 			if (pi.flags & PROTO_IF_REPAIR &&
-			    kvtd_repair_refused(ops_srv(fr), it->req.ns, &pi.key)) {
+			    kvtd_repair_refused(ops_srv(fr), it->req.ns,
+						kvtd_tenant_group(fr->conn->tenant,
+								  fr->conn->tenant_len),
+						&pi.key)) {
 				it->status = -ECANCELED;
 				continue;
 			}
@@ -2060,14 +2064,27 @@ static void ops_repair_hook(struct kvtd_frame *fr)
 	struct proto_item pi;
 	uint32_t i = 0;
 
-	if (srv->repair && fr->f.op == PROTO_OP_CLEAR) {
+	uint32_t group;
+
+	if (!srv->repair)
+		return;
+	/* Whose share the table's entries and the refusals are
+	 * (repair.c "A tenant's share"): the connection's tenant, whose own
+	 * namespaces it puts to and deletes from; a CLEAR's, its scope's. */
+	group = kvtd_tenant_group(fr->conn->tenant, fr->conn->tenant_len);
+	if (fr->f.op == PROTO_OP_CLEAR) {
+		const struct proto_scope *s = &fr->f.scope;
 		uint32_t id = KVT_NS_ALL;
-		if (fr->f.scope.scope != PROTO_SCOPE_NS ||
-		    kvt_ns_find(srv->store, fr->f.scope.digest, &id) != KVT_OK)
+		if (s->scope != PROTO_SCOPE_NS || kvt_ns_find(srv->store, s->digest, &id) != KVT_OK)
 			id = KVT_NS_ALL;
-		kvtd_repair_cleared(srv, id);
+		if (s->scope == PROTO_SCOPE_ALL ||
+		    (s->scope == PROTO_SCOPE_NS && fr->conn->role == PROTO_ROLE_ADMIN))
+			group = 0; /* every tenant's */
+		else if (s->scope == PROTO_SCOPE_TENANT && s->tenant_len)
+			group = kvtd_tenant_group(s->tenant, s->tenant_len);
+		kvtd_repair_cleared(srv, id, group);
 	}
-	if (!srv->repair || !fr->items || !fr->ns_ids ||
+	if (!fr->items || !fr->ns_ids ||
 	    (fr->f.op != PROTO_OP_PUT && fr->f.op != PROTO_OP_DELETE && fr->f.op != PROTO_OP_GET))
 		return;
 	proto_iter_init(&iter, &fr->f, NULL, NULL, 0);
@@ -2080,10 +2097,11 @@ static void ops_repair_hook(struct kvtd_frame *fr)
 				kvtd_repair_touch(srv, fr->ns_ids[pi.ns_index], &pi.key);
 		} else if (fr->f.op == PROTO_OP_DELETE) {
 			if (it->status == KVT_OK || it->status == KVT_MISS)
-				kvtd_repair_forget(srv, fr->ns_ids[pi.ns_index], &pi.key);
+				kvtd_repair_forget(srv, fr->ns_ids[pi.ns_index], group,
+						   &pi.key);
 		} else if (pi.flags & PROTO_IF_PLACED &&
 			   (it->status == KVT_OK || it->status == KVT_EXISTS)) {
-			kvtd_repair_note(srv, fr->ns_ids[pi.ns_index], &pi.key, pi.anchor,
+			kvtd_repair_note(srv, fr->ns_ids[pi.ns_index], group, &pi.key, pi.anchor,
 					 pi.copies, pi.value_len,
 					 pi.flags & PROTO_IF_FORWARD && it->status == KVT_OK,
 					 pi.flags & PROTO_IF_RETAIN);

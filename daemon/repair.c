@@ -15,7 +15,9 @@
  * the member list changes, so clients' puts grew it without bound outside
  * the budget.  Past the budget it does not grow and a new placed block is
  * not tracked (repair.untracked: not healed if its member dies; a delete
- * with no room refuses every repair copy for a while instead).  A pass's
+ * with no room refuses the tenant's repair copies for a while instead),
+ * and one tenant's entries hold at most its share ("A tenant's share"
+ * below).  A pass's
  * snapshot of the table is charged too, forced (a pass must run; clients
  * wait for the budget while it does).
  *
@@ -74,6 +76,11 @@
 #define REPAIR_TOMB_NS (60ull * 1000000000ull)
 
 #define REPAIR_CLEARS 64 /* namespaces whose CLEAR is remembered one by one */
+/* ... of them one tenant's at most (with --tenants): past it, its clears
+ * refuse all its repair copies for a minute, so that one tenant's clears
+ * of 64 namespaces do not turn another's clear of one into a refusal of
+ * all of that one's copies ("A tenant's share" below) */
+#define REPAIR_CLEARS_TENANT (REPAIR_CLEARS / 4)
 
 /* Clients are being served until this long after the last frame of theirs
  * arrived: the repair keeps to --repair-rate meanwhile. */
@@ -89,6 +96,8 @@ struct rent {
 	uint64_t heat;   /* kvtd_now_ns() when last put or read here */
 	uint64_t anchor; /* state 3: kvtd_now_ns() of the delete */
 	struct kvt_key key;
+	uint16_t group;  /* states 1, 3: the quota group (tenant) it counts in
+			  * (rp->gcount; in the struct's tail padding) */
 };
 
 /* What a pass over the table holds per block: its snapshot entry, the
@@ -113,10 +122,11 @@ struct kvtd_repair {
 	char self[KVTD_MEMBER_ADDR_MAX + 1]; /* this server's address in the list */
 	_Atomic uint64_t passes, checked, copied, bytes, errors, gone, pending, last_pass_ms;
 	_Atomic uint64_t yields, tombs, refused;
-	uint64_t clear_ns;       /* lock: the last CLEAR of more than a namespace, or the
-				  * last a full clear_at[] could not record (0: none) */
+	uint64_t clear_ns;       /* lock: the last CLEAR of everything (or, without
+				  * tenants, what could not be remembered: gclear) (0: none) */
 	struct {
 		uint32_t ns;
+		uint32_t group; /* whose: a tenant holds at most REPAIR_CLEARS_TENANT */
 		uint64_t at;
 	} clear_at[REPAIR_CLEARS]; /* lock: CLEARs of one namespace (at 0: free) */
 	int drain_req;           /* lock: 1 drain, 2 drain then exit (taken by the thread) */
@@ -139,7 +149,88 @@ struct kvtd_repair {
 	_Atomic uint64_t fwd_queued, fwd_copied, fwd_bytes, fwd_dropped, fwd_passes;
 	_Atomic uint64_t fwd_mem_dropped; /* of fwd_dropped: the queue could not grow
 					   * within --max-memory */
+	/* lock: each quota group's (tenant's) entries in state 1; its
+	 * tombstones made in this minute of kvtd_now_ns() (tomb_epoch) and in
+	 * the one before; when what could not be remembered of its deletes or
+	 * clears last refused its repair copies ("A tenant's share" below) */
+	uint32_t gcount[KVT_QUOTA_GROUPS];
+	uint32_t gtomb[KVT_QUOTA_GROUPS], gtomb_prev[KVT_QUOTA_GROUPS];
+	uint64_t tomb_epoch;
+	uint64_t gclear[KVT_QUOTA_GROUPS];
+	_Atomic uint64_t tenant_capped; /* of untracked: the tenant at its share */
+	uint32_t gfq[KVT_QUOTA_GROUPS]; /* lock: each group's forwards in fq */
+	_Atomic uint64_t fwd_tenant_dropped; /* of fwd_dropped: the tenant's share full */
 };
+
+/*
+ * A tenant's share.  The table and its no-room fallbacks are the pod's,
+ * whoever's blocks they hold: one tenant's placed puts (~100 bytes an
+ * entry, kept until a pass) or DELETEs of keys it never stored (a
+ * tombstone each, for a minute) grew the table to the budget -- a third
+ * to two thirds of it, the rest of the doubling -- after which no other
+ * tenant's placed block was tracked (not healed if its member dies); and
+ * a delete with no room, any tenant's CLEAR of its own scope, or a 65th
+ * namespace's CLEAR refused every tenant's repair copies for a minute.
+ * Now a quota group's entries (its tenant's, as kvtd_tenant_group names
+ * it; group 0, a server without tenants, is one trust domain) cost at
+ * most a quarter of --max-memory at the table's lowest load after a
+ * doubling (3/8: an entry's slot and the slack behind it, 8/3 of a
+ * slot): past that its blocks are not tracked (repair.untracked, of it
+ * repair.tenant_capped), and what cannot be remembered of its deletes and
+ * clears refuses that tenant's repair copies for a minute (gclear), not
+ * everyone's; of the 64 slots that remember a namespace's CLEAR, a tenant
+ * holds 16 at most (REPAIR_CLEARS_TENANT) (doc/security.md, test_hostile
+ * `repair_share`).
+ */
+static uint64_t repair_group_max(const struct kvtd_repair *rp)
+{
+	return rp->srv->cfg.max_memory * 3 / (32 * sizeof(struct rent));
+}
+
+/* A tombstone counts in its group while it is of this minute or the one
+ * before (it lasts a minute: expired ones are dropped only by a doubling's
+ * rebuild, and a tenant whose deletes reached its share would otherwise
+ * stay there); bring the minutes up to now. */
+static void tomb_epoch_now(struct kvtd_repair *rp, uint64_t now)
+{
+	uint64_t ep = now / REPAIR_TOMB_NS;
+
+	if (ep == rp->tomb_epoch)
+		return;
+	if (ep == rp->tomb_epoch + 1)
+		memcpy(rp->gtomb_prev, rp->gtomb, sizeof(rp->gtomb));
+	else
+		memset(rp->gtomb_prev, 0, sizeof(rp->gtomb_prev));
+	memset(rp->gtomb, 0, sizeof(rp->gtomb));
+	rp->tomb_epoch = ep;
+}
+
+/* e (state 1 or 3) no longer counts in its group. */
+static void rent_uncount(struct kvtd_repair *rp, const struct rent *e)
+{
+	uint64_t ep;
+
+	if (e->state == 1) {
+		rp->gcount[e->group]--;
+	} else if (e->state == 3) {
+		tomb_epoch_now(rp, kvtd_now_ns());
+		ep = e->anchor / REPAIR_TOMB_NS;
+		if (ep == rp->tomb_epoch)
+			rp->gtomb[e->group]--;
+		else if (ep + 1 == rp->tomb_epoch)
+			rp->gtomb_prev[e->group]--;
+	}
+}
+
+/* May group have one more entry? */
+static bool rent_group_room(struct kvtd_repair *rp, uint32_t group)
+{
+	if (group == 0)
+		return true;
+	tomb_epoch_now(rp, kvtd_now_ns());
+	return (uint64_t)rp->gcount[group] + rp->gtomb[group] + rp->gtomb_prev[group] <
+	       repair_group_max(rp);
+}
 
 /* Forwards queued at most: a pod that cannot keep up drops the rest
  * (repair.forward_dropped; a later pass heals them when the list changes).
@@ -148,6 +239,10 @@ struct kvtd_repair {
  * the budget; past the budget it does not grow and the forward is dropped
  * (repair.forward_mem_dropped too). */
 #define REPAIR_FWD_MAX 65536u
+/* A tenant's forwards queued at most (with --tenants: a quarter, so that
+ * one tenant's burst while a pass waits on a slow member cannot drop
+ * every other tenant's; repair.forward_tenant_dropped). */
+#define REPAIR_FWD_TENANT_MAX (REPAIR_FWD_MAX / 4)
 
 static uint64_t rent_hash(uint32_t ns, const struct kvt_key *k)
 {
@@ -202,6 +297,8 @@ static bool rent_grow(struct kvtd_repair *rp)
 		    (old[i].state == 3 && now - old[i].anchor < REPAIR_TOMB_NS)) {
 			*rent_find(rp, old[i].ns, &old[i].key, true) = old[i];
 			rp->used++;
+		} else if (old[i].state == 3) {
+			rent_uncount(rp, &old[i]); /* expired: dropped */
 		}
 	free(old);
 	return true;
@@ -220,21 +317,35 @@ void kvtd_repair_touch(struct kvtd_server *srv, uint32_t ns, const struct kvt_ke
 	pthread_mutex_unlock(&rp->lock);
 }
 
-void kvtd_repair_note(struct kvtd_server *srv, uint32_t ns, const struct kvt_key *key,
-		      uint64_t anchor, uint32_t copies, uint64_t len, bool forward, bool retain)
+void kvtd_repair_note(struct kvtd_server *srv, uint32_t ns, uint32_t group,
+		      const struct kvt_key *key, uint64_t anchor, uint32_t copies, uint64_t len,
+		      bool forward, bool retain)
 {
 	struct kvtd_repair *rp = srv->repair;
 	struct rent *e, spare = { 0 };
+	bool known;
 	if (!rp || copies < 1)
 		return;
+	if (group >= KVT_QUOTA_GROUPS)
+		group = 0;
 	pthread_mutex_lock(&rp->lock);
-	if ((rp->used + rp->removed + 1) * 4 > rp->cap * 3 && !rent_grow(rp) &&
-	    !((e = rent_find(rp, ns, key, false)) && e->state == 1)) {
+	e = rent_find(rp, ns, key, false);
+	known = e && (e->state == 1 || e->state == 3) && e->group == group;
+	if (!known && !rent_group_room(rp, group)) {
+		/* Not tracked: the tenant's entries hold its share. */
+		atomic_fetch_add(&rp->untracked, 1);
+		atomic_fetch_add(&rp->tenant_capped, 1);
+		e = &spare;
+	} else if ((rp->used + rp->removed + 1) * 4 > rp->cap * 3 && !rent_grow(rp) &&
+		   !((e = rent_find(rp, ns, key, false)) && e->state == 1)) {
 		/* Not tracked (the table is at the budget); a forward still is. */
 		atomic_fetch_add(&rp->untracked, 1);
 		e = &spare;
 	} else {
 		e = rent_find(rp, ns, key, true);
+		rent_uncount(rp, e);
+		e->group = (uint16_t)group;
+		rp->gcount[group]++;
 		if (e->state == 0 || e->state == 2) {
 			if (e->state == 2)
 				rp->removed--;
@@ -255,7 +366,11 @@ void kvtd_repair_note(struct kvtd_server *srv, uint32_t ns, const struct kvt_key
 	e->copies = (uint8_t)copies;
 	e->len = len;
 	e->heat = kvtd_now_ns();
-	if (forward && copies > 1) {
+	if (forward && copies > 1 && group != 0 && rp->gfq[group] >= REPAIR_FWD_TENANT_MAX) {
+		/* the tenant's forwards hold its share of the queue */
+		atomic_fetch_add(&rp->fwd_dropped, 1);
+		atomic_fetch_add(&rp->fwd_tenant_dropped, 1);
+	} else if (forward && copies > 1) {
 		if (rp->fq_n == rp->fq_cap && rp->fq_cap < REPAIR_FWD_MAX) {
 			size_t nc = rp->fq_cap ? rp->fq_cap * 2 : 256;
 			uint64_t more = (uint64_t)(nc - rp->fq_cap) * sizeof(*rp->fq);
@@ -274,7 +389,9 @@ void kvtd_repair_note(struct kvtd_server *srv, uint32_t ns, const struct kvt_key
 			}
 		}
 		if (rp->fq_n < rp->fq_cap) {
+			e->group = (uint16_t)group; /* the spare's too */
 			rp->fq[rp->fq_n++] = *e;
+			rp->gfq[group]++;
 			atomic_fetch_add(&rp->fwd_queued, 1);
 			pthread_cond_signal(&rp->cond);
 		} else {
@@ -291,6 +408,7 @@ static void repair_drop(struct kvtd_repair *rp, uint32_t ns, const struct kvt_ke
 	pthread_mutex_lock(&rp->lock);
 	e = rent_find(rp, ns, key, false);
 	if (e && e->state == 1) {
+		rent_uncount(rp, e);
 		e->state = 2;
 		rp->used--;
 		rp->removed++;
@@ -299,20 +417,49 @@ static void repair_drop(struct kvtd_repair *rp, uint32_t ns, const struct kvt_ke
 	pthread_mutex_unlock(&rp->lock);
 }
 
-void kvtd_repair_forget(struct kvtd_server *srv, uint32_t ns, const struct kvt_key *key)
+/* No room to remember what a tenant deleted or cleared: refuse its repair
+ * copies for a while (every tenant's without tenants: group 0).  Locked. */
+static void repair_group_cleared(struct kvtd_repair *rp, uint32_t group)
+{
+	if (group == 0)
+		rp->clear_ns = kvtd_now_ns();
+	else
+		rp->gclear[group] = kvtd_now_ns();
+}
+
+void kvtd_repair_forget(struct kvtd_server *srv, uint32_t ns, uint32_t group,
+			const struct kvt_key *key)
 {
 	struct kvtd_repair *rp = srv->repair;
 	struct rent *e;
+	uint64_t now;
 	if (!rp)
 		return;
+	if (group >= KVT_QUOTA_GROUPS)
+		group = 0;
 	pthread_mutex_lock(&rp->lock);
+	e = rent_find(rp, ns, key, false);
+	if (!(e && (e->state == 1 || e->state == 3) && e->group == group) &&
+	    !rent_group_room(rp, group)) {
+		/* The tenant's entries hold its share: refuse its repair
+		 * copies for a while, not everyone's. */
+		repair_group_cleared(rp, group);
+		pthread_mutex_unlock(&rp->lock);
+		return;
+	}
 	if ((rp->used + rp->removed + 1) * 4 > rp->cap * 3 && !rent_grow(rp)) {
-		/* No room to remember it: refuse every repair copy for a while. */
-		rp->clear_ns = kvtd_now_ns();
+		/* No room to remember it: refuse the tenant's repair copies
+		 * for a while. */
+		repair_group_cleared(rp, group);
 		pthread_mutex_unlock(&rp->lock);
 		return;
 	}
 	e = rent_find(rp, ns, key, true);
+	rent_uncount(rp, e);
+	now = kvtd_now_ns();
+	tomb_epoch_now(rp, now);
+	e->group = (uint16_t)group;
+	rp->gtomb[group]++; /* anchored now, below */
 	if (e->state == 0 || e->state == 2) {
 		if (e->state == 2)
 			rp->removed--;
@@ -323,39 +470,51 @@ void kvtd_repair_forget(struct kvtd_server *srv, uint32_t ns, const struct kvt_k
 	e->state = 3;
 	e->ns = ns;
 	e->key = *key;
-	e->anchor = kvtd_now_ns();
+	e->anchor = now;
 	e->copies = 0;
 	atomic_fetch_add(&rp->tombs, 1);
 	pthread_mutex_unlock(&rp->lock);
 }
 
-void kvtd_repair_cleared(struct kvtd_server *srv, uint32_t ns)
+void kvtd_repair_cleared(struct kvtd_server *srv, uint32_t ns, uint32_t group)
 {
 	struct kvtd_repair *rp = srv->repair;
 	uint64_t now = kvtd_now_ns();
-	unsigned slot = REPAIR_CLEARS;
+	unsigned slot = REPAIR_CLEARS, held = 0;
+	bool same = false;
 	if (!rp)
 		return;
+	if (group >= KVT_QUOTA_GROUPS)
+		group = 0;
 	pthread_mutex_lock(&rp->lock);
 	for (unsigned i = 0; ns != KVT_NS_ALL && i < REPAIR_CLEARS; i++) {
 		bool stale = now - rp->clear_at[i].at >= REPAIR_TOMB_NS;
 		if (rp->clear_at[i].at && rp->clear_at[i].ns == ns && !stale) {
 			slot = i;
+			same = true;
 			break;
 		}
+		if (rp->clear_at[i].at && !stale && rp->clear_at[i].group == group)
+			held++;
 		if ((!rp->clear_at[i].at || stale) && slot == REPAIR_CLEARS)
 			slot = i;
 	}
+	if (!same && group != 0 && held >= REPAIR_CLEARS_TENANT)
+		slot = REPAIR_CLEARS; /* the tenant's share of the slots */
 	if (slot < REPAIR_CLEARS) {
 		rp->clear_at[slot].ns = ns;
+		rp->clear_at[slot].group = group;
 		rp->clear_at[slot].at = now;
 	} else {
-		rp->clear_ns = now; /* every namespace, or no room: refuse all */
+		/* a tenant's namespaces, or no room: refuse its copies (all
+		 * copies: a clear of everything, or without tenants) */
+		repair_group_cleared(rp, group);
 	}
 	pthread_mutex_unlock(&rp->lock);
 }
 
-bool kvtd_repair_refused(struct kvtd_server *srv, uint32_t ns, const struct kvt_key *key)
+bool kvtd_repair_refused(struct kvtd_server *srv, uint32_t ns, uint32_t group,
+			 const struct kvt_key *key)
 {
 	struct kvtd_repair *rp = srv->repair;
 	uint64_t now = kvtd_now_ns();
@@ -365,6 +524,8 @@ bool kvtd_repair_refused(struct kvtd_server *srv, uint32_t ns, const struct kvt_
 		return false;
 	pthread_mutex_lock(&rp->lock);
 	refused = rp->clear_ns && now - rp->clear_ns < REPAIR_TOMB_NS;
+	if (!refused && group > 0 && group < KVT_QUOTA_GROUPS)
+		refused = rp->gclear[group] && now - rp->gclear[group] < REPAIR_TOMB_NS;
 	for (unsigned i = 0; !refused && i < REPAIR_CLEARS; i++)
 		refused = rp->clear_at[i].at && rp->clear_at[i].ns == ns &&
 			  now - rp->clear_at[i].at < REPAIR_TOMB_NS;
@@ -1203,6 +1364,7 @@ static bool repair_forward(struct kvtd_repair *rp)
 	rp->fq = NULL;
 	rp->fq_n = rp->fq_cap = 0;
 	rp->fq_charged = 0;
+	memset(rp->gfq, 0, sizeof(rp->gfq));
 	pthread_mutex_unlock(&rp->lock);
 	if (!qn) {
 		free(q);
@@ -1406,4 +1568,6 @@ void kvtd_repair_stats(struct kvtd_server *srv,
 	fn(ctx, "repair.forward_dropped", atomic_load(&rp->fwd_dropped));
 	fn(ctx, "repair.forward_mem_dropped", atomic_load(&rp->fwd_mem_dropped));
 	fn(ctx, "repair.untracked", atomic_load(&rp->untracked));
+	fn(ctx, "repair.tenant_capped", atomic_load(&rp->tenant_capped));
+	fn(ctx, "repair.forward_tenant_dropped", atomic_load(&rp->fwd_tenant_dropped));
 }

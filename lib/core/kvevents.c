@@ -331,9 +331,9 @@ void kvevents_cleared(struct kvevents *ev, uint32_t group)
  * The publisher thread
  */
 
-/* One KVEventBatch of evs[0..n) on socket pub, numbered *seqp. */
-static void kvevents_send_on(struct kvevents *ev, void *pub, uint64_t *seqp,
-			     const struct kvevent *evs, size_t n)
+/* One KVEventBatch message of evs[0..n) on socket pub, numbered *seqp. */
+static void kvevents_send_msg(struct kvevents *ev, void *pub, uint64_t *seqp,
+			      const struct kvevent *evs, size_t n)
 {
 	struct timespec now;
 	size_t need = 0;
@@ -374,6 +374,17 @@ static void kvevents_send_on(struct kvevents *ev, void *pub, uint64_t *seqp,
 	}
 	atomic_fetch_add_explicit(&ev->c_batches, 1, memory_order_relaxed);
 	atomic_fetch_add_explicit(&ev->c_bytes, (uint64_t)len, memory_order_relaxed);
+}
+
+/* evs[0..n) on socket pub: messages of at most KVEVENTS_MSG_EVENTS events
+ * (kvevents.h: what a peer that stops reading holds is their size times
+ * KVEVENTS_SNDHWM). */
+static void kvevents_send_on(struct kvevents *ev, void *pub, uint64_t *seqp,
+			     const struct kvevent *evs, size_t n)
+{
+	for (size_t i = 0; i < n; i += KVEVENTS_MSG_EVENTS)
+		kvevents_send_msg(ev, pub, seqp, evs + i,
+				  n - i < KVEVENTS_MSG_EVENTS ? n - i : KVEVENTS_MSG_EVENTS);
 }
 
 /* Everything to the main socket; each group's share (and the clears of
@@ -864,7 +875,7 @@ static void kvevents_free(struct kvevents *ev)
 static int kvevents_socket(struct kvevents *ev, const char *ep, const char *what, void **out,
 			   uint32_t *zap_id)
 {
-	int linger = 200, hwm = 100000, ret;
+	int linger = 200, hwm = KVEVENTS_SNDHWM, ret;
 	void *pub = zmq_socket(ev->zctx, ZMQ_PUB);
 
 	if (!pub)

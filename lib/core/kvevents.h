@@ -92,7 +92,21 @@ struct kvevents_config {
  * KVEVENTS_HANDSHAKE_MS: a peer that has not finished ZMTP's handshake by
  * then is closed (ZMQ_HANDSHAKE_IVL, libzmq's default 30 s).
  * KVEVENTS_KEEPALIVE_*: TCP keepalive (s), so that a peer that vanished
- * (no FIN) is closed and its queue freed. */
+ * (no FIN) is closed and its queue freed.
+ * KVEVENTS_MSG_EVENTS, KVEVENTS_SNDHWM: what a subscriber that stops
+ * reading holds in the publisher's memory.  libzmq queues a PUB socket's
+ * messages per peer up to ZMQ_SNDHWM, counted in messages whatever their
+ * size; a batch was one message, up to events.queue_max events, and the
+ * mark vLLM's 100,000: 8 subscribers that subscribed and never read grew
+ * kvtierd by 718 MiB in 15 s of puts (bounded by nothing but the mark).
+ * Now a batch goes as messages of at most KVEVENTS_MSG_EVENTS events
+ * (an event encodes to at most ~300 bytes: two 64-byte keys and a few
+ * fields), and a peer holds at most KVEVENTS_SNDHWM of them: ~2.4 MiB
+ * at worst, ~0.3 MiB for short keys; a router that falls that far
+ * behind loses messages (a gap in the sequence numbers), as past the
+ * old mark. */
+#define KVEVENTS_MSG_EVENTS 256
+#define KVEVENTS_SNDHWM 32
 #define KVEVENTS_IN_MAX 1024
 #define KVEVENTS_HANDSHAKE_MS 5000
 #define KVEVENTS_KEEPALIVE_IDLE 60

@@ -3644,6 +3644,206 @@ static void phase_fwd_queue(void)
 }
 
 /* ------------------------------------------------------------------------
+ * fwd_share (redteam): in a pod, the forward queue (65,536 entries) was
+ * whoever's came first: one tenant's FORWARD puts while a pass waits on a
+ * member that does not answer filled it, and every other tenant's
+ * forwards were dropped (their replicas never made until the member list
+ * changes).  Now a tenant's forwards queued hold at most a quarter of it
+ * (repair.forward_tenant_dropped).  alice puts 69,632 values marked
+ * FORWARD, 1,024 a frame, while the pass waits 5 s on the silent member;
+ * then rita puts 64: each of hers must be queued.
+ */
+
+#define FS_FLOOD (65536u + 4096u)
+
+static void phase_fwd_share(void)
+{
+	char listen_at[32], members[80];
+	int hole = -1;
+	uint16_t hp = free_tcp_port(&hole), p = free_tcp_port(NULL);
+	const char *extra[] = { "--listen", listen_at, "--advertise", listen_at, "--members",
+				members, "--max-memory", "64M", "--dram", "96M", "--ssd", "0",
+				NULL };
+	uint8_t ans[PROTO_DIGEST_LEN], rns[PROTO_DIGEST_LEN];
+	struct fq_seen seen = { 0 }, rseen = { 0 };
+	uint64_t t0, q0, d0, q1, d1;
+	struct kc a, r;
+
+	snprintf(listen_at, sizeof(listen_at), "127.0.0.1:%u", p);
+	snprintf(members, sizeof(members), "127.0.0.1:%u,127.0.0.1:%u", p, hp);
+	start_with("fwd_share", extra, "alice " SECRET_ALICE " tenant\n"
+				       "admin " SECRET_ADMIN " admin\n"
+				       "rita " SECRET_ALICE " tenant\n");
+	T_RC(kc_dial(&a, srv.port, "alice", SECRET_ALICE), 0);
+	T_RC(kc_register(&a, &desc, ans, NULL, 0), KVT_OK);
+	T_RC(kc_dial(&r, srv.port, "rita", SECRET_ALICE), 0);
+	T_RC(kc_register(&r, &desc, rns, NULL, 0), KVT_OK);
+	t0 = tsrv_now_ns();
+	frame_puts(&a, ans, FS_FLOOD, 1024, PROTO_IF_PLACED | PROTO_IF_FORWARD, "fsa", &seen);
+	q0 = stat_of("repair.forward_queued");
+	d0 = stat_of("repair.forward_dropped");
+	frame_puts(&r, rns, 64, 64, PROTO_IF_PLACED | PROTO_IF_FORWARD, "fsr", &rseen);
+	q1 = stat_of("repair.forward_queued");
+	d1 = stat_of("repair.forward_dropped");
+	printf("fwd_share: alice's %u FORWARD puts in %" PRIu64 " ms: %" PRIu64 " queued, %"
+	       PRIu64 " dropped (of them %" PRIu64 " past her share); then rita's 64: %" PRIu64
+	       " queued, %" PRIu64 " dropped\n", FS_FLOOD, (tsrv_now_ns() - t0) / 1000000, q0,
+	       d0, stat_opt("repair.forward_tenant_dropped"), q1 - q0, d1 - d0);
+	kc_close(&a);
+	kc_close(&r);
+	close(hole); /* the pass fails now: the server stops at once */
+	T_EQ_INT(seen.ok, FS_FLOOD);
+	T_EQ_INT(rseen.ok, 64);
+	T_EQ_U64(d1 - d0, 0);
+	T_EQ_U64(q1 - q0, 64);
+	T_GE_INT(d0, 1); /* alice past her share (or the queue's end) */
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
+/* ------------------------------------------------------------------------
+ * kvevents_stuck (redteam): a peer that subscribes to the KV-events PUB
+ * socket and stops reading is queued every message by libzmq up to
+ * ZMQ_SNDHWM, counted in messages whatever their size: vLLM's 100,000
+ * messages of up to events.queue_max events each, in kvtierd's memory
+ * and outside every budget.  Now a batch goes as messages of at most 256
+ * events and a peer holds at most 32 of them (lib/core/kvevents.h
+ * KVEVENTS_MSG_EVENTS, KVEVENTS_SNDHWM).  8 raw peers from one address
+ * (the most the socket lets in from one) finish the handshake, subscribe
+ * to everything and read nothing (a receive buffer of 4 KiB) while alice
+ * puts 16-byte values 1,024 a frame for 6 s; the DRAM tier is filled
+ * first, so that RSS measures what the flood holds.  The router
+ * subscribed before, reading along, gets the messages sent meanwhile (the
+ * smaller mark costs a reader that keeps up nothing), and its events
+ * after.
+ */
+
+#define EVS_PEERS 8u
+#define EVS_SECS 6u
+#define EVS_PIPE 8u /* frames of 1,024 puts sent before their answers are read */
+
+/* EVS_PIPE frames of 1,024 puts of 16 bytes (keys e<round>-<frame>-<i>),
+ * pipelined, each answered OK. */
+static void evs_puts(struct kc *c, const uint8_t ns[PROTO_DIGEST_LEN], unsigned round)
+{
+	static struct proto_item its[1024];
+	static uint8_t val[16 * 1024];
+	uint64_t lens[1] = { 16 };
+	uint32_t crc[1];
+
+	memset(val, 0x5a, sizeof(val));
+	crc[0] = kvt_crc32c(0, val, 16);
+	for (unsigned f = 0; f < EVS_PIPE; f++) {
+		struct proto_frame fr = { .op = PROTO_OP_PUT, .ns_count = 1, .ns = ns };
+		struct iovec d = { val, sizeof(val) };
+		for (unsigned i = 0; i < 1024; i++) {
+			char name[32];
+			snprintf(name, sizeof(name), "e%u-%u-%u", round, f, i);
+			memset(&its[i], 0, sizeof(its[i]));
+			kvt_key_set(&its[i].key, name, strlen(name));
+			its[i].part_count = 1;
+			its[i].part_lens = lens;
+			its[i].part_crcs = crc;
+		}
+		T_ASSERT(kc_request(c, &fr, its, 1024, &d, 1) > 0);
+	}
+	for (unsigned f = 0; f < EVS_PIPE; f++) {
+		struct fq_seen s = { 0 };
+		T_ASSERT(kc_recv_items(c, 30000, fq_item, &s, NULL) > 0);
+		T_EQ_INT(s.ok, 1024);
+	}
+}
+
+static void phase_kvevents_stuck(void)
+{
+	static const uint8_t subscribe[] = { 0x00, 1, 0x01 }; /* a message: SUBSCRIBE "" */
+	static uint8_t got[1 << 20];
+	void *zctx = zmq_ctx_new(), *sub;
+	char ep[64], junk[4096];
+	int peer[EVS_PEERS];
+	unsigned msgs = 0, seen, frames = 0, round = 0;
+	uint64_t rss_a, rss_peak, t0, events0, events1, b0, b1;
+	unsigned m0;
+	uint8_t ns[PROTO_DIGEST_LEN];
+	struct fq_seen seen_puts = { 0 };
+	struct kc c;
+	uint16_t port;
+	bool closed;
+
+	port = kvev_start("kvevents_stuck", zctx, ep, &sub, &c, ns);
+	/* DRAM filled (64 MiB of 4 KiB chunks) before the measure */
+	for (unsigned i = 0; i < 24; i++) {
+		char prefix[16];
+		snprintf(prefix, sizeof(prefix), "w%02u-", i);
+		frame_puts(&c, ns, 1024, 1024, 0, prefix, &seen_puts);
+	}
+	ev_drain(sub, got, sizeof(got), 500, &msgs);
+	tsrv_sleep_ms(300);
+	rss_a = tsrv_rss(srv.pid);
+	rss_peak = rss_a;
+	events0 = stat_of("events.queued");
+
+	for (unsigned i = 0; i < EVS_PEERS; i++) {
+		struct sockaddr_in me = { .sin_family = AF_INET }, sa = { .sin_family = AF_INET };
+		int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), rb = 4096;
+		T_ASSERT(fd >= 0);
+		T_EQ_INT(setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rb, sizeof(rb)), 0);
+		me.sin_addr.s_addr = htonl(0x7f000002u); /* 127.0.0.2 */
+		T_EQ_INT(bind(fd, (struct sockaddr *)&me, sizeof(me)), 0);
+		sa.sin_port = htons(port);
+		sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		T_EQ_INT(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+		T_ASSERT(send_for(fd, zmtp_sub_hello, sizeof(zmtp_sub_hello), 1000) ==
+			 (int64_t)sizeof(zmtp_sub_hello));
+		/* the server's greeting and READY, then our subscription */
+		T_ASSERT(recv_for(fd, junk, 64 + 27, 2000, &closed) >= 64);
+		T_ASSERT(send_for(fd, subscribe, sizeof(subscribe), 1000) ==
+			 (int64_t)sizeof(subscribe));
+		peer[i] = fd;
+	}
+	tsrv_sleep_ms(300); /* the subscriptions reach the publisher */
+
+	b0 = stat_of("events.batches");
+	m0 = msgs;
+	t0 = tsrv_now_ns();
+	while (tsrv_now_ns() - t0 < EVS_SECS * 1000000000ull) {
+		uint64_t r;
+		evs_puts(&c, ns, round++);
+		frames += EVS_PIPE;
+		r = tsrv_rss(srv.pid);
+		if (r > rss_peak)
+			rss_peak = r;
+		/* the router reads along, as a router does */
+		ev_drain(sub, got, sizeof(got), 5, &msgs);
+	}
+	events1 = stat_of("events.queued");
+	ev_drain(sub, got, sizeof(got), 500, &msgs);
+	b1 = stat_of("events.batches");
+	printf("kvevents_stuck: %u peers subscribed, reading nothing; %u frames of 1,024 puts "
+	       "in %u s (%" PRIu64 " events): RSS %" PRIu64 " -> peak %" PRIu64 " MiB; the "
+	       "router reading along got %u of %" PRIu64 " messages\n", EVS_PEERS, frames,
+	       EVS_SECS, events1 - events0, rss_a >> 20, rss_peak >> 20, msgs - m0, b1 - b0);
+	for (unsigned i = 0; i < EVS_PEERS; i++)
+		close(peer[i]);
+
+	/* The router is served. */
+	ev_drain(sub, got, sizeof(got), 1000, &msgs);
+	ev_put_keys(&c, ns, "stuck-ev-key-");
+	seen = ev_count(got, ev_drain(sub, got, sizeof(got), 1000, &msgs), "stuck-ev-key-");
+	printf("kvevents_stuck: after: router got %u of %u blocks\n", seen, EV_KEYS);
+	T_GE_INT(events1 - events0, 300000);
+	/* a router that reads keeps up (5,202 of 5,202 seen, 4,294 of 4,355;
+	 * TSan 3,481 of 3,489): at most a quarter lost to the load of a
+	 * shared machine */
+	T_GE_INT((uint64_t)(msgs - m0) * 4, (b1 - b0) * 3);
+	T_LE_INT(rss_peak, rss_a + (48u << 20));
+	T_EQ_INT(seen, EV_KEYS);
+	zmq_close(sub);
+	kc_close(&c);
+	zmq_ctx_term(zctx);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
+/* ------------------------------------------------------------------------
  * repair_table (hyg10): in a pod, every placed put is noted in the repair
  * thread's table, (namespace, key) -> (anchor, copies), ~100 bytes a
  * block, which grew outside --max-memory; an entry of an evicted block
@@ -3651,6 +3851,8 @@ static void phase_fwd_queue(void)
  * client's puts grew it without bound.  Now its array is charged; past the
  * budget it does not grow and the block is not tracked
  * (repair.untracked).  32768 placed puts of 16 bytes, --max-memory 1M.
+ * (Since repair_share alice's entries stop at her share of the budget,
+ * a quarter of it with the table's doubling counted: 945.)
  */
 
 static void phase_repair_table(void)
@@ -3670,12 +3872,178 @@ static void phase_repair_table(void)
 	untracked = stat_opt("repair.untracked");
 	used = stat_of("server.mem_used");
 	printf("repair_table: %u placed puts (%u stored) under --max-memory 1M: %" PRIu64
-	       " tracked, %" PRIu64 " not (the table at the budget); mem_used %" PRIu64
+	       " tracked, %" PRIu64 " not (alice at her share of it); mem_used %" PRIu64
 	       " KiB\n", FQ_ITEMS, seen.ok, tracked, untracked, used >> 10);
 	T_EQ_INT(seen.ok, FQ_ITEMS);
 	T_GE_INT(untracked, 1);
 	T_EQ_U64(tracked + untracked, FQ_ITEMS);
 	T_LE_INT(used, 1u << 20);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
+/* ------------------------------------------------------------------------
+ * repair_share (redteam): in a pod, one tenant's placed puts filled the
+ * repair table to the budget (repair_table) and its DELETEs, each a
+ * tombstone for a minute, did the same; past the budget, or after any
+ * tenant's CLEAR of its own scope, every repair copy into this server was
+ * refused for a minute -- every tenant's -- and no later placed block of
+ * any tenant was tracked (so none healed if its member died).  Now the
+ * table's entries of one tenant (its quota group) cost at most a quarter
+ * of --max-memory, and what cannot be remembered of a tenant's deletes or
+ * clears refuses that tenant's repair copies only.  alice floods; rita's
+ * placed puts and repair copies, after each step, must be tracked and
+ * stored.
+ */
+
+#define RS_FLOOD 16384u
+
+/* One put of key name into ns on c with flags (PLACED, REPAIR...); its
+ * item status. */
+static int rs_put(struct kc *c, const uint8_t ns[PROTO_DIGEST_LEN], const char *name,
+		  uint32_t flags)
+{
+	struct proto_frame f = { .op = PROTO_OP_PUT, .ns_count = 1, .ns = ns };
+	struct proto_item it = { .flags = flags, .anchor = 1, .copies = 2, .part_count = 1 };
+	uint64_t lens[1] = { FQ_LEN };
+	uint8_t val[FQ_LEN];
+	uint32_t crc[1];
+	struct iovec d = { val, FQ_LEN };
+	struct fq_seen s = { 0 };
+
+	memset(val, 0x33, sizeof(val));
+	crc[0] = kvt_crc32c(0, val, FQ_LEN);
+	kvt_key_set(&it.key, name, strlen(name));
+	it.part_lens = lens;
+	it.part_crcs = crc;
+	T_ASSERT(kc_request(c, &f, &it, 1, &d, 1) > 0);
+	T_ASSERT(kc_recv_items(c, 30000, fq_item, &s, NULL) > 0);
+	return s.ok ? KVT_OK : s.first_bad;
+}
+
+/* DELETEs of n keys PREFIX%05u (none of them stored), 1024 a frame. */
+static void rs_deletes(struct kc *c, const uint8_t ns[PROTO_DIGEST_LEN], unsigned n,
+		       const char *prefix)
+{
+	struct proto_item *its = calloc(1024, sizeof(*its));
+	T_ASSERT(its != NULL);
+	for (unsigned done = 0; done < n; done += 1024) {
+		struct proto_frame f = { .op = PROTO_OP_DELETE, .ns_count = 1, .ns = ns };
+		struct fq_seen s = { 0 };
+		for (unsigned i = 0; i < 1024; i++) {
+			char name[24];
+			snprintf(name, sizeof(name), "%s%05u", prefix, done + i);
+			memset(&its[i], 0, sizeof(its[i]));
+			kvt_key_set(&its[i].key, name, strlen(name));
+		}
+		T_ASSERT(kc_request(c, &f, its, 1024, NULL, 0) > 0);
+		T_ASSERT(kc_recv_items(c, 30000, fq_item, &s, NULL) > 0);
+	}
+	free(its);
+}
+
+/* A pod of this server and a member that never answers, tenants alice,
+ * rita and admin, --max-memory 4M; alice's and rita's connections, each
+ * with a namespace registered. */
+static void rs_start(const char *name, struct kc *a, uint8_t ans[PROTO_DIGEST_LEN], struct kc *r,
+		     uint8_t rns[PROTO_DIGEST_LEN])
+{
+	static char listen_at[32], members[80];
+	uint16_t p = free_tcp_port(NULL), other = free_tcp_port(NULL);
+	const char *extra[] = { "--listen", listen_at, "--advertise", listen_at, "--members",
+				members, "--max-memory", "4M", "--dram", "192M", NULL };
+
+	snprintf(listen_at, sizeof(listen_at), "127.0.0.1:%u", p);
+	snprintf(members, sizeof(members), "127.0.0.1:%u,127.0.0.1:%u", p, other);
+	start_with(name, extra, "alice " SECRET_ALICE " tenant\n"
+				"admin " SECRET_ADMIN " admin\n"
+				"rita " SECRET_ALICE " tenant\n");
+	T_RC(kc_dial(a, srv.port, "alice", SECRET_ALICE), 0);
+	T_RC(kc_register(a, &desc, ans, NULL, 0), KVT_OK);
+	T_RC(kc_dial(r, srv.port, "rita", SECRET_ALICE), 0);
+	T_RC(kc_register(r, &desc, rns, NULL, 0), KVT_OK);
+}
+
+static void phase_repair_share(void)
+{
+	uint8_t ans[PROTO_DIGEST_LEN], rns[PROTO_DIGEST_LEN];
+	struct fq_seen seen = { 0 }, rseen = { 0 };
+	uint64_t t0, t1, u0, u1, used;
+	int clear_rc, alice_clear_rc, tomb_rc, alice_rc, ns_rc, ns_cleared_rc;
+	uint8_t r2[PROTO_DIGEST_LEN];
+	struct kc a, r;
+
+	/* 1. alice clears her own scope: rita's repair copy after it */
+	rs_start("repair_share", &a, ans, &r, rns);
+	T_RC(kc_clear(&a, PROTO_SCOPE_TENANT, NULL, NULL, NULL), 0);
+	clear_rc = rs_put(&r, rns, "rs-after-clear", PROTO_IF_PLACED | PROTO_IF_REPAIR);
+	alice_clear_rc = rs_put(&a, ans, "rs-alice-clear", PROTO_IF_PLACED | PROTO_IF_REPAIR);
+	printf("repair_share: after alice's CLEAR of her scope, rita's repair copy %d (%s), "
+	       "alice's %d (%s)\n", clear_rc, kvt_strerror(clear_rc), alice_clear_rc,
+	       kvt_strerror(alice_clear_rc));
+	kc_close(&a);
+	kc_close(&r);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+
+	/* 2. alice's placed puts fill the table; then rita's (a new server:
+	 * nothing refused from step 1) */
+	rs_start("repair_share2", &a, ans, &r, rns);
+	frame_puts(&a, ans, RS_FLOOD, FQ_FRAME, PROTO_IF_PLACED, "rsa", &seen);
+	t0 = stat_of("repair.tracked");
+	u0 = stat_opt("repair.untracked");
+	frame_puts(&r, rns, 1024, FQ_FRAME, PROTO_IF_PLACED, "rsr", &rseen);
+	t1 = stat_of("repair.tracked");
+	u1 = stat_opt("repair.untracked");
+	used = stat_of("server.mem_used");
+	printf("repair_share: alice's %u placed puts: %" PRIu64 " tracked, %" PRIu64
+	       " not; then rita's 1024: %" PRIu64 " tracked, %" PRIu64 " not; mem_used %" PRIu64
+	       " KiB of 4096\n", RS_FLOOD, t0, u0, t1 - t0, u1 - u0, used >> 10);
+
+	/* 3. alice's deletes of keys never stored: a tombstone each */
+	rs_deletes(&a, ans, RS_FLOOD, "rsd");
+	tomb_rc = rs_put(&r, rns, "rs-after-deletes", PROTO_IF_PLACED | PROTO_IF_REPAIR);
+	alice_rc = rs_put(&a, ans, "rs-alice-after", PROTO_IF_PLACED | PROTO_IF_REPAIR);
+	printf("repair_share: after alice's %u deletes, rita's repair copy %d (%s), alice's "
+	       "%d (%s); repair.refused %" PRIu64 ", mem_used %" PRIu64 " KiB\n", RS_FLOOD,
+	       tomb_rc, kvt_strerror(tomb_rc), alice_rc, kvt_strerror(alice_rc),
+	       stat_opt("repair.refused"), stat_of("server.mem_used") >> 10);
+
+	/* 4. alice clears 64 namespaces of hers one by one (each remembered
+	 * in one of the server's 64 slots); then rita clears one of hers:
+	 * her repair copies into another must still be taken */
+	for (unsigned i = 0; i < 64; i++) {
+		struct kvt_ns_desc d = desc;
+		char model[32];
+		uint8_t dg[PROTO_DIGEST_LEN];
+		snprintf(model, sizeof(model), "rs-model-%u", i);
+		d.model = model;
+		T_RC(kc_register(&a, &d, dg, NULL, 0), KVT_OK);
+		T_RC(kc_clear(&a, PROTO_SCOPE_NS, dg, NULL, NULL), 0);
+	}
+	{
+		struct kvt_ns_desc d = desc;
+		d.model = "rs-rita-2";
+		T_RC(kc_register(&r, &d, r2, NULL, 0), KVT_OK);
+		T_RC(kc_clear(&r, PROTO_SCOPE_NS, r2, NULL, NULL), 0);
+	}
+	ns_rc = rs_put(&r, rns, "rs-after-ns-clears", PROTO_IF_PLACED | PROTO_IF_REPAIR);
+	ns_cleared_rc = rs_put(&r, r2, "rs-into-cleared", PROTO_IF_PLACED | PROTO_IF_REPAIR);
+	printf("repair_share: after alice's CLEARs of 64 namespaces and rita's of one, rita's "
+	       "repair copy into another %d (%s), into the cleared one %d (%s)\n", ns_rc,
+	       kvt_strerror(ns_rc), ns_cleared_rc, kvt_strerror(ns_cleared_rc));
+	kc_close(&a);
+	kc_close(&r);
+
+	T_EQ_INT(clear_rc, KVT_OK);
+	T_EQ_INT(alice_clear_rc, -ECANCELED); /* her own copies refused for a while */
+	T_EQ_INT(seen.ok, RS_FLOOD);
+	T_EQ_INT(rseen.ok, 1024);
+	T_EQ_U64(t1 - t0, 1024);        /* every one of rita's blocks tracked */
+	T_GE_INT(u0, 1);                /* alice past her share */
+	T_LE_INT(used, 4u << 20);
+	T_EQ_INT(tomb_rc, KVT_OK);
+	T_EQ_INT(alice_rc, -ECANCELED);
+	T_EQ_INT(ns_rc, KVT_OK);
+	T_EQ_INT(ns_cleared_rc, -ECANCELED);
 	T_EQ_INT(tsrv_stop(&srv), 0);
 }
 
@@ -8224,6 +8592,9 @@ static const struct tsrv_phase phases[] = {
 	{ "resp_exists", phase_resp_exists },
 	{ "fwd_queue", phase_fwd_queue },
 	{ "repair_table", phase_repair_table },
+	{ "repair_share", phase_repair_share },
+	{ "fwd_share", phase_fwd_share },
+	{ "kvevents_stuck", phase_kvevents_stuck },
 	{ "s3_scan", phase_s3_scan },
 	{ "native_edges", phase_native_edges },
 	{ "native_flood", phase_native_flood },
