@@ -56,6 +56,9 @@
 #define DRAM_DEFAULT_SHARD (UINT64_C(1) << 30) /* one shard per GiB by default */
 /* victims in flight: at least this (a shard's share) */
 #define DRAM_LEAVING_MIN (UINT64_C(1) << 20)
+/* dram.prefault at open: announced from this size, progress at most this often */
+#define DRAM_PREFAULT_SAY (UINT64_C(1) << 30)
+#define DRAM_PREFAULT_EVERY_NS (UINT64_C(2) * 1000000000u)
 
 enum { ITEM_WRITING = 1, ITEM_VISIBLE = 2, ITEM_DEAD = 3 };
 #define ITEM_STATE_MASK 0x03
@@ -1327,6 +1330,7 @@ int dram_open(struct dram **out, const struct dram_config *cfg, struct kvt_mem *
 	char pf[64] = "";
 	ssize_t got;
 	int ret = 0;
+	uint64_t pf_said = 0; /* prefault_ns at the last progress line */
 
 	if (cfg->chunk < 4096 || (cfg->chunk & (cfg->chunk - 1)) || cfg->capacity < cfg->chunk)
 		return KVT_EOPTVAL;
@@ -1377,6 +1381,14 @@ int dram_open(struct dram **out, const struct dram_config *cfg, struct kvt_mem *
 		}
 		d->hint_mask = (uint32_t)(hn - 1);
 	}
+	/* Pre-faulting takes about a second per 2-4 GiB, before anything else
+	 * is said: a large one is announced, and its progress said every
+	 * few seconds (a shard at a time), or a start looks hung. */
+	if (cfg->prefault && per * n >= DRAM_PREFAULT_SAY)
+		kvt_logf(log, KVT_LOG_INFO,
+			 "dram: pre-faulting %llu MiB in %u shards (dram.prefault=off skips it: "
+			 "the pages are then faulted in by the first puts)",
+			 (unsigned long long)(per * n >> 20), n);
 	for (uint32_t i = 0; i < n; i++) {
 		struct dram_shard *s = &d->shards[i];
 		pthread_mutex_init(&s->lock, NULL);
@@ -1403,6 +1415,12 @@ int dram_open(struct dram **out, const struct dram_config *cfg, struct kvt_mem *
 			d->prefault_bytes += s->arena.map_len;
 			d->prefault_ns += (uint64_t)(t1.tv_sec - t0.tv_sec) * 1000000000u +
 					  (uint64_t)t1.tv_nsec - (uint64_t)t0.tv_nsec;
+			if (i + 1 < n && d->prefault_ns - pf_said >= DRAM_PREFAULT_EVERY_NS) {
+				pf_said = d->prefault_ns;
+				kvt_logf(log, KVT_LOG_INFO, "dram: pre-faulted %llu of %llu MiB",
+					 (unsigned long long)(d->prefault_bytes >> 20),
+					 (unsigned long long)(per * n >> 20));
+			}
 		}
 		ret = evict_init(&s->ev, mem, cfg->policy, s->arena.chunk_count);
 		if (ret < 0)

@@ -751,6 +751,52 @@ static void test_lower_gauges(void)
 	T_EQ_INT(atomic_load(&mem.bytes), 0);
 }
 
+/* Pre-faulting a large DRAM is announced before it starts (it takes
+ * seconds per few GiB, and nothing else is said meanwhile: a start looked
+ * hung), and the open's line says how much was pre-faulted. */
+struct said {
+	char text[4096];
+	size_t len;
+};
+
+static void said_line(void *ctx, int level, const char *msg)
+{
+	struct said *sd = ctx;
+	(void)level;
+	sd->len += (size_t)snprintf(sd->text + sd->len, sizeof(sd->text) - sd->len, "%s\n",
+				    msg);
+	if (sd->len >= sizeof(sd->text))
+		sd->len = sizeof(sd->text) - 1;
+}
+
+static void test_prefault_said(void)
+{
+	struct kvt_mem mem;
+	struct said sd = { .len = 0 };
+	struct kvt_logger lg = { .fn = said_line, .ctx = &sd, .min_level = KVT_LOG_DEBUG };
+	struct dram_config cfg = { .capacity = 1 << 30, .chunk = 65536, .shards = 4,
+				   .policy = DRAM_POLICY_LRU, .hugepages = DRAM_HUGE_OFF,
+				   .prefault = true };
+	struct dram *d;
+	const char *start, *done;
+
+	kvt_mem_init(&mem);
+	T_OK(dram_open(&d, &cfg, &mem, &lg));
+	start = strstr(sd.text, "dram: pre-faulting 1024 MiB in 4 shards");
+	done = strstr(sd.text, "(pre-faulted 1024 MiB in ");
+	T_ASSERT(start != NULL && done != NULL && start < done);
+	dram_close(d);
+	/* A small one is not announced. */
+	sd.len = 0;
+	sd.text[0] = 0;
+	cfg.capacity = 64 << 20;
+	T_OK(dram_open(&d, &cfg, &mem, &lg));
+	T_ASSERT(strstr(sd.text, "pre-faulting") == NULL);
+	T_ASSERT(strstr(sd.text, "(pre-faulted 64 MiB in ") != NULL);
+	dram_close(d);
+	T_EQ_INT(atomic_load(&mem.bytes), 0);
+}
+
 int main(void)
 {
 	test_shapes();
@@ -764,5 +810,6 @@ int main(void)
 	test_ref_cap();
 	test_hash_secret();
 	test_lower_gauges();
+	test_prefault_said();
 	return 0;
 }
