@@ -629,6 +629,15 @@ int kvt_store_create(struct kvt_store **out);
  *                     once, 1..65536 (default 64; at most 8 from one IP
  *                     address); past that, peers are refused during the
  *                     ZeroMQ handshake (stat events.refused).
+ *   events.replay_endpoint  bind vLLM's replay endpoint here (a ZeroMQ
+ *                     ROUTER: a peer sends a start seq and gets the main
+ *                     socket's messages kept since, then an end marker;
+ *                     doc/kvevents.md "Replay"); default none.  Only with
+ *                     events.endpoint.
+ *   events.replay_max, events.replay_bytes  what is kept for replay: the
+ *                     last messages, at most this many (default 10000,
+ *                     vLLM's buffer_steps) and this many payload bytes
+ *                     (default 16M), whichever bound comes first.
  *   workers           library worker threads, 1..64 (default 1).
  *   store.tiers       the order in which a request that DRAM cannot answer
  *                     walks the tiers below it: tier names, comma-separated

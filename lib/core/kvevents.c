@@ -36,8 +36,18 @@
  * (zmq_socket_monitor(pub, NULL, 0)) before the socket is closed and
  * before its reading end is.
  *
+ * The replay thread (kvevents_rep_main, with events.replay_endpoint)
+ * owns a ROUTER socket, vLLM's replay endpoint: the publisher thread
+ * copies each message it sends on the main socket into a ring (the last
+ * events.replay_max, at most events.replay_bytes of payload), and the
+ * replay thread answers [id, "", start seq] with the ring's messages from
+ * there, then the end marker.  It sends with ZMQ_DONTWAIT and
+ * ZMQ_ROUTER_MANDATORY: at a peer's high-water mark it keeps the replay's
+ * next seq and tries again 10 ms later, from wherever the ring then is.
+ *
  * Locks: ev->lock guards the filling array, stop and the wake flag;
  * ev->zap_lock the sockets handed to the ZAP thread and its stop flag;
+ * ev->ring_lock the replay ring (held for one message's send at most);
  * everything else belongs to its thread (or to open/close around them).
  */
 #include <errno.h>
@@ -75,6 +85,20 @@ struct kvev_peer {
 	int fd;
 	uint32_t mon;                   /* the socket's id */
 	char addr[64];                  /* the peer's IP address; "" if not TCP */
+};
+
+/* A message kept for replay: its payload, as sent on the main socket. */
+struct kvev_rec {
+	uint64_t seq;
+	uint8_t *data;
+	size_t len;
+};
+
+/* A replay under way: what its peer gets next. */
+struct kvev_pend {
+	uint8_t id[256];                /* the peer's ROUTER routing id */
+	size_t id_len;
+	uint64_t next;                  /* the first seq it still wants */
 };
 
 /* A group's own socket. */
@@ -129,7 +153,26 @@ struct kvevents {
 	size_t peer_n, peer_cap;
 	bool refusing;                  /* ZAP thread: the last answer was a refusal */
 
+	/* Replay (doc/kvevents.md "Replay"): the ring of the main socket's
+	 * last messages (ring_lock: the publisher thread appends, the replay
+	 * thread reads) and the ROUTER socket (the replay thread's). */
+	void *rep;
+	uint32_t rep_zap_id;
+	char rep_endpoint[256];
+	pthread_mutex_t ring_lock;
+	struct kvev_rec *ring;          /* ring_lock: cfg.replay_max slots */
+	size_t ring_head, ring_n;       /* ring_lock: the oldest's slot; how many */
+	uint64_t ring_bytes;            /* ring_lock: their payload bytes */
+	pthread_t rep_thread;
+	bool rep_started;
+	int rep_wake;                   /* eventfd: rep_stop set */
+	_Atomic bool rep_stop;
+	struct kvev_pend *pend;         /* replay thread: replays under way */
+	size_t pend_n;
+
 	_Atomic uint64_t c_events, c_dropped, c_batches, c_send_errors, c_bytes, c_refused;
+	_Atomic uint64_t c_rep_requests, c_rep_invalid, c_rep_busy, c_rep_msgs, c_rep_bytes,
+		c_rep_waits, c_rep_kept, c_rep_kept_bytes;
 };
 
 /* ------------------------------------------------------------------------
@@ -331,6 +374,43 @@ void kvevents_cleared(struct kvevents *ev, uint32_t group)
  * The publisher thread
  */
 
+/* A sequence number as it goes on the wire: 8 bytes, big-endian. */
+static void kvevents_seq_bytes(uint64_t v, uint8_t out[8])
+{
+	for (int i = 0; i < 8; i++)
+		out[i] = (uint8_t)(v >> (56 - 8 * i));
+}
+
+/* Keep message seq (payload p[0..len)) for replay: the oldest go while
+ * the ring is full or would hold more than events.replay_bytes.  Without
+ * memory, or larger than the bound alone, it is not kept (a replay skips
+ * it: the peer sees the gap). */
+static void kvevents_keep(struct kvevents *ev, uint64_t seq, const uint8_t *p, size_t len)
+{
+	uint8_t *copy = len <= ev->cfg.replay_bytes ? kvt_mem_alloc(ev->mem, len ? len : 1) : NULL;
+
+	if (copy)
+		memcpy(copy, p, len);
+	pthread_mutex_lock(&ev->ring_lock);
+	while (ev->ring_n && (ev->ring_n == ev->cfg.replay_max ||
+			      (copy && ev->ring_bytes + len > ev->cfg.replay_bytes))) {
+		struct kvev_rec *r = &ev->ring[ev->ring_head];
+		ev->ring_bytes -= r->len;
+		kvt_mem_free(ev->mem, r->data, r->len ? r->len : 1);
+		ev->ring_head = (ev->ring_head + 1) % ev->cfg.replay_max;
+		ev->ring_n--;
+	}
+	if (copy) {
+		ev->ring[(ev->ring_head + ev->ring_n) % ev->cfg.replay_max] =
+			(struct kvev_rec){ seq, copy, len };
+		ev->ring_n++;
+		ev->ring_bytes += len;
+	}
+	atomic_store_explicit(&ev->c_rep_kept, ev->ring_n, memory_order_relaxed);
+	atomic_store_explicit(&ev->c_rep_kept_bytes, ev->ring_bytes, memory_order_relaxed);
+	pthread_mutex_unlock(&ev->ring_lock);
+}
+
 /* One KVEventBatch message of evs[0..n) on socket pub, numbered *seqp. */
 static void kvevents_send_msg(struct kvevents *ev, void *pub, uint64_t *seqp,
 			      const struct kvevent *evs, size_t n)
@@ -358,8 +438,7 @@ static void kvevents_send_msg(struct kvevents *ev, void *pub, uint64_t *seqp,
 		}
 		ev->buf_cap = need;
 	}
-	for (int i = 0; i < 8; i++)
-		seq[i] = (uint8_t)(*seqp >> (56 - 8 * i));
+	kvevents_seq_bytes(*seqp, seq);
 	(*seqp)++;
 	{
 		const char *topic = ev->cfg.topic ? ev->cfg.topic : "";
@@ -374,6 +453,8 @@ static void kvevents_send_msg(struct kvevents *ev, void *pub, uint64_t *seqp,
 	}
 	atomic_fetch_add_explicit(&ev->c_batches, 1, memory_order_relaxed);
 	atomic_fetch_add_explicit(&ev->c_bytes, (uint64_t)len, memory_order_relaxed);
+	if (pub == ev->pub && ev->ring)
+		kvevents_keep(ev, *seqp - 1, ev->buf, (size_t)len);
 }
 
 /* evs[0..n) on socket pub: messages of at most KVEVENTS_MSG_EVENTS events
@@ -843,6 +924,248 @@ static void kvevents_zap_stop(struct kvevents *ev)
 }
 
 /* ------------------------------------------------------------------------
+ * The replay thread: vLLM's replay endpoint (kvevents.h, KVEVENTS_DEF_REPLAY_MAX)
+ */
+
+/* Read one request: [routing id, "", start seq (0..8 bytes, big-endian:
+ * vLLM reads it with int.from_bytes)]; queue its replay, replacing the
+ * peer's replay under way.  false if none was waiting. */
+static bool kvevents_rep_request(struct kvevents *ev)
+{
+	uint8_t fr[3][256];
+	size_t fr_len[3] = { 0 };
+	unsigned nf = 0;
+	int more = 1;
+	uint64_t start = 0;
+	struct kvev_pend *p = NULL;
+
+	while (more) {
+		zmq_msg_t msg;
+		zmq_msg_init(&msg);
+		if (zmq_msg_recv(&msg, ev->rep, nf ? 0 : ZMQ_DONTWAIT) < 0) {
+			zmq_msg_close(&msg);
+			if (nf == 0)
+				return false;
+			break;
+		}
+		if (nf < 3) {
+			fr_len[nf] = zmq_msg_size(&msg);
+			if (fr_len[nf] <= sizeof(fr[nf]))
+				memcpy(fr[nf], zmq_msg_data(&msg), fr_len[nf]);
+		}
+		nf++;
+		more = zmq_msg_more(&msg);
+		zmq_msg_close(&msg);
+	}
+	atomic_fetch_add_explicit(&ev->c_rep_requests, 1, memory_order_relaxed);
+	if (nf != 3 || fr_len[0] == 0 || fr_len[0] > sizeof(fr[0]) || fr_len[1] != 0 ||
+	    fr_len[2] > 8) {
+		atomic_fetch_add_explicit(&ev->c_rep_invalid, 1, memory_order_relaxed);
+		return true; /* vLLM logs it and answers nothing */
+	}
+	for (size_t i = 0; i < fr_len[2]; i++)
+		start = start << 8 | fr[2][i];
+	for (size_t i = 0; i < ev->pend_n && !p; i++)
+		if (ev->pend[i].id_len == fr_len[0] &&
+		    memcmp(ev->pend[i].id, fr[0], fr_len[0]) == 0)
+			p = &ev->pend[i];
+	if (!p) {
+		/* One replay a peer, and no more than a bound socket holds
+		 * peers (ZAP): a peer past that would be refused anyway. */
+		if (ev->pend_n == ev->cfg.sub_max) {
+			atomic_fetch_add_explicit(&ev->c_rep_busy, 1, memory_order_relaxed);
+			return true;
+		}
+		p = &ev->pend[ev->pend_n++];
+		memcpy(p->id, fr[0], fr_len[0]);
+		p->id_len = fr_len[0];
+	}
+	p->next = start;
+	return true;
+}
+
+/* Send one message of replay p: the first kept with seq >= p->next, or the
+ * end marker.  1: sent (more may follow), 0: the end marker went (the
+ * replay is done), -EAGAIN: the peer's queue is full (try later),
+ * -EHOSTUNREACH: the peer is gone. */
+static int kvevents_rep_send(struct kvevents *ev, struct kvev_pend *p)
+{
+	const char *topic = ev->cfg.topic ? ev->cfg.topic : "";
+	uint8_t seq[8];
+	size_t lo, hi;
+	int ret = 1;
+
+	pthread_mutex_lock(&ev->ring_lock);
+	/* The ring is in seq order: the first slot with seq >= next.  Those
+	 * older than the ring went: the replay starts at the oldest kept, as
+	 * vLLM's does (the peer sees the gap in the seqs). */
+	lo = 0;
+	hi = ev->ring_n;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (ev->ring[(ev->ring_head + mid) % ev->cfg.replay_max].seq < p->next)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (zmq_send(ev->rep, p->id, p->id_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) {
+		/* ZMQ_ROUTER_MANDATORY: EAGAIN at the peer's high-water mark,
+		 * EHOSTUNREACH for a peer that left; nothing was queued. */
+		ret = zmq_errno() == EAGAIN ? -EAGAIN : -EHOSTUNREACH;
+	} else if (lo < ev->ring_n) {
+		const struct kvev_rec *r = &ev->ring[(ev->ring_head + lo) % ev->cfg.replay_max];
+		kvevents_seq_bytes(r->seq, seq);
+		/* Past the routing id, the frames of one message are queued
+		 * whole. */
+		zmq_send(ev->rep, "", 0, ZMQ_SNDMORE | ZMQ_DONTWAIT);
+		zmq_send(ev->rep, topic, strlen(topic), ZMQ_SNDMORE | ZMQ_DONTWAIT);
+		zmq_send(ev->rep, seq, sizeof(seq), ZMQ_SNDMORE | ZMQ_DONTWAIT);
+		zmq_send(ev->rep, r->data, r->len, ZMQ_DONTWAIT);
+		p->next = r->seq + 1;
+		atomic_fetch_add_explicit(&ev->c_rep_msgs, 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(&ev->c_rep_bytes, r->len, memory_order_relaxed);
+	} else {
+		/* vLLM's end marker: an empty topic, seq -1, an empty payload. */
+		memset(seq, 0xff, sizeof(seq));
+		zmq_send(ev->rep, "", 0, ZMQ_SNDMORE | ZMQ_DONTWAIT);
+		zmq_send(ev->rep, "", 0, ZMQ_SNDMORE | ZMQ_DONTWAIT);
+		zmq_send(ev->rep, seq, sizeof(seq), ZMQ_SNDMORE | ZMQ_DONTWAIT);
+		zmq_send(ev->rep, "", 0, ZMQ_DONTWAIT);
+		ret = 0;
+	}
+	pthread_mutex_unlock(&ev->ring_lock);
+	return ret;
+}
+
+/* Serve each replay under way up to KVEVENTS_REPLAY_BURST messages. */
+static void kvevents_rep_serve(struct kvevents *ev)
+{
+	for (size_t i = 0; i < ev->pend_n;) {
+		int ret = 1;
+		for (int k = 0; k < KVEVENTS_REPLAY_BURST && ret == 1; k++)
+			ret = kvevents_rep_send(ev, &ev->pend[i]);
+		if (ret == -EAGAIN)
+			atomic_fetch_add_explicit(&ev->c_rep_waits, 1, memory_order_relaxed);
+		if (ret == 0 || ret == -EHOSTUNREACH)
+			ev->pend[i] = ev->pend[--ev->pend_n];
+		else
+			i++;
+	}
+}
+
+static void *kvevents_rep_main(void *arg)
+{
+	struct kvevents *ev = arg;
+	sigset_t all;
+
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, NULL);
+	while (!atomic_load(&ev->rep_stop)) {
+		zmq_pollitem_t items[2] = { { NULL, ev->rep_wake, ZMQ_POLLIN, 0 },
+					    { ev->rep, 0, ZMQ_POLLIN, 0 } };
+		/* A replay waiting on a peer's full queue is retried every
+		 * 10 ms (ROUTER has no per-peer POLLOUT). */
+		if (zmq_poll(items, 2, ev->pend_n ? 10 : -1) < 0)
+			continue;
+		/* A few requests a round: a peer that floods them is read
+		 * at the pace of its replays. */
+		for (int k = 0; k < KVEVENTS_REPLAY_BURST && kvevents_rep_request(ev); k++)
+			;
+		kvevents_rep_serve(ev);
+	}
+	return NULL;
+}
+
+/* The ROUTER socket at cfg.replay_endpoint (always bound, as vLLM does;
+ * watched by the ZAP thread like a bound PUB socket) and its thread.
+ * 0, KVT_EOPTVAL, -ENOMEM, -errno. */
+static int kvevents_rep_open(struct kvevents *ev)
+{
+	const char *ep = ev->cfg.replay_endpoint;
+	int linger = 0, hwm = KVEVENTS_REPLAY_HWM, rcvhwm = KVEVENTS_REPLAY_BURST, one = 1;
+	int hs = KVEVENTS_HANDSHAKE_MS, ret;
+	int ka_idle = KVEVENTS_KEEPALIVE_IDLE, ka_intvl = KVEVENTS_KEEPALIVE_INTVL;
+	int ka_cnt = KVEVENTS_KEEPALIVE_CNT;
+	int64_t in_max = KVEVENTS_IN_MAX;
+	size_t len;
+
+	ev->ring = kvt_mem_calloc(ev->mem, ev->cfg.replay_max, sizeof(*ev->ring));
+	ev->pend = kvt_mem_calloc(ev->mem, ev->cfg.sub_max, sizeof(*ev->pend));
+	ev->rep_wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (!ev->ring || !ev->pend)
+		return -ENOMEM;
+	if (ev->rep_wake < 0)
+		return -errno;
+	ev->rep = zmq_socket(ev->zctx, ZMQ_ROUTER);
+	if (!ev->rep)
+		return -ENOMEM;
+	zmq_setsockopt(ev->rep, ZMQ_LINGER, &linger, sizeof(linger));
+	zmq_setsockopt(ev->rep, ZMQ_SNDHWM, &hwm, sizeof(hwm));
+	zmq_setsockopt(ev->rep, ZMQ_RCVHWM, &rcvhwm, sizeof(rcvhwm));
+	zmq_setsockopt(ev->rep, ZMQ_ROUTER_MANDATORY, &one, sizeof(one));
+	zmq_setsockopt(ev->rep, ZMQ_MAXMSGSIZE, &in_max, sizeof(in_max));
+	zmq_setsockopt(ev->rep, ZMQ_HANDSHAKE_IVL, &hs, sizeof(hs));
+	zmq_setsockopt(ev->rep, ZMQ_TCP_KEEPALIVE, &one, sizeof(one));
+	zmq_setsockopt(ev->rep, ZMQ_TCP_KEEPALIVE_IDLE, &ka_idle, sizeof(ka_idle));
+	zmq_setsockopt(ev->rep, ZMQ_TCP_KEEPALIVE_INTVL, &ka_intvl, sizeof(ka_intvl));
+	zmq_setsockopt(ev->rep, ZMQ_TCP_KEEPALIVE_CNT, &ka_cnt, sizeof(ka_cnt));
+	ret = kvevents_watch(ev, ev->rep, &ev->rep_zap_id);
+	if (ret < 0) {
+		kvt_logf(ev->log, KVT_LOG_ERROR, "events: cannot watch events.replay_endpoint "
+			 "%s: %s", ep, kvt_strerror(ret));
+		return ret;
+	}
+	if (zmq_bind(ev->rep, ep) < 0) {
+		kvt_logf(ev->log, KVT_LOG_ERROR, "events: cannot bind events.replay_endpoint "
+			 "%s: %s", ep, zmq_strerror(zmq_errno()));
+		return KVT_EOPTVAL;
+	}
+	len = sizeof(ev->rep_endpoint);
+	if (zmq_getsockopt(ev->rep, ZMQ_LAST_ENDPOINT, ev->rep_endpoint, &len) < 0 ||
+	    !ev->rep_endpoint[0])
+		snprintf(ev->rep_endpoint, sizeof(ev->rep_endpoint), "%s", ep);
+	ret = -pthread_create(&ev->rep_thread, NULL, kvevents_rep_main, ev);
+	if (ret < 0)
+		return ret;
+	pthread_setname_np(ev->rep_thread, "kvt-events-rep");
+	ev->rep_started = true;
+	kvt_logf(ev->log, KVT_LOG_INFO, "events: replaying the last %u messages (%" PRIu64
+		 " bytes at most) on %s", ev->cfg.replay_max, ev->cfg.replay_bytes,
+		 ev->rep_endpoint);
+	return 0;
+}
+
+/* Stop the replay thread, close its socket (before the ZAP thread stops)
+ * and free the ring. */
+static void kvevents_rep_close(struct kvevents *ev)
+{
+	if (ev->rep_started) {
+		uint64_t one = 1;
+		ssize_t w;
+		atomic_store(&ev->rep_stop, true);
+		w = write(ev->rep_wake, &one, sizeof(one));
+		(void)w;
+		pthread_join(ev->rep_thread, NULL);
+		ev->rep_started = false;
+	}
+	if (ev->rep)
+		kvevents_pub_close(ev, ev->rep, ev->rep_zap_id);
+	ev->rep = NULL;
+	if (ev->rep_wake >= 0)
+		close(ev->rep_wake);
+	ev->rep_wake = -1;
+	for (size_t i = 0; ev->ring && i < ev->ring_n; i++) {
+		struct kvev_rec *r = &ev->ring[(ev->ring_head + i) % ev->cfg.replay_max];
+		kvt_mem_free(ev->mem, r->data, r->len ? r->len : 1);
+	}
+	kvt_mem_free(ev->mem, ev->ring, ev->cfg.replay_max * sizeof(*ev->ring));
+	kvt_mem_free(ev->mem, ev->pend, ev->cfg.sub_max * sizeof(*ev->pend));
+	ev->ring = NULL;
+	ev->pend = NULL;
+	ev->ring_n = 0;
+}
+
+/* ------------------------------------------------------------------------
  * Open and close
  */
 
@@ -853,6 +1176,8 @@ static void kvevents_free(struct kvevents *ev)
 	kvt_mem_free(ev->mem, ev->chans, ev->chan_cap * sizeof(*ev->chans));
 	kvt_mem_free(ev->mem, ev->sub.ev, ev->sub.cap * sizeof(*ev->sub.ev));
 	pthread_mutex_destroy(&ev->chan_lock);
+	kvevents_rep_close(ev);
+	pthread_mutex_destroy(&ev->ring_lock);
 	if (ev->pub)
 		kvevents_pub_close(ev, ev->pub, ev->pub_zap_id);
 	/* The sockets it watched are closed, their monitors stopped. */
@@ -928,11 +1253,25 @@ int kvevents_open(struct kvevents **out, const struct kvevents_config *cfg,
 
 	if (!ev)
 		return -ENOMEM;
+	if (cfg->replay_endpoint && !ep) {
+		/* It replays the main socket's messages. */
+		kvt_logf(log, KVT_LOG_ERROR, "events: events.replay_endpoint needs "
+			 "events.endpoint");
+		kvt_mem_free(mem, ev, sizeof(*ev));
+		return KVT_EOPTVAL;
+	}
 	ev->cfg = *cfg;
 	if (!ev->cfg.queue_max)
 		ev->cfg.queue_max = KVEVENTS_DEF_QUEUE_MAX;
 	if (!ev->cfg.sub_max)
 		ev->cfg.sub_max = KVEVENTS_DEF_SUB_MAX;
+	if (!ev->cfg.replay_max)
+		ev->cfg.replay_max = KVEVENTS_DEF_REPLAY_MAX;
+	if (!ev->cfg.replay_bytes)
+		ev->cfg.replay_bytes = KVEVENTS_DEF_REPLAY_BYTES;
+	ev->rep_wake = -1;
+	ev->rep_zap_id = KVEV_UNWATCHED;
+	pthread_mutex_init(&ev->ring_lock, NULL);
 	ev->mem = mem;
 	ev->log = log;
 	ev->zap_wake = -1;
@@ -961,6 +1300,11 @@ int kvevents_open(struct kvevents **out, const struct kvevents_config *cfg,
 		    !ev->endpoint[0])
 			snprintf(ev->endpoint, sizeof(ev->endpoint), "%s", ep);
 		atomic_store(&ev->listening, true);
+		if (ev->cfg.replay_endpoint) {
+			ret = kvevents_rep_open(ev);
+			if (ret < 0)
+				goto fail;
+		}
 	}
 	ret = -pthread_create(&ev->thread, NULL, kvevents_main, ev);
 	if (ret < 0)
@@ -1061,5 +1405,16 @@ void kvevents_stats(struct kvevents *ev, kvt_stats_fn fn, void *ctx)
 	S("send_errors", c_send_errors);
 	S("bytes", c_bytes);
 	S("refused", c_refused);
+	if (ev->rep) {
+		fn(ctx, "events.replay_endpoint", 0, ev->rep_endpoint);
+		S("replay_kept", c_rep_kept);
+		S("replay_kept_bytes", c_rep_kept_bytes);
+		S("replay_requests", c_rep_requests);
+		S("replay_invalid", c_rep_invalid);
+		S("replay_busy", c_rep_busy);
+		S("replay_messages", c_rep_msgs);
+		S("replay_bytes", c_rep_bytes);
+		S("replay_waits", c_rep_waits);
+	}
 #undef S
 }

@@ -37,7 +37,9 @@
  * once); one publisher thread sends on the sockets, under chan_lock for
  * the groups' (kvevents_group_endpoint opens and closes them under it);
  * one ZAP thread answers libzmq's ZAP requests for the bound sockets
- * (KVEVENTS_DEF_SUB_MAX).
+ * (KVEVENTS_DEF_SUB_MAX); with events.replay_endpoint, one replay thread
+ * answers replay requests from a ring of the main socket's last messages
+ * (KVEVENTS_DEF_REPLAY_MAX).
  */
 #ifndef KVT_KVEVENTS_H
 #define KVT_KVEVENTS_H
@@ -59,6 +61,10 @@ struct kvevents_config {
 	unsigned queue_max;      /* events queued before new ones are dropped */
 	unsigned sub_max;        /* events.max_subscribers: connections a bound socket
 				  * holds at once (0: KVEVENTS_DEF_SUB_MAX) */
+	char *replay_endpoint;   /* events.replay_endpoint: the main socket's replay
+				  * ROUTER, always bound; NULL: none */
+	unsigned replay_max;     /* messages kept for replay (0: KVEVENTS_DEF_REPLAY_MAX) */
+	uint64_t replay_bytes;   /* their payload bytes at most (0: ..._DEF_REPLAY_BYTES) */
 };
 
 #define KVEVENTS_DEF_BATCH_MS 10
@@ -112,6 +118,28 @@ struct kvevents_config {
 #define KVEVENTS_KEEPALIVE_IDLE 60
 #define KVEVENTS_KEEPALIVE_INTVL 10
 #define KVEVENTS_KEEPALIVE_CNT 6
+
+/* The replay endpoint (doc/kvevents.md "Replay"), vLLM's ZmqEventPublisher
+ * replay_endpoint: a ROUTER socket; a peer (DEALER, or REQ) sends
+ * ["", start seq as 8 bytes big-endian] and gets each message still kept
+ * with a seq >= start as ["", topic, seq, payload], then the end marker
+ * ["", "", -1 as 8 bytes, ""].  What it can cost:
+ * KVEVENTS_DEF_REPLAY_MAX: messages kept (vLLM's buffer_steps default);
+ * KVEVENTS_DEF_REPLAY_BYTES: and their payload bytes at most, whichever
+ * bound comes first (the oldest go).
+ * KVEVENTS_REPLAY_HWM: messages libzmq queues for one peer (ZMQ_SNDHWM,
+ * ZMQ_ROUTER_MANDATORY): past it a send fails with EAGAIN and the replay
+ * waits, its position kept, until the peer reads (a peer that never does
+ * holds at most that many messages, ~2.4 MiB at worst, as on the PUB
+ * socket); KVEVENTS_REPLAY_BURST: messages one replay sends before the
+ * others get their turn.  The peers are those of a bound PUB socket
+ * (ZAP: events.max_subscribers, 8 from one address; ZMQ_MAXMSGSIZE
+ * KVEVENTS_IN_MAX; the handshake deadline): at most one replay under way
+ * each (a new request replaces it). */
+#define KVEVENTS_DEF_REPLAY_MAX 10000
+#define KVEVENTS_DEF_REPLAY_BYTES (UINT64_C(16) << 20)
+#define KVEVENTS_REPLAY_HWM KVEVENTS_SNDHWM
+#define KVEVENTS_REPLAY_BURST 64
 
 enum { KVEV_STORED = 1, KVEV_REMOVED, KVEV_CLEARED };
 #define KVEV_GROUP_ALL UINT32_MAX /* a clear of every namespace: to every socket */

@@ -522,7 +522,7 @@ static int store_open_locked(struct kvt_store *s)
 	if (s->dram)
 		dram_pin_lru(s->dram, s->tier_count > 1 ||
 					      (s->tier_count == 1 && !dram_adapts_below(s->dram)));
-	if (s->events_cfg.endpoint || s->events_cfg.groups) {
+	if (s->events_cfg.endpoint || s->events_cfg.groups || s->events_cfg.replay_endpoint) {
 		ret = kvevents_open(&s->events, &s->events_cfg, &s->mem, &s->log);
 		if (ret < 0)
 			goto fail;

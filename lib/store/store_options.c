@@ -269,6 +269,12 @@ static const struct opt_def opts[] = {
 	  STR(KVEVENTS_DEF_QUEUE_MAX), "events queued before new ones are dropped" },
 	{ "events.max_subscribers", OPT_COUNT, 0, F(events_cfg.sub_max), 1, 65536, NULL, NULL,
 	  STR(KVEVENTS_DEF_SUB_MAX), "connections a bound events socket holds at once" },
+	{ "events.replay_endpoint", OPT_STR, 0, F(events_cfg.replay_endpoint), 0, 255, NULL,
+	  NULL, NULL, "bind vLLM's replay ROUTER socket here (needs events.endpoint)" },
+	{ "events.replay_max", OPT_COUNT, 0, F(events_cfg.replay_max), 1, 1u << 20, NULL, NULL,
+	  STR(KVEVENTS_DEF_REPLAY_MAX), "messages kept for replay" },
+	{ "events.replay_bytes", OPT_SIZE, 0, F(events_cfg.replay_bytes), 4096, UINT64_C(1) << 32,
+	  NULL, NULL, "16M", "payload bytes kept for replay at most" },
 };
 
 /* Index of value among choices ("a|b|c"), or -1. */
@@ -466,5 +472,6 @@ void store_options_free(struct kvt_store *s)
 	free(s->events_cfg.endpoint);
 	free(s->events_cfg.topic);
 	free(s->events_cfg.medium);
+	free(s->events_cfg.replay_endpoint);
 	free(s->tiers_opt);
 }

@@ -459,11 +459,371 @@ static void test_cap(void)
 	rmdir(dir);
 }
 
+/* ------------------------------------------------------------------------
+ * Replay (events.replay_endpoint, doc/kvevents.md "Replay"): vLLM's
+ * ZmqEventPublisher replay endpoint, on a publisher opened directly.
+ */
+
+/* One multipart message, each frame copied whole. */
+struct raw_msg {
+	int nf;
+	size_t len[6];
+	uint8_t *f[6];
+};
+
+static void raw_free(struct raw_msg *m)
+{
+	for (int i = 0; i < m->nf && i < 6; i++)
+		free(m->f[i]);
+	m->nf = 0;
+}
+
+/* Receive one message on sock within ms: 1, or 0 on timeout. */
+static int rx_raw(void *sock, int ms, struct raw_msg *m)
+{
+	zmq_pollitem_t pi = { sock, 0, ZMQ_POLLIN, 0 };
+	int more = 1;
+
+	memset(m, 0, sizeof(*m));
+	if (zmq_poll(&pi, 1, ms) <= 0)
+		return 0;
+	while (more) {
+		zmq_msg_t msg;
+		zmq_msg_init(&msg);
+		T_ASSERT(zmq_msg_recv(&msg, sock, 0) >= 0);
+		if (m->nf < 6) {
+			m->len[m->nf] = zmq_msg_size(&msg);
+			m->f[m->nf] = malloc(m->len[m->nf] + 1);
+			T_ASSERT(m->f[m->nf]);
+			memcpy(m->f[m->nf], zmq_msg_data(&msg), m->len[m->nf]);
+		}
+		m->nf++;
+		more = zmq_msg_more(&msg);
+		zmq_msg_close(&msg);
+	}
+	return 1;
+}
+
+static uint64_t raw_seq(const struct raw_msg *m, int frame)
+{
+	uint64_t s = 0;
+	T_EQ_U64(m->len[frame], 8);
+	for (int i = 0; i < 8; i++)
+		s = s << 8 | m->f[frame][i];
+	return s;
+}
+
+struct rep_eps {
+	char pub[256], rep[256];
+	uint64_t v[16];
+};
+
+static const char *const rep_stat_names[] = {
+	"events.replay_kept", "events.replay_kept_bytes", "events.replay_requests",
+	"events.replay_invalid", "events.replay_busy", "events.replay_messages",
+	"events.replay_bytes", "events.replay_waits", "events.batches", NULL
+};
+enum { RS_KEPT, RS_KEPT_BYTES, RS_REQ, RS_INVALID, RS_BUSY, RS_MSGS, RS_BYTES, RS_WAITS,
+       RS_BATCHES };
+
+static void rep_stat(void *ctx, const char *name, uint64_t value, const char *str)
+{
+	struct rep_eps *e = ctx;
+	if (strcmp(name, "events.endpoint") == 0 && str)
+		snprintf(e->pub, sizeof(e->pub), "%s", str);
+	if (strcmp(name, "events.replay_endpoint") == 0 && str)
+		snprintf(e->rep, sizeof(e->rep), "%s", str);
+	for (int i = 0; rep_stat_names[i]; i++)
+		if (strcmp(name, rep_stat_names[i]) == 0)
+			e->v[i] = value;
+}
+
+static void rep_stats(struct kvevents *ev, struct rep_eps *e)
+{
+	memset(e, 0, sizeof(*e));
+	kvevents_stats(ev, rep_stat, e);
+}
+
+/* Ask for a replay from start: ["", 8-byte big-endian seq] on a DEALER. */
+static void rep_ask(void *dealer, uint64_t start)
+{
+	uint8_t seq[8];
+	for (int i = 0; i < 8; i++)
+		seq[i] = (uint8_t)(start >> (56 - 8 * i));
+	T_EQ_INT(zmq_send(dealer, "", 0, ZMQ_SNDMORE), 0);
+	T_EQ_INT(zmq_send(dealer, seq, 8, 0), 8);
+}
+
+/* The end marker, as a DEALER sees it: ["", "", -1 (8 bytes), ""]. */
+static void rep_expect_end(void *dealer)
+{
+	struct raw_msg m;
+	T_EQ_INT(rx_raw(dealer, 5000, &m), 1);
+	T_EQ_INT(m.nf, 4);
+	T_EQ_U64(m.len[0], 0);
+	T_EQ_U64(m.len[1], 0);
+	T_EQ_U64(raw_seq(&m, 2), UINT64_MAX);
+	T_EQ_U64(m.len[3], 0);
+	raw_free(&m);
+}
+
+/* A replayed message, as a DEALER sees it, against the one the SUB got:
+ * ["", topic, seq, payload] and [topic, seq, payload], byte for byte. */
+static void rep_expect(void *dealer, const struct raw_msg *want)
+{
+	struct raw_msg m;
+	T_EQ_INT(rx_raw(dealer, 5000, &m), 1);
+	T_EQ_INT(m.nf, 4);
+	T_EQ_U64(m.len[0], 0);
+	for (int i = 0; i < 3; i++) {
+		T_EQ_U64(m.len[i + 1], want->len[i]);
+		T_EQ_MEM(m.f[i + 1], want->f[i], want->len[i]);
+	}
+	raw_free(&m);
+}
+
+static void *rep_socket(void *zctx, int type, const char *ep)
+{
+	int linger = 0;
+	void *s = zmq_socket(zctx, type);
+	T_ASSERT(s);
+	zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof(linger));
+	if (type == ZMQ_SUB)
+		T_EQ_INT(zmq_setsockopt(s, ZMQ_SUBSCRIBE, "", 0), 0);
+	T_EQ_INT(zmq_connect(s, ep), 0);
+	return s;
+}
+
+/* One event, and the message that carries it as the SUB got it. */
+static void rep_publish(struct kvevents *ev, void *sub, uint64_t k, struct raw_msg *out)
+{
+	struct kvt_key key = t_key(k);
+	kvevents_stored(ev, 0, &key, NULL, 16);
+	T_EQ_INT(rx_raw(sub, 5000, out), 1);
+	T_EQ_INT(out->nf, 3);
+}
+
+/* A router that lost messages asks for them from the first it missed and
+ * gets them byte for byte with their seqs, then vLLM's end marker; a
+ * start older than what is kept gets what is kept (vLLM's answer: the
+ * router sees the gap), a start past the last only the end marker; a
+ * malformed request nothing; vLLM's own example asks with a REQ socket,
+ * which takes the first reply. */
+static void test_replay(void)
+{
+	struct kvt_mem mem;
+	struct kvt_logger lg = { 0 };
+	char pub_ep[] = "tcp://127.0.0.1:*", rep_ep[] = "tcp://127.0.0.1:*", topic[] = "kvt1";
+	struct kvevents_config cfg = { .endpoint = pub_ep, .replay_endpoint = rep_ep,
+				       .topic = topic, .batch_ms = 1, .replay_max = 8 };
+	struct kvevents *ev;
+	struct rep_eps e;
+	void *zctx = zmq_ctx_new(), *sub, *dealer, *req;
+	struct raw_msg got[20], m;
+	uint64_t first;
+
+	kvt_mem_init(&mem);
+	T_OK(kvevents_open(&ev, &cfg, &mem, &lg));
+	rep_stats(ev, &e);
+	T_ASSERT(strncmp(e.rep, "tcp://127.0.0.1:", 16) == 0);
+	sub = rep_socket(zctx, ZMQ_SUB, e.pub);
+	dealer = rep_socket(zctx, ZMQ_DEALER, e.rep);
+	/* PUB drops what it sends before the subscription arrives. */
+	for (uint64_t i = 0;; i++) {
+		struct kvt_key key = t_key(900000 + i);
+		T_ASSERT(i < 500);
+		kvevents_stored(ev, 0, &key, NULL, 16);
+		if (rx_raw(sub, 10, &m)) {
+			raw_free(&m);
+			break;
+		}
+	}
+	while (rx_raw(sub, 50, &m))
+		raw_free(&m);
+
+	/* Five messages; the router "loses" the last four, and asks. */
+	for (int i = 0; i < 5; i++)
+		rep_publish(ev, sub, (uint64_t)i, &got[i]);
+	first = raw_seq(&got[0], 1);
+	for (int i = 1; i < 5; i++)
+		T_EQ_U64(raw_seq(&got[i], 1), first + (uint64_t)i);
+	rep_ask(dealer, first + 1);
+	for (int i = 1; i < 5; i++)
+		rep_expect(dealer, &got[i]);
+	rep_expect_end(dealer);
+
+	/* Malformed: a 9-byte seq; a fourth frame.  Nothing comes back. */
+	T_EQ_INT(zmq_send(dealer, "", 0, ZMQ_SNDMORE), 0);
+	T_EQ_INT(zmq_send(dealer, "123456789", 9, 0), 9);
+	T_EQ_INT(zmq_send(dealer, "", 0, ZMQ_SNDMORE), 0);
+	T_EQ_INT(zmq_send(dealer, "\0\0\0\0\0\0\0\0", 8, ZMQ_SNDMORE), 8);
+	T_EQ_INT(zmq_send(dealer, "x", 1, 0), 1);
+	T_EQ_INT(rx_raw(dealer, 300, &m), 0);
+	rep_stats(ev, &e);
+	T_EQ_U64(e.v[RS_INVALID], 2);
+
+	/* Ten more: the ring (events.replay_max 8) keeps the last 8. */
+	for (int i = 5; i < 15; i++)
+		rep_publish(ev, sub, (uint64_t)i, &got[i]);
+	rep_ask(dealer, 0);
+	for (int i = 7; i < 15; i++)
+		rep_expect(dealer, &got[i]);
+	rep_expect_end(dealer);
+	rep_ask(dealer, raw_seq(&got[14], 1) + 1);
+	rep_expect_end(dealer);
+	rep_stats(ev, &e);
+	T_EQ_U64(e.v[RS_KEPT], 8);
+	T_EQ_U64(e.v[RS_REQ], 5); /* the two malformed ones counted */
+	T_EQ_U64(e.v[RS_MSGS], 4 + 8);
+
+	/* vLLM's example: a REQ socket sends [seq] (REQ adds the delimiter)
+	 * and reads [topic, seq, payload]. */
+	req = rep_socket(zctx, ZMQ_REQ, e.rep);
+	{
+		uint8_t seq[8];
+		uint64_t s = raw_seq(&got[12], 1);
+		for (int i = 0; i < 8; i++)
+			seq[i] = (uint8_t)(s >> (56 - 8 * i));
+		T_EQ_INT(zmq_send(req, seq, 8, 0), 8);
+		T_EQ_INT(rx_raw(req, 5000, &m), 1);
+		T_EQ_INT(m.nf, 3);
+		for (int i = 0; i < 3; i++) {
+			T_EQ_U64(m.len[i], got[12].len[i]);
+			T_EQ_MEM(m.f[i], got[12].f[i], m.len[i]);
+		}
+		raw_free(&m);
+	}
+	fprintf(stderr, "replay: 4 lost messages replayed, then 8 of 15 kept (replay_max 8); "
+		"%" PRIu64 " requests, %" PRIu64 " invalid, %" PRIu64 " bytes kept\n",
+		e.v[RS_REQ], e.v[RS_INVALID], e.v[RS_KEPT_BYTES]);
+	zmq_close(req);
+	zmq_close(dealer);
+	zmq_close(sub);
+	kvevents_close(ev);
+	T_EQ_INT(atomic_load(&mem.bytes), 0); /* the ring given back */
+	for (int i = 0; i < 15; i++)
+		raw_free(&got[i]);
+	zmq_ctx_term(zctx);
+}
+
+/* Wait until stat i reaches at least want (or 10 s). */
+static void rep_wait_stat(struct kvevents *ev, int i, uint64_t want, struct rep_eps *e)
+{
+	for (int t = 0; t < 1000; t++) {
+		rep_stats(ev, e);
+		if (e->v[i] >= want)
+			return;
+		usleep(10000);
+	}
+	T_ASSERT(e->v[i] >= want);
+}
+
+/* What a peer can cost: the ring holds at most events.replay_bytes; a
+ * peer that floods requests and never reads gets no more than its queues
+ * hold (the replays wait at ZMQ_SNDHWM), while the publisher goes on and
+ * another peer gets its whole replay. */
+static void test_replay_hostile(void)
+{
+	struct kvt_mem mem;
+	struct kvt_logger lg = { 0 };
+	char pub_ep[] = "tcp://127.0.0.1:*", rep_ep[] = "tcp://127.0.0.1:*";
+	struct kvevents_config cfg = { .endpoint = pub_ep, .replay_endpoint = rep_ep,
+				       .batch_ms = 20, .replay_bytes = 1 << 20 };
+	struct kvevents *ev;
+	struct rep_eps e;
+	void *zctx = zmq_ctx_new(), *bad, *good;
+	int one = 1, small = 4096, flood = 2000, got = 0;
+	uint64_t kept, batches, want_all;
+	struct raw_msg m;
+
+	kvt_mem_init(&mem);
+	T_OK(kvevents_open(&ev, &cfg, &mem, &lg));
+	/* 100 messages of 256 events (~15 KiB each with 32-byte keys): more
+	 * than 1 MiB, so the byte bound decides. */
+	for (uint64_t b = 0; b < 100; b++) {
+		for (uint64_t i = 0; i < 256; i++) {
+			struct kvt_key key = t_key(b * 256 + i);
+			kvevents_removed(ev, 0, &key);
+		}
+		rep_wait_stat(ev, RS_BATCHES, b + 1, &e);
+	}
+	rep_stats(ev, &e);
+	kept = e.v[RS_KEPT];
+	T_ASSERT(e.v[RS_KEPT_BYTES] <= (1u << 20));
+	T_ASSERT(kept < 100 && kept > 40);
+	T_ASSERT(atomic_load(&mem.bytes) < (2u << 20));
+
+	/* The bad peer: small queues, 2000 requests for everything, never
+	 * reads. */
+	bad = zmq_socket(zctx, ZMQ_DEALER);
+	zmq_setsockopt(bad, ZMQ_RCVHWM, &one, sizeof(one));
+	zmq_setsockopt(bad, ZMQ_RCVBUF, &small, sizeof(small));
+	zmq_setsockopt(bad, ZMQ_LINGER, &(int){ 0 }, sizeof(int));
+	T_EQ_INT(zmq_connect(bad, e.rep), 0);
+	for (int i = 0; i < flood; i++)
+		rep_ask(bad, 0);
+	rep_wait_stat(ev, RS_REQ, (uint64_t)flood, &e);
+	usleep(300000);
+	rep_stats(ev, &e);
+	fprintf(stderr, "replay flood: %d requests for %" PRIu64 " kept messages (%" PRIu64
+		" bytes) from a peer that never reads: %" PRIu64 " messages, %" PRIu64
+		" bytes sent, %" PRIu64 " waits at its high-water mark (unbounded: %" PRIu64
+		" bytes)\n", flood, kept, e.v[RS_KEPT_BYTES], e.v[RS_MSGS], e.v[RS_BYTES],
+		e.v[RS_WAITS], (uint64_t)flood * e.v[RS_KEPT_BYTES]);
+	T_ASSERT(e.v[RS_WAITS] > 0);
+	T_ASSERT(e.v[RS_BYTES] < (32u << 20)); /* 2000 whole replays: ~2 GB */
+	T_EQ_U64(e.v[RS_BUSY], 0);
+
+	/* The publisher goes on, and a good peer gets everything. */
+	batches = e.v[RS_BATCHES];
+	{
+		struct kvt_key key = t_key(999999);
+		kvevents_stored(ev, 0, &key, NULL, 16);
+	}
+	rep_wait_stat(ev, RS_BATCHES, batches + 1, &e);
+	want_all = e.v[RS_KEPT];
+	good = rep_socket(zctx, ZMQ_DEALER, e.rep);
+	rep_ask(good, 0);
+	for (;;) {
+		T_EQ_INT(rx_raw(good, 5000, &m), 1);
+		T_EQ_INT(m.nf, 4);
+		if (raw_seq(&m, 2) == UINT64_MAX) {
+			raw_free(&m);
+			break;
+		}
+		got++;
+		raw_free(&m);
+	}
+	T_EQ_U64((uint64_t)got, want_all);
+	zmq_close(bad);
+	zmq_close(good);
+	kvevents_close(ev);
+	T_EQ_INT(atomic_load(&mem.bytes), 0);
+	zmq_ctx_term(zctx);
+}
+
+/* events.replay_endpoint replays the main socket: without it, refused. */
+static void test_replay_options(void)
+{
+	struct kvt_store *s;
+	T_OK(kvt_store_create(&s));
+	T_OK(kvt_store_set_option(s, "events.replay_endpoint", "tcp://127.0.0.1:*"));
+	T_RC(kvt_store_open(s), KVT_EOPTVAL);
+	kvt_store_destroy(s);
+	T_OK(kvt_store_create(&s));
+	T_RC(kvt_store_set_option(s, "events.replay_bytes", "100"), KVT_EOPTVAL);
+	T_RC(kvt_store_set_option(s, "events.replay_max", "0"), KVT_EOPTVAL);
+	kvt_store_destroy(s);
+}
+
 int main(void)
 {
 	test_encode();
 	test_options();
 	test_store();
 	test_cap();
+	test_replay();
+	test_replay_hostile();
+	test_replay_options();
 	return 0;
 }
