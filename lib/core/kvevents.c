@@ -927,9 +927,11 @@ static void kvevents_zap_stop(struct kvevents *ev)
  * The replay thread: vLLM's replay endpoint (kvevents.h, KVEVENTS_DEF_REPLAY_MAX)
  */
 
-/* Read one request: [routing id, "", start seq (0..8 bytes, big-endian:
- * vLLM reads it with int.from_bytes)]; queue its replay, replacing the
- * peer's replay under way.  false if none was waiting. */
+/* Read one request: [routing id, "" (not checked, as vLLM does not),
+ * start seq (big-endian, any length up to 256 bytes: vLLM reads it with
+ * int.from_bytes, so a start past 2^64 gets only the end marker)]; queue
+ * its replay, replacing the peer's replay under way.  false if none was
+ * waiting. */
 static bool kvevents_rep_request(struct kvevents *ev)
 {
 	uint8_t fr[3][256];
@@ -958,13 +960,18 @@ static bool kvevents_rep_request(struct kvevents *ev)
 		zmq_msg_close(&msg);
 	}
 	atomic_fetch_add_explicit(&ev->c_rep_requests, 1, memory_order_relaxed);
-	if (nf != 3 || fr_len[0] == 0 || fr_len[0] > sizeof(fr[0]) || fr_len[1] != 0 ||
-	    fr_len[2] > 8) {
+	if (nf != 3 || fr_len[0] == 0 || fr_len[0] > sizeof(fr[0]) ||
+	    fr_len[2] > sizeof(fr[2])) {
 		atomic_fetch_add_explicit(&ev->c_rep_invalid, 1, memory_order_relaxed);
 		return true; /* vLLM logs it and answers nothing */
 	}
-	for (size_t i = 0; i < fr_len[2]; i++)
+	for (size_t i = 0; i < fr_len[2]; i++) {
+		if (i + 8 < fr_len[2] && fr[2][i]) {
+			start = UINT64_MAX; /* past every seq */
+			break;
+		}
 		start = start << 8 | fr[2][i];
+	}
 	for (size_t i = 0; i < ev->pend_n && !p; i++)
 		if (ev->pend[i].id_len == fr_len[0] &&
 		    memcmp(ev->pend[i].id, fr[0], fr_len[0]) == 0)
