@@ -1376,6 +1376,22 @@ int kvt_ns_stats(struct kvt_store *store, uint32_t ns, kvt_stats_fn fn, void *ct
 int kvt_events_group_endpoint(struct kvt_store *store, uint32_t group, const char *endpoint);
 
 /*
+ * A replay endpoint for quota group's own feed (kvt_events_group_endpoint):
+ * a ZeroMQ ROUTER bound at endpoint, answering vLLM's replay requests
+ * with that feed's kept messages only (doc/kvevents.md "Replay"), as
+ * events.replay_endpoint does for the main feed, bounded by the same
+ * events.replay_max and events.replay_bytes (each feed its own ring).
+ * NULL or "" closes it, as closing the feed does; a feed given a new
+ * endpoint replays only what it sent since.  Returns 0, KVT_ENULL,
+ * KVT_ECLOSED, KVT_ESTATE (the group has no feed, or neither
+ * events.endpoint nor events.groups=on), KVT_EOPTVAL (group out of range,
+ * or an endpoint ZeroMQ refuses: logged), -ENOMEM.  After open; any
+ * thread.
+ */
+int kvt_events_group_replay_endpoint(struct kvt_store *store, uint32_t group,
+				     const char *endpoint);
+
+/*
  * The statistics of the kvtierd behind the store's remote tier (option
  * remote.addr), from its STATS request (doc/protocol.md, doc/kvtierd.md):
  * tenant NULL for the store's own tenant (remote.tenant), "*" for the

@@ -101,11 +101,28 @@ struct kvev_pend {
 	uint64_t next;                  /* the first seq it still wants */
 };
 
+/* A feed's replay endpoint: its ring of kept messages (ring_lock) and
+ * its ROUTER socket (the replay thread's once handed over). */
+struct kvev_replay {
+	void *rep;
+	uint32_t zap_id;
+	uint32_t group;                 /* 0: the main socket's */
+	char want[256];                 /* the endpoint asked for */
+	char endpoint[256];             /* ZMQ_LAST_ENDPOINT */
+	struct kvev_rec *ring;          /* ring_lock: cfg.replay_max slots */
+	size_t head, n;                 /* ring_lock: the oldest's slot; how many */
+	uint64_t bytes;                 /* ring_lock: their payload bytes */
+	bool closing;                   /* ring_lock: the replay thread closes it */
+	struct kvev_pend *pend;         /* replay thread: replays under way */
+	size_t pend_n;
+};
+
 /* A group's own socket. */
 struct kvev_chan {
 	uint32_t group;
 	uint32_t zap_id;                /* KVEV_UNWATCHED if connected */
 	void *pub;
+	struct kvev_replay *rp;         /* its replay endpoint, or NULL */
 	uint64_t seq;
 	char want[256];                 /* the endpoint asked for */
 };
@@ -153,22 +170,19 @@ struct kvevents {
 	size_t peer_n, peer_cap;
 	bool refusing;                  /* ZAP thread: the last answer was a refusal */
 
-	/* Replay (doc/kvevents.md "Replay"): the ring of the main socket's
-	 * last messages (ring_lock: the publisher thread appends, the replay
-	 * thread reads) and the ROUTER socket (the replay thread's). */
-	void *rep;
-	uint32_t rep_zap_id;
-	char rep_endpoint[256];
+	/* Replay (doc/kvevents.md "Replay"): the replay endpoints, the main
+	 * socket's and the groups' (ring_lock: the publisher thread appends
+	 * to their rings, the replay thread reads them and owns their
+	 * sockets). */
 	pthread_mutex_t ring_lock;
-	struct kvev_rec *ring;          /* ring_lock: cfg.replay_max slots */
-	size_t ring_head, ring_n;       /* ring_lock: the oldest's slot; how many */
-	uint64_t ring_bytes;            /* ring_lock: their payload bytes */
+	pthread_cond_t ring_cond;       /* a replay endpoint was closed */
+	struct kvev_replay *rps[KVEVENTS_REPLAYS]; /* ring_lock */
+	size_t rp_n;                    /* ring_lock */
+	struct kvev_replay *main_rp;    /* the main socket's, or NULL */
 	pthread_t rep_thread;
 	bool rep_started;
-	int rep_wake;                   /* eventfd: rep_stop set */
+	int rep_wake;                   /* eventfd: rep_stop or rps changed */
 	_Atomic bool rep_stop;
-	struct kvev_pend *pend;         /* replay thread: replays under way */
-	size_t pend_n;
 
 	_Atomic uint64_t c_events, c_dropped, c_batches, c_send_errors, c_bytes, c_refused;
 	_Atomic uint64_t c_rep_requests, c_rep_invalid, c_rep_busy, c_rep_msgs, c_rep_bytes,
@@ -381,39 +395,47 @@ static void kvevents_seq_bytes(uint64_t v, uint8_t out[8])
 		out[i] = (uint8_t)(v >> (56 - 8 * i));
 }
 
-/* Keep message seq (payload p[0..len)) for replay: the oldest go while
- * the ring is full or would hold more than events.replay_bytes.  Without
- * memory, or larger than the bound alone, it is not kept (a replay skips
- * it: the peer sees the gap). */
-static void kvevents_keep(struct kvevents *ev, uint64_t seq, const uint8_t *p, size_t len)
+/* Keep message seq (payload p[0..len)) for replay on rp: the oldest go
+ * while the ring is full or would hold more than events.replay_bytes.
+ * Without memory, or larger than the bound alone, it is not kept (a
+ * replay skips it: the peer sees the gap). */
+static void kvevents_keep(struct kvevents *ev, struct kvev_replay *rp, uint64_t seq,
+			  const uint8_t *p, size_t len)
 {
 	uint8_t *copy = len <= ev->cfg.replay_bytes ? kvt_mem_alloc(ev->mem, len ? len : 1) : NULL;
+	uint64_t gone = 0, gone_bytes = 0;
 
 	if (copy)
 		memcpy(copy, p, len);
 	pthread_mutex_lock(&ev->ring_lock);
-	while (ev->ring_n && (ev->ring_n == ev->cfg.replay_max ||
-			      (copy && ev->ring_bytes + len > ev->cfg.replay_bytes))) {
-		struct kvev_rec *r = &ev->ring[ev->ring_head];
-		ev->ring_bytes -= r->len;
+	while (rp->n && (rp->n == ev->cfg.replay_max ||
+			 (copy && rp->bytes + len > ev->cfg.replay_bytes))) {
+		struct kvev_rec *r = &rp->ring[rp->head];
+		rp->bytes -= r->len;
+		gone++;
+		gone_bytes += r->len;
 		kvt_mem_free(ev->mem, r->data, r->len ? r->len : 1);
-		ev->ring_head = (ev->ring_head + 1) % ev->cfg.replay_max;
-		ev->ring_n--;
+		rp->head = (rp->head + 1) % ev->cfg.replay_max;
+		rp->n--;
 	}
 	if (copy) {
-		ev->ring[(ev->ring_head + ev->ring_n) % ev->cfg.replay_max] =
-			(struct kvev_rec){ seq, copy, len };
-		ev->ring_n++;
-		ev->ring_bytes += len;
+		rp->ring[(rp->head + rp->n) % ev->cfg.replay_max] = (struct kvev_rec){ seq, copy, len };
+		rp->n++;
+		rp->bytes += len;
 	}
-	atomic_store_explicit(&ev->c_rep_kept, ev->ring_n, memory_order_relaxed);
-	atomic_store_explicit(&ev->c_rep_kept_bytes, ev->ring_bytes, memory_order_relaxed);
+	atomic_fetch_sub_explicit(&ev->c_rep_kept, gone, memory_order_relaxed);
+	atomic_fetch_sub_explicit(&ev->c_rep_kept_bytes, gone_bytes, memory_order_relaxed);
+	if (copy) {
+		atomic_fetch_add_explicit(&ev->c_rep_kept, 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(&ev->c_rep_kept_bytes, len, memory_order_relaxed);
+	}
 	pthread_mutex_unlock(&ev->ring_lock);
 }
 
-/* One KVEventBatch message of evs[0..n) on socket pub, numbered *seqp. */
-static void kvevents_send_msg(struct kvevents *ev, void *pub, uint64_t *seqp,
-			      const struct kvevent *evs, size_t n)
+/* One KVEventBatch message of evs[0..n) on socket pub, numbered *seqp;
+ * kept for replay on rp (NULL: none). */
+static void kvevents_send_msg(struct kvevents *ev, void *pub, struct kvev_replay *rp,
+			      uint64_t *seqp, const struct kvevent *evs, size_t n)
 {
 	struct timespec now;
 	size_t need = 0;
@@ -453,18 +475,18 @@ static void kvevents_send_msg(struct kvevents *ev, void *pub, uint64_t *seqp,
 	}
 	atomic_fetch_add_explicit(&ev->c_batches, 1, memory_order_relaxed);
 	atomic_fetch_add_explicit(&ev->c_bytes, (uint64_t)len, memory_order_relaxed);
-	if (pub == ev->pub && ev->ring)
-		kvevents_keep(ev, *seqp - 1, ev->buf, (size_t)len);
+	if (rp)
+		kvevents_keep(ev, rp, *seqp - 1, ev->buf, (size_t)len);
 }
 
 /* evs[0..n) on socket pub: messages of at most KVEVENTS_MSG_EVENTS events
  * (kvevents.h: what a peer that stops reading holds is their size times
  * KVEVENTS_SNDHWM). */
-static void kvevents_send_on(struct kvevents *ev, void *pub, uint64_t *seqp,
-			     const struct kvevent *evs, size_t n)
+static void kvevents_send_on(struct kvevents *ev, void *pub, struct kvev_replay *rp,
+			     uint64_t *seqp, const struct kvevent *evs, size_t n)
 {
 	for (size_t i = 0; i < n; i += KVEVENTS_MSG_EVENTS)
-		kvevents_send_msg(ev, pub, seqp, evs + i,
+		kvevents_send_msg(ev, pub, rp, seqp, evs + i,
 				  n - i < KVEVENTS_MSG_EVENTS ? n - i : KVEVENTS_MSG_EVENTS);
 }
 
@@ -473,7 +495,7 @@ static void kvevents_send_on(struct kvevents *ev, void *pub, uint64_t *seqp,
 static void kvevents_send(struct kvevents *ev)
 {
 	if (ev->pub)
-		kvevents_send_on(ev, ev->pub, &ev->seq, ev->send.ev, ev->send.n);
+		kvevents_send_on(ev, ev->pub, ev->main_rp, &ev->seq, ev->send.ev, ev->send.n);
 	pthread_mutex_lock(&ev->chan_lock);
 	if (ev->chan_n && ev->sub.cap < ev->send.n) {
 		struct kvevent *na = kvt_mem_realloc(ev->mem, ev->sub.ev,
@@ -494,7 +516,7 @@ static void kvevents_send(struct kvevents *ev)
 			    ev->send.ev[i].group == KVEV_GROUP_ALL)
 				ev->sub.ev[ev->sub.n++] = ev->send.ev[i];
 		if (ev->sub.n)
-			kvevents_send_on(ev, ch->pub, &ch->seq, ev->sub.ev, ev->sub.n);
+			kvevents_send_on(ev, ch->pub, ch->rp, &ch->seq, ev->sub.ev, ev->sub.n);
 	}
 	pthread_mutex_unlock(&ev->chan_lock);
 }
@@ -927,12 +949,19 @@ static void kvevents_zap_stop(struct kvevents *ev)
  * The replay thread: vLLM's replay endpoint (kvevents.h, KVEVENTS_DEF_REPLAY_MAX)
  */
 
-/* Read one request: [routing id, "" (not checked, as vLLM does not),
- * start seq (big-endian, any length up to 256 bytes: vLLM reads it with
- * int.from_bytes, so a start past 2^64 gets only the end marker)]; queue
- * its replay, replacing the peer's replay under way.  false if none was
- * waiting. */
-static bool kvevents_rep_request(struct kvevents *ev)
+static void kvevents_rep_wake(struct kvevents *ev)
+{
+	uint64_t one = 1;
+	ssize_t w = write(ev->rep_wake, &one, sizeof(one));
+	(void)w; /* fails only if the count is huge: the thread wakes anyway */
+}
+
+/* Read one request on rp: [routing id, "" (not checked, as vLLM does
+ * not), start seq (big-endian, any length up to 256 bytes: vLLM reads it
+ * with int.from_bytes, so a start past 2^64 gets only the end marker)];
+ * queue its replay, replacing the peer's replay under way.  false if none
+ * was waiting. */
+static bool kvevents_rep_request(struct kvevents *ev, struct kvev_replay *rp)
 {
 	uint8_t fr[3][256];
 	size_t fr_len[3] = { 0 };
@@ -944,7 +973,7 @@ static bool kvevents_rep_request(struct kvevents *ev)
 	while (more) {
 		zmq_msg_t msg;
 		zmq_msg_init(&msg);
-		if (zmq_msg_recv(&msg, ev->rep, nf ? 0 : ZMQ_DONTWAIT) < 0) {
+		if (zmq_msg_recv(&msg, rp->rep, nf ? 0 : ZMQ_DONTWAIT) < 0) {
 			zmq_msg_close(&msg);
 			if (nf == 0)
 				return false;
@@ -972,18 +1001,18 @@ static bool kvevents_rep_request(struct kvevents *ev)
 		}
 		start = start << 8 | fr[2][i];
 	}
-	for (size_t i = 0; i < ev->pend_n && !p; i++)
-		if (ev->pend[i].id_len == fr_len[0] &&
-		    memcmp(ev->pend[i].id, fr[0], fr_len[0]) == 0)
-			p = &ev->pend[i];
+	for (size_t i = 0; i < rp->pend_n && !p; i++)
+		if (rp->pend[i].id_len == fr_len[0] &&
+		    memcmp(rp->pend[i].id, fr[0], fr_len[0]) == 0)
+			p = &rp->pend[i];
 	if (!p) {
 		/* One replay a peer, and no more than a bound socket holds
 		 * peers (ZAP): a peer past that would be refused anyway. */
-		if (ev->pend_n == ev->cfg.sub_max) {
+		if (rp->pend_n == ev->cfg.sub_max) {
 			atomic_fetch_add_explicit(&ev->c_rep_busy, 1, memory_order_relaxed);
 			return true;
 		}
-		p = &ev->pend[ev->pend_n++];
+		p = &rp->pend[rp->pend_n++];
 		memcpy(p->id, fr[0], fr_len[0]);
 		p->id_len = fr_len[0];
 	}
@@ -991,11 +1020,11 @@ static bool kvevents_rep_request(struct kvevents *ev)
 	return true;
 }
 
-/* Send one message of replay p: the first kept with seq >= p->next, or the
- * end marker.  1: sent (more may follow), 0: the end marker went (the
- * replay is done), -EAGAIN: the peer's queue is full (try later),
+/* Send one message of replay p on rp: the first kept with seq >= p->next,
+ * or the end marker.  1: sent (more may follow), 0: the end marker went
+ * (the replay is done), -EAGAIN: the peer's queue is full (try later),
  * -EHOSTUNREACH: the peer is gone. */
-static int kvevents_rep_send(struct kvevents *ev, struct kvev_pend *p)
+static int kvevents_rep_send(struct kvevents *ev, struct kvev_replay *rp, struct kvev_pend *p)
 {
 	const char *topic = ev->cfg.topic ? ev->cfg.topic : "";
 	uint8_t seq[8];
@@ -1007,169 +1036,282 @@ static int kvevents_rep_send(struct kvevents *ev, struct kvev_pend *p)
 	 * older than the ring went: the replay starts at the oldest kept, as
 	 * vLLM's does (the peer sees the gap in the seqs). */
 	lo = 0;
-	hi = ev->ring_n;
+	hi = rp->n;
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
-		if (ev->ring[(ev->ring_head + mid) % ev->cfg.replay_max].seq < p->next)
+		if (rp->ring[(rp->head + mid) % ev->cfg.replay_max].seq < p->next)
 			lo = mid + 1;
 		else
 			hi = mid;
 	}
-	if (zmq_send(ev->rep, p->id, p->id_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) {
+	if (zmq_send(rp->rep, p->id, p->id_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) {
 		/* ZMQ_ROUTER_MANDATORY: EAGAIN at the peer's high-water mark,
 		 * EHOSTUNREACH for a peer that left; nothing was queued. */
 		ret = zmq_errno() == EAGAIN ? -EAGAIN : -EHOSTUNREACH;
-	} else if (lo < ev->ring_n) {
-		const struct kvev_rec *r = &ev->ring[(ev->ring_head + lo) % ev->cfg.replay_max];
+	} else if (lo < rp->n) {
+		const struct kvev_rec *r = &rp->ring[(rp->head + lo) % ev->cfg.replay_max];
 		kvevents_seq_bytes(r->seq, seq);
 		/* Past the routing id, the frames of one message are queued
 		 * whole. */
-		zmq_send(ev->rep, "", 0, ZMQ_SNDMORE | ZMQ_DONTWAIT);
-		zmq_send(ev->rep, topic, strlen(topic), ZMQ_SNDMORE | ZMQ_DONTWAIT);
-		zmq_send(ev->rep, seq, sizeof(seq), ZMQ_SNDMORE | ZMQ_DONTWAIT);
-		zmq_send(ev->rep, r->data, r->len, ZMQ_DONTWAIT);
+		zmq_send(rp->rep, "", 0, ZMQ_SNDMORE | ZMQ_DONTWAIT);
+		zmq_send(rp->rep, topic, strlen(topic), ZMQ_SNDMORE | ZMQ_DONTWAIT);
+		zmq_send(rp->rep, seq, sizeof(seq), ZMQ_SNDMORE | ZMQ_DONTWAIT);
+		zmq_send(rp->rep, r->data, r->len, ZMQ_DONTWAIT);
 		p->next = r->seq + 1;
 		atomic_fetch_add_explicit(&ev->c_rep_msgs, 1, memory_order_relaxed);
 		atomic_fetch_add_explicit(&ev->c_rep_bytes, r->len, memory_order_relaxed);
 	} else {
 		/* vLLM's end marker: an empty topic, seq -1, an empty payload. */
 		memset(seq, 0xff, sizeof(seq));
-		zmq_send(ev->rep, "", 0, ZMQ_SNDMORE | ZMQ_DONTWAIT);
-		zmq_send(ev->rep, "", 0, ZMQ_SNDMORE | ZMQ_DONTWAIT);
-		zmq_send(ev->rep, seq, sizeof(seq), ZMQ_SNDMORE | ZMQ_DONTWAIT);
-		zmq_send(ev->rep, "", 0, ZMQ_DONTWAIT);
+		zmq_send(rp->rep, "", 0, ZMQ_SNDMORE | ZMQ_DONTWAIT);
+		zmq_send(rp->rep, "", 0, ZMQ_SNDMORE | ZMQ_DONTWAIT);
+		zmq_send(rp->rep, seq, sizeof(seq), ZMQ_SNDMORE | ZMQ_DONTWAIT);
+		zmq_send(rp->rep, "", 0, ZMQ_DONTWAIT);
 		ret = 0;
 	}
 	pthread_mutex_unlock(&ev->ring_lock);
 	return ret;
 }
 
-/* Serve each replay under way up to KVEVENTS_REPLAY_BURST messages. */
-static void kvevents_rep_serve(struct kvevents *ev)
+/* Serve each replay under way on rp up to KVEVENTS_REPLAY_BURST messages. */
+static void kvevents_rep_serve(struct kvevents *ev, struct kvev_replay *rp)
 {
-	for (size_t i = 0; i < ev->pend_n;) {
+	for (size_t i = 0; i < rp->pend_n;) {
 		int ret = 1;
 		for (int k = 0; k < KVEVENTS_REPLAY_BURST && ret == 1; k++)
-			ret = kvevents_rep_send(ev, &ev->pend[i]);
+			ret = kvevents_rep_send(ev, rp, &rp->pend[i]);
 		if (ret == -EAGAIN)
 			atomic_fetch_add_explicit(&ev->c_rep_waits, 1, memory_order_relaxed);
 		if (ret == 0 || ret == -EHOSTUNREACH)
-			ev->pend[i] = ev->pend[--ev->pend_n];
+			rp->pend[i] = rp->pend[--rp->pend_n];
 		else
 			i++;
 	}
 }
 
+/* Drop every message rp keeps.  ring_lock held. */
+static void kvevents_ring_clear(struct kvevents *ev, struct kvev_replay *rp)
+{
+	for (size_t i = 0; i < rp->n; i++) {
+		struct kvev_rec *r = &rp->ring[(rp->head + i) % ev->cfg.replay_max];
+		kvt_mem_free(ev->mem, r->data, r->len ? r->len : 1);
+	}
+	atomic_fetch_sub_explicit(&ev->c_rep_kept, rp->n, memory_order_relaxed);
+	atomic_fetch_sub_explicit(&ev->c_rep_kept_bytes, rp->bytes, memory_order_relaxed);
+	rp->n = rp->head = 0;
+	rp->bytes = 0;
+}
+
+/* Close rp's socket (from the thread that owns it), free it. */
+static void kvevents_rep_free(struct kvevents *ev, struct kvev_replay *rp)
+{
+	if (!rp)
+		return;
+	if (rp->rep)
+		kvevents_pub_close(ev, rp->rep, rp->zap_id);
+	if (rp->ring) {
+		pthread_mutex_lock(&ev->ring_lock);
+		kvevents_ring_clear(ev, rp);
+		pthread_mutex_unlock(&ev->ring_lock);
+	}
+	kvt_mem_free(ev->mem, rp->ring, ev->cfg.replay_max * sizeof(*rp->ring));
+	kvt_mem_free(ev->mem, rp->pend, ev->cfg.sub_max * sizeof(*rp->pend));
+	kvt_mem_free(ev->mem, rp, sizeof(*rp));
+}
+
 static void *kvevents_rep_main(void *arg)
 {
 	struct kvevents *ev = arg;
+	zmq_pollitem_t items[KVEVENTS_REPLAYS + 1];
+	struct kvev_replay *rps[KVEVENTS_REPLAYS];
 	sigset_t all;
 
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, NULL);
 	while (!atomic_load(&ev->rep_stop)) {
-		zmq_pollitem_t items[2] = { { NULL, ev->rep_wake, ZMQ_POLLIN, 0 },
-					    { ev->rep, 0, ZMQ_POLLIN, 0 } };
+		size_t n = 0;
+		bool pending = false;
+		uint64_t v;
+
+		/* Close the replays given up (kvevents_rep_drop waits), take
+		 * the others. */
+		pthread_mutex_lock(&ev->ring_lock);
+		for (size_t i = 0; i < ev->rp_n;) {
+			struct kvev_replay *rp = ev->rps[i];
+			if (rp->closing) {
+				ev->rps[i] = ev->rps[--ev->rp_n];
+				pthread_mutex_unlock(&ev->ring_lock);
+				kvevents_rep_free(ev, rp);
+				pthread_mutex_lock(&ev->ring_lock);
+				pthread_cond_broadcast(&ev->ring_cond);
+				continue;
+			}
+			rps[n] = rp;
+			items[n + 1] = (zmq_pollitem_t){ rp->rep, 0, ZMQ_POLLIN, 0 };
+			pending |= rp->pend_n > 0;
+			n++;
+			i++;
+		}
+		pthread_mutex_unlock(&ev->ring_lock);
+		items[0] = (zmq_pollitem_t){ NULL, ev->rep_wake, ZMQ_POLLIN, 0 };
 		/* A replay waiting on a peer's full queue is retried every
 		 * 10 ms (ROUTER has no per-peer POLLOUT). */
-		if (zmq_poll(items, 2, ev->pend_n ? 10 : -1) < 0)
+		if (zmq_poll(items, (int)n + 1, pending ? 10 : -1) < 0)
 			continue;
-		/* A few requests a round: a peer that floods them is read
-		 * at the pace of its replays. */
-		for (int k = 0; k < KVEVENTS_REPLAY_BURST && kvevents_rep_request(ev); k++)
-			;
-		kvevents_rep_serve(ev);
+		if (items[0].revents & ZMQ_POLLIN) {
+			ssize_t r = read(ev->rep_wake, &v, sizeof(v));
+			(void)r;
+		}
+		for (size_t i = 0; i < n; i++) {
+			/* A few requests a round: a peer that floods them is
+			 * read at the pace of its replays. */
+			for (int k = 0; k < KVEVENTS_REPLAY_BURST && kvevents_rep_request(ev, rps[i]);
+			     k++)
+				;
+			kvevents_rep_serve(ev, rps[i]);
+		}
 	}
 	return NULL;
 }
 
-/* The ROUTER socket at cfg.replay_endpoint (always bound, as vLLM does;
- * watched by the ZAP thread like a bound PUB socket) and its thread.
- * 0, KVT_EOPTVAL, -ENOMEM, -errno. */
-static int kvevents_rep_open(struct kvevents *ev)
+/* A replay endpoint for group's feed (0: the main socket) at ep: a ROUTER
+ * always bound (as vLLM does), watched by the ZAP thread like a bound PUB
+ * socket.  Not yet handed to the replay thread (kvevents_rep_add).  0,
+ * KVT_EOPTVAL (refused: logged), -ENOMEM, -errno. */
+static int kvevents_rep_new(struct kvevents *ev, const char *ep, uint32_t group,
+			    struct kvev_replay **out)
 {
-	const char *ep = ev->cfg.replay_endpoint;
 	int linger = 0, hwm = KVEVENTS_REPLAY_HWM, rcvhwm = KVEVENTS_REPLAY_BURST, one = 1;
 	int hs = KVEVENTS_HANDSHAKE_MS, ret;
 	int ka_idle = KVEVENTS_KEEPALIVE_IDLE, ka_intvl = KVEVENTS_KEEPALIVE_INTVL;
 	int ka_cnt = KVEVENTS_KEEPALIVE_CNT;
 	int64_t in_max = KVEVENTS_IN_MAX;
 	size_t len;
+	struct kvev_replay *rp = kvt_mem_calloc(ev->mem, 1, sizeof(*rp));
 
-	ev->ring = kvt_mem_calloc(ev->mem, ev->cfg.replay_max, sizeof(*ev->ring));
-	ev->pend = kvt_mem_calloc(ev->mem, ev->cfg.sub_max, sizeof(*ev->pend));
-	ev->rep_wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (!ev->ring || !ev->pend)
+	if (!rp)
 		return -ENOMEM;
+	rp->group = group;
+	rp->zap_id = KVEV_UNWATCHED;
+	snprintf(rp->want, sizeof(rp->want), "%s", ep);
+	rp->ring = kvt_mem_calloc(ev->mem, ev->cfg.replay_max, sizeof(*rp->ring));
+	rp->pend = kvt_mem_calloc(ev->mem, ev->cfg.sub_max, sizeof(*rp->pend));
+	rp->rep = zmq_socket(ev->zctx, ZMQ_ROUTER);
+	if (!rp->ring || !rp->pend || !rp->rep) {
+		ret = -ENOMEM;
+		goto fail;
+	}
+	zmq_setsockopt(rp->rep, ZMQ_LINGER, &linger, sizeof(linger));
+	zmq_setsockopt(rp->rep, ZMQ_SNDHWM, &hwm, sizeof(hwm));
+	zmq_setsockopt(rp->rep, ZMQ_RCVHWM, &rcvhwm, sizeof(rcvhwm));
+	zmq_setsockopt(rp->rep, ZMQ_ROUTER_MANDATORY, &one, sizeof(one));
+	zmq_setsockopt(rp->rep, ZMQ_MAXMSGSIZE, &in_max, sizeof(in_max));
+	zmq_setsockopt(rp->rep, ZMQ_HANDSHAKE_IVL, &hs, sizeof(hs));
+	zmq_setsockopt(rp->rep, ZMQ_TCP_KEEPALIVE, &one, sizeof(one));
+	zmq_setsockopt(rp->rep, ZMQ_TCP_KEEPALIVE_IDLE, &ka_idle, sizeof(ka_idle));
+	zmq_setsockopt(rp->rep, ZMQ_TCP_KEEPALIVE_INTVL, &ka_intvl, sizeof(ka_intvl));
+	zmq_setsockopt(rp->rep, ZMQ_TCP_KEEPALIVE_CNT, &ka_cnt, sizeof(ka_cnt));
+	ret = kvevents_watch(ev, rp->rep, &rp->zap_id);
+	if (ret < 0) {
+		kvt_logf(ev->log, KVT_LOG_ERROR, "events: cannot watch the replay endpoint %s: %s",
+			 ep, kvt_strerror(ret));
+		rp->zap_id = KVEV_UNWATCHED;
+		goto fail;
+	}
+	if (zmq_bind(rp->rep, ep) < 0) {
+		kvt_logf(ev->log, KVT_LOG_ERROR, "events: cannot bind the replay endpoint %s: %s",
+			 ep, zmq_strerror(zmq_errno()));
+		ret = KVT_EOPTVAL;
+		goto fail;
+	}
+	len = sizeof(rp->endpoint);
+	if (zmq_getsockopt(rp->rep, ZMQ_LAST_ENDPOINT, rp->endpoint, &len) < 0 ||
+	    !rp->endpoint[0])
+		snprintf(rp->endpoint, sizeof(rp->endpoint), "%s", ep);
+	if (group)
+		kvt_logf(ev->log, KVT_LOG_INFO, "events: replaying group %u's last %u messages "
+			 "(%" PRIu64 " bytes at most) on %s", group, ev->cfg.replay_max,
+			 ev->cfg.replay_bytes, rp->endpoint);
+	else
+		kvt_logf(ev->log, KVT_LOG_INFO, "events: replaying the last %u messages (%" PRIu64
+			 " bytes at most) on %s", ev->cfg.replay_max, ev->cfg.replay_bytes,
+			 rp->endpoint);
+	*out = rp;
+	return 0;
+fail:
+	kvevents_rep_free(ev, rp);
+	return ret;
+}
+
+/* Hand rp to the replay thread.  0, -ENOMEM (rp freed). */
+static int kvevents_rep_add(struct kvevents *ev, struct kvev_replay *rp)
+{
+	pthread_mutex_lock(&ev->ring_lock);
+	if (ev->rp_n == KVEVENTS_REPLAYS) {
+		pthread_mutex_unlock(&ev->ring_lock);
+		kvevents_rep_free(ev, rp);
+		return -ENOMEM;
+	}
+	ev->rps[ev->rp_n++] = rp;
+	pthread_mutex_unlock(&ev->ring_lock);
+	kvevents_rep_wake(ev);
+	return 0;
+}
+
+/* Take rp back from the replay thread, which closes and frees it; returns
+ * once it has (the endpoint is free to bind again). */
+static void kvevents_rep_drop(struct kvevents *ev, struct kvev_replay *rp)
+{
+	bool in = true;
+
+	pthread_mutex_lock(&ev->ring_lock);
+	rp->closing = true;
+	kvevents_rep_wake(ev);
+	while (in) {
+		in = false;
+		for (size_t i = 0; i < ev->rp_n && !in; i++)
+			in = ev->rps[i] == rp;
+		if (in)
+			pthread_cond_wait(&ev->ring_cond, &ev->ring_lock);
+	}
+	pthread_mutex_unlock(&ev->ring_lock);
+}
+
+/* Start the replay thread.  0, -errno. */
+static int kvevents_rep_start(struct kvevents *ev)
+{
+	int ret;
+
+	ev->rep_wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (ev->rep_wake < 0)
 		return -errno;
-	ev->rep = zmq_socket(ev->zctx, ZMQ_ROUTER);
-	if (!ev->rep)
-		return -ENOMEM;
-	zmq_setsockopt(ev->rep, ZMQ_LINGER, &linger, sizeof(linger));
-	zmq_setsockopt(ev->rep, ZMQ_SNDHWM, &hwm, sizeof(hwm));
-	zmq_setsockopt(ev->rep, ZMQ_RCVHWM, &rcvhwm, sizeof(rcvhwm));
-	zmq_setsockopt(ev->rep, ZMQ_ROUTER_MANDATORY, &one, sizeof(one));
-	zmq_setsockopt(ev->rep, ZMQ_MAXMSGSIZE, &in_max, sizeof(in_max));
-	zmq_setsockopt(ev->rep, ZMQ_HANDSHAKE_IVL, &hs, sizeof(hs));
-	zmq_setsockopt(ev->rep, ZMQ_TCP_KEEPALIVE, &one, sizeof(one));
-	zmq_setsockopt(ev->rep, ZMQ_TCP_KEEPALIVE_IDLE, &ka_idle, sizeof(ka_idle));
-	zmq_setsockopt(ev->rep, ZMQ_TCP_KEEPALIVE_INTVL, &ka_intvl, sizeof(ka_intvl));
-	zmq_setsockopt(ev->rep, ZMQ_TCP_KEEPALIVE_CNT, &ka_cnt, sizeof(ka_cnt));
-	ret = kvevents_watch(ev, ev->rep, &ev->rep_zap_id);
-	if (ret < 0) {
-		kvt_logf(ev->log, KVT_LOG_ERROR, "events: cannot watch events.replay_endpoint "
-			 "%s: %s", ep, kvt_strerror(ret));
-		return ret;
-	}
-	if (zmq_bind(ev->rep, ep) < 0) {
-		kvt_logf(ev->log, KVT_LOG_ERROR, "events: cannot bind events.replay_endpoint "
-			 "%s: %s", ep, zmq_strerror(zmq_errno()));
-		return KVT_EOPTVAL;
-	}
-	len = sizeof(ev->rep_endpoint);
-	if (zmq_getsockopt(ev->rep, ZMQ_LAST_ENDPOINT, ev->rep_endpoint, &len) < 0 ||
-	    !ev->rep_endpoint[0])
-		snprintf(ev->rep_endpoint, sizeof(ev->rep_endpoint), "%s", ep);
 	ret = -pthread_create(&ev->rep_thread, NULL, kvevents_rep_main, ev);
 	if (ret < 0)
 		return ret;
 	pthread_setname_np(ev->rep_thread, "kvt-events-rep");
 	ev->rep_started = true;
-	kvt_logf(ev->log, KVT_LOG_INFO, "events: replaying the last %u messages (%" PRIu64
-		 " bytes at most) on %s", ev->cfg.replay_max, ev->cfg.replay_bytes,
-		 ev->rep_endpoint);
 	return 0;
 }
 
-/* Stop the replay thread, close its socket (before the ZAP thread stops)
- * and free the ring. */
-static void kvevents_rep_close(struct kvevents *ev)
+/* Stop the replay thread; close and free every replay endpoint (before
+ * the ZAP thread stops). */
+static void kvevents_rep_stop(struct kvevents *ev)
 {
 	if (ev->rep_started) {
-		uint64_t one = 1;
-		ssize_t w;
 		atomic_store(&ev->rep_stop, true);
-		w = write(ev->rep_wake, &one, sizeof(one));
-		(void)w;
+		kvevents_rep_wake(ev);
 		pthread_join(ev->rep_thread, NULL);
 		ev->rep_started = false;
 	}
-	if (ev->rep)
-		kvevents_pub_close(ev, ev->rep, ev->rep_zap_id);
-	ev->rep = NULL;
+	for (size_t i = 0; i < ev->rp_n; i++)
+		kvevents_rep_free(ev, ev->rps[i]);
+	ev->rp_n = 0;
+	ev->main_rp = NULL;
+	for (size_t c = 0; c < ev->chan_n; c++)
+		ev->chans[c].rp = NULL;
 	if (ev->rep_wake >= 0)
 		close(ev->rep_wake);
 	ev->rep_wake = -1;
-	for (size_t i = 0; ev->ring && i < ev->ring_n; i++) {
-		struct kvev_rec *r = &ev->ring[(ev->ring_head + i) % ev->cfg.replay_max];
-		kvt_mem_free(ev->mem, r->data, r->len ? r->len : 1);
-	}
-	kvt_mem_free(ev->mem, ev->ring, ev->cfg.replay_max * sizeof(*ev->ring));
-	kvt_mem_free(ev->mem, ev->pend, ev->cfg.sub_max * sizeof(*ev->pend));
-	ev->ring = NULL;
-	ev->pend = NULL;
-	ev->ring_n = 0;
 }
 
 /* ------------------------------------------------------------------------
@@ -1178,13 +1320,14 @@ static void kvevents_rep_close(struct kvevents *ev)
 
 static void kvevents_free(struct kvevents *ev)
 {
+	kvevents_rep_stop(ev);
+	pthread_mutex_destroy(&ev->ring_lock);
+	pthread_cond_destroy(&ev->ring_cond);
 	for (size_t c = 0; c < ev->chan_n; c++)
 		kvevents_pub_close(ev, ev->chans[c].pub, ev->chans[c].zap_id);
 	kvt_mem_free(ev->mem, ev->chans, ev->chan_cap * sizeof(*ev->chans));
 	kvt_mem_free(ev->mem, ev->sub.ev, ev->sub.cap * sizeof(*ev->sub.ev));
 	pthread_mutex_destroy(&ev->chan_lock);
-	kvevents_rep_close(ev);
-	pthread_mutex_destroy(&ev->ring_lock);
 	if (ev->pub)
 		kvevents_pub_close(ev, ev->pub, ev->pub_zap_id);
 	/* The sockets it watched are closed, their monitors stopped. */
@@ -1277,8 +1420,8 @@ int kvevents_open(struct kvevents **out, const struct kvevents_config *cfg,
 	if (!ev->cfg.replay_bytes)
 		ev->cfg.replay_bytes = KVEVENTS_DEF_REPLAY_BYTES;
 	ev->rep_wake = -1;
-	ev->rep_zap_id = KVEV_UNWATCHED;
 	pthread_mutex_init(&ev->ring_lock, NULL);
+	pthread_cond_init(&ev->ring_cond, NULL);
 	ev->mem = mem;
 	ev->log = log;
 	ev->zap_wake = -1;
@@ -1307,11 +1450,20 @@ int kvevents_open(struct kvevents **out, const struct kvevents_config *cfg,
 		    !ev->endpoint[0])
 			snprintf(ev->endpoint, sizeof(ev->endpoint), "%s", ep);
 		atomic_store(&ev->listening, true);
-		if (ev->cfg.replay_endpoint) {
-			ret = kvevents_rep_open(ev);
-			if (ret < 0)
-				goto fail;
-		}
+	}
+	if (ev->cfg.replay_endpoint || ev->cfg.groups) {
+		ret = kvevents_rep_start(ev);
+		if (ret < 0)
+			goto fail;
+	}
+	if (ev->cfg.replay_endpoint) {
+		struct kvev_replay *rp;
+		ret = kvevents_rep_new(ev, ev->cfg.replay_endpoint, 0, &rp);
+		if (ret == 0)
+			ret = kvevents_rep_add(ev, rp);
+		if (ret < 0)
+			goto fail;
+		ev->main_rp = rp;
 	}
 	ret = -pthread_create(&ev->thread, NULL, kvevents_main, ev);
 	if (ret < 0)
@@ -1383,6 +1535,17 @@ int kvevents_group_endpoint(struct kvevents *ev, uint32_t group, const char *end
 		ch->group = group;
 	} else if (ch) {
 		kvevents_pub_close(ev, ch->pub, ch->zap_id);
+		if (ch->rp && !pub) {
+			/* The feed's replay goes with it. */
+			kvevents_rep_drop(ev, ch->rp);
+			ch->rp = NULL;
+		} else if (ch->rp) {
+			/* A new socket numbers from 0: what was kept is
+			 * another feed's. */
+			pthread_mutex_lock(&ev->ring_lock);
+			kvevents_ring_clear(ev, ch->rp);
+			pthread_mutex_unlock(&ev->ring_lock);
+		}
 		if (!pub) { /* closed: the last one takes its place */
 			*ch = ev->chans[--ev->chan_n];
 			ch = NULL;
@@ -1402,6 +1565,44 @@ out:
 	return ret;
 }
 
+int kvevents_group_replay(struct kvevents *ev, uint32_t group, const char *endpoint)
+{
+	struct kvev_chan *ch = NULL;
+	struct kvev_replay *rp = NULL;
+	int ret = 0;
+
+	if (group == 0 || group >= KVT_QUOTA_GROUPS ||
+	    (endpoint && strlen(endpoint) >= sizeof(rp->want)))
+		return KVT_EOPTVAL;
+	if (!ev->rep_started)
+		return KVT_ESTATE;
+	pthread_mutex_lock(&ev->chan_lock);
+	for (size_t c = 0; c < ev->chan_n; c++)
+		if (ev->chans[c].group == group)
+			ch = &ev->chans[c];
+	if (!ch) {
+		/* It replays the group's feed: none, nothing to replay. */
+		ret = endpoint && *endpoint ? KVT_ESTATE : 0;
+		goto out;
+	}
+	if (ch->rp && endpoint && strcmp(ch->rp->want, endpoint) == 0)
+		goto out; /* as it is */
+	if (ch->rp) {
+		kvevents_rep_drop(ev, ch->rp);
+		ch->rp = NULL;
+	}
+	if (endpoint && *endpoint) {
+		ret = kvevents_rep_new(ev, endpoint, group, &rp);
+		if (ret == 0)
+			ret = kvevents_rep_add(ev, rp);
+		if (ret == 0)
+			ch->rp = rp;
+	}
+out:
+	pthread_mutex_unlock(&ev->chan_lock);
+	return ret;
+}
+
 void kvevents_stats(struct kvevents *ev, kvt_stats_fn fn, void *ctx)
 {
 #define S(name, c) fn(ctx, "events." name, atomic_load_explicit(&ev->c, memory_order_relaxed), NULL)
@@ -1412,8 +1613,9 @@ void kvevents_stats(struct kvevents *ev, kvt_stats_fn fn, void *ctx)
 	S("send_errors", c_send_errors);
 	S("bytes", c_bytes);
 	S("refused", c_refused);
-	if (ev->rep) {
-		fn(ctx, "events.replay_endpoint", 0, ev->rep_endpoint);
+	if (ev->rep_started) {
+		if (ev->main_rp)
+			fn(ctx, "events.replay_endpoint", 0, ev->main_rp->endpoint);
 		S("replay_kept", c_rep_kept);
 		S("replay_kept_bytes", c_rep_kept_bytes);
 		S("replay_requests", c_rep_requests);

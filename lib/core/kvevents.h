@@ -140,6 +140,8 @@ struct kvevents_config {
 #define KVEVENTS_DEF_REPLAY_BYTES (UINT64_C(16) << 20)
 #define KVEVENTS_REPLAY_HWM KVEVENTS_SNDHWM
 #define KVEVENTS_REPLAY_BURST 64
+/* Replay endpoints at most: the main socket's and one a group's. */
+#define KVEVENTS_REPLAYS KVT_QUOTA_GROUPS
 
 enum { KVEV_STORED = 1, KVEV_REMOVED, KVEV_CLEARED };
 #define KVEV_GROUP_ALL UINT32_MAX /* a clear of every namespace: to every socket */
@@ -178,6 +180,17 @@ void kvevents_cleared(struct kvevents *ev, uint32_t group);
  * endpoint refused by ZeroMQ: logged), -ENOMEM.  Any thread.
  */
 int kvevents_group_endpoint(struct kvevents *ev, uint32_t group, const char *endpoint);
+
+/*
+ * A replay endpoint for group's own feed (kvevents_group_endpoint): a
+ * ROUTER bound at endpoint that replays that feed's messages only, as
+ * events.replay_endpoint does the main socket's; NULL or "" closes it (as
+ * does closing the feed; a feed given a new endpoint starts its replay
+ * empty).  0, KVT_EOPTVAL (group out of range, or endpoint refused:
+ * logged), KVT_ESTATE (the group has no feed, or the publisher was opened
+ * without events.groups or events.replay_endpoint), -ENOMEM.  Any thread.
+ */
+int kvevents_group_replay(struct kvevents *ev, uint32_t group, const char *endpoint);
 
 void kvevents_stats(struct kvevents *ev, kvt_stats_fn fn, void *ctx);
 

@@ -743,6 +743,18 @@ int kvt_events_group_endpoint(struct kvt_store *s, uint32_t group, const char *e
 	return kvevents_group_endpoint(s->events, group, endpoint);
 }
 
+int kvt_events_group_replay_endpoint(struct kvt_store *s, uint32_t group, const char *endpoint)
+{
+	int ret;
+	if (!s)
+		return KVT_ENULL;
+	if ((ret = store_check(s)) < 0)
+		return ret;
+	if (!s->events)
+		return KVT_ESTATE;
+	return kvevents_group_replay(s->events, group, endpoint);
+}
+
 int kvt_quota_stats(struct kvt_store *s, uint32_t group, kvt_stats_fn fn, void *ctx)
 {
 	int ret;

@@ -603,6 +603,16 @@ static void rep_publish(struct kvevents *ev, void *sub, uint64_t k, struct raw_m
 	T_EQ_INT(out->nf, 3);
 }
 
+/* The same on group g's feed. */
+static void rep_publish_group(struct kvevents *ev, uint32_t g, void *sub, uint64_t k,
+			      struct raw_msg *out)
+{
+	struct kvt_key key = t_key(k);
+	kvevents_stored(ev, g, &key, NULL, 16);
+	T_EQ_INT(rx_raw(sub, 5000, out), 1);
+	T_EQ_INT(out->nf, 3);
+}
+
 /* A router that lost messages asks for them from the first it missed and
  * gets them byte for byte with their seqs, then vLLM's end marker; a
  * start older than what is kept gets what is kept (vLLM's answer: the
@@ -816,6 +826,105 @@ static void test_replay_hostile(void)
 	zmq_ctx_term(zctx);
 }
 
+/* Each group's feed has a replay endpoint of its own
+ * (kvevents_group_replay): it replays that feed's messages, byte for byte
+ * and numbered as the feed numbered them, and nothing of another group's
+ * (doc/security.md "kvevents_tenant"); closing the feed closes it. */
+static void test_replay_group(void)
+{
+	struct kvt_mem mem;
+	struct kvt_logger lg = { 0 };
+	char dir[] = "/tmp/kvt-evrep-XXXXXX", feed[3][96], rep[3][96];
+	struct kvevents_config cfg = { .groups = true, .batch_ms = 1 };
+	struct kvevents *ev;
+	struct rep_eps e;
+	void *zctx = zmq_ctx_new(), *sub[3], *dealer[3];
+	struct raw_msg got[3][4], m;
+	uint64_t last1, n1 = 0;
+
+	kvt_mem_init(&mem);
+	T_ASSERT(mkdtemp(dir) != NULL);
+	T_OK(kvevents_open(&ev, &cfg, &mem, &lg));
+	T_RC(kvevents_group_replay(ev, 1, "ipc:///nowhere/x"), KVT_ESTATE); /* no feed yet */
+	for (uint32_t g = 1; g <= 2; g++) {
+		snprintf(feed[g], sizeof(feed[g]), "ipc://%s/f%u", dir, g);
+		snprintf(rep[g], sizeof(rep[g]), "ipc://%s/r%u", dir, g);
+		T_OK(kvevents_group_endpoint(ev, g, feed[g]));
+		T_OK(kvevents_group_replay(ev, g, rep[g]));
+		T_OK(kvevents_group_replay(ev, g, rep[g])); /* as it is */
+		sub[g] = rep_socket(zctx, ZMQ_SUB, feed[g]);
+		dealer[g] = rep_socket(zctx, ZMQ_DEALER, rep[g]);
+		for (uint64_t i = 0;; i++) {
+			struct kvt_key key = t_key(g * 1000000 + 900000 + i);
+			T_ASSERT(i < 500);
+			kvevents_stored(ev, g, &key, NULL, 16);
+			if (rx_raw(sub[g], 10, &m)) {
+				raw_free(&m);
+				break;
+			}
+		}
+		while (rx_raw(sub[g], 50, &m))
+			raw_free(&m);
+	}
+	/* Alternately, each message heard on its feed. */
+	for (int i = 0; i < 3; i++)
+		for (uint32_t g = 1; g <= 2; g++)
+			rep_publish_group(ev, g, sub[g], g * 1000000 + (uint64_t)i, &got[g][i]);
+	/* Group 1's replay from its first: its three, then the marker. */
+	rep_ask(dealer[1], raw_seq(&got[1][0], 1));
+	for (int i = 0; i < 3; i++)
+		rep_expect(dealer[1], &got[1][i]);
+	rep_expect_end(dealer[1]);
+	/* From 0: every message group 1's feed sent (seqs 0..last, its probes
+	 * too), none holding a key of group 2. */
+	last1 = raw_seq(&got[1][2], 1);
+	rep_ask(dealer[1], 0);
+	for (;;) {
+		T_EQ_INT(rx_raw(dealer[1], 5000, &m), 1);
+		T_EQ_INT(m.nf, 4);
+		if (raw_seq(&m, 2) == UINT64_MAX) {
+			raw_free(&m);
+			break;
+		}
+		T_EQ_U64(raw_seq(&m, 2), n1);
+		n1++;
+		for (uint64_t k = 0; k < 3; k++) {
+			struct kvt_key other = t_key(2000000 + k);
+			T_ASSERT(memmem(m.f[3], m.len[3], other.bytes, other.len) == NULL);
+		}
+		raw_free(&m);
+	}
+	T_EQ_U64(n1, last1 + 1);
+	/* Group 2's replay holds group 2's. */
+	rep_ask(dealer[2], raw_seq(&got[2][1], 1));
+	rep_expect(dealer[2], &got[2][1]);
+	rep_expect(dealer[2], &got[2][2]);
+	rep_expect_end(dealer[2]);
+	/* Closing group 1's feed closes its replay: no answer. */
+	T_OK(kvevents_group_endpoint(ev, 1, NULL));
+	rep_ask(dealer[1], 0);
+	T_EQ_INT(rx_raw(dealer[1], 300, &m), 0);
+	T_RC(kvevents_group_replay(ev, 1, rep[1]), KVT_ESTATE);
+	rep_stats(ev, &e);
+	fprintf(stderr, "group replay: group 1's feed replayed %" PRIu64 " messages, none of "
+		"group 2's; %" PRIu64 " kept in all\n", n1, e.v[RS_KEPT]);
+	T_OK(kvevents_group_replay(ev, 2, NULL));
+	for (uint32_t g = 1; g <= 2; g++) {
+		zmq_close(sub[g]);
+		zmq_close(dealer[g]);
+		for (int i = 0; i < 3; i++)
+			raw_free(&got[g][i]);
+	}
+	kvevents_close(ev);
+	T_EQ_INT(atomic_load(&mem.bytes), 0);
+	zmq_ctx_term(zctx);
+	for (uint32_t g = 1; g <= 2; g++) {
+		unlink(feed[g] + 6);
+		unlink(rep[g] + 6);
+	}
+	rmdir(dir);
+}
+
 /* events.replay_endpoint replays the main socket: without it, refused. */
 static void test_replay_options(void)
 {
@@ -838,6 +947,7 @@ int main(void)
 	test_cap();
 	test_replay();
 	test_replay_hostile();
+	test_replay_group();
 	test_replay_options();
 	return 0;
 }
