@@ -8,6 +8,7 @@
  *   # comment
  *   name  secret  role  [dram=SIZE] [ssd=SIZE]    role: tenant | admin
  *                       [s3_secret=KEY] [events=ENDPOINT]  (its own KV-events feed)
+ *                       [events_replay=ENDPOINT]  (that feed's replay endpoint)
  *   grant OWNER  WHAT  to GRANTEE                 read access (doc/kvtierd.md)
  *
  * name is 1..64 bytes of 0x21..0x7e, not "-" and not "grant"; secret is
@@ -63,6 +64,7 @@ struct kvtd_tenant {
 				   * key (doc/s3.md); NULL: the secret above */
 	uint32_t s3_secret_len;
 	char *events;             /* events=: its own KV-events feed (ZeroMQ endpoint) */
+	char *events_replay;      /* events_replay=: that feed's replay endpoint */
 };
 
 enum { GRANT_ALL = 1, GRANT_MODEL = 2, GRANT_DIGEST = 3 };
@@ -109,6 +111,7 @@ void kvtd_tenants_free(struct kvtd_tenants *t)
 			free(t->v[i].secret);
 			free(t->v[i].s3_secret);
 			free(t->v[i].events);
+			free(t->v[i].events_replay);
 		}
 	}
 	free(t->v);
@@ -251,6 +254,14 @@ static int auth_parse_quota(struct kvtd_tenant *e, const char *w, size_t wl, uns
 		e->events[wl - 7] = '\0';
 		return 0;
 	}
+	if (wl > 14 && memcmp(w, "events_replay=", 14) == 0 && !e->events_replay) {
+		e->events_replay = malloc(wl - 14 + 1);
+		if (!e->events_replay)
+			return -ENOMEM;
+		memcpy(e->events_replay, w + 14, wl - 14);
+		e->events_replay[wl - 14] = '\0';
+		return 0;
+	}
 	if (wl > 5 && memcmp(w, "dram=", 5) == 0) {
 		dst = &e->dram_quota;
 		skip = 5;
@@ -260,8 +271,8 @@ static int auth_parse_quota(struct kvtd_tenant *e, const char *w, size_t wl, uns
 	}
 	if (!dst || wl - skip >= sizeof(num)) {
 		snprintf(errbuf, errlen,
-			 "line %u: after the role only dram=SIZE, ssd=SIZE, s3_secret=KEY and "
-			 "events=ENDPOINT", lineno);
+			 "line %u: after the role only dram=SIZE, ssd=SIZE, s3_secret=KEY, "
+			 "events=ENDPOINT and events_replay=ENDPOINT", lineno);
 		return -EINVAL;
 	}
 	memcpy(num, w + skip, wl - skip);
@@ -277,21 +288,21 @@ static int auth_parse_quota(struct kvtd_tenant *e, const char *w, size_t wl, uns
 static int auth_parse_line(struct kvtd_tenants *t, const char *line, size_t len, unsigned lineno,
 			   char *errbuf, size_t errlen)
 {
-	const char *w[8];
-	size_t wl[8], pos = 0;
+	const char *w[9];
+	size_t wl[9], pos = 0;
 	unsigned n = 0;
 	struct kvtd_tenant *e;
 	int rc;
 
-	while (n < 8 && auth_word(line, len, &pos, &w[n], &wl[n]))
+	while (n < 9 && auth_word(line, len, &pos, &w[n], &wl[n]))
 		n++;
 	if (n == 0 || w[0][0] == '#')
 		return 0;
 	if (auth_word_is(w[0], wl[0], "grant"))
 		return auth_parse_grant(t, w, wl, n, lineno, errbuf, errlen);
-	if (n < 3 || n > 7) { /* 8 words read: an eighth is too many */
+	if (n < 3 || n > 8) { /* 9 words read: a ninth is too many */
 		snprintf(errbuf, errlen, "line %u: want \"name secret role [dram=SIZE] [ssd=SIZE] "
-			 "[s3_secret=KEY] [events=ENDPOINT]\"",
+			 "[s3_secret=KEY] [events=ENDPOINT] [events_replay=ENDPOINT]\"",
 			 lineno);
 		return -EINVAL;
 	}
@@ -626,6 +637,7 @@ struct auth_limit {
 	uint32_t group;
 	uint64_t dram, ssd;
 	char *events; /* a copy of the tenant's events= */
+	char *events_replay; /* and of its events_replay= */
 };
 
 /* Each tenant's KV-events feed on its group (doc/kvevents.md "Per
@@ -642,6 +654,15 @@ static int auth_events_apply(struct kvt_store *store, const struct auth_limit *l
 		if (r < 0 && lim[i].events) {
 			kvtd_log(KVTD_ERROR, "cannot publish a tenant's KV events", "endpoint=%s error=\"%s\"",
 				 lim[i].events, kvt_strerror(r));
+			if (rc == 0)
+				rc = r;
+		}
+		/* Its feed's replay (none without a feed: KVT_ESTATE). */
+		r = kvt_events_group_replay_endpoint(store, lim[i].group,
+						     lim[i].events ? lim[i].events_replay : NULL);
+		if (r < 0 && lim[i].events && lim[i].events_replay) {
+			kvtd_log(KVTD_ERROR, "cannot replay a tenant's KV events",
+				 "endpoint=%s error=\"%s\"", lim[i].events_replay, kvt_strerror(r));
 			if (rc == 0)
 				rc = r;
 		}
@@ -710,6 +731,8 @@ int kvtd_quota_apply(struct kvt_store *store)
 				lim[i].events = auth_table->v[i].events
 							? strdup(auth_table->v[i].events)
 							: NULL;
+				const char *rp = auth_table->v[i].events_replay;
+				lim[i].events_replay = rp ? strdup(rp) : NULL;
 			}
 		}
 	}
@@ -743,8 +766,10 @@ int kvtd_quota_apply(struct kvt_store *store)
 	r = auth_events_apply(store, lim, n, listed, groups);
 	if (r < 0 && rc == 0)
 		rc = r;
-	for (unsigned i = 0; i < n; i++)
+	for (unsigned i = 0; i < n; i++) {
 		free(lim[i].events);
+		free(lim[i].events_replay);
+	}
 	free(lim);
 	free(listed);
 	kvt_store_stat(store, "store.namespaces", &total);

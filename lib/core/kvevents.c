@@ -36,18 +36,23 @@
  * (zmq_socket_monitor(pub, NULL, 0)) before the socket is closed and
  * before its reading end is.
  *
- * The replay thread (kvevents_rep_main, with events.replay_endpoint)
- * owns a ROUTER socket, vLLM's replay endpoint: the publisher thread
- * copies each message it sends on the main socket into a ring (the last
+ * The replay thread (kvevents_rep_main, with events.replay_endpoint or
+ * events.groups) owns the ROUTER sockets of the replay endpoints (vLLM's
+ * replay_endpoint): the main socket's and those of groups' feeds
+ * (kvevents_group_replay).  The publisher thread copies each message it
+ * sends on a socket with one into that endpoint's ring (the last
  * events.replay_max, at most events.replay_bytes of payload), and the
  * replay thread answers [id, "", start seq] with the ring's messages from
- * there, then the end marker.  It sends with ZMQ_DONTWAIT and
+ * there, then the end marker.  An endpoint is opened and bound by the
+ * thread that asks for it, then handed over; to close one, that thread
+ * marks it and waits until the replay thread has closed it.  It sends with ZMQ_DONTWAIT and
  * ZMQ_ROUTER_MANDATORY: at a peer's high-water mark it keeps the replay's
  * next seq and tries again 10 ms later, from wherever the ring then is.
  *
  * Locks: ev->lock guards the filling array, stop and the wake flag;
  * ev->zap_lock the sockets handed to the ZAP thread and its stop flag;
- * ev->ring_lock the replay ring (held for one message's send at most);
+ * ev->ring_lock the replay rings and the list of endpoints (held for one
+ * message's send at most; taken under chan_lock, never the other way);
  * everything else belongs to its thread (or to open/close around them).
  */
 #include <errno.h>
@@ -419,7 +424,8 @@ static void kvevents_keep(struct kvevents *ev, struct kvev_replay *rp, uint64_t 
 		rp->n--;
 	}
 	if (copy) {
-		rp->ring[(rp->head + rp->n) % ev->cfg.replay_max] = (struct kvev_rec){ seq, copy, len };
+		size_t at = (rp->head + rp->n) % ev->cfg.replay_max;
+		rp->ring[at] = (struct kvev_rec){ seq, copy, len };
 		rp->n++;
 		rp->bytes += len;
 	}
@@ -1165,8 +1171,8 @@ static void *kvevents_rep_main(void *arg)
 		for (size_t i = 0; i < n; i++) {
 			/* A few requests a round: a peer that floods them is
 			 * read at the pace of its replays. */
-			for (int k = 0; k < KVEVENTS_REPLAY_BURST && kvevents_rep_request(ev, rps[i]);
-			     k++)
+			int k = 0;
+			while (k++ < KVEVENTS_REPLAY_BURST && kvevents_rep_request(ev, rps[i]))
 				;
 			kvevents_rep_serve(ev, rps[i]);
 		}

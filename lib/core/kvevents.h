@@ -37,9 +37,9 @@
  * once); one publisher thread sends on the sockets, under chan_lock for
  * the groups' (kvevents_group_endpoint opens and closes them under it);
  * one ZAP thread answers libzmq's ZAP requests for the bound sockets
- * (KVEVENTS_DEF_SUB_MAX); with events.replay_endpoint, one replay thread
- * answers replay requests from a ring of the main socket's last messages
- * (KVEVENTS_DEF_REPLAY_MAX).
+ * (KVEVENTS_DEF_SUB_MAX); with events.replay_endpoint or events.groups,
+ * one replay thread answers replay requests from a ring of each replayed
+ * socket's last messages (KVEVENTS_DEF_REPLAY_MAX, kvevents_group_replay).
  */
 #ifndef KVT_KVEVENTS_H
 #define KVT_KVEVENTS_H

@@ -2081,7 +2081,7 @@ static void phase_grant_race(void)
 
 /* ------------------------------------------------------------------------
  * kvevents_tenant (item 16): each tenant's KV-events feed carries its own
- * blocks only
+ * blocks only, and so does its replay endpoint (events_replay=)
  */
 
 /* Every message on sub within ms, payloads (third frames) appended to
@@ -2159,7 +2159,7 @@ static void phase_kvevents_tenant(void)
 {
 	const char *extra[] = { "--ssd", "0", "--set", "events.batch_ms=1", NULL };
 	const char *who[2] = { "alice", "bob" };
-	char text[2000], ep[2][700];
+	char text[3000], ep[2][700], rep[2][700];
 	void *zctx = zmq_ctx_new(), *sub[2];
 	static uint8_t got[2][1 << 20];
 	size_t got_n[2];
@@ -2167,11 +2167,13 @@ static void phase_kvevents_tenant(void)
 	struct kc c[2];
 	uint8_t ns[2][PROTO_DIGEST_LEN];
 
-	for (int t = 0; t < 2; t++)
+	for (int t = 0; t < 2; t++) {
 		snprintf(ep[t], sizeof(ep[t]), "ipc://%s/%s.events", base, who[t]);
-	snprintf(text, sizeof(text), "alice " SECRET_ALICE " tenant events=%s\n"
-		 "bob " SECRET_ALICE " tenant events=%s\nadmin " SECRET_ADMIN " admin\n", ep[0],
-		 ep[1]);
+		snprintf(rep[t], sizeof(rep[t]), "ipc://%s/%s.replay", base, who[t]);
+	}
+	snprintf(text, sizeof(text), "alice " SECRET_ALICE " tenant events=%s events_replay=%s\n"
+		 "bob " SECRET_ALICE " tenant events=%s events_replay=%s\n"
+		 "admin " SECRET_ADMIN " admin\n", ep[0], rep[0], ep[1], rep[1]);
 	start_with("kvevents_tenant", extra, text);
 	for (int t = 0; t < 2; t++) {
 		sub[t] = ev_sub(zctx, ep[t]);
@@ -2203,6 +2205,50 @@ static void phase_kvevents_tenant(void)
 	/* alice's clear is hers: bob's router keeps what it knows. */
 	T_EQ_INT(cleared[0], 1);
 	T_EQ_INT(cleared[1], 0);
+	/* Each replay endpoint, asked from 0, gives its feed's messages
+	 * back: the tenant's own blocks, none of the other's. */
+	for (int t = 0; t < 2; t++) {
+		void *d = zmq_socket(zctx, ZMQ_DEALER);
+		unsigned rmsgs = 0, rown, rother;
+		size_t rn = 0;
+		T_ASSERT(d != NULL);
+		T_EQ_INT(zmq_connect(d, rep[t]), 0);
+		T_EQ_INT(zmq_send(d, "", 0, ZMQ_SNDMORE), 0);
+		T_EQ_INT(zmq_send(d, "\0\0\0\0\0\0\0\0", 8, 0), 8);
+		for (;;) {
+			zmq_pollitem_t p = { .socket = d, .events = ZMQ_POLLIN };
+			zmq_msg_t fr[4];
+			int nf = 0, more = 1;
+			bool end;
+			T_ASSERT(zmq_poll(&p, 1, 5000) == 1);
+			while (more) {
+				T_ASSERT(nf < 4);
+				zmq_msg_init(&fr[nf]);
+				T_ASSERT(zmq_msg_recv(&fr[nf], d, 0) >= 0);
+				more = zmq_msg_more(&fr[nf]);
+				nf++;
+			}
+			T_EQ_INT(nf, 4); /* "", topic, seq, payload */
+			end = zmq_msg_size(&fr[3]) == 0;
+			if (!end && rn + zmq_msg_size(&fr[3]) <= sizeof(got[t])) {
+				memcpy(got[t] + rn, zmq_msg_data(&fr[3]), zmq_msg_size(&fr[3]));
+				rn += zmq_msg_size(&fr[3]);
+			}
+			for (int i = 0; i < nf; i++)
+				zmq_msg_close(&fr[i]);
+			if (end)
+				break;
+			rmsgs++;
+		}
+		rown = ev_count(got[t], rn, t == 0 ? "alice-ev-key-" : "bob-ev-key-");
+		rother = ev_count(got[t], rn, t == 0 ? "bob-ev-key-" : "alice-ev-key-");
+		printf("kvevents_tenant: %s's replay from 0: %u messages, %u of the own blocks, "
+		       "%u of the other's\n", who[t], rmsgs, rown, rother);
+		T_EQ_INT(rmsgs, msgs[t]);
+		T_EQ_INT(rown, own[t]);
+		T_EQ_INT(rother, 0);
+		zmq_close(d);
+	}
 	for (int t = 0; t < 2; t++) {
 		zmq_close(sub[t]);
 		kc_close(&c[t]);
