@@ -11,5 +11,6 @@ run:
 test:
 	./kvtier-dev test
 
+# every build directory .gitignore names (build-deb/ and a TSan or fuzz tree too)
 clean:
-	rm -rf build build-release build-asan build-tsan build-fuzz build-ci-release build-logs
+	rm -rf build build-*/ builddir
