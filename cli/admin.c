@@ -141,14 +141,27 @@ static int conn_check(const char *cmd, struct conn_opts *o, bool dir_ok, bool se
  * reach" is said only when nothing answered.  Any library thread. */
 static pthread_mutex_t cli_lib_mu = PTHREAD_MUTEX_INITIALIZER;
 static char cli_lib_err[300];
+/* And why the last connection attempt failed, from its INFO line
+ * ("remote: connection N to ADDR failed: connect (Connection refused);
+ * retrying ..."): the request itself fails with -ENOTCONN, which would
+ * say "Transport endpoint is not connected" where "Connection refused"
+ * is the news. */
+static char cli_conn_err[120];
 
 static void cli_lib_log(void *ctx, int level, const char *msg)
 {
+	const char *why, *end;
+
 	(void)ctx;
-	if (level != KVT_LOG_ERROR || strncmp(msg, "remote: ", 8) != 0)
+	if (strncmp(msg, "remote: ", 8) != 0)
 		return;
 	pthread_mutex_lock(&cli_lib_mu);
-	snprintf(cli_lib_err, sizeof(cli_lib_err), "%s", msg + 8);
+	if (level == KVT_LOG_ERROR) {
+		snprintf(cli_lib_err, sizeof(cli_lib_err), "%s", msg + 8);
+	} else if (strncmp(msg + 8, "connection ", 11) == 0 && strstr(msg, " failed: ") &&
+		   (why = strchr(msg, '(')) && (end = strchr(why, ')'))) {
+		snprintf(cli_conn_err, sizeof(cli_conn_err), "%.*s", (int)(end - why - 1), why + 1);
+	}
 	pthread_mutex_unlock(&cli_lib_mu);
 }
 
@@ -209,10 +222,13 @@ static void cant_reach(const char *cmd, const struct conn_opts *o, int rc)
 			       "file (kvtierd(8)).\n" : "");
 		return;
 	}
+	pthread_mutex_lock(&cli_lib_mu);
+	snprintf(why, sizeof(why), "%s", cli_conn_err[0] ? cli_conn_err : kvt_strerror(rc));
+	pthread_mutex_unlock(&cli_lib_mu);
 	fprintf(stderr,
 		"kvtier %s: cannot reach kvtierd at %s: %s\n"
 		"Is it running and listening there? (kvtierd --listen %s ...; kvtierd(8))\n",
-		cmd, addr, kvt_strerror(rc), addr);
+		cmd, addr, why, addr);
 }
 
 /* Segment size and count of an existing store directory's SSD tier. */
@@ -315,7 +331,7 @@ static int conn_open(const char *cmd, const struct conn_opts *o, struct kvt_stor
 	SET("dram.shards", "1");
 	SET("dram.prefault", "off");
 	if (o->server) {
-		kvt_store_set_log(s, cli_lib_log, NULL, KVT_LOG_ERROR);
+		kvt_store_set_log(s, cli_lib_log, NULL, KVT_LOG_INFO);
 		SET("remote.addr", o->server);
 		SET("remote.conns", "1");
 		if (o->tenant)
@@ -1000,7 +1016,7 @@ int admin_who(int argc, char **argv)
 			goto out;                                                           \
 		}                                                                           \
 	} while (0)
-	kvt_store_set_log(s, cli_lib_log, NULL, KVT_LOG_ERROR);
+	kvt_store_set_log(s, cli_lib_log, NULL, KVT_LOG_INFO);
 	SET("dram.capacity", "16M");
 	SET("dram.shards", "1");
 	SET("dram.prefault", "off");

@@ -247,6 +247,8 @@ static void test_server(void)
 	T_EQ_INT(run(NULL, &err, "stat --server %s", addr), 1);
 	T_ASSERT(strstr(err, "cannot reach kvtierd at") != NULL);
 	T_ASSERT(strstr(err, "kvtierd --listen") != NULL);
+	/* Why, as connect(2) said it: not the request's -ENOTCONN. */
+	T_ASSERT(strstr(err, ": Connection refused\n") != NULL);
 	free(err);
 	/* put too: the value lands only in the CLI's own DRAM, so exit 0
 	 * would claim a store that never happened. */
