@@ -74,6 +74,9 @@
  * within it is refused.  A copy is in flight for one put (seconds at
  * worst: the peer's deadline is PEER_TIMEOUT_MS), so a minute is ample. */
 #define REPAIR_TOMB_NS (60ull * 1000000000ull)
+/* Tests shorten it (test_hostile tomb_expiry waits for one to expire)
+ * with KVTD_TEST_TOMB_MS in kvtierd's environment, as KVTD_TEST_TSTAT_MAX
+ * sizes the tenant table: rp->tomb_ns, used wherever the minute is. */
 
 #define REPAIR_CLEARS 64 /* namespaces whose CLEAR is remembered one by one */
 /* ... of them one tenant's at most (with --tenants): past it, its clears
@@ -156,6 +159,8 @@ struct kvtd_repair {
 	uint32_t gcount[KVT_QUOTA_GROUPS];
 	uint32_t gtomb[KVT_QUOTA_GROUPS], gtomb_prev[KVT_QUOTA_GROUPS];
 	uint64_t tomb_epoch;
+	uint64_t tomb_ns; /* how long a delete or clear refuses copies:
+			   * REPAIR_TOMB_NS, KVTD_TEST_TOMB_MS in tests */
 	uint64_t gclear[KVT_QUOTA_GROUPS];
 	_Atomic uint64_t tenant_capped; /* of untracked: the tenant at its share */
 	uint32_t gfq[KVT_QUOTA_GROUPS]; /* lock: each group's forwards in fq */
@@ -193,7 +198,7 @@ static uint64_t repair_group_max(const struct kvtd_repair *rp)
  * stay there); bring the minutes up to now. */
 static void tomb_epoch_now(struct kvtd_repair *rp, uint64_t now)
 {
-	uint64_t ep = now / REPAIR_TOMB_NS;
+	uint64_t ep = now / rp->tomb_ns;
 
 	if (ep == rp->tomb_epoch)
 		return;
@@ -214,7 +219,7 @@ static void rent_uncount(struct kvtd_repair *rp, const struct rent *e)
 		rp->gcount[e->group]--;
 	} else if (e->state == 3) {
 		tomb_epoch_now(rp, kvtd_now_ns());
-		ep = e->anchor / REPAIR_TOMB_NS;
+		ep = e->anchor / rp->tomb_ns;
 		if (ep == rp->tomb_epoch)
 			rp->gtomb[e->group]--;
 		else if (ep + 1 == rp->tomb_epoch)
@@ -294,7 +299,7 @@ static bool rent_grow(struct kvtd_repair *rp)
 	uint64_t now = kvtd_now_ns();
 	for (size_t i = 0; i < ocap; i++)
 		if (old[i].state == 1 ||
-		    (old[i].state == 3 && now - old[i].anchor < REPAIR_TOMB_NS)) {
+		    (old[i].state == 3 && now - old[i].anchor < rp->tomb_ns)) {
 			*rent_find(rp, old[i].ns, &old[i].key, true) = old[i];
 			rp->used++;
 		} else if (old[i].state == 3) {
@@ -488,7 +493,7 @@ void kvtd_repair_cleared(struct kvtd_server *srv, uint32_t ns, uint32_t group)
 		group = 0;
 	pthread_mutex_lock(&rp->lock);
 	for (unsigned i = 0; ns != KVT_NS_ALL && i < REPAIR_CLEARS; i++) {
-		bool stale = now - rp->clear_at[i].at >= REPAIR_TOMB_NS;
+		bool stale = now - rp->clear_at[i].at >= rp->tomb_ns;
 		if (rp->clear_at[i].at && rp->clear_at[i].ns == ns && !stale) {
 			slot = i;
 			same = true;
@@ -523,15 +528,15 @@ bool kvtd_repair_refused(struct kvtd_server *srv, uint32_t ns, uint32_t group,
 	if (!rp)
 		return false;
 	pthread_mutex_lock(&rp->lock);
-	refused = rp->clear_ns && now - rp->clear_ns < REPAIR_TOMB_NS;
+	refused = rp->clear_ns && now - rp->clear_ns < rp->tomb_ns;
 	if (!refused && group > 0 && group < KVT_QUOTA_GROUPS)
-		refused = rp->gclear[group] && now - rp->gclear[group] < REPAIR_TOMB_NS;
+		refused = rp->gclear[group] && now - rp->gclear[group] < rp->tomb_ns;
 	for (unsigned i = 0; !refused && i < REPAIR_CLEARS; i++)
 		refused = rp->clear_at[i].at && rp->clear_at[i].ns == ns &&
-			  now - rp->clear_at[i].at < REPAIR_TOMB_NS;
+			  now - rp->clear_at[i].at < rp->tomb_ns;
 	if (!refused) {
 		e = rent_find(rp, ns, key, false);
-		refused = e && e->state == 3 && now - e->anchor < REPAIR_TOMB_NS;
+		refused = e && e->state == 3 && now - e->anchor < rp->tomb_ns;
 	}
 	pthread_mutex_unlock(&rp->lock);
 	if (refused)
@@ -1465,6 +1470,12 @@ int kvtd_repair_start(struct kvtd_server *srv)
 	if (!rp)
 		return -ENOMEM;
 	rp->srv = srv;
+	rp->tomb_ns = REPAIR_TOMB_NS;
+	{
+		const char *env = getenv("KVTD_TEST_TOMB_MS");
+		if (env && atoi(env) > 0)
+			rp->tomb_ns = (uint64_t)atoi(env) * 1000000;
+	}
 	rp->cap = 1024;
 	rp->tab = calloc(rp->cap, sizeof(*rp->tab));
 	if (!rp->tab) {
