@@ -4094,6 +4094,57 @@ static void phase_repair_share(void)
 }
 
 /* ------------------------------------------------------------------------
+ * tomb_expiry (redteam): what a DELETE or CLEAR refuses of repair copies
+ * (a tombstone, a namespace's or a tenant's clear) lasts REPAIR_TOMB_NS,
+ * a minute, and is then let go, so that a key deleted once heals again.
+ * That it is let go was checked by reading only; KVTD_TEST_TOMB_MS in
+ * kvtierd's environment makes it 2 s here.  alice deletes a key (never
+ * stored: a tombstone all the same), clears a second namespace and rita
+ * clears her scope; each refuses its repair copy at once (-ECANCELED)
+ * and takes it 2.5 s later.
+ */
+
+#define TE_TOMB_MS 2000u
+
+static void phase_tomb_expiry(void)
+{
+	uint8_t ans[PROTO_DIGEST_LEN], rns[PROTO_DIGEST_LEN], a2[PROTO_DIGEST_LEN];
+	struct kvt_ns_desc d = desc;
+	int rc[2][3];
+	struct kc a, r;
+	char ms[16];
+
+	snprintf(ms, sizeof(ms), "%u", TE_TOMB_MS);
+	setenv("KVTD_TEST_TOMB_MS", ms, 1);
+	rs_start("tomb_expiry", &a, ans, &r, rns);
+	unsetenv("KVTD_TEST_TOMB_MS");
+	d.model = "te-model-2";
+	T_RC(kc_register(&a, &d, a2, NULL, 0), KVT_OK);
+	rs_deletes(&a, ans, 1024, "te");
+	T_RC(kc_clear(&a, PROTO_SCOPE_NS, a2, NULL, NULL), 0);
+	T_RC(kc_clear(&r, PROTO_SCOPE_TENANT, NULL, NULL, NULL), 0);
+	for (int round = 0; round < 2; round++) {
+		if (round)
+			tsrv_sleep_ms(TE_TOMB_MS + 500);
+		rc[round][0] = rs_put(&a, ans, "te00007", PROTO_IF_PLACED | PROTO_IF_REPAIR);
+		rc[round][1] = rs_put(&a, a2, "te-cleared", PROTO_IF_PLACED | PROTO_IF_REPAIR);
+		rc[round][2] = rs_put(&r, rns, "te-rita", PROTO_IF_PLACED | PROTO_IF_REPAIR);
+		printf("tomb_expiry: %s: repair copy of a deleted key %d (%s), into a cleared "
+		       "namespace %d (%s), into a cleared tenant %d (%s)\n",
+		       round ? "after 2.5 s" : "at once", rc[round][0],
+		       kvt_strerror(rc[round][0]), rc[round][1], kvt_strerror(rc[round][1]),
+		       rc[round][2], kvt_strerror(rc[round][2]));
+	}
+	kc_close(&a);
+	kc_close(&r);
+	for (int i = 0; i < 3; i++) {
+		T_EQ_INT(rc[0][i], -ECANCELED);
+		T_EQ_INT(rc[1][i], KVT_OK);
+	}
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
+/* ------------------------------------------------------------------------
  * s3_scan (attack13): an S3 listing walks the store's whole DRAM and SSD
  * indexes (kvt_scan: every tenant's entries, whatever the bucket holds),
  * once per page of 1000 keys, and DeleteBucket once.  It ran on the loop
@@ -8640,6 +8691,7 @@ static const struct tsrv_phase phases[] = {
 	{ "repair_table", phase_repair_table },
 	{ "repair_share", phase_repair_share },
 	{ "fwd_share", phase_fwd_share },
+	{ "tomb_expiry", phase_tomb_expiry },
 	{ "kvevents_stuck", phase_kvevents_stuck },
 	{ "s3_scan", phase_s3_scan },
 	{ "native_edges", phase_native_edges },
