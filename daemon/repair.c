@@ -165,6 +165,7 @@ struct kvtd_repair {
 	_Atomic uint64_t tenant_capped; /* of untracked: the tenant at its share */
 	uint32_t gfq[KVT_QUOTA_GROUPS]; /* lock: each group's forwards in fq */
 	_Atomic uint64_t fwd_tenant_dropped; /* of fwd_dropped: the tenant's share full */
+	_Atomic uint64_t copies_clamped; /* placed puts asking more than --max-copies */
 };
 
 /*
@@ -246,8 +247,28 @@ static bool rent_group_room(struct kvtd_repair *rp, uint32_t group)
 #define REPAIR_FWD_MAX 65536u
 /* A tenant's forwards queued at most (with --tenants: a quarter, so that
  * one tenant's burst while a pass waits on a slow member cannot drop
- * every other tenant's; repair.forward_tenant_dropped). */
+ * every other tenant's; repair.forward_tenant_dropped), counted in the
+ * copies they ask ("Copies" below). */
 #define REPAIR_FWD_TENANT_MAX (REPAIR_FWD_MAX / 4)
+
+/*
+ * Copies.  A placed put's `copies` is the client's word: the members of
+ * its top the block is kept on, each sent a copy now (a FORWARD put) and
+ * again by every pass that finds it missing.  An engine sends its
+ * namespace's R (the first group: max(R, remote.hot_replicas)), up to
+ * PROTO_COPIES_MAX; a client asking 8 of every put made this server send
+ * 7 copies of each, unpaced, in a pod of 8.  So:
+ *   1. the operator says the most a client may ask (--max-copies, default
+ *      8: every R an engine may register); a put asking more is kept,
+ *      forwarded and healed at that (repair.copies_clamped) -- stored, as
+ *      the client's other copies would be, rather than refused: its
+ *      bytes are already here, and a reader finds the block on the
+ *      members it went to (the engine's replica retries);
+ *   2. a tenant's share of the forward queue counts the copies its
+ *      blocks ask, not the blocks: copies - 1 each (a pod smaller than
+ *      that sends fewer; the charge is the word, not the pod), so that
+ *      asking 8 queues a seventh as many blocks as asking 2.
+ */
 
 static uint64_t rent_hash(uint32_t ns, const struct kvt_key *k)
 {
@@ -329,8 +350,13 @@ void kvtd_repair_note(struct kvtd_server *srv, uint32_t ns, uint32_t group,
 	struct kvtd_repair *rp = srv->repair;
 	struct rent *e, spare = { 0 };
 	bool known;
+	uint32_t max = srv->cfg.max_copies ? srv->cfg.max_copies : PROTO_COPIES_MAX;
 	if (!rp || copies < 1)
 		return;
+	if (copies > max) { /* 1. ("Copies" above) */
+		copies = max;
+		atomic_fetch_add(&rp->copies_clamped, 1);
+	}
 	if (group >= KVT_QUOTA_GROUPS)
 		group = 0;
 	pthread_mutex_lock(&rp->lock);
@@ -371,8 +397,10 @@ void kvtd_repair_note(struct kvtd_server *srv, uint32_t ns, uint32_t group,
 	e->copies = (uint8_t)copies;
 	e->len = len;
 	e->heat = kvtd_now_ns();
-	if (forward && copies > 1 && group != 0 && rp->gfq[group] >= REPAIR_FWD_TENANT_MAX) {
-		/* the tenant's forwards hold its share of the queue */
+	if (forward && copies > 1 && group != 0 &&
+	    rp->gfq[group] + (copies - 1) > REPAIR_FWD_TENANT_MAX) {
+		/* the tenant's forwards hold its share of the queue, counted
+		 * in copies (2. in "Copies" above) */
 		atomic_fetch_add(&rp->fwd_dropped, 1);
 		atomic_fetch_add(&rp->fwd_tenant_dropped, 1);
 	} else if (forward && copies > 1) {
@@ -396,7 +424,7 @@ void kvtd_repair_note(struct kvtd_server *srv, uint32_t ns, uint32_t group,
 		if (rp->fq_n < rp->fq_cap) {
 			e->group = (uint16_t)group; /* the spare's too */
 			rp->fq[rp->fq_n++] = *e;
-			rp->gfq[group]++;
+			rp->gfq[group] += copies - 1;
 			atomic_fetch_add(&rp->fwd_queued, 1);
 			pthread_cond_signal(&rp->cond);
 		} else {
@@ -1581,4 +1609,6 @@ void kvtd_repair_stats(struct kvtd_server *srv,
 	fn(ctx, "repair.untracked", atomic_load(&rp->untracked));
 	fn(ctx, "repair.tenant_capped", atomic_load(&rp->tenant_capped));
 	fn(ctx, "repair.forward_tenant_dropped", atomic_load(&rp->fwd_tenant_dropped));
+	fn(ctx, "repair.copies_clamped", atomic_load(&rp->copies_clamped));
+	fn(ctx, "repair.max_copies", srv->cfg.max_copies ? srv->cfg.max_copies : PROTO_COPIES_MAX);
 }
