@@ -65,6 +65,97 @@ static int resp_number(const uint8_t *buf, size_t len, size_t *pos, int64_t *v)
 }
 
 /*
+ * Inline quoting, as Redis's sdssplitargs (redis-cli and telnet users type
+ * SET k "a b" and expect one argument "a b"):
+ *
+ *   SET  "it \x41\n"  'it\'s'  a"b c"
+ *   ---  -----------  -------  -------
+ *   SET  it A<LF>     it's     ab c
+ *
+ * One walk serves counting (out NULL: resp_inline checks and measures
+ * each argument before anything is returned) and decoding (resp_unquote,
+ * over bytes already checked): the two cannot disagree.  Each input byte
+ * is read once and gives at most one output byte, so the decoding can
+ * be done in place.
+ */
+static bool resp_blank(uint8_t c)
+{
+	return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\v' || c == '\f';
+}
+
+static int resp_hex(uint8_t c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	c |= 0x20;
+	return c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+/* One argument of the line p[0, n) from *i (not a blank, *i < n): its
+ * decoded bytes to out (if not NULL), their count to *out_len, whether it
+ * had quotes to *quoted; *i left past it.  RESP_EQUOTES if its quotes are
+ * unbalanced or a closing one is followed by other than a blank. */
+static int resp_word(const uint8_t *p, size_t n, size_t *i, uint8_t *out, size_t *out_len,
+		     bool *quoted)
+{
+	size_t k = *i, o = 0;
+	int st = 0; /* 0 outside quotes, 1 in "...", 2 in '...' */
+
+	*quoted = false;
+	for (;;) {
+		uint8_t c;
+		if (st == 0) {
+			/* Redis ends an unquoted word at these only: \v and \f
+			 * are skipped between words but kept inside one */
+			if (k == n || p[k] == ' ' || p[k] == '\t' || p[k] == '\r' || p[k] == '\n')
+				break;
+			c = p[k++];
+			if (c == '"' || c == '\'') {
+				st = c == '"' ? 1 : 2;
+				*quoted = true;
+				continue;
+			}
+		} else if (k == n) {
+			return RESP_EQUOTES;
+		} else if (st == 1 && p[k] == '\\' && n - k > 3 && p[k + 1] == 'x' &&
+			   resp_hex(p[k + 2]) >= 0 && resp_hex(p[k + 3]) >= 0) {
+			c = (uint8_t)(resp_hex(p[k + 2]) << 4 | resp_hex(p[k + 3]));
+			k += 4;
+		} else if (st == 1 && p[k] == '\\' && n - k > 1) {
+			c = p[k + 1];
+			c = c == 'n' ? '\n' : c == 'r' ? '\r' : c == 't' ? '\t' :
+			    c == 'b' ? '\b' : c == 'a' ? '\a' : c;
+			k += 2;
+		} else if (st == 2 && p[k] == '\\' && n - k > 1 && p[k + 1] == '\'') {
+			c = '\'';
+			k += 2;
+		} else if (p[k] == (st == 1 ? '"' : '\'')) {
+			/* the closing quote ends the argument */
+			k++;
+			if (k < n && !resp_blank(p[k]))
+				return RESP_EQUOTES;
+			break;
+		} else {
+			c = p[k++];
+		}
+		if (out)
+			out[o] = c;
+		o++;
+	}
+	*i = k;
+	*out_len = o;
+	return RESP_OK;
+}
+
+void resp_unquote(uint8_t *dst, const struct resp_arg *arg)
+{
+	size_t i = 0, n;
+	bool q;
+
+	(void)resp_word(arg->p, (size_t)arg->raw_len, &i, dst, &n, &q);
+}
+
+/*
  * An inline command: its line searched for its end from where the last
  * call left it (rs->pos, with rs->argc 0), not from its first byte: a
  * line of 60 KB arriving a byte a segment was searched whole on every
@@ -102,21 +193,24 @@ static int resp_inline(const uint8_t *buf, size_t len, const struct resp_limits 
 	if (ll && buf[ll - 1] == '\r')
 		ll--;
 	for (;;) {
-		size_t s;
-		while (i < ll && (buf[i] == ' ' || buf[i] == '\t'))
+		size_t s, dl;
+		bool quoted;
+		int rc;
+		while (i < ll && resp_blank(buf[i]))
 			i++;
 		if (i == ll)
 			break;
 		s = i;
-		while (i < ll && buf[i] != ' ' && buf[i] != '\t')
-			i++;
+		if ((rc = resp_word(buf, ll, &i, NULL, &dl, &quoted)) != RESP_OK)
+			return rc;
 		if (argc == RESP_INLINE_ARGS_MAX || argc == lim->argc_max)
 			return RESP_EARGC;
-		if (i - s > lim->bulk_max)
+		if (dl > lim->bulk_max)
 			return RESP_EBULK;
 		if (argc < args_cap) {
 			args[argc].p = buf + s;
-			args[argc].len = i - s;
+			args[argc].len = dl;
+			args[argc].raw_len = quoted ? i - s : 0;
 		}
 		argc++;
 	}
@@ -198,6 +292,7 @@ int resp_parse_from(const uint8_t *buf, size_t len, const struct resp_limits *li
 			goto done;
 		args[i].p = buf + pos;
 		args[i].len = (uint64_t)bl;
+		args[i].raw_len = 0;
 		pos += (size_t)bl + 2;
 	}
 	cmd->len = pos;
@@ -235,6 +330,7 @@ const char *resp_strerror(int code)
 	case RESP_EARGC: return "Protocol error: invalid multibulk length";
 	case RESP_EBULK: return "Protocol error: invalid bulk length";
 	case RESP_EINLINE: return "Protocol error: too big inline request";
+	case RESP_EQUOTES: return "Protocol error: unbalanced quotes in request";
 	}
 	return "unknown RESP error";
 }

@@ -2125,8 +2125,14 @@ static void respd_parse(struct kvtd_conn *c)
 			c->rstart += pc.len;
 		}
 		for (uint32_t i = 0; i < pc.argc; i++) {
-			cmd->argv[i].p = cmd->raw + (rc->args[i].p - base);
+			uint8_t *at = cmd->raw + (rc->args[i].p - base);
+			/* an inline argument with quotes: decoded in place, in
+			 * the command's own bytes (resp.h resp_unquote) */
+			if (rc->args[i].raw_len)
+				resp_unquote(at, &rc->args[i]);
+			cmd->argv[i].p = at;
 			cmd->argv[i].len = rc->args[i].len;
+			cmd->argv[i].raw_len = 0;
 		}
 		cmd->raw_charged += argv_cost;
 		if ((cmd->tstat = tstat))

@@ -574,6 +574,39 @@ static void test_resp3(void)
 	cli_eq("-3 --no-raw config get appendonly", "1# \"appendonly\" => \"no\"");
 }
 
+/* Inline commands quoted as redis-cli and telnet users type them; each
+ * reply is redis-server 7.0.15's to the same bytes (2026-12-05).  An
+ * unbalanced quote is answered and the connection closed, as Redis does. */
+static void test_inline_quotes(void)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(resp_port) };
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	char buf[64];
+	ssize_t r = -1;
+
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	T_ASSERT(fd >= 0);
+	T_EQ_INT(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	raw_eq(fd, "SET iq \"a b\\x41\\n\"\r\n", "+OK\r\n");
+	raw_eq(fd, "GET iq\r\n", "$5\r\na bA\n\r\n");
+	raw_eq(fd, "ECHO 'it\\'s'\r\n", "$4\r\nit's\r\n");
+	raw_eq(fd, "ECHO \"\"\r\n", "$0\r\n\r\n");
+	raw_eq(fd, "ECHO a\"b c\"\r\n", "$4\r\nab c\r\n");
+	raw_eq(fd, "ECHO \"\\x4\"\r\n", "$2\r\nx4\r\n");
+	raw_eq(fd, "DEL iq\r\n", ":1\r\n");
+	raw_eq(fd, "ECHO \"abc\r\nPING\r\n",
+	       "-ERR Protocol error: unbalanced quotes in request\r\n");
+	for (int tries = 0; tries < 500 && r != 0; tries++) {
+		r = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+		T_ASSERT(r <= 0); /* the PING after it is not answered */
+		if (r < 0)
+			tsrv_sleep_ms(10);
+	}
+	T_EQ_INT(r, 0); /* closed */
+	close(fd);
+	printf("inline quotes: ok\n");
+}
+
 static void test_benchmark(void)
 {
 	char *o;
@@ -987,6 +1020,7 @@ int main(int argc, char **argv)
 	test_pipeline();
 	test_many_keys_order();
 	test_resp3();
+	test_inline_quotes();
 	test_benchmark();
 	test_metrics();
 	test_loop_spread();
