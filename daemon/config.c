@@ -189,6 +189,15 @@ static int config_option_cluster(struct kvtd_config *cfg, const char *name, cons
 					    "%s: --drain-budget: '%s' is not a size", where, v);
 		cfg->drain_budget_set = true;
 		return 1;
+	} else if (strcmp(name, "max-copies") == 0) {
+		/* repair.c "Copies": the most members a client's placed put
+		 * is kept on, forwarded to and healed to */
+		if (config_parse_uint(v, PROTO_COPIES_MAX, &cfg->max_copies) < 0 ||
+		    cfg->max_copies == 0)
+			return config_usage(err, err_len,
+					    "%s: --max-copies: '%s' is not a number of members (1..%u)",
+					    where, v, PROTO_COPIES_MAX);
+		return 1;
 	} else if (strcmp(name, "etcd-ttl") == 0) {
 		if (config_parse_uint(v, 3600, &cfg->etcd_ttl_s) < 0 || cfg->etcd_ttl_s < 2)
 			return config_usage(err, err_len,
@@ -355,7 +364,7 @@ bool kvtd_config_is_option(const char *name)
 		"conn-inflight", "conn-output", "tls-cert", "tls-key", "tls-ca", "tls-verify-client", "insecure",
 		"members", "etcd", "etcd-prefix", "etcd-ttl", "advertise", "repair-grace",
 		"peer-connect-timeout", "repair-rate", "repair-idle-rate", "drain-budget",
-		"protocol-max", NULL,
+		"max-copies", "protocol-max", NULL,
 	};
 	for (int i = 0; names[i]; i++)
 		if (strcmp(name, names[i]) == 0)

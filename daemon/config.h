@@ -70,6 +70,8 @@ struct kvtd_config {
 	uint64_t repair_idle_rate; /* --repair-idle-rate bytes/s with no client (0: no limit) */
 	bool repair_idle_rate_set;
 	uint64_t drain_budget;    /* --drain-budget bytes, if drain_budget_set */
+	unsigned max_copies;      /* --max-copies: most members a client's placed put
+				   * is kept on (1..PROTO_COPIES_MAX; 0: the most) */
 	bool drain_budget_set;
 	char *advertise;          /* --advertise HOST:PORT, or NULL: the TCP listener */
 };

@@ -330,6 +330,8 @@ static void check_print(FILE *out, const struct kvtd_config *cfg)
 		fprintf(out, "repair-rate = %llu\n", (unsigned long long)cfg->repair_rate);
 	if (cfg->repair_idle_rate_set)
 		fprintf(out, "repair-idle-rate = %llu\n", (unsigned long long)cfg->repair_idle_rate);
+	if (cfg->max_copies)
+		fprintf(out, "max-copies = %u\n", cfg->max_copies);
 	if (cfg->drain_budget_set)
 		fprintf(out, "drain-budget = %llu\n", (unsigned long long)cfg->drain_budget);
 	if (cfg->tls_verify_client)

@@ -322,6 +322,8 @@ static void metrics_repair(void *ctx, const char *name, uint64_t v)
 		  "of them, because the queue could not grow within --max-memory" },
 		{ "repair.forward_tenant_dropped", "kvtier_repair_forward_tenant_dropped_total",
 		  "counter", "of them, because the tenant's blocks held its quarter of the queue" },
+		{ "repair.copies_clamped", "kvtier_repair_copies_clamped_total", "counter",
+		  "placed puts that asked more copies than --max-copies: kept on that many" },
 		{ "repair.untracked", "kvtier_repair_untracked_total", "counter",
 		  "placed puts not tracked for healing: the table could not grow within "
 		  "--max-memory, or the tenant's entries held its share" },

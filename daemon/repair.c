@@ -74,6 +74,9 @@
  * within it is refused.  A copy is in flight for one put (seconds at
  * worst: the peer's deadline is PEER_TIMEOUT_MS), so a minute is ample. */
 #define REPAIR_TOMB_NS (60ull * 1000000000ull)
+/* Tests shorten it (test_hostile tomb_expiry waits for one to expire)
+ * with KVTD_TEST_TOMB_MS in kvtierd's environment, as KVTD_TEST_TSTAT_MAX
+ * sizes the tenant table: rp->tomb_ns, used wherever the minute is. */
 
 #define REPAIR_CLEARS 64 /* namespaces whose CLEAR is remembered one by one */
 /* ... of them one tenant's at most (with --tenants): past it, its clears
@@ -156,10 +159,13 @@ struct kvtd_repair {
 	uint32_t gcount[KVT_QUOTA_GROUPS];
 	uint32_t gtomb[KVT_QUOTA_GROUPS], gtomb_prev[KVT_QUOTA_GROUPS];
 	uint64_t tomb_epoch;
+	uint64_t tomb_ns; /* how long a delete or clear refuses copies:
+			   * REPAIR_TOMB_NS, KVTD_TEST_TOMB_MS in tests */
 	uint64_t gclear[KVT_QUOTA_GROUPS];
 	_Atomic uint64_t tenant_capped; /* of untracked: the tenant at its share */
 	uint32_t gfq[KVT_QUOTA_GROUPS]; /* lock: each group's forwards in fq */
 	_Atomic uint64_t fwd_tenant_dropped; /* of fwd_dropped: the tenant's share full */
+	_Atomic uint64_t copies_clamped; /* placed puts asking more than --max-copies */
 };
 
 /*
@@ -193,7 +199,7 @@ static uint64_t repair_group_max(const struct kvtd_repair *rp)
  * stay there); bring the minutes up to now. */
 static void tomb_epoch_now(struct kvtd_repair *rp, uint64_t now)
 {
-	uint64_t ep = now / REPAIR_TOMB_NS;
+	uint64_t ep = now / rp->tomb_ns;
 
 	if (ep == rp->tomb_epoch)
 		return;
@@ -214,7 +220,7 @@ static void rent_uncount(struct kvtd_repair *rp, const struct rent *e)
 		rp->gcount[e->group]--;
 	} else if (e->state == 3) {
 		tomb_epoch_now(rp, kvtd_now_ns());
-		ep = e->anchor / REPAIR_TOMB_NS;
+		ep = e->anchor / rp->tomb_ns;
 		if (ep == rp->tomb_epoch)
 			rp->gtomb[e->group]--;
 		else if (ep + 1 == rp->tomb_epoch)
@@ -241,8 +247,28 @@ static bool rent_group_room(struct kvtd_repair *rp, uint32_t group)
 #define REPAIR_FWD_MAX 65536u
 /* A tenant's forwards queued at most (with --tenants: a quarter, so that
  * one tenant's burst while a pass waits on a slow member cannot drop
- * every other tenant's; repair.forward_tenant_dropped). */
+ * every other tenant's; repair.forward_tenant_dropped), counted in the
+ * copies they ask ("Copies" below). */
 #define REPAIR_FWD_TENANT_MAX (REPAIR_FWD_MAX / 4)
+
+/*
+ * Copies.  A placed put's `copies` is the client's word: the members of
+ * its top the block is kept on, each sent a copy now (a FORWARD put) and
+ * again by every pass that finds it missing.  An engine sends its
+ * namespace's R (the first group: max(R, remote.hot_replicas)), up to
+ * PROTO_COPIES_MAX; a client asking 8 of every put made this server send
+ * 7 copies of each, unpaced, in a pod of 8.  So:
+ *   1. the operator says the most a client may ask (--max-copies, default
+ *      8: every R an engine may register); a put asking more is kept,
+ *      forwarded and healed at that (repair.copies_clamped) -- stored, as
+ *      the client's other copies would be, rather than refused: its
+ *      bytes are already here, and a reader finds the block on the
+ *      members it went to (the engine's replica retries);
+ *   2. a tenant's share of the forward queue counts the copies its
+ *      blocks ask, not the blocks: copies - 1 each (a pod smaller than
+ *      that sends fewer; the charge is the word, not the pod), so that
+ *      asking 8 queues a seventh as many blocks as asking 2.
+ */
 
 static uint64_t rent_hash(uint32_t ns, const struct kvt_key *k)
 {
@@ -294,7 +320,7 @@ static bool rent_grow(struct kvtd_repair *rp)
 	uint64_t now = kvtd_now_ns();
 	for (size_t i = 0; i < ocap; i++)
 		if (old[i].state == 1 ||
-		    (old[i].state == 3 && now - old[i].anchor < REPAIR_TOMB_NS)) {
+		    (old[i].state == 3 && now - old[i].anchor < rp->tomb_ns)) {
 			*rent_find(rp, old[i].ns, &old[i].key, true) = old[i];
 			rp->used++;
 		} else if (old[i].state == 3) {
@@ -324,8 +350,13 @@ void kvtd_repair_note(struct kvtd_server *srv, uint32_t ns, uint32_t group,
 	struct kvtd_repair *rp = srv->repair;
 	struct rent *e, spare = { 0 };
 	bool known;
+	uint32_t max = srv->cfg.max_copies ? srv->cfg.max_copies : PROTO_COPIES_MAX;
 	if (!rp || copies < 1)
 		return;
+	if (copies > max) { /* 1. ("Copies" above) */
+		copies = max;
+		atomic_fetch_add(&rp->copies_clamped, 1);
+	}
 	if (group >= KVT_QUOTA_GROUPS)
 		group = 0;
 	pthread_mutex_lock(&rp->lock);
@@ -366,8 +397,10 @@ void kvtd_repair_note(struct kvtd_server *srv, uint32_t ns, uint32_t group,
 	e->copies = (uint8_t)copies;
 	e->len = len;
 	e->heat = kvtd_now_ns();
-	if (forward && copies > 1 && group != 0 && rp->gfq[group] >= REPAIR_FWD_TENANT_MAX) {
-		/* the tenant's forwards hold its share of the queue */
+	if (forward && copies > 1 && group != 0 &&
+	    rp->gfq[group] + (copies - 1) > REPAIR_FWD_TENANT_MAX) {
+		/* the tenant's forwards hold its share of the queue, counted
+		 * in copies (2. in "Copies" above) */
 		atomic_fetch_add(&rp->fwd_dropped, 1);
 		atomic_fetch_add(&rp->fwd_tenant_dropped, 1);
 	} else if (forward && copies > 1) {
@@ -391,7 +424,7 @@ void kvtd_repair_note(struct kvtd_server *srv, uint32_t ns, uint32_t group,
 		if (rp->fq_n < rp->fq_cap) {
 			e->group = (uint16_t)group; /* the spare's too */
 			rp->fq[rp->fq_n++] = *e;
-			rp->gfq[group]++;
+			rp->gfq[group] += copies - 1;
 			atomic_fetch_add(&rp->fwd_queued, 1);
 			pthread_cond_signal(&rp->cond);
 		} else {
@@ -488,7 +521,7 @@ void kvtd_repair_cleared(struct kvtd_server *srv, uint32_t ns, uint32_t group)
 		group = 0;
 	pthread_mutex_lock(&rp->lock);
 	for (unsigned i = 0; ns != KVT_NS_ALL && i < REPAIR_CLEARS; i++) {
-		bool stale = now - rp->clear_at[i].at >= REPAIR_TOMB_NS;
+		bool stale = now - rp->clear_at[i].at >= rp->tomb_ns;
 		if (rp->clear_at[i].at && rp->clear_at[i].ns == ns && !stale) {
 			slot = i;
 			same = true;
@@ -523,15 +556,15 @@ bool kvtd_repair_refused(struct kvtd_server *srv, uint32_t ns, uint32_t group,
 	if (!rp)
 		return false;
 	pthread_mutex_lock(&rp->lock);
-	refused = rp->clear_ns && now - rp->clear_ns < REPAIR_TOMB_NS;
+	refused = rp->clear_ns && now - rp->clear_ns < rp->tomb_ns;
 	if (!refused && group > 0 && group < KVT_QUOTA_GROUPS)
-		refused = rp->gclear[group] && now - rp->gclear[group] < REPAIR_TOMB_NS;
+		refused = rp->gclear[group] && now - rp->gclear[group] < rp->tomb_ns;
 	for (unsigned i = 0; !refused && i < REPAIR_CLEARS; i++)
 		refused = rp->clear_at[i].at && rp->clear_at[i].ns == ns &&
-			  now - rp->clear_at[i].at < REPAIR_TOMB_NS;
+			  now - rp->clear_at[i].at < rp->tomb_ns;
 	if (!refused) {
 		e = rent_find(rp, ns, key, false);
-		refused = e && e->state == 3 && now - e->anchor < REPAIR_TOMB_NS;
+		refused = e && e->state == 3 && now - e->anchor < rp->tomb_ns;
 	}
 	pthread_mutex_unlock(&rp->lock);
 	if (refused)
@@ -1465,6 +1498,12 @@ int kvtd_repair_start(struct kvtd_server *srv)
 	if (!rp)
 		return -ENOMEM;
 	rp->srv = srv;
+	rp->tomb_ns = REPAIR_TOMB_NS;
+	{
+		const char *env = getenv("KVTD_TEST_TOMB_MS");
+		if (env && atoi(env) > 0)
+			rp->tomb_ns = (uint64_t)atoi(env) * 1000000;
+	}
 	rp->cap = 1024;
 	rp->tab = calloc(rp->cap, sizeof(*rp->tab));
 	if (!rp->tab) {
@@ -1570,4 +1609,6 @@ void kvtd_repair_stats(struct kvtd_server *srv,
 	fn(ctx, "repair.untracked", atomic_load(&rp->untracked));
 	fn(ctx, "repair.tenant_capped", atomic_load(&rp->tenant_capped));
 	fn(ctx, "repair.forward_tenant_dropped", atomic_load(&rp->fwd_tenant_dropped));
+	fn(ctx, "repair.copies_clamped", atomic_load(&rp->copies_clamped));
+	fn(ctx, "repair.max_copies", srv->cfg.max_copies ? srv->cfg.max_copies : PROTO_COPIES_MAX);
 }

@@ -4,9 +4,11 @@
  *
  * Requests are arrays of bulk strings ("*2\r\n$3\r\nGET\r\n$1\r\nk\r\n"),
  * as every Redis client sends them, or inline commands ("PING\r\n", words
- * separated by spaces, for telnet users).  The parser never allocates and
- * never does I/O: it points the caller's argument array into the caller's
- * buffer.  "Need more bytes" is a normal, positive result.  Every length
+ * separated by blanks, for telnet users; quoted as Redis quotes them:
+ * "a b\x41\n" and 'it\'s').  The parser never allocates and never does
+ * I/O: it points the caller's argument array into the caller's buffer (an
+ * inline argument with quotes: at its bytes as sent, which resp_unquote
+ * decodes).  "Need more bytes" is a normal, positive result.  Every length
  * is bounded by struct resp_limits before it is used.
  *
  * Replies are written by the small encoders below into a caller's buffer.
@@ -27,6 +29,8 @@
 #define RESP_EARGC (-7102)   /* more arguments than limits.argc_max (or < 1) */
 #define RESP_EBULK (-7103)   /* a bulk string longer than limits.bulk_max */
 #define RESP_EINLINE (-7104) /* an inline command line longer than limits.inline_max */
+#define RESP_EQUOTES (-7105) /* an inline command's quotes unbalanced, or a closing
+			      * quote followed by other than a blank */
 
 #define RESP_INLINE_ARGS_MAX 64 /* words in one inline command */
 
@@ -38,8 +42,20 @@ struct resp_limits {
 
 struct resp_arg {
 	const uint8_t *p;    /* into the parsed buffer */
-	uint64_t len;
+	uint64_t len;        /* bytes of the argument */
+	uint64_t raw_len;    /* 0: the argument is p[0, len); else an inline
+			      * argument with quotes: its raw_len bytes at p as
+			      * sent, which resp_unquote decodes into len */
 };
+
+/*
+ * An inline argument's bytes as sent (arg->raw_len of them at arg->p),
+ * quotes and escapes decoded into dst: arg->len bytes.  dst may be the
+ * bytes at arg->p themselves (the decoding never overtakes what it
+ * reads).  Only for an argument resp_parse returned with raw_len != 0:
+ * it checked them.
+ */
+void resp_unquote(uint8_t *dst, const struct resp_arg *arg);
 
 struct resp_cmd {
 	uint32_t argc;       /* RESP_OK, RESP_NEED_ARGS: arguments */
@@ -55,6 +71,14 @@ struct resp_cmd {
  * RESP_NEED_ARGS: complete enough to know cmd->argc, which exceeds
  * args_cap; call again with room.  Negative: RESP_E*; the stream cannot be
  * resynchronized.  An empty inline line is skipped: RESP_OK with argc 0.
+ * An inline line is split as Redis's sdssplitargs splits it: outside
+ * quotes a word ends at a space, \t or \r, and blanks (those, \v, \f)
+ * between words are skipped; "..." takes \xHH, \n, \r, \t,
+ * \b, \a and \ before any other byte as that byte; '...' takes \' as ';
+ * a quote may open mid-word (a"b c" is one argument, ab c) and a closing
+ * one must be followed by a blank or the line's end (else RESP_EQUOTES);
+ * a NUL byte is a byte like any other (Redis 7 looks for the line's end
+ * with strchr, and never answers a line with a NUL in it).
  */
 int resp_parse(const uint8_t *buf, size_t len, const struct resp_limits *lim,
 	       struct resp_cmd *cmd, struct resp_arg *args, uint32_t args_cap);

@@ -1959,6 +1959,41 @@ static void respd_proto_error(struct kvtd_conn *c, const char *msg)
 		kvtd_conn_stop_input(c);
 }
 
+/*
+ * Cross-protocol scripting: a web page a browser shows can send an HTTP
+ * request to any address and port the browser reaches (fetch() with
+ * mode no-cors: a POST with a text/plain body goes without a preflight),
+ * and every line of it is an inline command here -- "POST / HTTP/1.1",
+ * "Host: ...", the headers, then the body's lines, run as commands: a
+ * developer's kvtierd on 127.0.0.1 without --tenants (no AUTH) stored
+ * what a page's body said (SET, FLUSHALL).  Redis closes a connection
+ * whose command is POST or Host: at once, without an answer, and logs a
+ * warning (securityWarningCommand, since 3.2.7); so does this, before
+ * AUTH too.  Every browser request carries Host:, so one whose first line
+ * is not POST is stopped at its second.  True if args[0] is one of them.
+ */
+static bool respd_http_line(const struct resp_arg *a0)
+{
+	uint8_t name[6];
+	struct resp_arg d = *a0;
+
+	if (a0->len > sizeof(name))
+		return false;
+	if (a0->raw_len) { /* quoted: compare what Redis would, the bytes decoded */
+		if (a0->raw_len > 64)
+			return false;
+		{
+			uint8_t raw[64];
+			struct resp_arg r = *a0;
+			memcpy(raw, a0->p, (size_t)a0->raw_len);
+			r.p = raw;
+			resp_unquote(name, &r);
+		}
+		d.p = name;
+	}
+	return respd_is(&d, "POST") || respd_is(&d, "Host:");
+}
+
 /* Parse and run the complete commands in the buffer, KVTD_PARSE_FRAMES
  * a loop iteration. */
 static void respd_parse(struct kvtd_conn *c)
@@ -2063,6 +2098,16 @@ static void respd_parse(struct kvtd_conn *c)
 			c->rstart += pc.len;
 			continue;
 		}
+		if (respd_http_line(&rc->args[0])) {
+			/* "Cross-protocol scripting" above: no answer, closed */
+			KVTD_COUNT(srv, errors[KVTD_ERR_MALFORMED], 1);
+			kvtd_conn_log(c, KVTD_WARN, "closing RESP connection: an HTTP request "
+				      "(possible cross-protocol scripting attack)",
+				      "POST or Host: command");
+			c->rstart = c->rend;
+			kvtd_conn_close(c, "HTTP request on the RESP port");
+			return;
+		}
 		/* The command's struct and argument array are charged to
 		 * --max-memory with its bytes (raw_charged), and held to its
 		 * tenant's input share with its items ("Windows"): a
@@ -2125,8 +2170,14 @@ static void respd_parse(struct kvtd_conn *c)
 			c->rstart += pc.len;
 		}
 		for (uint32_t i = 0; i < pc.argc; i++) {
-			cmd->argv[i].p = cmd->raw + (rc->args[i].p - base);
+			uint8_t *at = cmd->raw + (rc->args[i].p - base);
+			/* an inline argument with quotes: decoded in place, in
+			 * the command's own bytes (resp.h resp_unquote) */
+			if (rc->args[i].raw_len)
+				resp_unquote(at, &rc->args[i]);
+			cmd->argv[i].p = at;
 			cmd->argv[i].len = rc->args[i].len;
+			cmd->argv[i].raw_len = 0;
 		}
 		cmd->raw_charged += argv_cost;
 		if ((cmd->tstat = tstat))

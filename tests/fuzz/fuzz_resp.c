@@ -18,7 +18,13 @@
  *   - resp_parse_from fed growing prefixes (a step of 1 to 16 bytes, the
  *     input's first byte), its resume state carried from call to call as
  *     the RESP listener does, answers each prefix as resp_parse does: the
- *     same result, need, length, arguments.
+ *     same result, need, length, arguments;
+ *   - an inline argument with quotes (raw_len != 0) lies inside the
+ *     command's bytes, decodes (resp_unquote) to len <= raw_len bytes, the
+ *     same in place as into another buffer;
+ *   - the input quoted as redis-cli quotes an argument ("..." with \xHH,
+ *     \n, \", \\; sdscatrepr) in an inline ECHO line parses back to two
+ *     arguments, the second the input's bytes exactly.
  * Seed corpus: tests/fuzz/corpus/resp/.
  */
 #include <stdlib.h>
@@ -51,11 +57,76 @@ static void fuzz_resumed(const uint8_t *buf, size_t len, const struct resp_limit
 			FUZZ_CHECK(c1.len == c2.len && c1.argc == c2.argc);
 			for (uint32_t i = 0; i < c1.argc; i++)
 				FUZZ_CHECK(g_args[i].p == g_args2[i].p &&
-					   g_args[i].len == g_args2[i].len);
+					   g_args[i].len == g_args2[i].len &&
+					   g_args[i].raw_len == g_args2[i].raw_len);
 		}
 		if (r1 != RESP_NEED_MORE || n == len)
 			return;
 	}
+}
+
+/* An argument with quotes decoded into a buffer and in place (a copy of
+ * its bytes): the same len bytes. */
+static void fuzz_unquote(const struct resp_arg *a)
+{
+	uint8_t *out = malloc((size_t)a->len + 1), *raw = malloc((size_t)a->raw_len);
+	struct resp_arg b = *a;
+
+	FUZZ_CHECK(out && raw);
+	out[a->len] = 0xa5;
+	resp_unquote(out, a);
+	FUZZ_CHECK(out[a->len] == 0xa5); /* not a byte more */
+	memcpy(raw, a->p, (size_t)a->raw_len);
+	b.p = raw;
+	resp_unquote(raw, &b);
+	FUZZ_CHECK(memcmp(raw, out, (size_t)a->len) == 0);
+	free(raw);
+	free(out);
+}
+
+/* data as redis-cli prints and users paste it (sdscatrepr): "ECHO " and
+ * the bytes in double quotes, escaped; parsed back, decoded: data. */
+static void fuzz_quoted_echo(const uint8_t *data, size_t size)
+{
+	static const struct resp_limits lim = { .argc_max = 4, .bulk_max = 1u << 20,
+						.inline_max = 1u << 16 };
+	static const char hex[] = "0123456789abcdef";
+	uint8_t *line = malloc(size * 4 + 16), *out = malloc(size + 1);
+	struct resp_arg args[4];
+	struct resp_cmd cmd;
+	size_t n = 0;
+
+	FUZZ_CHECK(line && out);
+	memcpy(line, "ECHO \"", 6);
+	n = 6;
+	for (size_t i = 0; i < size; i++) {
+		uint8_t c = data[i];
+		if (c == '\\' || c == '"') {
+			line[n++] = '\\';
+			line[n++] = c;
+		} else if (c == '\n' || c == '\r' || c == '\t' || c == '\a' || c == '\b') {
+			line[n++] = '\\';
+			line[n++] = c == '\n' ? 'n' : c == '\r' ? 'r' : c == '\t' ? 't' :
+				    c == '\a' ? 'a' : 'b';
+		} else if (c < 0x20 || c >= 0x7f) {
+			line[n++] = '\\';
+			line[n++] = 'x';
+			line[n++] = (uint8_t)hex[c >> 4];
+			line[n++] = (uint8_t)hex[c & 15];
+		} else {
+			line[n++] = c;
+		}
+	}
+	line[n++] = '"';
+	line[n++] = '\r';
+	line[n++] = '\n';
+	FUZZ_CHECK(resp_parse(line, n, &lim, &cmd, args, 4) == RESP_OK);
+	FUZZ_CHECK(cmd.len == n && cmd.argc == 2 && args[1].len == size);
+	FUZZ_CHECK(args[1].raw_len == n - 7);
+	resp_unquote(out, &args[1]);
+	FUZZ_CHECK(memcmp(out, data, size) == 0);
+	free(out);
+	free(line);
 }
 
 static int fuzz_one(const uint8_t *buf, size_t len, const struct resp_limits *lim, uint32_t cap,
@@ -64,13 +135,20 @@ static int fuzz_one(const uint8_t *buf, size_t len, const struct resp_limits *li
 	int rc = resp_parse(buf, len, lim, cmd, g_args, cap);
 
 	FUZZ_CHECK(rc == RESP_OK || rc == RESP_NEED_MORE || rc == RESP_NEED_ARGS ||
-		   rc == RESP_EPROTO || rc == RESP_EARGC || rc == RESP_EBULK || rc == RESP_EINLINE);
+		   rc == RESP_EPROTO || rc == RESP_EARGC || rc == RESP_EBULK || rc == RESP_EINLINE ||
+		   rc == RESP_EQUOTES);
+	FUZZ_CHECK(rc != RESP_EQUOTES || buf[0] != '*');
 	if (rc == RESP_OK) {
 		FUZZ_CHECK(cmd->len >= 1 && cmd->len <= len);
 		FUZZ_CHECK(cmd->argc <= cap && cmd->argc <= lim->argc_max);
 		for (uint32_t i = 0; i < cmd->argc; i++) {
-			FUZZ_CHECK(g_args[i].p >= buf && g_args[i].len <= lim->bulk_max);
-			FUZZ_CHECK(g_args[i].p + g_args[i].len <= buf + cmd->len);
+			const struct resp_arg *a = &g_args[i];
+			FUZZ_CHECK(a->p >= buf && a->len <= lim->bulk_max);
+			FUZZ_CHECK(a->p + a->len <= buf + cmd->len);
+			FUZZ_CHECK(a->raw_len == 0 || (buf[0] != '*' && a->raw_len >= a->len &&
+						      a->p + a->raw_len <= buf + cmd->len));
+			if (a->raw_len)
+				fuzz_unquote(a);
 		}
 	} else if (rc == RESP_NEED_MORE) {
 		FUZZ_CHECK(cmd->need > len || cmd->need == 0);
@@ -92,6 +170,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (!buf)
 		return 0;
 	memcpy(buf, data, size);
+	if (size <= 4096)
+		fuzz_quoted_echo(data, size);
 	for (int l = 0; l < 2; l++)
 		fuzz_resumed(buf, size, &lims[l], l ? 3 : 1024, size ? 1 + data[0] % 16 : 1);
 	for (int l = 0; l < 2; l++) {

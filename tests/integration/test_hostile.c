@@ -3605,9 +3605,12 @@ static void fq_item(void *ctx, const struct kc_resp *r, const struct proto_item 
 	}
 }
 
+/* The copies frame_puts' placed puts ask (fwd_copies: 8). */
+static uint32_t fp_copies = 2;
+
 /* items puts of FQ_LEN bytes on c into ns, keys PREFIX%05u, frame to a
- * frame, each answered (flags: PROTO_IF_PLACED and more, or 0); what the
- * items' statuses were goes to *seen. */
+ * frame, each answered (flags: PROTO_IF_PLACED and more, or 0; copies
+ * fp_copies); what the items' statuses were goes to *seen. */
 static void frame_puts(struct kc *c, const uint8_t ns[PROTO_DIGEST_LEN], unsigned items,
 		       unsigned frame, uint32_t flags, const char *prefix, struct fq_seen *seen)
 {
@@ -3629,7 +3632,7 @@ static void frame_puts(struct kc *c, const uint8_t ns[PROTO_DIGEST_LEN], unsigne
 			its[i].flags = flags;
 			if (flags) {
 				its[i].anchor = done + i;
-				its[i].copies = 2;
+				its[i].copies = fp_copies;
 			}
 			its[i].part_count = 1;
 			its[i].part_lens = lens;
@@ -3743,6 +3746,94 @@ static void phase_fwd_share(void)
 	T_EQ_U64(d1 - d0, 0);
 	T_EQ_U64(q1 - q0, 64);
 	T_GE_INT(d0, 1); /* alice past her share (or the queue's end) */
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
+/* ------------------------------------------------------------------------
+ * fwd_copies (redteam): a FORWARD put's `copies` (1..8) is the client's
+ * word: asking 8 of every put made the server send up to 7 copies of
+ * each to the other members, and the tenant's quarter of the forward
+ * queue counted blocks, whatever they asked.  Now --max-copies (default
+ * 8) is the most a put is kept on, forwarded to and healed to
+ * (repair.copies_clamped), and a tenant's share of the queue counts the
+ * copies its blocks ask (daemon/repair.c "Copies").
+ *   1. --max-copies 1: alice's 64 FORWARD puts asking 8 are stored and
+ *      none is queued (each clamped);
+ *   2. the default: alice puts 8,192 asking 8, 1,024 a frame, while the
+ *      pass waits on the silent member; then rita 64 asking 2.  alice's
+ *      queued are at most what the first pass took (one frame) and
+ *      16,384 / 7 more; rita's all queued.
+ */
+
+#define FC_ALICE 8192u
+
+static void fc_start(const char *name, const char *max_copies, int *hole)
+{
+	static char listen_at[32], members[80];
+	uint16_t hp = free_tcp_port(hole), p = free_tcp_port(NULL);
+	const char *extra[] = { "--listen", listen_at, "--advertise", listen_at, "--members",
+				members, "--max-memory", "64M", "--dram", "96M", "--ssd", "0",
+				max_copies ? "--max-copies" : NULL, max_copies, NULL };
+
+	snprintf(listen_at, sizeof(listen_at), "127.0.0.1:%u", p);
+	snprintf(members, sizeof(members), "127.0.0.1:%u,127.0.0.1:%u", p, hp);
+	start_with(name, extra, "alice " SECRET_ALICE " tenant\n"
+				"admin " SECRET_ADMIN " admin\n"
+				"rita " SECRET_ALICE " tenant\n");
+}
+
+static void phase_fwd_copies(void)
+{
+	uint8_t ans[PROTO_DIGEST_LEN], rns[PROTO_DIGEST_LEN];
+	struct fq_seen s1 = { 0 }, seen = { 0 }, rseen = { 0 };
+	uint64_t q1, c1, q0, d0, da, t0, q2, d2;
+	int hole = -1;
+	struct kc a, r;
+
+	/* 1. */
+	fc_start("fwd_copies", "1", &hole);
+	T_RC(kc_dial(&a, srv.port, "alice", SECRET_ALICE), 0);
+	T_RC(kc_register(&a, &desc, ans, NULL, 0), KVT_OK);
+	fp_copies = 8;
+	frame_puts(&a, ans, 64, 64, PROTO_IF_PLACED | PROTO_IF_FORWARD, "fc1", &s1);
+	q1 = stat_of("repair.forward_queued");
+	c1 = stat_opt("repair.copies_clamped");
+	printf("fwd_copies: --max-copies 1: alice's 64 FORWARD puts asking 8: %u stored, %"
+	       PRIu64 " queued, %" PRIu64 " clamped\n", s1.ok, q1, c1);
+	kc_close(&a);
+	close(hole);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+
+	/* 2. */
+	fc_start("fwd_copies2", NULL, &hole);
+	T_RC(kc_dial(&a, srv.port, "alice", SECRET_ALICE), 0);
+	T_RC(kc_register(&a, &desc, ans, NULL, 0), KVT_OK);
+	T_RC(kc_dial(&r, srv.port, "rita", SECRET_ALICE), 0);
+	T_RC(kc_register(&r, &desc, rns, NULL, 0), KVT_OK);
+	frame_puts(&a, ans, FC_ALICE, 1024, PROTO_IF_PLACED | PROTO_IF_FORWARD, "fca", &seen);
+	q0 = stat_of("repair.forward_queued");
+	d0 = stat_opt("repair.forward_tenant_dropped");
+	da = stat_of("repair.forward_dropped");
+	fp_copies = 2;
+	frame_puts(&r, rns, 64, 64, PROTO_IF_PLACED | PROTO_IF_FORWARD, "fcr", &rseen);
+	q2 = stat_of("repair.forward_queued");
+	d2 = stat_of("repair.forward_dropped");
+	t0 = stat_of("repair.forward_passes");
+	printf("fwd_copies: alice's %u FORWARD puts asking 8: %" PRIu64 " queued, %" PRIu64
+	       " dropped past her share (%" PRIu64 " passes); then rita's 64 asking 2: %" PRIu64
+	       " queued, %" PRIu64 " dropped\n", FC_ALICE, q0, d0, t0, q2 - q0, d2 - da);
+	kc_close(&a);
+	kc_close(&r);
+	close(hole);
+	T_EQ_INT(s1.ok, 64);
+	T_EQ_U64(q1, 0);
+	T_EQ_U64(c1, 64);
+	T_EQ_INT(seen.ok, FC_ALICE);
+	T_EQ_INT(rseen.ok, 64);
+	T_LE_INT(q0, 1024 + (65536 / 4) / 7);
+	T_GE_INT(d0, 1);
+	T_EQ_U64(q2 - q0, 64);
+	T_EQ_U64(d2 - da, 0); /* none of rita's dropped */
 	T_EQ_INT(tsrv_stop(&srv), 0);
 }
 
@@ -4090,6 +4181,65 @@ static void phase_repair_share(void)
 	T_EQ_INT(alice_rc, -ECANCELED);
 	T_EQ_INT(ns_rc, KVT_OK);
 	T_EQ_INT(ns_cleared_rc, -ECANCELED);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
+/* ------------------------------------------------------------------------
+ * tomb_expiry (redteam): what a DELETE or CLEAR refuses of repair copies
+ * (a tombstone, a namespace's or a tenant's clear) lasts REPAIR_TOMB_NS,
+ * a minute, and is then let go, so that a key deleted once heals again.
+ * That it is let go was checked by reading only; KVTD_TEST_TOMB_MS in
+ * kvtierd's environment makes it 3 s here.  alice deletes a key (never
+ * stored: a tombstone all the same), clears a second namespace and rita
+ * clears her scope; each refuses its repair copy at once (-ECANCELED)
+ * and takes it 3.5 s later.  (Timed: the first round must fall within
+ * the 3 s; it takes milliseconds.)
+ */
+
+#define TE_TOMB_MS 3000u
+
+static void phase_tomb_expiry(void)
+{
+	uint8_t ans[PROTO_DIGEST_LEN], rns[PROTO_DIGEST_LEN], a2[PROTO_DIGEST_LEN];
+	struct kvt_ns_desc d = desc;
+	int rc[2][3];
+	struct kc a, r;
+	char ms[16];
+	uint64_t t0, first_ms = 0;
+
+	snprintf(ms, sizeof(ms), "%u", TE_TOMB_MS);
+	setenv("KVTD_TEST_TOMB_MS", ms, 1);
+	rs_start("tomb_expiry", &a, ans, &r, rns);
+	unsetenv("KVTD_TEST_TOMB_MS");
+	d.model = "te-model-2";
+	T_RC(kc_register(&a, &d, a2, NULL, 0), KVT_OK);
+	t0 = tsrv_now_ns();
+	rs_deletes(&a, ans, 1024, "te");
+	T_RC(kc_clear(&a, PROTO_SCOPE_NS, a2, NULL, NULL), 0);
+	T_RC(kc_clear(&r, PROTO_SCOPE_TENANT, NULL, NULL, NULL), 0);
+	for (int round = 0; round < 2; round++) {
+		if (round)
+			tsrv_sleep_ms(TE_TOMB_MS + 500);
+		rc[round][0] = rs_put(&a, ans, "te00007", PROTO_IF_PLACED | PROTO_IF_REPAIR);
+		rc[round][1] = rs_put(&a, a2, "te-cleared", PROTO_IF_PLACED | PROTO_IF_REPAIR);
+		rc[round][2] = rs_put(&r, rns, "te-rita", PROTO_IF_PLACED | PROTO_IF_REPAIR);
+		if (!round)
+			first_ms = (tsrv_now_ns() - t0) / 1000000;
+		printf("tomb_expiry: %s: repair copy of a deleted key %d (%s), into a cleared "
+		       "namespace %d (%s), into a cleared tenant %d (%s)\n",
+		       round ? "after 3.5 s" : "at once", rc[round][0],
+		       kvt_strerror(rc[round][0]), rc[round][1], kvt_strerror(rc[round][1]),
+		       rc[round][2], kvt_strerror(rc[round][2]));
+	}
+	kc_close(&a);
+	kc_close(&r);
+	printf("tomb_expiry: the deletes, clears and first copies took %" PRIu64 " ms of the %u\n",
+	       first_ms, TE_TOMB_MS);
+	T_LE_INT(first_ms, TE_TOMB_MS - 500); /* else the first round proves nothing */
+	for (int i = 0; i < 3; i++) {
+		T_EQ_INT(rc[0][i], -ECANCELED);
+		T_EQ_INT(rc[1][i], KVT_OK);
+	}
 	T_EQ_INT(tsrv_stop(&srv), 0);
 }
 
@@ -8640,6 +8790,8 @@ static const struct tsrv_phase phases[] = {
 	{ "repair_table", phase_repair_table },
 	{ "repair_share", phase_repair_share },
 	{ "fwd_share", phase_fwd_share },
+	{ "tomb_expiry", phase_tomb_expiry },
+	{ "fwd_copies", phase_fwd_copies },
 	{ "kvevents_stuck", phase_kvevents_stuck },
 	{ "s3_scan", phase_s3_scan },
 	{ "native_edges", phase_native_edges },

@@ -574,6 +574,92 @@ static void test_resp3(void)
 	cli_eq("-3 --no-raw config get appendonly", "1# \"appendonly\" => \"no\"");
 }
 
+/* Inline commands quoted as redis-cli and telnet users type them; each
+ * reply is redis-server 7.0.15's to the same bytes (2026-12-05).  An
+ * unbalanced quote is answered and the connection closed, as Redis does. */
+static void test_inline_quotes(void)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(resp_port) };
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	char buf[64];
+	ssize_t r = -1;
+
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	T_ASSERT(fd >= 0);
+	T_EQ_INT(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	raw_eq(fd, "SET iq \"a b\\x41\\n\"\r\n", "+OK\r\n");
+	raw_eq(fd, "GET iq\r\n", "$5\r\na bA\n\r\n");
+	raw_eq(fd, "ECHO 'it\\'s'\r\n", "$4\r\nit's\r\n");
+	raw_eq(fd, "ECHO \"\"\r\n", "$0\r\n\r\n");
+	raw_eq(fd, "ECHO a\"b c\"\r\n", "$4\r\nab c\r\n");
+	raw_eq(fd, "ECHO \"\\x4\"\r\n", "$2\r\nx4\r\n");
+	raw_eq(fd, "DEL iq\r\n", ":1\r\n");
+	raw_eq(fd, "ECHO \"abc\r\nPING\r\n",
+	       "-ERR Protocol error: unbalanced quotes in request\r\n");
+	for (int tries = 0; tries < 500 && r != 0; tries++) {
+		r = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+		T_ASSERT(r <= 0); /* the PING after it is not answered */
+		if (r < 0)
+			tsrv_sleep_ms(10);
+	}
+	T_EQ_INT(r, 0); /* closed */
+	close(fd);
+	printf("inline quotes: ok\n");
+}
+
+/*
+ * Cross-protocol scripting (respd.c): an HTTP request a browser sends to
+ * the RESP port -- a page's fetch() POST with a text/plain body -- is
+ * closed at its POST or Host: line without an answer, as Redis does; its
+ * body's commands are not run.  This server has no --tenants: no AUTH
+ * stood between the page and SET until 2026-12-05.  What came back on
+ * each connection before its end goes to *got.
+ */
+static void http_on_resp(const char *req, char *got, size_t cap)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(resp_port) };
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	size_t len = 0;
+	ssize_t r = -1;
+
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	T_ASSERT(fd >= 0);
+	T_EQ_INT(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	T_EQ_INT(write(fd, req, strlen(req)), (ssize_t)strlen(req));
+	for (int tries = 0; tries < 500 && r != 0; tries++) {
+		r = recv(fd, got + len, cap - 1 - len, MSG_DONTWAIT);
+		if (r > 0)
+			len += (size_t)r;
+		if (r < 0)
+			tsrv_sleep_ms(10);
+	}
+	got[len] = 0;
+	if (r != 0)
+		T_FAIL("'%.20s...' on the RESP port: not closed (got '%s')", req, got);
+	close(fd);
+}
+
+static void test_http_request(void)
+{
+	char got[512];
+
+	http_on_resp("POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: text/plain\r\n"
+		     "Content-Length: 22\r\n\r\nSET xps 1\r\nSET xps2 1\r\n", got, sizeof(got));
+	T_EQ_STR(got, "");
+	/* a GET's request line is a (wrong) GET; its Host: line ends the
+	 * connection, its answer unsent (redis-server 7.0.15 sends none),
+	 * or sent where the Host: line came in a later read */
+	http_on_resp("GET /?SET%20xps3 HTTP/1.1\r\nHost: 127.0.0.1\r\nX: 1\r\n\r\n", got,
+		     sizeof(got));
+	if (got[0] && strcmp(got, "-ERR wrong number of arguments for 'GET' command\r\n") != 0)
+		T_FAIL("a GET request on the RESP port: got '%s'", got);
+	/* quoted, as Redis compares them: decoded */
+	http_on_resp("\"post\" / HTTP/1.1\r\nSET xps4 1\r\n", got, sizeof(got));
+	T_EQ_STR(got, "");
+	cli_eq("exists xps xps2 xps3 xps4", "0");
+	printf("http request on the RESP port: ok\n");
+}
+
 static void test_benchmark(void)
 {
 	char *o;
@@ -987,6 +1073,8 @@ int main(int argc, char **argv)
 	test_pipeline();
 	test_many_keys_order();
 	test_resp3();
+	test_inline_quotes();
+	test_http_request();
 	test_benchmark();
 	test_metrics();
 	test_loop_spread();

@@ -252,10 +252,114 @@ static void test_http(void)
 	printf("http: ok\n");
 }
 
+/*
+ * Inline commands quoted as Redis quotes them (its sdssplitargs; redis-cli
+ * and telnet users type them so): each line parsed at a guard page, its
+ * prefixes "need more", its arguments decoded by resp_unquote into a
+ * buffer and in place, against the bytes Redis makes of them.  Until
+ * 2026-12-05 lines were split at spaces and tabs only.
+ */
+struct iq_case {
+	const char *in;
+	size_t in_len;
+	int rc;
+	uint32_t argc;
+	struct {
+		const char *p;
+		size_t len;
+	} want[6];
+};
+
+#define IQ(s) s, sizeof(s) - 1
+#define IA(s) { s, sizeof(s) - 1 }
+
+static void inline_case(const struct iq_case *c, const struct resp_limits *l)
+{
+	struct resp_arg args[16];
+	struct resp_cmd cmd;
+	uint8_t copy[256], out[256];
+	int rc;
+
+	for (size_t n = 0; n + 1 < c->in_len; n++) { /* the line's end not yet in */
+		rc = resp_parse(t_at_guard(c->in, n), n, l, &cmd, args, 16);
+		if (rc != RESP_NEED_MORE)
+			T_FAIL("'%s': prefix %zu: %s", c->in, n, resp_strerror(rc));
+	}
+	rc = resp_parse(t_at_guard(c->in, c->in_len), c->in_len, l, &cmd, args, 16);
+	if (rc != c->rc)
+		T_FAIL("'%s': %d (%s), want %d", c->in, rc, resp_strerror(rc), c->rc);
+	if (rc != RESP_OK)
+		return;
+	T_EQ_U64(cmd.len, c->in_len);
+	T_EQ_INT(cmd.argc, c->argc);
+	T_ASSERT(c->in_len <= sizeof(copy));
+	memcpy(copy, c->in, c->in_len);
+	rc = resp_parse(copy, c->in_len, l, &cmd, args, 16);
+	T_EQ_INT(rc, RESP_OK);
+	for (uint32_t i = 0; i < c->argc; i++) {
+		const uint8_t *got = args[i].p;
+		T_EQ_U64(args[i].len, c->want[i].len);
+		T_ASSERT(args[i].len <= l->bulk_max);
+		if (args[i].raw_len) {
+			T_ASSERT(args[i].raw_len >= args[i].len);
+			resp_unquote(out, &args[i]);
+			if (memcmp(out, c->want[i].p, c->want[i].len) != 0)
+				T_FAIL("'%s': argument %u decoded wrong", c->in, i);
+			/* in place, as the RESP listener decodes */
+			resp_unquote((uint8_t *)got, &args[i]);
+		}
+		if (memcmp(got, c->want[i].p, c->want[i].len) != 0)
+			T_FAIL("'%s': argument %u is not '%.*s'", c->in, i, (int)c->want[i].len,
+			       c->want[i].p);
+	}
+}
+
+static void test_inline_quotes(void)
+{
+	static const struct iq_case cases[] = {
+		{ IQ("SET k \"a b\"\r\n"), RESP_OK, 3, { IA("SET"), IA("k"), IA("a b") } },
+		{ IQ("SET \"k\\x41\\x4a\" \"\\n\\r\\t\\b\\a\\\"\\\\\\q\"\n"), RESP_OK, 3,
+		  { IA("SET"), IA("kAJ"), IA("\n\r\t\b\a\"\\q") } },
+		{ IQ("ECHO 'it\\'s' 'a\\nb\"'\r\n"), RESP_OK, 3,
+		  { IA("ECHO"), IA("it's"), IA("a\\nb\"") } },
+		{ IQ("a\"b c\" d\r\n"), RESP_OK, 2, { IA("ab c"), IA("d") } },
+		{ IQ("a\"b c\"d\r\n"), RESP_EQUOTES, 0, { { 0 } } },
+		{ IQ("x \"\"  ''\r\n"), RESP_OK, 3, { IA("x"), IA(""), IA("") } },
+		{ IQ("E \"\\x4\" \"\\xZZ\" \"\\x4A\\x\"\r\n"), RESP_OK, 4,
+		  { IA("E"), IA("x4"), IA("xZZ"), IA("Jx") } },
+		{ IQ("ECHO \"a\\x00b\"\r\n"), RESP_OK, 2, { IA("ECHO"), IA("a\0b") } },
+		{ IQ("PING a\0b c\r\n"), RESP_OK, 3, { IA("PING"), IA("a\0b"), IA("c") } },
+		{ IQ("PING a\rb\vc\fd\t e\r\n"), RESP_OK, 4,
+		  { IA("PING"), IA("a"), IA("b\vc\fd"), IA("e") } },
+		{ IQ("PING \v\fa\"b\"\v\f'c'\f\r\n"), RESP_OK, 3,
+		  { IA("PING"), IA("ab"), IA("c") } },
+		{ IQ("\"PING\"\t\r\n"), RESP_OK, 1, { IA("PING") } },
+		{ IQ("SET k \"abc\r\n"), RESP_EQUOTES, 0, { { 0 } } },
+		{ IQ("SET k \"abc\"d\r\n"), RESP_EQUOTES, 0, { { 0 } } },
+		{ IQ("SET k 'abc'd e\r\n"), RESP_EQUOTES, 0, { { 0 } } },
+		{ IQ("SET k 'abc\n"), RESP_EQUOTES, 0, { { 0 } } },
+		{ IQ("ECHO \"a\0b\"\r\n"), RESP_OK, 2, { IA("ECHO"), IA("a\0b") } },
+		{ IQ("ECHO \"abc\\\"\r\n"), RESP_EQUOTES, 0, { { 0 } } },
+		{ IQ("ECHO \"abc\\\r\n"), RESP_EQUOTES, 0, { { 0 } } },
+		/* the limit is the decoded length: 8 bytes from 34 sent */
+		{ IQ("E \"\\x41\\x41\\x41\\x41\\x41\\x41\\x41\\x41\"\r\n"), RESP_OK, 2,
+		  { IA("E"), IA("AAAAAAAA") } },
+		{ IQ("E \"\\x41\\x41\\x41\\x41\\x41\\x41\\x41\\x41\\x41\"\r\n"), RESP_EBULK, 0,
+		  { { 0 } } },
+	};
+	static const struct resp_limits small = { .argc_max = 16, .bulk_max = 8,
+						  .inline_max = 200 };
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		inline_case(&cases[i], &small);
+	printf("inline quotes: ok (%zu lines)\n", sizeof(cases) / sizeof(cases[0]));
+}
+
 int main(void)
 {
 	test_resp();
 	test_resp_resume();
+	test_inline_quotes();
 	test_http();
 	return 0;
 }

@@ -1,0 +1,92 @@
+#!/usr/bin/env python3
+"""What an inline RESP line costs kvtierd's loop: plain, quoted, escaped.
+
+Starts each kvtierd given (release builds: a reference and the one
+measured, --threads 1, no SSD) and pipelines COUNT copies of one 60 KB
+ECHO line on one connection while a thread reads the answers; the
+server's CPU time (utime + stime from /proc) over the lines, per line:
+
+  plain      ECHO aaaa...            (60,000 bytes)
+  quoted     ECHO "aaaa..."          (the same bytes in quotes)
+  escapes    ECHO "\\x41\\x41..."      (15,000 escapes: 60,000 bytes, 15,000 decoded)
+
+  python3 bench/resp_inline_cost.py REF/kvtierd NEW/kvtierd 20000
+
+doc/resp.md "Inline commands" records a run.
+"""
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+
+def cpu_s(pid):
+    f = open(f'/proc/{pid}/stat').read().split(')')[-1].split()
+    return (int(f[11]) + int(f[12])) / os.sysconf('SC_CLK_TCK')
+
+
+def one_reply(s):
+    buf = b''
+    while buf.count(b'\r\n') < 2:
+        buf += s.recv(1 << 20)
+    return len(buf)
+
+
+def run(binary, port, lines, count):
+    d = f'/tmp/resp-inline-cost-{port}'
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(d)
+    p = subprocess.Popen([binary, '--dir', d, '--unix', d + '/s', '--listen', '127.0.0.1:0',
+                          '--resp', f'127.0.0.1:{port}', '--dram', '256M', '--ssd', '0',
+                          '--threads', '1'], stderr=subprocess.DEVNULL)
+    for _ in range(100):  # listening within 10 s
+        try:
+            socket.create_connection(('127.0.0.1', port)).close()
+            break
+        except OSError:
+            time.sleep(0.1)
+    out = {}
+    try:
+        for name, line in lines.items():
+            s = socket.create_connection(('127.0.0.1', port))
+            s.sendall(line)
+            want = one_reply(s) * count
+            got = 0
+
+            def reader():
+                nonlocal got
+                while got < want:
+                    b = s.recv(1 << 20)
+                    if not b:
+                        break
+                    got += len(b)
+            c0 = cpu_s(p.pid)
+            th = threading.Thread(target=reader)
+            th.start()
+            s.sendall(line * count)
+            th.join()
+            out[name] = (cpu_s(p.pid) - c0) / count * 1e6
+            s.close()
+    finally:
+        p.terminate()
+        p.wait()
+        shutil.rmtree(d, ignore_errors=True)
+    return out
+
+
+def main():
+    n = 60000
+    lines = {'plain': b'ECHO ' + b'a' * n + b'\r\n',
+             'quoted': b'ECHO "' + b'a' * (n - 2) + b'"\r\n',
+             'escapes': b'ECHO "' + b'\\x41' * (n // 4 - 1) + b'"\r\n'}
+    count = int(sys.argv[-1])
+    for i, binary in enumerate(sys.argv[1:-1]):
+        r = run(binary, 16501 + i, lines, count)
+        print(binary, ' '.join(f'{k} {v:.1f} us' for k, v in r.items()))
+
+
+if __name__ == '__main__':
+    main()
