@@ -862,27 +862,36 @@ static void kvevents_zap_stop(struct kvevents *ev)
 }
 
 /* ------------------------------------------------------------------------
- * The replay endpoints (kvreplay.c): their sockets' peers are bounded as a
- * bound PUB socket's
+ * What a peer may cost: the PUB sockets and the replay endpoints' ROUTERs
  */
 
-/* kvreplay_guard_fn: sock's peers cost what a bound PUB socket's may
- * (kvevents.h), and the ZAP thread watches it. */
-static int kvevents_rep_guard(void *arg, void *sock, uint32_t *id)
+/* Bound what a peer of sock (unauthenticated: anyone who reaches it) can
+ * cost, before sock binds or connects (kvevents.h, doc/security.md): the
+ * largest message libzmq takes from it (KVEVENTS_IN_MAX), the handshake
+ * deadline (KVEVENTS_HANDSHAKE_MS) and TCP keepalive
+ * (KVEVENTS_KEEPALIVE_*).  Every socket kvevents and kvreplay open for
+ * peers gets these, here only; the high-water marks and linger are each
+ * socket's own. */
+static void kvevents_peer_bounds(void *sock)
 {
-	struct kvevents *ev = arg;
-	int hs = KVEVENTS_HANDSHAKE_MS, one = 1;
-	int ka_idle = KVEVENTS_KEEPALIVE_IDLE, ka_intvl = KVEVENTS_KEEPALIVE_INTVL;
-	int ka_cnt = KVEVENTS_KEEPALIVE_CNT;
 	int64_t in_max = KVEVENTS_IN_MAX;
+	int hs = KVEVENTS_HANDSHAKE_MS, ka = 1, ka_idle = KVEVENTS_KEEPALIVE_IDLE;
+	int ka_intvl = KVEVENTS_KEEPALIVE_INTVL, ka_cnt = KVEVENTS_KEEPALIVE_CNT;
 
 	zmq_setsockopt(sock, ZMQ_MAXMSGSIZE, &in_max, sizeof(in_max));
 	zmq_setsockopt(sock, ZMQ_HANDSHAKE_IVL, &hs, sizeof(hs));
-	zmq_setsockopt(sock, ZMQ_TCP_KEEPALIVE, &one, sizeof(one));
+	zmq_setsockopt(sock, ZMQ_TCP_KEEPALIVE, &ka, sizeof(ka));
 	zmq_setsockopt(sock, ZMQ_TCP_KEEPALIVE_IDLE, &ka_idle, sizeof(ka_idle));
 	zmq_setsockopt(sock, ZMQ_TCP_KEEPALIVE_INTVL, &ka_intvl, sizeof(ka_intvl));
 	zmq_setsockopt(sock, ZMQ_TCP_KEEPALIVE_CNT, &ka_cnt, sizeof(ka_cnt));
-	return kvevents_watch(ev, sock, id);
+}
+
+/* kvreplay_guard_fn: a replay ROUTER's peers are bounded as a bound PUB
+ * socket's: kvevents_peer_bounds, and the ZAP thread watches it. */
+static int kvevents_rep_guard(void *arg, void *sock, uint32_t *id)
+{
+	kvevents_peer_bounds(sock);
+	return kvevents_watch(arg, sock, id);
 }
 
 /* kvreplay_close_fn. */
@@ -936,19 +945,9 @@ static int kvevents_socket(struct kvevents *ev, const char *ep, const char *what
 
 	if (!pub)
 		return -ENOMEM;
-	int64_t in_max = KVEVENTS_IN_MAX;
-	int hs = KVEVENTS_HANDSHAKE_MS, ka = 1, ka_idle = KVEVENTS_KEEPALIVE_IDLE;
-	int ka_intvl = KVEVENTS_KEEPALIVE_INTVL, ka_cnt = KVEVENTS_KEEPALIVE_CNT;
-
 	zmq_setsockopt(pub, ZMQ_LINGER, &linger, sizeof(linger));
 	zmq_setsockopt(pub, ZMQ_SNDHWM, &hwm, sizeof(hwm));
-	/* Bounds on what an unauthenticated subscriber costs (kvevents.h). */
-	zmq_setsockopt(pub, ZMQ_MAXMSGSIZE, &in_max, sizeof(in_max));
-	zmq_setsockopt(pub, ZMQ_HANDSHAKE_IVL, &hs, sizeof(hs));
-	zmq_setsockopt(pub, ZMQ_TCP_KEEPALIVE, &ka, sizeof(ka));
-	zmq_setsockopt(pub, ZMQ_TCP_KEEPALIVE_IDLE, &ka_idle, sizeof(ka_idle));
-	zmq_setsockopt(pub, ZMQ_TCP_KEEPALIVE_INTVL, &ka_intvl, sizeof(ka_intvl));
-	zmq_setsockopt(pub, ZMQ_TCP_KEEPALIVE_CNT, &ka_cnt, sizeof(ka_cnt));
+	kvevents_peer_bounds(pub);
 	*zap_id = KVEV_UNWATCHED;
 	if (strchr(ep, '*') || strstr(ep, "::") || strncmp(ep, "ipc://", 6) == 0 ||
 	    strncmp(ep, "inproc://", 9) == 0) {
