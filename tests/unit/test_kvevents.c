@@ -381,6 +381,19 @@ static void test_options(void)
 	T_OK(kvt_store_set_option(s, "events.endpoint", "bogus://nowhere"));
 	T_RC(kvt_store_open(s), KVT_EOPTVAL);
 	kvt_store_destroy(s);
+
+	/* kvt_events_group_endpoint's and _replay_endpoint's checks: no
+	 * store, a store not open, a store without events. */
+	T_RC(kvt_events_group_endpoint(NULL, 1, "ipc:///nowhere/x"), KVT_ENULL);
+	T_RC(kvt_events_group_replay_endpoint(NULL, 1, "ipc:///nowhere/x"), KVT_ENULL);
+	T_OK(kvt_store_create(&s));
+	T_RC(kvt_events_group_endpoint(s, 1, "ipc:///nowhere/x"), KVT_ECLOSED);
+	T_RC(kvt_events_group_replay_endpoint(s, 1, "ipc:///nowhere/x"), KVT_ECLOSED);
+	kvt_store_destroy(s);
+	s = t_store_open("dram.capacity", "1M", "dram.chunk", "4K", "dram.prefault", "off", NULL);
+	T_RC(kvt_events_group_endpoint(s, 1, "ipc:///nowhere/x"), KVT_ESTATE);
+	T_RC(kvt_events_group_replay_endpoint(s, 1, "ipc:///nowhere/x"), KVT_ESTATE);
+	kvt_store_destroy(s);
 }
 
 /* Whether a message arrives on sub within ms (read whole, not decoded). */
