@@ -36,24 +36,19 @@
  * (zmq_socket_monitor(pub, NULL, 0)) before the socket is closed and
  * before its reading end is.
  *
- * The replay thread (kvevents_rep_main, with events.replay_endpoint or
- * events.groups) owns the ROUTER sockets of the replay endpoints (vLLM's
- * replay_endpoint): the main socket's and those of groups' feeds
- * (kvevents_group_replay).  The publisher thread copies each message it
- * sends on a socket with one into that endpoint's ring (the last
- * events.replay_max, at most events.replay_bytes of payload), and the
- * replay thread answers [id, "", start seq] with the ring's messages from
- * there, then the end marker.  An endpoint is opened and bound by the
- * thread that asks for it, then handed over; to close one, that thread
- * marks it and waits until the replay thread has closed it.  It sends with ZMQ_DONTWAIT and
- * ZMQ_ROUTER_MANDATORY: at a peer's high-water mark it keeps the replay's
- * next seq and tries again 10 ms later, from wherever the ring then is.
+ * The replay endpoints (vLLM's replay_endpoint: the main socket's, with
+ * events.replay_endpoint, and those of groups' feeds) are kvreplay.c's,
+ * below this file: ev->rep, opened with events.replay_endpoint or
+ * events.groups, owns their thread, ROUTER sockets and rings; the
+ * publisher thread hands it a copy of each message it sends on a feed
+ * with one (kvreplay_keep), and the ZAP thread watches their sockets as
+ * it does the bound PUB sockets (kvevents_rep_guard).
  *
  * Locks: ev->lock guards the filling array, stop and the wake flag;
  * ev->zap_lock the sockets handed to the ZAP thread and its stop flag;
- * ev->ring_lock the replay rings and the list of endpoints (held for one
- * message's send at most; taken under chan_lock, never the other way);
- * everything else belongs to its thread (or to open/close around them).
+ * ev->chan_lock the groups' sockets (kvreplay's ring lock is taken under
+ * it, never the other way); everything else belongs to its thread (or
+ * to open/close around them).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -70,6 +65,7 @@
 #include <zmq.h>
 
 #include "kvevents.h"
+#include "kvreplay.h"
 
 struct evq {
 	struct kvevent *ev;
@@ -92,42 +88,12 @@ struct kvev_peer {
 	char addr[64];                  /* the peer's IP address; "" if not TCP */
 };
 
-/* A message kept for replay: its payload, as sent on the main socket. */
-struct kvev_rec {
-	uint64_t seq;
-	uint8_t *data;
-	size_t len;
-};
-
-/* A replay under way: what its peer gets next. */
-struct kvev_pend {
-	uint8_t id[256];                /* the peer's ROUTER routing id */
-	size_t id_len;
-	uint64_t next;                  /* the first seq it still wants */
-};
-
-/* A feed's replay endpoint: its ring of kept messages (ring_lock) and
- * its ROUTER socket (the replay thread's once handed over). */
-struct kvev_replay {
-	void *rep;
-	uint32_t zap_id;
-	uint32_t group;                 /* 0: the main socket's */
-	char want[256];                 /* the endpoint asked for */
-	char endpoint[256];             /* ZMQ_LAST_ENDPOINT */
-	struct kvev_rec *ring;          /* ring_lock: cfg.replay_max slots */
-	size_t head, n;                 /* ring_lock: the oldest's slot; how many */
-	uint64_t bytes;                 /* ring_lock: their payload bytes */
-	bool closing;                   /* ring_lock: the replay thread closes it */
-	struct kvev_pend *pend;         /* replay thread: replays under way */
-	size_t pend_n;
-};
-
 /* A group's own socket. */
 struct kvev_chan {
 	uint32_t group;
 	uint32_t zap_id;                /* KVEV_UNWATCHED if connected */
 	void *pub;
-	struct kvev_replay *rp;         /* its replay endpoint, or NULL */
+	struct kvreplay_ep *rp;         /* its replay endpoint, or NULL */
 	uint64_t seq;
 	char want[256];                 /* the endpoint asked for */
 };
@@ -175,23 +141,12 @@ struct kvevents {
 	size_t peer_n, peer_cap;
 	bool refusing;                  /* ZAP thread: the last answer was a refusal */
 
-	/* Replay (doc/kvevents.md "Replay"): the replay endpoints, the main
-	 * socket's and the groups' (ring_lock: the publisher thread appends
-	 * to their rings, the replay thread reads them and owns their
-	 * sockets). */
-	pthread_mutex_t ring_lock;
-	pthread_cond_t ring_cond;       /* a replay endpoint was closed */
-	struct kvev_replay *rps[KVEVENTS_REPLAYS]; /* ring_lock */
-	size_t rp_n;                    /* ring_lock */
-	struct kvev_replay *main_rp;    /* the main socket's, or NULL */
-	pthread_t rep_thread;
-	bool rep_started;
-	int rep_wake;                   /* eventfd: rep_stop or rps changed */
-	_Atomic bool rep_stop;
+	/* Replay (doc/kvevents.md "Replay", kvreplay.c): NULL without
+	 * events.replay_endpoint and events.groups. */
+	struct kvreplay *rep;
+	struct kvreplay_ep *main_rp;    /* the main socket's endpoint, or NULL */
 
 	_Atomic uint64_t c_events, c_dropped, c_batches, c_send_errors, c_bytes, c_refused;
-	_Atomic uint64_t c_rep_requests, c_rep_invalid, c_rep_busy, c_rep_msgs, c_rep_bytes,
-		c_rep_waits, c_rep_kept, c_rep_kept_bytes;
 };
 
 /* ------------------------------------------------------------------------
@@ -393,54 +348,9 @@ void kvevents_cleared(struct kvevents *ev, uint32_t group)
  * The publisher thread
  */
 
-/* A sequence number as it goes on the wire: 8 bytes, big-endian. */
-static void kvevents_seq_bytes(uint64_t v, uint8_t out[8])
-{
-	for (int i = 0; i < 8; i++)
-		out[i] = (uint8_t)(v >> (56 - 8 * i));
-}
-
-/* Keep message seq (payload p[0..len)) for replay on rp: the oldest go
- * while the ring is full or would hold more than events.replay_bytes.
- * Without memory, or larger than the bound alone, it is not kept (a
- * replay skips it: the peer sees the gap). */
-static void kvevents_keep(struct kvevents *ev, struct kvev_replay *rp, uint64_t seq,
-			  const uint8_t *p, size_t len)
-{
-	uint8_t *copy = len <= ev->cfg.replay_bytes ? kvt_mem_alloc(ev->mem, len ? len : 1) : NULL;
-	uint64_t gone = 0, gone_bytes = 0;
-
-	if (copy)
-		memcpy(copy, p, len);
-	pthread_mutex_lock(&ev->ring_lock);
-	while (rp->n && (rp->n == ev->cfg.replay_max ||
-			 (copy && rp->bytes + len > ev->cfg.replay_bytes))) {
-		struct kvev_rec *r = &rp->ring[rp->head];
-		rp->bytes -= r->len;
-		gone++;
-		gone_bytes += r->len;
-		kvt_mem_free(ev->mem, r->data, r->len ? r->len : 1);
-		rp->head = (rp->head + 1) % ev->cfg.replay_max;
-		rp->n--;
-	}
-	if (copy) {
-		size_t at = (rp->head + rp->n) % ev->cfg.replay_max;
-		rp->ring[at] = (struct kvev_rec){ seq, copy, len };
-		rp->n++;
-		rp->bytes += len;
-	}
-	atomic_fetch_sub_explicit(&ev->c_rep_kept, gone, memory_order_relaxed);
-	atomic_fetch_sub_explicit(&ev->c_rep_kept_bytes, gone_bytes, memory_order_relaxed);
-	if (copy) {
-		atomic_fetch_add_explicit(&ev->c_rep_kept, 1, memory_order_relaxed);
-		atomic_fetch_add_explicit(&ev->c_rep_kept_bytes, len, memory_order_relaxed);
-	}
-	pthread_mutex_unlock(&ev->ring_lock);
-}
-
 /* One KVEventBatch message of evs[0..n) on socket pub, numbered *seqp;
  * kept for replay on rp (NULL: none). */
-static void kvevents_send_msg(struct kvevents *ev, void *pub, struct kvev_replay *rp,
+static void kvevents_send_msg(struct kvevents *ev, void *pub, struct kvreplay_ep *rp,
 			      uint64_t *seqp, const struct kvevent *evs, size_t n)
 {
 	struct timespec now;
@@ -482,13 +392,13 @@ static void kvevents_send_msg(struct kvevents *ev, void *pub, struct kvev_replay
 	atomic_fetch_add_explicit(&ev->c_batches, 1, memory_order_relaxed);
 	atomic_fetch_add_explicit(&ev->c_bytes, (uint64_t)len, memory_order_relaxed);
 	if (rp)
-		kvevents_keep(ev, rp, *seqp - 1, ev->buf, (size_t)len);
+		kvreplay_keep(ev->rep, rp, *seqp - 1, ev->buf, (size_t)len);
 }
 
 /* evs[0..n) on socket pub: messages of at most KVEVENTS_MSG_EVENTS events
  * (kvevents.h: what a peer that stops reading holds is their size times
  * KVEVENTS_SNDHWM). */
-static void kvevents_send_on(struct kvevents *ev, void *pub, struct kvev_replay *rp,
+static void kvevents_send_on(struct kvevents *ev, void *pub, struct kvreplay_ep *rp,
 			     uint64_t *seqp, const struct kvevent *evs, size_t n)
 {
 	for (size_t i = 0; i < n; i += KVEVENTS_MSG_EVENTS)
@@ -952,372 +862,42 @@ static void kvevents_zap_stop(struct kvevents *ev)
 }
 
 /* ------------------------------------------------------------------------
- * The replay thread: vLLM's replay endpoint (kvevents.h, KVEVENTS_DEF_REPLAY_MAX)
+ * What a peer may cost: the PUB sockets and the replay endpoints' ROUTERs
  */
 
-static void kvevents_rep_wake(struct kvevents *ev)
+/* Bound what a peer of sock (unauthenticated: anyone who reaches it) can
+ * cost, before sock binds or connects (kvevents.h, doc/security.md): the
+ * largest message libzmq takes from it (KVEVENTS_IN_MAX), the handshake
+ * deadline (KVEVENTS_HANDSHAKE_MS) and TCP keepalive
+ * (KVEVENTS_KEEPALIVE_*).  Every socket kvevents and kvreplay open for
+ * peers gets these, here only; the high-water marks and linger are each
+ * socket's own. */
+static void kvevents_peer_bounds(void *sock)
 {
-	uint64_t one = 1;
-	ssize_t w = write(ev->rep_wake, &one, sizeof(one));
-	(void)w; /* fails only if the count is huge: the thread wakes anyway */
-}
-
-/* Read one request on rp: [routing id, "" (not checked, as vLLM does
- * not), start seq (big-endian, any length up to 256 bytes: vLLM reads it
- * with int.from_bytes, so a start past 2^64 gets only the end marker)];
- * queue its replay, replacing the peer's replay under way.  false if none
- * was waiting. */
-static bool kvevents_rep_request(struct kvevents *ev, struct kvev_replay *rp)
-{
-	uint8_t fr[3][256];
-	size_t fr_len[3] = { 0 };
-	unsigned nf = 0;
-	int more = 1;
-	uint64_t start = 0;
-	struct kvev_pend *p = NULL;
-
-	while (more) {
-		zmq_msg_t msg;
-		zmq_msg_init(&msg);
-		if (zmq_msg_recv(&msg, rp->rep, nf ? 0 : ZMQ_DONTWAIT) < 0) {
-			zmq_msg_close(&msg);
-			if (nf == 0)
-				return false;
-			break;
-		}
-		if (nf < 3) {
-			fr_len[nf] = zmq_msg_size(&msg);
-			if (fr_len[nf] <= sizeof(fr[nf]))
-				memcpy(fr[nf], zmq_msg_data(&msg), fr_len[nf]);
-		}
-		nf++;
-		more = zmq_msg_more(&msg);
-		zmq_msg_close(&msg);
-	}
-	atomic_fetch_add_explicit(&ev->c_rep_requests, 1, memory_order_relaxed);
-	if (nf != 3 || fr_len[0] == 0 || fr_len[0] > sizeof(fr[0]) ||
-	    fr_len[2] > sizeof(fr[2])) {
-		atomic_fetch_add_explicit(&ev->c_rep_invalid, 1, memory_order_relaxed);
-		return true; /* vLLM logs it and answers nothing */
-	}
-	for (size_t i = 0; i < fr_len[2]; i++) {
-		if (i + 8 < fr_len[2] && fr[2][i]) {
-			start = UINT64_MAX; /* past every seq */
-			break;
-		}
-		start = start << 8 | fr[2][i];
-	}
-	for (size_t i = 0; i < rp->pend_n && !p; i++)
-		if (rp->pend[i].id_len == fr_len[0] &&
-		    memcmp(rp->pend[i].id, fr[0], fr_len[0]) == 0)
-			p = &rp->pend[i];
-	if (!p) {
-		/* One replay a peer, and no more than a bound socket holds
-		 * peers (ZAP): a peer past that would be refused anyway. */
-		if (rp->pend_n == ev->cfg.sub_max) {
-			atomic_fetch_add_explicit(&ev->c_rep_busy, 1, memory_order_relaxed);
-			return true;
-		}
-		p = &rp->pend[rp->pend_n++];
-		memcpy(p->id, fr[0], fr_len[0]);
-		p->id_len = fr_len[0];
-	}
-	p->next = start;
-	return true;
-}
-
-/* Send one message of replay p on rp: the first kept with seq >= p->next,
- * or the end marker.  1: sent (more may follow), 0: the end marker went
- * (the replay is done), -EAGAIN: the peer's queue is full (try later),
- * -EHOSTUNREACH: the peer is gone. */
-static int kvevents_rep_send(struct kvevents *ev, struct kvev_replay *rp, struct kvev_pend *p)
-{
-	const char *topic = ev->cfg.topic ? ev->cfg.topic : "";
-	uint8_t seq[8];
-	size_t lo, hi;
-	int ret = 1;
-
-	pthread_mutex_lock(&ev->ring_lock);
-	/* The ring is in seq order: the first slot with seq >= next.  Those
-	 * older than the ring went: the replay starts at the oldest kept, as
-	 * vLLM's does (the peer sees the gap in the seqs). */
-	lo = 0;
-	hi = rp->n;
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (rp->ring[(rp->head + mid) % ev->cfg.replay_max].seq < p->next)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	if (zmq_send(rp->rep, p->id, p->id_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) {
-		/* ZMQ_ROUTER_MANDATORY: EAGAIN at the peer's high-water mark,
-		 * EHOSTUNREACH for a peer that left; nothing was queued. */
-		ret = zmq_errno() == EAGAIN ? -EAGAIN : -EHOSTUNREACH;
-	} else if (lo < rp->n) {
-		const struct kvev_rec *r = &rp->ring[(rp->head + lo) % ev->cfg.replay_max];
-		kvevents_seq_bytes(r->seq, seq);
-		/* Past the routing id, the frames of one message are queued
-		 * whole. */
-		zmq_send(rp->rep, "", 0, ZMQ_SNDMORE | ZMQ_DONTWAIT);
-		zmq_send(rp->rep, topic, strlen(topic), ZMQ_SNDMORE | ZMQ_DONTWAIT);
-		zmq_send(rp->rep, seq, sizeof(seq), ZMQ_SNDMORE | ZMQ_DONTWAIT);
-		zmq_send(rp->rep, r->data, r->len, ZMQ_DONTWAIT);
-		p->next = r->seq + 1;
-		atomic_fetch_add_explicit(&ev->c_rep_msgs, 1, memory_order_relaxed);
-		atomic_fetch_add_explicit(&ev->c_rep_bytes, r->len, memory_order_relaxed);
-	} else {
-		/* vLLM's end marker: an empty topic, seq -1, an empty payload. */
-		memset(seq, 0xff, sizeof(seq));
-		zmq_send(rp->rep, "", 0, ZMQ_SNDMORE | ZMQ_DONTWAIT);
-		zmq_send(rp->rep, "", 0, ZMQ_SNDMORE | ZMQ_DONTWAIT);
-		zmq_send(rp->rep, seq, sizeof(seq), ZMQ_SNDMORE | ZMQ_DONTWAIT);
-		zmq_send(rp->rep, "", 0, ZMQ_DONTWAIT);
-		ret = 0;
-	}
-	pthread_mutex_unlock(&ev->ring_lock);
-	return ret;
-}
-
-/* Serve each replay under way on rp up to KVEVENTS_REPLAY_BURST messages. */
-static void kvevents_rep_serve(struct kvevents *ev, struct kvev_replay *rp)
-{
-	for (size_t i = 0; i < rp->pend_n;) {
-		int ret = 1;
-		for (int k = 0; k < KVEVENTS_REPLAY_BURST && ret == 1; k++)
-			ret = kvevents_rep_send(ev, rp, &rp->pend[i]);
-		if (ret == -EAGAIN)
-			atomic_fetch_add_explicit(&ev->c_rep_waits, 1, memory_order_relaxed);
-		if (ret == 0 || ret == -EHOSTUNREACH)
-			rp->pend[i] = rp->pend[--rp->pend_n];
-		else
-			i++;
-	}
-}
-
-/* Drop every message rp keeps.  ring_lock held. */
-static void kvevents_ring_clear(struct kvevents *ev, struct kvev_replay *rp)
-{
-	for (size_t i = 0; i < rp->n; i++) {
-		struct kvev_rec *r = &rp->ring[(rp->head + i) % ev->cfg.replay_max];
-		kvt_mem_free(ev->mem, r->data, r->len ? r->len : 1);
-	}
-	atomic_fetch_sub_explicit(&ev->c_rep_kept, rp->n, memory_order_relaxed);
-	atomic_fetch_sub_explicit(&ev->c_rep_kept_bytes, rp->bytes, memory_order_relaxed);
-	rp->n = rp->head = 0;
-	rp->bytes = 0;
-}
-
-/* Close rp's socket (from the thread that owns it), free it. */
-static void kvevents_rep_free(struct kvevents *ev, struct kvev_replay *rp)
-{
-	if (!rp)
-		return;
-	if (rp->rep)
-		kvevents_pub_close(ev, rp->rep, rp->zap_id);
-	if (rp->ring) {
-		pthread_mutex_lock(&ev->ring_lock);
-		kvevents_ring_clear(ev, rp);
-		pthread_mutex_unlock(&ev->ring_lock);
-	}
-	kvt_mem_free(ev->mem, rp->ring, ev->cfg.replay_max * sizeof(*rp->ring));
-	kvt_mem_free(ev->mem, rp->pend, ev->cfg.sub_max * sizeof(*rp->pend));
-	kvt_mem_free(ev->mem, rp, sizeof(*rp));
-}
-
-static void *kvevents_rep_main(void *arg)
-{
-	struct kvevents *ev = arg;
-	zmq_pollitem_t items[KVEVENTS_REPLAYS + 1];
-	struct kvev_replay *rps[KVEVENTS_REPLAYS];
-	sigset_t all;
-
-	sigfillset(&all);
-	pthread_sigmask(SIG_BLOCK, &all, NULL);
-	while (!atomic_load(&ev->rep_stop)) {
-		size_t n = 0;
-		bool pending = false;
-		uint64_t v;
-
-		/* Close the replays given up (kvevents_rep_drop waits), take
-		 * the others. */
-		pthread_mutex_lock(&ev->ring_lock);
-		for (size_t i = 0; i < ev->rp_n;) {
-			struct kvev_replay *rp = ev->rps[i];
-			if (rp->closing) {
-				ev->rps[i] = ev->rps[--ev->rp_n];
-				pthread_mutex_unlock(&ev->ring_lock);
-				kvevents_rep_free(ev, rp);
-				pthread_mutex_lock(&ev->ring_lock);
-				pthread_cond_broadcast(&ev->ring_cond);
-				continue;
-			}
-			rps[n] = rp;
-			items[n + 1] = (zmq_pollitem_t){ rp->rep, 0, ZMQ_POLLIN, 0 };
-			pending |= rp->pend_n > 0;
-			n++;
-			i++;
-		}
-		pthread_mutex_unlock(&ev->ring_lock);
-		items[0] = (zmq_pollitem_t){ NULL, ev->rep_wake, ZMQ_POLLIN, 0 };
-		/* A replay waiting on a peer's full queue is retried every
-		 * 10 ms (ROUTER has no per-peer POLLOUT). */
-		if (zmq_poll(items, (int)n + 1, pending ? 10 : -1) < 0)
-			continue;
-		if (items[0].revents & ZMQ_POLLIN) {
-			ssize_t r = read(ev->rep_wake, &v, sizeof(v));
-			(void)r;
-		}
-		for (size_t i = 0; i < n; i++) {
-			/* A few requests a round: a peer that floods them is
-			 * read at the pace of its replays. */
-			int k = 0;
-			while (k++ < KVEVENTS_REPLAY_BURST && kvevents_rep_request(ev, rps[i]))
-				;
-			kvevents_rep_serve(ev, rps[i]);
-		}
-	}
-	return NULL;
-}
-
-/* A replay endpoint for group's feed (0: the main socket) at ep: a ROUTER
- * always bound (as vLLM does), watched by the ZAP thread like a bound PUB
- * socket.  Not yet handed to the replay thread (kvevents_rep_add).  0,
- * KVT_EOPTVAL (refused: logged), -ENOMEM, -errno. */
-static int kvevents_rep_new(struct kvevents *ev, const char *ep, uint32_t group,
-			    struct kvev_replay **out)
-{
-	int linger = 0, hwm = KVEVENTS_REPLAY_HWM, rcvhwm = KVEVENTS_REPLAY_BURST, one = 1;
-	int hs = KVEVENTS_HANDSHAKE_MS, ret;
-	int ka_idle = KVEVENTS_KEEPALIVE_IDLE, ka_intvl = KVEVENTS_KEEPALIVE_INTVL;
-	int ka_cnt = KVEVENTS_KEEPALIVE_CNT;
 	int64_t in_max = KVEVENTS_IN_MAX;
-	size_t len;
-	struct kvev_replay *rp = kvt_mem_calloc(ev->mem, 1, sizeof(*rp));
+	int hs = KVEVENTS_HANDSHAKE_MS, ka = 1, ka_idle = KVEVENTS_KEEPALIVE_IDLE;
+	int ka_intvl = KVEVENTS_KEEPALIVE_INTVL, ka_cnt = KVEVENTS_KEEPALIVE_CNT;
 
-	if (!rp)
-		return -ENOMEM;
-	rp->group = group;
-	rp->zap_id = KVEV_UNWATCHED;
-	snprintf(rp->want, sizeof(rp->want), "%s", ep);
-	rp->ring = kvt_mem_calloc(ev->mem, ev->cfg.replay_max, sizeof(*rp->ring));
-	rp->pend = kvt_mem_calloc(ev->mem, ev->cfg.sub_max, sizeof(*rp->pend));
-	rp->rep = zmq_socket(ev->zctx, ZMQ_ROUTER);
-	if (!rp->ring || !rp->pend || !rp->rep) {
-		ret = -ENOMEM;
-		goto fail;
-	}
-	zmq_setsockopt(rp->rep, ZMQ_LINGER, &linger, sizeof(linger));
-	zmq_setsockopt(rp->rep, ZMQ_SNDHWM, &hwm, sizeof(hwm));
-	zmq_setsockopt(rp->rep, ZMQ_RCVHWM, &rcvhwm, sizeof(rcvhwm));
-	zmq_setsockopt(rp->rep, ZMQ_ROUTER_MANDATORY, &one, sizeof(one));
-	zmq_setsockopt(rp->rep, ZMQ_MAXMSGSIZE, &in_max, sizeof(in_max));
-	zmq_setsockopt(rp->rep, ZMQ_HANDSHAKE_IVL, &hs, sizeof(hs));
-	zmq_setsockopt(rp->rep, ZMQ_TCP_KEEPALIVE, &one, sizeof(one));
-	zmq_setsockopt(rp->rep, ZMQ_TCP_KEEPALIVE_IDLE, &ka_idle, sizeof(ka_idle));
-	zmq_setsockopt(rp->rep, ZMQ_TCP_KEEPALIVE_INTVL, &ka_intvl, sizeof(ka_intvl));
-	zmq_setsockopt(rp->rep, ZMQ_TCP_KEEPALIVE_CNT, &ka_cnt, sizeof(ka_cnt));
-	ret = kvevents_watch(ev, rp->rep, &rp->zap_id);
-	if (ret < 0) {
-		kvt_logf(ev->log, KVT_LOG_ERROR, "events: cannot watch the replay endpoint %s: %s",
-			 ep, kvt_strerror(ret));
-		rp->zap_id = KVEV_UNWATCHED;
-		goto fail;
-	}
-	if (zmq_bind(rp->rep, ep) < 0) {
-		kvt_logf(ev->log, KVT_LOG_ERROR, "events: cannot bind the replay endpoint %s: %s",
-			 ep, zmq_strerror(zmq_errno()));
-		ret = KVT_EOPTVAL;
-		goto fail;
-	}
-	len = sizeof(rp->endpoint);
-	if (zmq_getsockopt(rp->rep, ZMQ_LAST_ENDPOINT, rp->endpoint, &len) < 0 ||
-	    !rp->endpoint[0])
-		snprintf(rp->endpoint, sizeof(rp->endpoint), "%s", ep);
-	if (group)
-		kvt_logf(ev->log, KVT_LOG_INFO, "events: replaying group %u's last %u messages "
-			 "(%" PRIu64 " bytes at most) on %s", group, ev->cfg.replay_max,
-			 ev->cfg.replay_bytes, rp->endpoint);
-	else
-		kvt_logf(ev->log, KVT_LOG_INFO, "events: replaying the last %u messages (%" PRIu64
-			 " bytes at most) on %s", ev->cfg.replay_max, ev->cfg.replay_bytes,
-			 rp->endpoint);
-	*out = rp;
-	return 0;
-fail:
-	kvevents_rep_free(ev, rp);
-	return ret;
+	zmq_setsockopt(sock, ZMQ_MAXMSGSIZE, &in_max, sizeof(in_max));
+	zmq_setsockopt(sock, ZMQ_HANDSHAKE_IVL, &hs, sizeof(hs));
+	zmq_setsockopt(sock, ZMQ_TCP_KEEPALIVE, &ka, sizeof(ka));
+	zmq_setsockopt(sock, ZMQ_TCP_KEEPALIVE_IDLE, &ka_idle, sizeof(ka_idle));
+	zmq_setsockopt(sock, ZMQ_TCP_KEEPALIVE_INTVL, &ka_intvl, sizeof(ka_intvl));
+	zmq_setsockopt(sock, ZMQ_TCP_KEEPALIVE_CNT, &ka_cnt, sizeof(ka_cnt));
 }
 
-/* Hand rp to the replay thread.  0, -ENOMEM (rp freed). */
-static int kvevents_rep_add(struct kvevents *ev, struct kvev_replay *rp)
+/* kvreplay_guard_fn: a replay ROUTER's peers are bounded as a bound PUB
+ * socket's: kvevents_peer_bounds, and the ZAP thread watches it. */
+static int kvevents_rep_guard(void *arg, void *sock, uint32_t *id)
 {
-	pthread_mutex_lock(&ev->ring_lock);
-	if (ev->rp_n == KVEVENTS_REPLAYS) {
-		pthread_mutex_unlock(&ev->ring_lock);
-		kvevents_rep_free(ev, rp);
-		return -ENOMEM;
-	}
-	ev->rps[ev->rp_n++] = rp;
-	pthread_mutex_unlock(&ev->ring_lock);
-	kvevents_rep_wake(ev);
-	return 0;
+	kvevents_peer_bounds(sock);
+	return kvevents_watch(arg, sock, id);
 }
 
-/* Take rp back from the replay thread, which closes and frees it; returns
- * once it has (the endpoint is free to bind again). */
-static void kvevents_rep_drop(struct kvevents *ev, struct kvev_replay *rp)
+/* kvreplay_close_fn. */
+static void kvevents_rep_close(void *arg, void *sock, uint32_t id)
 {
-	bool in = true;
-
-	pthread_mutex_lock(&ev->ring_lock);
-	rp->closing = true;
-	kvevents_rep_wake(ev);
-	while (in) {
-		in = false;
-		for (size_t i = 0; i < ev->rp_n && !in; i++)
-			in = ev->rps[i] == rp;
-		if (in)
-			pthread_cond_wait(&ev->ring_cond, &ev->ring_lock);
-	}
-	pthread_mutex_unlock(&ev->ring_lock);
-}
-
-/* Start the replay thread.  0, -errno. */
-static int kvevents_rep_start(struct kvevents *ev)
-{
-	int ret;
-
-	ev->rep_wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (ev->rep_wake < 0)
-		return -errno;
-	ret = -pthread_create(&ev->rep_thread, NULL, kvevents_rep_main, ev);
-	if (ret < 0)
-		return ret;
-	pthread_setname_np(ev->rep_thread, "kvt-events-rep");
-	ev->rep_started = true;
-	return 0;
-}
-
-/* Stop the replay thread; close and free every replay endpoint (before
- * the ZAP thread stops). */
-static void kvevents_rep_stop(struct kvevents *ev)
-{
-	if (ev->rep_started) {
-		atomic_store(&ev->rep_stop, true);
-		kvevents_rep_wake(ev);
-		pthread_join(ev->rep_thread, NULL);
-		ev->rep_started = false;
-	}
-	for (size_t i = 0; i < ev->rp_n; i++)
-		kvevents_rep_free(ev, ev->rps[i]);
-	ev->rp_n = 0;
-	ev->main_rp = NULL;
-	for (size_t c = 0; c < ev->chan_n; c++)
-		ev->chans[c].rp = NULL;
-	if (ev->rep_wake >= 0)
-		close(ev->rep_wake);
-	ev->rep_wake = -1;
+	kvevents_pub_close(arg, sock, id);
 }
 
 /* ------------------------------------------------------------------------
@@ -1326,9 +906,13 @@ static void kvevents_rep_stop(struct kvevents *ev)
 
 static void kvevents_free(struct kvevents *ev)
 {
-	kvevents_rep_stop(ev);
-	pthread_mutex_destroy(&ev->ring_lock);
-	pthread_cond_destroy(&ev->ring_cond);
+	/* The replay endpoints first: closing their sockets posts to the ZAP
+	 * thread, stopped below. */
+	kvreplay_close(ev->rep);
+	ev->rep = NULL;
+	ev->main_rp = NULL;
+	for (size_t c = 0; c < ev->chan_n; c++)
+		ev->chans[c].rp = NULL;
 	for (size_t c = 0; c < ev->chan_n; c++)
 		kvevents_pub_close(ev, ev->chans[c].pub, ev->chans[c].zap_id);
 	kvt_mem_free(ev->mem, ev->chans, ev->chan_cap * sizeof(*ev->chans));
@@ -1361,19 +945,9 @@ static int kvevents_socket(struct kvevents *ev, const char *ep, const char *what
 
 	if (!pub)
 		return -ENOMEM;
-	int64_t in_max = KVEVENTS_IN_MAX;
-	int hs = KVEVENTS_HANDSHAKE_MS, ka = 1, ka_idle = KVEVENTS_KEEPALIVE_IDLE;
-	int ka_intvl = KVEVENTS_KEEPALIVE_INTVL, ka_cnt = KVEVENTS_KEEPALIVE_CNT;
-
 	zmq_setsockopt(pub, ZMQ_LINGER, &linger, sizeof(linger));
 	zmq_setsockopt(pub, ZMQ_SNDHWM, &hwm, sizeof(hwm));
-	/* Bounds on what an unauthenticated subscriber costs (kvevents.h). */
-	zmq_setsockopt(pub, ZMQ_MAXMSGSIZE, &in_max, sizeof(in_max));
-	zmq_setsockopt(pub, ZMQ_HANDSHAKE_IVL, &hs, sizeof(hs));
-	zmq_setsockopt(pub, ZMQ_TCP_KEEPALIVE, &ka, sizeof(ka));
-	zmq_setsockopt(pub, ZMQ_TCP_KEEPALIVE_IDLE, &ka_idle, sizeof(ka_idle));
-	zmq_setsockopt(pub, ZMQ_TCP_KEEPALIVE_INTVL, &ka_intvl, sizeof(ka_intvl));
-	zmq_setsockopt(pub, ZMQ_TCP_KEEPALIVE_CNT, &ka_cnt, sizeof(ka_cnt));
+	kvevents_peer_bounds(pub);
 	*zap_id = KVEV_UNWATCHED;
 	if (strchr(ep, '*') || strstr(ep, "::") || strncmp(ep, "ipc://", 6) == 0 ||
 	    strncmp(ep, "inproc://", 9) == 0) {
@@ -1425,9 +999,6 @@ int kvevents_open(struct kvevents **out, const struct kvevents_config *cfg,
 		ev->cfg.replay_max = KVEVENTS_DEF_REPLAY_MAX;
 	if (!ev->cfg.replay_bytes)
 		ev->cfg.replay_bytes = KVEVENTS_DEF_REPLAY_BYTES;
-	ev->rep_wake = -1;
-	pthread_mutex_init(&ev->ring_lock, NULL);
-	pthread_cond_init(&ev->ring_cond, NULL);
 	ev->mem = mem;
 	ev->log = log;
 	ev->zap_wake = -1;
@@ -1458,18 +1029,19 @@ int kvevents_open(struct kvevents **out, const struct kvevents_config *cfg,
 		atomic_store(&ev->listening, true);
 	}
 	if (ev->cfg.replay_endpoint || ev->cfg.groups) {
-		ret = kvevents_rep_start(ev);
+		struct kvreplay_config rc = {
+			.zctx = ev->zctx, .topic = ev->cfg.topic, .max = ev->cfg.replay_max,
+			.bytes = ev->cfg.replay_bytes, .sub_max = ev->cfg.sub_max,
+			.guard = kvevents_rep_guard, .close = kvevents_rep_close, .arg = ev,
+		};
+		ret = kvreplay_open(&ev->rep, &rc, mem, log);
 		if (ret < 0)
 			goto fail;
 	}
 	if (ev->cfg.replay_endpoint) {
-		struct kvev_replay *rp;
-		ret = kvevents_rep_new(ev, ev->cfg.replay_endpoint, 0, &rp);
-		if (ret == 0)
-			ret = kvevents_rep_add(ev, rp);
+		ret = kvreplay_bind(ev->rep, ev->cfg.replay_endpoint, 0, &ev->main_rp);
 		if (ret < 0)
 			goto fail;
-		ev->main_rp = rp;
 	}
 	ret = -pthread_create(&ev->thread, NULL, kvevents_main, ev);
 	if (ret < 0)
@@ -1543,14 +1115,12 @@ int kvevents_group_endpoint(struct kvevents *ev, uint32_t group, const char *end
 		kvevents_pub_close(ev, ch->pub, ch->zap_id);
 		if (ch->rp && !pub) {
 			/* The feed's replay goes with it. */
-			kvevents_rep_drop(ev, ch->rp);
+			kvreplay_unbind(ev->rep, ch->rp);
 			ch->rp = NULL;
 		} else if (ch->rp) {
 			/* A new socket numbers from 0: what was kept is
 			 * another feed's. */
-			pthread_mutex_lock(&ev->ring_lock);
-			kvevents_ring_clear(ev, ch->rp);
-			pthread_mutex_unlock(&ev->ring_lock);
+			kvreplay_forget(ev->rep, ch->rp);
 		}
 		if (!pub) { /* closed: the last one takes its place */
 			*ch = ev->chans[--ev->chan_n];
@@ -1574,13 +1144,12 @@ out:
 int kvevents_group_replay(struct kvevents *ev, uint32_t group, const char *endpoint)
 {
 	struct kvev_chan *ch = NULL;
-	struct kvev_replay *rp = NULL;
 	int ret = 0;
 
 	if (group == 0 || group >= KVT_QUOTA_GROUPS ||
-	    (endpoint && strlen(endpoint) >= sizeof(rp->want)))
+	    (endpoint && strlen(endpoint) >= KVREPLAY_EP_LEN))
 		return KVT_EOPTVAL;
-	if (!ev->rep_started)
+	if (!ev->rep)
 		return KVT_ESTATE;
 	pthread_mutex_lock(&ev->chan_lock);
 	for (size_t c = 0; c < ev->chan_n; c++)
@@ -1591,19 +1160,14 @@ int kvevents_group_replay(struct kvevents *ev, uint32_t group, const char *endpo
 		ret = endpoint && *endpoint ? KVT_ESTATE : 0;
 		goto out;
 	}
-	if (ch->rp && endpoint && strcmp(ch->rp->want, endpoint) == 0)
+	if (ch->rp && endpoint && strcmp(kvreplay_want(ch->rp), endpoint) == 0)
 		goto out; /* as it is */
 	if (ch->rp) {
-		kvevents_rep_drop(ev, ch->rp);
+		kvreplay_unbind(ev->rep, ch->rp);
 		ch->rp = NULL;
 	}
-	if (endpoint && *endpoint) {
-		ret = kvevents_rep_new(ev, endpoint, group, &rp);
-		if (ret == 0)
-			ret = kvevents_rep_add(ev, rp);
-		if (ret == 0)
-			ch->rp = rp;
-	}
+	if (endpoint && *endpoint)
+		ret = kvreplay_bind(ev->rep, endpoint, group, &ch->rp);
 out:
 	pthread_mutex_unlock(&ev->chan_lock);
 	return ret;
@@ -1619,17 +1183,10 @@ void kvevents_stats(struct kvevents *ev, kvt_stats_fn fn, void *ctx)
 	S("send_errors", c_send_errors);
 	S("bytes", c_bytes);
 	S("refused", c_refused);
-	if (ev->rep_started) {
-		if (ev->main_rp)
-			fn(ctx, "events.replay_endpoint", 0, ev->main_rp->endpoint);
-		S("replay_kept", c_rep_kept);
-		S("replay_kept_bytes", c_rep_kept_bytes);
-		S("replay_requests", c_rep_requests);
-		S("replay_invalid", c_rep_invalid);
-		S("replay_busy", c_rep_busy);
-		S("replay_messages", c_rep_msgs);
-		S("replay_bytes", c_rep_bytes);
-		S("replay_waits", c_rep_waits);
-	}
 #undef S
+	if (ev->rep) {
+		if (ev->main_rp)
+			fn(ctx, "events.replay_endpoint", 0, kvreplay_endpoint(ev->main_rp));
+		kvreplay_stats(ev->rep, fn, ctx);
+	}
 }

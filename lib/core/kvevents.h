@@ -157,6 +157,14 @@ struct kvevent {
 	struct kvt_key parent;   /* STORED with has_parent */
 };
 
+/* A sequence number as it goes on the wire (a message's second frame, a
+ * replay's fourth): 8 bytes, big-endian. */
+static inline void kvevents_seq_bytes(uint64_t v, uint8_t out[8])
+{
+	for (int i = 0; i < 8; i++)
+		out[i] = (uint8_t)(v >> (56 - 8 * i));
+}
+
 /*
  * Open the socket (bind or connect, as vLLM decides: bind if the endpoint
  * has '*' or '::' or is ipc:// or inproc://) and start the thread.  0,

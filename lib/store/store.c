@@ -731,7 +731,9 @@ int kvt_ns_set_group(struct kvt_store *s, uint32_t ns, uint32_t group)
 	return quota_ns_set_group(&s->quota, ns, group);
 }
 
-int kvt_events_group_endpoint(struct kvt_store *s, uint32_t group, const char *endpoint)
+/* The checks of kvt_events_group_*: 0 with the store's publisher in *ev;
+ * KVT_ENULL, store_check's errors, KVT_ESTATE (opened without events). */
+static int store_events(struct kvt_store *s, struct kvevents **ev)
 {
 	int ret;
 	if (!s)
@@ -740,19 +742,22 @@ int kvt_events_group_endpoint(struct kvt_store *s, uint32_t group, const char *e
 		return ret;
 	if (!s->events)
 		return KVT_ESTATE;
-	return kvevents_group_endpoint(s->events, group, endpoint);
+	*ev = s->events;
+	return 0;
+}
+
+int kvt_events_group_endpoint(struct kvt_store *s, uint32_t group, const char *endpoint)
+{
+	struct kvevents *ev;
+	int ret = store_events(s, &ev);
+	return ret < 0 ? ret : kvevents_group_endpoint(ev, group, endpoint);
 }
 
 int kvt_events_group_replay_endpoint(struct kvt_store *s, uint32_t group, const char *endpoint)
 {
-	int ret;
-	if (!s)
-		return KVT_ENULL;
-	if ((ret = store_check(s)) < 0)
-		return ret;
-	if (!s->events)
-		return KVT_ESTATE;
-	return kvevents_group_replay(s->events, group, endpoint);
+	struct kvevents *ev;
+	int ret = store_events(s, &ev);
+	return ret < 0 ? ret : kvevents_group_replay(ev, group, endpoint);
 }
 
 int kvt_quota_stats(struct kvt_store *s, uint32_t group, kvt_stats_fn fn, void *ctx)

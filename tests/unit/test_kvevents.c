@@ -1,6 +1,6 @@
 /*
- * test_kvevents.c - lib/kvevents.c: KV cache events in vLLM's format
- * (doc/kvevents.md).
+ * test_kvevents.c - lib/core/kvevents.c and kvreplay.c: KV cache events
+ * in vLLM's format, and their replay endpoints (doc/kvevents.md).
  *
  * The encoder against the bytes vLLM 0.32's own encoder writes for the
  * same events (tests/data/kvevents_golden.py prints them, in the vLLM
@@ -13,8 +13,11 @@
  * from a store with no lower tier, in order.
  */
 #include <errno.h>
+#include <poll.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 
 #include <msgpack.h>
 #include <zmq.h>
@@ -377,6 +380,19 @@ static void test_options(void)
 	T_RC(kvt_store_set_option(s, "events.batch_ms", "100000"), KVT_EOPTVAL);
 	T_OK(kvt_store_set_option(s, "events.endpoint", "bogus://nowhere"));
 	T_RC(kvt_store_open(s), KVT_EOPTVAL);
+	kvt_store_destroy(s);
+
+	/* kvt_events_group_endpoint's and _replay_endpoint's checks: no
+	 * store, a store not open, a store without events. */
+	T_RC(kvt_events_group_endpoint(NULL, 1, "ipc:///nowhere/x"), KVT_ENULL);
+	T_RC(kvt_events_group_replay_endpoint(NULL, 1, "ipc:///nowhere/x"), KVT_ENULL);
+	T_OK(kvt_store_create(&s));
+	T_RC(kvt_events_group_endpoint(s, 1, "ipc:///nowhere/x"), KVT_ECLOSED);
+	T_RC(kvt_events_group_replay_endpoint(s, 1, "ipc:///nowhere/x"), KVT_ECLOSED);
+	kvt_store_destroy(s);
+	s = t_store_open("dram.capacity", "1M", "dram.chunk", "4K", "dram.prefault", "off", NULL);
+	T_RC(kvt_events_group_endpoint(s, 1, "ipc:///nowhere/x"), KVT_ESTATE);
+	T_RC(kvt_events_group_replay_endpoint(s, 1, "ipc:///nowhere/x"), KVT_ESTATE);
 	kvt_store_destroy(s);
 }
 
@@ -926,6 +942,91 @@ static void test_replay_group(void)
 }
 
 /* events.replay_endpoint replays the main socket: without it, refused. */
+/* A raw ZMTP 3.0 peer on ipc endpoint ep (a path after "ipc://"): the
+ * greeting (NULL mechanism, as client) and READY as socket type type
+ * ("SUB" or "DEALER").  Returns the connected descriptor. */
+static int raw_zmtp(const char *ep, const char *type)
+{
+	uint8_t hello[64 + 64] = { 0xff, 0, 0, 0, 0, 0, 0, 0, 0, 0x7f, 3, 0, 'N', 'U', 'L', 'L' };
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	size_t tl = strlen(type), n = 64;
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	T_ASSERT(fd >= 0);
+	T_ASSERT(strncmp(ep, "ipc://", 6) == 0 && strlen(ep + 6) < sizeof(sa.sun_path));
+	memcpy(sa.sun_path, ep + 6, strlen(ep + 6));
+	T_EQ_INT(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	/* READY: command flag, size, "\5READY", "\13Socket-Type", 4-byte length, type. */
+	hello[n++] = 0x04;
+	hello[n++] = (uint8_t)(1 + 5 + 1 + 11 + 4 + tl);
+	memcpy(hello + n, "\5READY\13Socket-Type\0\0\0", 21);
+	n += 21;
+	hello[n++] = (uint8_t)tl;
+	memcpy(hello + n, type, tl);
+	n += tl;
+	T_EQ_INT(send(fd, hello, n, MSG_NOSIGNAL), (int64_t)n);
+	return fd;
+}
+
+/* Whether the other end closed fd within ms (what it sends is read and
+ * dropped). */
+static bool raw_closed(int fd, int ms)
+{
+	uint64_t until = t_now_ms() + (uint64_t)ms;
+	char junk[4096];
+
+	for (;;) {
+		struct pollfd p = { fd, POLLIN, 0 };
+		uint64_t now = t_now_ms();
+		ssize_t r;
+		if (now >= until || poll(&p, 1, (int)(until - now)) <= 0)
+			return false;
+		r = recv(fd, junk, sizeof(junk), MSG_DONTWAIT);
+		if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR))
+			return true;
+	}
+}
+
+/* Every socket a peer can reach has kvevents_peer_bounds: the main PUB, a
+ * group's PUB, the main replay ROUTER and a group's.  A peer that
+ * finished the handshake and then sends a frame header claiming 1 GiB is
+ * closed at once (ZMQ_MAXMSGSIZE, KVEVENTS_IN_MAX); before it, it stays. */
+static void test_peer_bounds(void)
+{
+	static const uint8_t big[] = { 0x02, 0, 0, 0, 0, 0x40, 0, 0, 0, 0x01 };
+	struct kvt_mem mem;
+	struct kvt_logger lg = { 0 };
+	char dir[] = "/tmp/kvt-evbnd-XXXXXX", ep[4][96];
+	const char *what[4] = { "main PUB", "group PUB", "main replay", "group replay" };
+	struct kvevents_config cfg = { .endpoint = ep[0], .replay_endpoint = ep[2],
+				       .batch_ms = 1 };
+	struct kvevents *ev;
+
+	kvt_mem_init(&mem);
+	T_ASSERT(mkdtemp(dir) != NULL);
+	for (int i = 0; i < 4; i++)
+		snprintf(ep[i], sizeof(ep[i]), "ipc://%s/s%d", dir, i);
+	T_OK(kvevents_open(&ev, &cfg, &mem, &lg));
+	T_OK(kvevents_group_endpoint(ev, 1, ep[1]));
+	T_OK(kvevents_group_replay(ev, 1, ep[3]));
+	for (int i = 0; i < 4; i++) {
+		int fd = raw_zmtp(ep[i], i < 2 ? "SUB" : "DEALER");
+		bool early = raw_closed(fd, 300), late;
+		T_EQ_INT(send(fd, big, sizeof(big), MSG_NOSIGNAL), (int64_t)sizeof(big));
+		late = raw_closed(fd, 3000);
+		printf("peer bounds: %s: open after the handshake %d, closed after a 1 GiB "
+		       "header %d\n", what[i], !early, late);
+		T_ASSERT(!early);
+		T_ASSERT(late);
+		close(fd);
+	}
+	kvevents_close(ev);
+	for (int i = 0; i < 4; i++)
+		unlink(ep[i] + 6);
+	rmdir(dir);
+	T_EQ_INT(atomic_load(&mem.bytes), 0);
+}
+
 static void test_replay_options(void)
 {
 	struct kvt_store *s;
@@ -948,6 +1049,7 @@ int main(void)
 	test_replay();
 	test_replay_hostile();
 	test_replay_group();
+	test_peer_bounds();
 	test_replay_options();
 	return 0;
 }
