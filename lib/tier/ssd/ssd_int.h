@@ -371,6 +371,7 @@ struct ssd {
 	pthread_mutex_t sync_run_lock; /* one ssd_sync_all at a time (ssd_idx.c) */
 	bool wd_stop;
 	bool wd_hold;               /* tests: the writer takes no write-down (ssd_hold_writes) */
+	unsigned wd_plugs;          /* DRAM shards sending a burst of victims (ssd_plug) */
 	/* Puts parked for room (ssd_room_watch), FIFO; all share one bound,
 	 * so the head's deadline is the earliest.  wd_lock. */
 	struct ssd_room_waiter *room_head, *room_tail;
