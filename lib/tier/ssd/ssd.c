@@ -551,6 +551,7 @@ static int evict_entry_cb(void *ctx, const struct ssd_sum_entry *se)
 				t->s = s;
 				t->item = it;
 				t->value_len = len;
+				t->reinsert = true;
 				pthread_mutex_lock(&s->wd_lock);
 				s->wd_bytes += len;
 				pthread_mutex_unlock(&s->wd_lock);
@@ -2930,21 +2931,22 @@ static void wd_seal_broken(struct ssd *s)
 }
 
 /*
- * A flush waits for reclamation's carries too: a write-down it follows may
- * open a segment, and the carries that reclamation queues then (at the
- * back, behind the flush) would otherwise land after the flush returned --
- * racing whatever the caller does next (`kvtier replay --flush-each` gave
- * other batches and other hits run to run, doc/policies.md "Twelfth
- * pass").  If a carry is queued, t goes behind the last one: true.  Writing
- * those may queue more; each round is a segment's, so it ends.  Writer
- * thread.
+ * A flush waits for what reclamation queues too: a write-down it follows
+ * may open a segment, and the carries and reinsertions (a DRAM copy of a
+ * record read there, written again) that reclamation queues then -- at
+ * the back, behind the flush -- would otherwise land after the flush
+ * returned, their index entries still pending, racing whatever the caller
+ * does next (`kvtier replay --flush-each` gave other batches and other
+ * hits run to run, doc/policies.md "Twelfth pass").  If one is queued, t
+ * goes behind the last: true.  Writing those may queue more; each round
+ * is a segment's, so it ends.  Writer thread.
  */
 static bool wd_behind_carries(struct ssd *s, struct wd_task *t)
 {
 	struct wd_task *last = NULL;
 	pthread_mutex_lock(&s->wd_lock);
 	for (struct wd_task *q = s->wd_head; q; q = q->next)
-		if (q->type == T_CARRY)
+		if (q->type == T_CARRY || (q->type == T_PUT && q->reinsert))
 			last = q;
 	if (last) {
 		t->next = last->next;

@@ -215,6 +215,8 @@ struct wd_task {
 	int retries;          /* T_DELETE, T_CLEAR: times the record was re-logged */
 	bool parked_tried;    /* T_FLUSH, T_DSYNC: has queued the parked tombstones once */
 	bool rewrite;         /* T_PUT from a DRAM eviction: rewrite an old copy */
+	bool reinsert;        /* T_PUT queued by reclamation (a DRAM copy written
+			       * again): a flush waits for it (wd_behind_carries) */
 	uint32_t wd_group;    /* T_PUT: the quota group its bytes count under in
 			       * wd_group_bytes (ssd_admit's shares), 0 none */
 	bool sheddable;       /* T_PUT counted against wd_max: another group's
