@@ -2939,11 +2939,17 @@ static void wd_seal_broken(struct ssd *s)
  * does next (`kvtier replay --flush-each` gave other batches and other
  * hits run to run, doc/policies.md "Twelfth pass").  If one is queued, t
  * goes behind the last: true.  Writing those may queue more; each round
- * is a segment's, so it ends.  Writer thread.
+ * is a segment's, and a flush goes behind at most WD_BEHIND_MAX times (a
+ * server's flush behind a steady stream of writes, each reclaiming, still
+ * ends).  Writer thread.
  */
+#define WD_BEHIND_MAX 16 /* rounds: a flush under a steady stream of writes still ends */
+
 static bool wd_behind_carries(struct ssd *s, struct wd_task *t)
 {
 	struct wd_task *last = NULL;
+	if (t->behind >= WD_BEHIND_MAX)
+		return false;
 	pthread_mutex_lock(&s->wd_lock);
 	for (struct wd_task *q = s->wd_head; q; q = q->next)
 		if (q->type == T_CARRY || (q->type == T_PUT && q->reinsert))
@@ -2953,6 +2959,7 @@ static bool wd_behind_carries(struct ssd *s, struct wd_task *t)
 		last->next = t;
 		if (s->wd_tail == last)
 			s->wd_tail = t;
+		t->behind++;
 	}
 	pthread_mutex_unlock(&s->wd_lock);
 	return last != NULL;

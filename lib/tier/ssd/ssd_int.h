@@ -214,6 +214,8 @@ struct wd_task {
 	int wait_status;
 	int retries;          /* T_DELETE, T_CLEAR: times the record was re-logged */
 	bool parked_tried;    /* T_FLUSH, T_DSYNC: has queued the parked tombstones once */
+	uint8_t behind;       /* T_FLUSH: times it went behind reclamation's writes
+			       * (wd_behind_carries, at most WD_BEHIND_MAX) */
 	bool rewrite;         /* T_PUT from a DRAM eviction: rewrite an old copy */
 	bool reinsert;        /* T_PUT queued by reclamation (a DRAM copy written
 			       * again): a flush waits for it (wd_behind_carries) */
