@@ -52,6 +52,7 @@
 #define RP_SYNTH_DEFAULT 2000u
 /* dram.hash_seed of every replay: "kvtier" in ASCII, not chosen by its figure */
 #define REPLAY_HASH_SEED "118156503377266"
+#define REPLAY_FLUSH_WAIT_MS "60000" /* dram.victim_wait_ms with --flush-each: its maximum */
 
 struct replay_opts {
 	const char *trace_path;     /* NULL with synth */
@@ -357,6 +358,13 @@ static int replay_open(const struct replay_run *run, const char *dir, struct kvt
 			RP_OPT("ssd.admission", run->o->admission);
 		/* A throwaway store: no warm-restart write-down at close. */
 		RP_OPT("ssd.close_writedown_ms", "0");
+		/* --flush-each: a put or a promotion that waits for the disk
+		 * waits until it is done, never sheds after the usual 20 ms --
+		 * on a loaded machine that wait is the writer thread's
+		 * scheduling, and a shed made the figure differ run to run
+		 * (doc/policies.md "Twelfth pass"); --set may say otherwise. */
+		if (run->o->flush_each)
+			RP_OPT("dram.victim_wait_ms", REPLAY_FLUSH_WAIT_MS);
 	}
 	/* The hints go to the kvtierd too (PROTO_IF_RETAIN) where it announced
 	 * the flag (auto, the default); --set may say otherwise. */
@@ -563,6 +571,16 @@ static int replay_run_one(const struct replay_run *run, struct replay_result *re
 			double g0 = replay_now();
 			rc = kvt_get(st, ns, &keys[got], buf, run->value_len, &vlen);
 			double g1 = replay_now();
+			/* A read from below takes DRAM room for its copy and may
+			 * send victims down, found or not: --flush-each waits
+			 * for them too, or the next reads race their writes. */
+			if (o->flush_each && run->ssd_cap > 0 && tiers[got] != KVT_TIER_DRAM) {
+				int frc = kvt_flush(st);
+				if (frc < 0) {
+					snprintf(err, err_len, "flush: %s", kvt_strerror(frc));
+					goto out;
+				}
+			}
 			res->gets++;
 			if (!replay_lat_add(&get_lat, g1 - g0)) {
 				snprintf(err, err_len, "out of memory");
@@ -997,8 +1015,9 @@ static void replay_usage(FILE *f)
 		"  --keep                keep the run directory\n"
 		"  --set NAME=VALUE      a store option (kvt_store_set_option), after the\n"
 		"                        replay's own; repeatable\n"
-		"  --flush-each          wait for each put's write-down (deterministic\n"
-		"                        SSD contents, nothing shed; slower)\n"
+		"  --flush-each          wait for the write-downs of each put and each\n"
+		"                        read from below (the same hits every run,\n"
+		"                        nothing shed; slower)\n"
 		"  --server ADDR         a kvtierd below the local tiers (the remote tier:\n"
 		"                        HOST:PORT or unix:/PATH); the server is not\n"
 		"                        cleared: replay twice to see what it kept.\n"

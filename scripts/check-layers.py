@@ -46,8 +46,10 @@ DRAM_LOWER = {
     "dram_forget_lower", "dram_item_meta", "dram_exists", "dram_regions",
     "dram_victim_parts",
     # installed by the tier's own open (with the hook, the victim tier's
-    # size for prefix-adapt's simulations of DRAM + SSD, and its room check)
+    # size for prefix-adapt's simulations of DRAM + SSD, its room check, and
+    # the plug a put's burst of victims holds on its queue)
     "dram_set_admit_hook", "dram_set_evict_hook", "dram_adapt_below", "dram_below_room",
+    "dram_below_plug",
     # the close write-down through that hook, from the tier's own stop
     "dram_writedown_pass",
 }

@@ -165,6 +165,7 @@ struct dram_shard {
 	pthread_cond_t room;          /* a leaving block was freed */
 	uint64_t leaving_bytes, leaving_max;
 	uint64_t victim_wd, victim_filtered, victim_shed, victim_waits;
+	bool plugged;                 /* below_plug(true) told, this lock hold */
 	/* prefix policy: the chain after a lookup (chain_prev) */
 	struct evict_node *chain_last;
 	uint64_t chain_left;
@@ -193,6 +194,10 @@ struct dram {
 	 * write-down filter applies only then)?  NULL: always filter. */
 	bool (*below_full)(void *ctx);
 	void *below_ctx;
+	/* dram_below_plug: the tier below takes none of the victims sent
+	 * while on (a shard's burst goes down whole, in one order) */
+	void (*below_plug)(void *ctx, bool on);
+	void *plug_ctx;
 	uint64_t victim_wait_ns;  /* a put waits this long for the disk, then sheds */
 	/* Reuse classes the last prefix lookups gave to blocks they missed,
 	 * for the prefix policy's insert: direct mapped, (hash & ~0xff) | class,
@@ -720,6 +725,24 @@ static bool victim_worth_wd(const struct dram *d, struct dram_shard *s, struct d
 	return d->below_full && !d->below_full(d->below_ctx);
 }
 
+/*
+ * The victims one put sends (until its room is free or the bound on bytes
+ * in flight is reached) reach the tier below as one burst: plugged from the
+ * first until the lock is dropped, so the SSD's writer does not take the
+ * first while the rest are still coming.  Without the plug its batches
+ * (format 3) and where reclamation's carries fall among the victims depended
+ * on the two threads' timing: the same replay with --flush-each gave other
+ * segment contents and other hits run to run (doc/policies.md "Twelfth
+ * pass").  Unplugged before any wait and before the lock goes.  Locked.
+ */
+static void below_plug_locked(struct dram *d, struct dram_shard *s, bool on)
+{
+	if (!d->below_plug || s->plugged == on)
+		return;
+	s->plugged = on;
+	d->below_plug(d->plug_ctx, on);
+}
+
 static bool victim_writedown_locked(struct dram *d, struct dram_shard *s, struct dram_item *it,
 				    struct timespec *deadline, bool *waited)
 {
@@ -741,11 +764,13 @@ static bool victim_writedown_locked(struct dram *d, struct dram_shard *s, struct
 		}
 		s->victim_waits++;
 		*waited = true;
+		below_plug_locked(d, s, false);
 		pthread_cond_timedwait(&s->room, &s->lock, deadline);
 		return true; /* re-pick: the queues and free space may have changed */
 	}
 	/* The admission hook takes its ref under ITEM_WD; LEAVING says what
 	 * to do when the write ends. */
+	below_plug_locked(d, s, true);
 	evict_ghost_note(&s->ev, &it->node, item_hash(d, it), it->node.queue == EVICT_Q_SMALL);
 	evict_remove(&s->ev, &it->node);
 	it->node.owner[0] |= ITEM_LEAVING;
@@ -795,10 +820,13 @@ static int dram_alloc_locked(struct dram *d, struct dram_shard *s, uint32_t chun
 	for (;;) {
 		struct evict_node *victim;
 		struct dram_item *it;
-		if (arena_alloc(&s->arena, chunks, runs, DRAM_MAX_RUNS, run_count) == 0)
+		if (arena_alloc(&s->arena, chunks, runs, DRAM_MAX_RUNS, run_count) == 0) {
+			below_plug_locked(d, s, false);
 			return 0;
+		}
 		victim = evict_victim(&s->ev, dram_busy, NULL);
 		if (!victim) {
+			below_plug_locked(d, s, false);
 			/* Blocks on their way down will free their chunks. */
 			if (s->leaving_bytes > 0 && !deadline_passed(&deadline)) {
 				if (deadline.tv_sec == 0) {
@@ -909,6 +937,7 @@ static int dram_quota_charge(struct dram *d, uint32_t g, uint64_t bytes, uint32_
 			if (!waited)
 				s->quota_evictions++;
 		}
+		below_plug_locked(d, s, false);
 		pthread_mutex_unlock(&s->lock);
 		if (victim) {
 			if (!waited)
@@ -1218,6 +1247,12 @@ void dram_below_room(struct dram *d, bool (*full)(void *ctx), void *ctx)
 {
 	d->below_full = full;
 	d->below_ctx = ctx;
+}
+
+void dram_below_plug(struct dram *d, void (*plug)(void *ctx, bool on), void *ctx)
+{
+	d->below_plug = plug;
+	d->plug_ctx = ctx;
 }
 
 void dram_adapt_below(struct dram *d, uint64_t lower_bytes)

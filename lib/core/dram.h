@@ -231,6 +231,12 @@ void dram_set_admit_hook(struct dram *d, dram_admit_fn fn, void *ctx, bool victi
  * under a shard lock: lock-free, must not call into DRAM).  Not set: the
  * verdict always counts. */
 void dram_below_room(struct dram *d, bool (*full)(void *ctx), void *ctx);
+/* The tier below takes DRAM's victims: plug(ctx, true) when a put starts
+ * sending them, plug(ctx, false) before it waits or returns (under a shard
+ * lock, as the admit hook is called; counted: plugs of several shards may
+ * overlap).  While plugged the tier takes none of them off its queue, so
+ * one put's victims go down as one burst (dram.c below_plug_locked). */
+void dram_below_plug(struct dram *d, void (*plug)(void *ctx, bool on), void *ctx);
 /* The SSD below, of lower_bytes, takes DRAM's victims: prefix-adapt
  * simulates both and decides the write-down (after dram_set_admit_hook,
  * which pins it; a later dram_pin_lru pins it again). */

@@ -1748,9 +1748,48 @@ static void f3w_room(void)
 	free(dir);
 }
 
+/* g. DRAM's plug (ssd_plug, "One put's victims, one burst" in doc/ssd.md):
+ *    8 write-downs queued one by one, 2 ms apart, while plugged stay
+ *    queued -- none written, none batched -- and go down as one batch of 8
+ *    once unplugged; a plug taken twice (two DRAM shards) holds until both
+ *    are dropped.  Before, the writer took the first alone as it came. */
+static void f3w_plug(void)
+{
+	char *dir = t_mkdtemp();
+	struct kvt_store *s = f3w_room_open(dir);
+	struct ssd *sd = store_ssd(s);
+	uint32_t ns = ns_of(s);
+	uint64_t b0 = t_stat(s, "ssd.batches"), v0 = t_stat(s, "ssd.batched_blocks");
+	uint64_t w0 = t_stat(s, "ssd.writedown_blocks"), k;
+
+	ssd_plug(sd, true);
+	ssd_plug(sd, true);
+	for (k = 0; k < 8; k++) {
+		T_RC(t_put_filled(s, ns, k, 16384), KVT_OK);
+		usleep(2000); /* the writer would see each alone */
+	}
+	ssd_plug(sd, false);
+	usleep(20000);
+	T_EQ_U64(t_stat(s, "ssd.writedown_blocks") - w0, 0); /* one plug still held */
+	T_EQ_U64(t_stat(s, "ssd.batches") - b0, 0);
+	ssd_plug(sd, false);
+	T_OK(kvt_flush(s));
+	fprintf(stderr, "format3 plug: 8 values queued while plugged: %llu batches of %llu (%s)\n",
+		(unsigned long long)(t_stat(s, "ssd.batches") - b0),
+		(unsigned long long)(t_stat(s, "ssd.batched_blocks") - v0), io_backend);
+	T_EQ_U64(t_stat(s, "ssd.writedown_blocks") - w0, 8);
+	T_EQ_U64(t_stat(s, "ssd.batches") - b0, 1);
+	T_EQ_U64(t_stat(s, "ssd.batched_blocks") - v0, 8);
+	for (k = 0; k < 8; k++)
+		T_RC(t_get_filled(s, ns, k, 16384), KVT_OK);
+	kvt_store_destroy(s);
+	t_rmtree(dir);
+	free(dir);
+}
+
 /* KVT_TEST_ONLY=versions
  * KVT_TEST_CASE=f3_evict|f3_kill9|f3_torn|f3_delete|f3_carry|f3_carry_gone|f3_same_key|
- *               f3_eio_delete|f3_handdown|f3_handdown_sealed|f3_room:
+ *               f3_eio_delete|f3_handdown|f3_handdown_sealed|f3_room|f3_plug:
  * one of test_format3_write's cases (else all). */
 static bool f3w_case(const char *name)
 {
@@ -1869,6 +1908,8 @@ rest:
 	}
 	if (f3w_case("f3_room"))
 		f3w_room();
+	if (f3w_case("f3_plug"))
+		f3w_plug();
 }
 
 /*

@@ -551,6 +551,7 @@ static int evict_entry_cb(void *ctx, const struct ssd_sum_entry *se)
 				t->s = s;
 				t->item = it;
 				t->value_len = len;
+				t->reinsert = true;
 				pthread_mutex_lock(&s->wd_lock);
 				s->wd_bytes += len;
 				pthread_mutex_unlock(&s->wd_lock);
@@ -1643,6 +1644,17 @@ int ssd_room_watch(struct ssd *s, uint32_t ns, uint64_t len, tier_done_fn done, 
 	return TIER_PENDING;
 }
 
+void ssd_plug(void *ctx, bool on)
+{
+	struct ssd *s = ctx;
+	pthread_mutex_lock(&s->wd_lock);
+	if (on)
+		s->wd_plugs++;
+	else if (s->wd_plugs > 0 && --s->wd_plugs == 0)
+		pthread_cond_broadcast(&s->wd_cond);
+	pthread_mutex_unlock(&s->wd_lock);
+}
+
 void ssd_hold_writes(struct ssd *s, bool hold)
 {
 	pthread_mutex_lock(&s->wd_lock);
@@ -2613,23 +2625,38 @@ static void wd_batch_write(struct ssd *s, struct wd_task *t)
 		return;
 	}
 	for (;;) {
-		struct wd_task *n;
+		struct wd_task *n, *flush = NULL;
 		pthread_mutex_lock(&s->wd_lock);
-		n = s->wd_head;
+		/* A flush is passed over: it waits only for what is queued
+		 * before it, and what joins the batch from behind it is
+		 * written before it completes too.  Stopping at it cut a batch
+		 * wherever the caller's flush happened to land among the
+		 * carries reclamation queues meanwhile: other batches, other
+		 * headers, other hits run to run (doc/policies.md "Twelfth
+		 * pass"). */
+		for (n = s->wd_head; n && n->type == T_FLUSH; n = n->next)
+			flush = n;
 		if (s->wd_uhead || !n || !wd_batchable(n) || (s->wd_hold && !s->wd_stop) ||
+		    (s->wd_plugs && !s->wd_stop) ||
 		    s->wd_placed_bytes + wb->values + align_rec(n->value_len, s->rec_align) >
 			    s->cfg.wd_window_bytes ||
 		    atomic_load(&s->bad_marks) != marks) {
 			pthread_mutex_unlock(&s->wd_lock);
 			break;
 		}
-		s->wd_head = n->next;
-		if (!s->wd_head)
-			s->wd_tail = NULL;
+		if (flush) {
+			flush->next = n->next;
+			if (s->wd_tail == n)
+				s->wd_tail = flush;
+		} else {
+			s->wd_head = n->next;
+			if (!s->wd_head)
+				s->wd_tail = NULL;
+		}
 		pthread_mutex_unlock(&s->wd_lock);
 		r = wd_batch_prep(s, wb, n);
 		if (r == BP_FRAMED || r == BP_FULL) {
-			wd_unshift(s, n); /* the next task, as it was */
+			wd_unshift(s, n); /* the next task (before a flush passed over) */
 			break;
 		}
 	}
@@ -2860,8 +2887,9 @@ static uint64_t wd_batch_room(const struct ssd *s, const struct wd_task *t)
 
 /* The task the writer may take now, or NULL: the urgent lane's head, else
  * the queue's unless held (tests) or it is a write-down and the window is
- * full ("Deletes jump the queue"), or has no room for a batch of it ("Room
- * for a batch").  wd_lock held. */
+ * full ("Deletes jump the queue"), DRAM is sending a burst of victims
+ * (ssd_plug), or it has no room for a batch of it ("Room for a batch").
+ * wd_lock held. */
 static struct wd_task *wd_next_locked(struct ssd *s)
 {
 	struct wd_task *t = s->wd_uhead;
@@ -2873,6 +2901,8 @@ static struct wd_task *wd_next_locked(struct ssd *s)
 	if ((t->type == T_PUT || t->type == T_CARRY) &&
 	    s->wd_placed_bytes >= s->cfg.wd_window_bytes)
 		return NULL; /* wd_finish wakes the writer */
+	if ((t->type == T_PUT || t->type == T_CARRY) && s->wd_plugs && !s->wd_stop)
+		return NULL; /* ssd_plug wakes the writer */
 	if (s->cfg.format == 3 && wd_batchable(t)) {
 		uint64_t room = wd_batch_room(s, t), placed = s->wd_placed_bytes;
 		uint64_t queued = s->wd_bytes - s->wd_placed_values;
@@ -2898,6 +2928,41 @@ static void wd_seal_broken(struct ssd *s)
 		}
 		pthread_mutex_unlock(&s->seg_lock);
 	}
+}
+
+/*
+ * A flush waits for what reclamation queues too: a write-down it follows
+ * may open a segment, and the carries and reinsertions (a DRAM copy of a
+ * record read there, written again) that reclamation queues then -- at
+ * the back, behind the flush -- would otherwise land after the flush
+ * returned, their index entries still pending, racing whatever the caller
+ * does next (`kvtier replay --flush-each` gave other batches and other
+ * hits run to run, doc/policies.md "Twelfth pass").  If one is queued, t
+ * goes behind the last: true.  Writing those may queue more; each round
+ * is a segment's, and a flush goes behind at most WD_BEHIND_MAX times (a
+ * server's flush behind a steady stream of writes, each reclaiming, still
+ * ends).  Writer thread.
+ */
+#define WD_BEHIND_MAX 16 /* rounds: a flush under a steady stream of writes still ends */
+
+static bool wd_behind_carries(struct ssd *s, struct wd_task *t)
+{
+	struct wd_task *last = NULL;
+	if (t->behind >= WD_BEHIND_MAX)
+		return false;
+	pthread_mutex_lock(&s->wd_lock);
+	for (struct wd_task *q = s->wd_head; q; q = q->next)
+		if (q->type == T_CARRY || (q->type == T_PUT && q->reinsert))
+			last = q;
+	if (last) {
+		t->next = last->next;
+		last->next = t;
+		if (s->wd_tail == last)
+			s->wd_tail = t;
+		t->behind++;
+	}
+	pthread_mutex_unlock(&s->wd_lock);
+	return last != NULL;
 }
 
 static void *wd_main(void *arg)
@@ -2988,6 +3053,8 @@ static void *wd_main(void *arg)
 		case T_CKPT: {
 			int r;
 			bool again = false, failed = false;
+			if (t->type == T_FLUSH && wd_behind_carries(s, t))
+				break;
 			wd_wait_inflight(s);
 			/* a write that failed meanwhile left a hole before
 			 * what this flush makes durable: sealed first */

@@ -86,6 +86,11 @@ bool ssd_admit(void *ctx, struct dram_item *item, uint32_t ns, int why);
  * blocks (the segment open was had by evicting or reusing one)?  Lock-free;
  * DRAM's write-down filter asks it (dram_below_room); ctx is the ssd. */
 bool ssd_log_full(void *ctx);
+/* DRAM's plug (dram_below_plug; ctx is the ssd): while any shard holds
+ * one, the writer takes no write-down or carry off the queue, nor adds one
+ * to a batch it is gathering -- a put's victims go down as one burst, in
+ * batches and with reclamation's carries after them, the same every run. */
+void ssd_plug(void *ctx, bool on);
 /*
  * The eviction hook (the shared tier's write-down): when segment eviction
  * drops a block that was promoted from SSD at least twice and is not

@@ -214,7 +214,11 @@ struct wd_task {
 	int wait_status;
 	int retries;          /* T_DELETE, T_CLEAR: times the record was re-logged */
 	bool parked_tried;    /* T_FLUSH, T_DSYNC: has queued the parked tombstones once */
+	uint8_t behind;       /* T_FLUSH: times it went behind reclamation's writes
+			       * (wd_behind_carries, at most WD_BEHIND_MAX) */
 	bool rewrite;         /* T_PUT from a DRAM eviction: rewrite an old copy */
+	bool reinsert;        /* T_PUT queued by reclamation (a DRAM copy written
+			       * again): a flush waits for it (wd_behind_carries) */
 	uint32_t wd_group;    /* T_PUT: the quota group its bytes count under in
 			       * wd_group_bytes (ssd_admit's shares), 0 none */
 	bool sheddable;       /* T_PUT counted against wd_max: another group's
@@ -371,6 +375,7 @@ struct ssd {
 	pthread_mutex_t sync_run_lock; /* one ssd_sync_all at a time (ssd_idx.c) */
 	bool wd_stop;
 	bool wd_hold;               /* tests: the writer takes no write-down (ssd_hold_writes) */
+	unsigned wd_plugs;          /* DRAM shards sending a burst of victims (ssd_plug) */
 	/* Puts parked for room (ssd_room_watch), FIFO; all share one bound,
 	 * so the head's deadline is the earliest.  wd_lock. */
 	struct ssd_room_waiter *room_head, *room_tail;

@@ -36,6 +36,7 @@ static int tssd_open(void **t, const struct tier_env *env, void *arg)
 	dram_set_admit_hook(env->dram, ssd_admit, ssd, cfg->admission == SSD_ADMIT_VICTIM);
 	if (cfg->admission == SSD_ADMIT_VICTIM) {
 		dram_below_room(env->dram, ssd_log_full, ssd);
+		dram_below_plug(env->dram, ssd_plug, ssd);
 		if (cfg->adapt_wd)
 			dram_adapt_below(env->dram, cfg->capacity);
 	}
