@@ -378,6 +378,10 @@ static void kvevents_send_msg(struct kvevents *ev, void *pub, struct kvreplay_ep
 	}
 	kvevents_seq_bytes(*seqp, seq);
 	(*seqp)++;
+	/* Kept before it is sent: a router that has heard it can ask for it
+	 * (kept after, a replay asked at once could end just before it). */
+	if (rp)
+		kvreplay_keep(ev->rep, rp, *seqp - 1, ev->buf, (size_t)len);
 	{
 		const char *topic = ev->cfg.topic ? ev->cfg.topic : "";
 		/* A PUB socket never blocks: with no subscriber, or one past its
@@ -391,8 +395,6 @@ static void kvevents_send_msg(struct kvevents *ev, void *pub, struct kvreplay_ep
 	}
 	atomic_fetch_add_explicit(&ev->c_batches, 1, memory_order_relaxed);
 	atomic_fetch_add_explicit(&ev->c_bytes, (uint64_t)len, memory_order_relaxed);
-	if (rp)
-		kvreplay_keep(ev->rep, rp, *seqp - 1, ev->buf, (size_t)len);
 }
 
 /* evs[0..n) on socket pub: messages of at most KVEVENTS_MSG_EVENTS events
