@@ -37,6 +37,18 @@ static uint16_t resp_port, metrics_port, native_port;
  * Helpers
  */
 
+/* A plain TCP connection to the RESP listener on 127.0.0.1. */
+static int resp_dial(void)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(resp_port) };
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	T_ASSERT(fd >= 0);
+	T_EQ_INT(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	return fd;
+}
+
 static void write_file(const char *path, const void *p, size_t n)
 {
 	FILE *f = fopen(path, "wb");
@@ -375,15 +387,12 @@ static void test_many_keys_order(void)
 	 * distinct, each named 9 times (the DRAM tier of this server holds
 	 * ~4,000 values) */
 	enum { N = 9000, M = MANY_DISTINCT };
-	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(resp_port) };
 	size_t cap = (size_t)N * 80 + 4096, len = 0, wlen = 0, got = 0;
 	char *req = malloc(cap), *want = malloc(cap), *buf = malloc(cap);
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	int fd = resp_dial();
 	unsigned last = N - 1; /* the last pair's key, q<M - 1>, holds v<N - 1> */
 
-	T_ASSERT(req && want && buf && fd >= 0);
-	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	T_EQ_INT(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	T_ASSERT(req && want && buf);
 	/* MSET, then a GET of its last key: the last value */
 	len += many_cmd(req + len, "MSET", N, true);
 	len += (size_t)sprintf(req + len, "GET q%u\r\n", M - 1);
@@ -535,13 +544,9 @@ static void raw_eq(int fd, const char *req, const char *want)
 
 static void test_resp3(void)
 {
-	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(resp_port) };
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	int fd = resp_dial();
 	char *o;
 
-	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	T_ASSERT(fd >= 0);
-	T_EQ_INT(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
 	/* RESP2 first: the nil bulk string; then HELLO 3 answers a map of 7,
 	 * already in RESP3, and pipelined after it the null is "_" */
 	o = raw_until(fd, "GET r3-absent\r\nHELLO 3\r\nGET r3-absent\r\n",
@@ -579,14 +584,10 @@ static void test_resp3(void)
  * unbalanced quote is answered and the connection closed, as Redis does. */
 static void test_inline_quotes(void)
 {
-	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(resp_port) };
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	int fd = resp_dial();
 	char buf[64];
 	ssize_t r = -1;
 
-	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	T_ASSERT(fd >= 0);
-	T_EQ_INT(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
 	raw_eq(fd, "SET iq \"a b\\x41\\n\"\r\n", "+OK\r\n");
 	raw_eq(fd, "GET iq\r\n", "$5\r\na bA\n\r\n");
 	raw_eq(fd, "ECHO 'it\\'s'\r\n", "$4\r\nit's\r\n");
@@ -617,14 +618,10 @@ static void test_inline_quotes(void)
  */
 static void http_on_resp(const char *req, char *got, size_t cap)
 {
-	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(resp_port) };
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	int fd = resp_dial();
 	size_t len = 0;
 	ssize_t r = -1;
 
-	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	T_ASSERT(fd >= 0);
-	T_EQ_INT(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
 	T_EQ_INT(write(fd, req, strlen(req)), (ssize_t)strlen(req));
 	for (int tries = 0; tries < 500 && r != 0; tries++) {
 		r = recv(fd, got + len, cap - 1 - len, MSG_DONTWAIT);
@@ -851,11 +848,7 @@ static void test_metrics(void)
 	/* A malformed request (a bulk length that is not a number): the error
 	 * reply, and kvtier_errors_total{kind="malformed"} counts it. */
 	{
-		struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(resp_port) };
-		int fd = socket(AF_INET, SOCK_STREAM, 0);
-		sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-		T_ASSERT(fd >= 0);
-		T_EQ_INT(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+		int fd = resp_dial();
 		r = raw_until(fd, "*1\r\n$x\r\n", "\r\n");
 		T_ASSERT(strncmp(r, "-ERR Protocol error", 19) == 0);
 		close(fd);
