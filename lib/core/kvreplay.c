@@ -10,8 +10,8 @@
  * feeds), each one's ROUTER socket and ring of kept messages, and the
  * events.replay_* counters.  No global state: every call takes the
  * struct.  It sits below the publisher: it calls nothing of kvevents.c;
- * the ZAP watch and the peer bounds of its sockets come as the
- * functions of its config (kvreplay_guard_fn, kvreplay_close_fn).
+ * the peer bounds and the ZAP watch of its sockets are kvzap.c's (the
+ * publisher's struct kvzap, in its config).
  *
  * The publisher thread copies each message it sends on a feed with an
  * endpoint into that endpoint's ring (kvreplay_keep: the last
@@ -60,8 +60,7 @@ struct kvreplay_pend {
  * its ROUTER socket (the replay thread's once handed over). */
 struct kvreplay_ep {
 	void *rep;
-	uint32_t zap_id;                /* cfg.guard's id for it */
-	bool guarded;                   /* cfg.guard took it: cfg.close closes it */
+	uint32_t zap_id;                /* kvzap_watch's id for it, or KVZAP_UNWATCHED */
 	uint32_t group;                 /* 0: the main socket's */
 	char want[KVREPLAY_EP_LEN];     /* the endpoint asked for */
 	char endpoint[KVREPLAY_EP_LEN]; /* ZMQ_LAST_ENDPOINT */
@@ -251,10 +250,8 @@ static void kvreplay_free(struct kvreplay *r, struct kvreplay_ep *e)
 {
 	if (!e)
 		return;
-	if (e->rep && e->guarded)
-		r->cfg.close(r->cfg.arg, e->rep, e->zap_id);
-	else if (e->rep)
-		zmq_close(e->rep);
+	if (e->rep)
+		kvzap_close_socket(r->cfg.zap, e->rep, e->zap_id);
 	if (e->ring) {
 		pthread_mutex_lock(&r->ring_lock);
 		kvreplay_ring_clear(r, e);
@@ -326,7 +323,7 @@ static void *kvreplay_main(void *arg)
 
 /* A replay endpoint for group's feed (0: the main socket) at ep: a ROUTER
  * always bound (as vLLM does), guarded like the publisher's bound PUB
- * sockets (cfg.guard: its peers' bounds and the ZAP watch).  Not yet
+ * sockets (kvzap: its peers' bounds and the ZAP watch).  Not yet
  * handed to the replay thread (kvreplay_add).  0, KVT_EOPTVAL (refused:
  * logged), -ENOMEM, -errno. */
 static int kvreplay_new(struct kvreplay *r, const char *ep, uint32_t group,
@@ -340,6 +337,7 @@ static int kvreplay_new(struct kvreplay *r, const char *ep, uint32_t group,
 	if (!e)
 		return -ENOMEM;
 	e->group = group;
+	e->zap_id = KVZAP_UNWATCHED;
 	snprintf(e->want, sizeof(e->want), "%s", ep);
 	e->ring = kvt_mem_calloc(r->mem, r->cfg.max, sizeof(*e->ring));
 	e->pend = kvt_mem_calloc(r->mem, r->cfg.sub_max, sizeof(*e->pend));
@@ -352,13 +350,13 @@ static int kvreplay_new(struct kvreplay *r, const char *ep, uint32_t group,
 	zmq_setsockopt(e->rep, ZMQ_SNDHWM, &hwm, sizeof(hwm));
 	zmq_setsockopt(e->rep, ZMQ_RCVHWM, &rcvhwm, sizeof(rcvhwm));
 	zmq_setsockopt(e->rep, ZMQ_ROUTER_MANDATORY, &one, sizeof(one));
-	ret = r->cfg.guard(r->cfg.arg, e->rep, &e->zap_id);
+	kvzap_peer_bounds(e->rep);
+	ret = kvzap_watch(r->cfg.zap, e->rep, &e->zap_id);
 	if (ret < 0) {
 		kvt_logf(r->log, KVT_LOG_ERROR, "events: cannot watch the replay endpoint %s: %s",
 			 ep, kvt_strerror(ret));
 		goto fail;
 	}
-	e->guarded = true;
 	if (zmq_bind(e->rep, ep) < 0) {
 		kvt_logf(r->log, KVT_LOG_ERROR, "events: cannot bind the replay endpoint %s: %s",
 			 ep, zmq_strerror(zmq_errno()));

@@ -3,28 +3,20 @@
  * vLLM's replay_endpoint, a ROUTER socket that answers a router's
  * request with the feed's last messages (kvevents.h says what goes on
  * the wire, KVEVENTS_DEF_REPLAY_MAX what it may cost).  Internal to the
- * events publisher: kvevents.c is its one caller, and what it needs of
- * the publisher (the bounds on its listeners' peers) it is handed as
- * functions in its config, so that calls only go down.
+ * events publisher: kvevents.c is its one caller; the bounds on its
+ * listeners' peers are kvzap.c's, below both.
  */
 #ifndef KVT_KVREPLAY_H
 #define KVT_KVREPLAY_H
 
 #include "kvevents.h"
+#include "kvzap.h"
 
 struct kvreplay;                /* the replay thread and its endpoints */
 struct kvreplay_ep;             /* one feed's endpoint: its ROUTER and its ring */
 
 /* The longest endpoint kvreplay_bind takes, its NUL included. */
 #define KVREPLAY_EP_LEN 256
-
-/* Before sock (a ROUTER, not bound yet) binds: bound what its peers may
- * cost as the publisher's bound sockets do (kvevents.h: the socket options
- * and the ZAP thread's watch); *id names it for kvreplay_close_fn.  0,
- * -ENOMEM, -errno. */
-typedef int (*kvreplay_guard_fn)(void *arg, void *sock, uint32_t *id);
-/* Stop watching sock (from the thread that owns it) and close it. */
-typedef void (*kvreplay_close_fn)(void *arg, void *sock, uint32_t id);
 
 struct kvreplay_config {
 	void *zctx;                     /* the publisher's ZeroMQ context */
@@ -33,9 +25,7 @@ struct kvreplay_config {
 	unsigned max;                   /* messages an endpoint keeps */
 	uint64_t bytes;                 /* and their payload bytes at most */
 	unsigned sub_max;               /* replays under way an endpoint */
-	kvreplay_guard_fn guard;
-	kvreplay_close_fn close;
-	void *arg;                      /* of guard and close */
+	struct kvzap *zap;              /* the publisher's: bounds the endpoints' peers */
 };
 
 /* Start the replay thread (kvt-events-rep), with no endpoint yet; the

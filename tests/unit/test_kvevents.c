@@ -987,7 +987,7 @@ static bool raw_closed(int fd, int ms)
 	}
 }
 
-/* Every socket a peer can reach has kvevents_peer_bounds: the main PUB, a
+/* Every socket a peer can reach has kvzap_peer_bounds: the main PUB, a
  * group's PUB, the main replay ROUTER and a group's.  A peer that
  * finished the handshake and then sends a frame header claiming 1 GiB is
  * closed at once (ZMQ_MAXMSGSIZE, KVEVENTS_IN_MAX); before it, it stays. */
