@@ -108,29 +108,12 @@ static bool kvreplay_request(struct kvreplay *r, struct kvreplay_ep *e)
 {
 	uint8_t fr[3][256];
 	size_t fr_len[3] = { 0 };
-	unsigned nf = 0;
-	int more = 1;
+	unsigned nf = kvzap_recv(e->rep, fr, sizeof(fr[0]), fr_len, 3);
 	uint64_t start = 0;
 	struct kvreplay_pend *p = NULL;
 
-	while (more) {
-		zmq_msg_t msg;
-		zmq_msg_init(&msg);
-		if (zmq_msg_recv(&msg, e->rep, nf ? 0 : ZMQ_DONTWAIT) < 0) {
-			zmq_msg_close(&msg);
-			if (nf == 0)
-				return false;
-			break;
-		}
-		if (nf < 3) {
-			fr_len[nf] = zmq_msg_size(&msg);
-			if (fr_len[nf] <= sizeof(fr[nf]))
-				memcpy(fr[nf], zmq_msg_data(&msg), fr_len[nf]);
-		}
-		nf++;
-		more = zmq_msg_more(&msg);
-		zmq_msg_close(&msg);
-	}
+	if (nf == 0)
+		return false;
 	atomic_fetch_add_explicit(&r->c_requests, 1, memory_order_relaxed);
 	if (nf != 3 || fr_len[0] == 0 || fr_len[0] > sizeof(fr[0]) ||
 	    fr_len[2] > sizeof(fr[2])) {

@@ -107,6 +107,31 @@ void kvzap_peer_bounds(void *sock)
 	zmq_setsockopt(sock, ZMQ_TCP_KEEPALIVE_CNT, &ka_cnt, sizeof(ka_cnt));
 }
 
+/* kvzap.h */
+unsigned kvzap_recv(void *sock, void *fr, size_t cap, size_t *len, unsigned max)
+{
+	unsigned nf = 0;
+	int more = 1;
+
+	while (more) {
+		zmq_msg_t msg;
+		zmq_msg_init(&msg);
+		if (zmq_msg_recv(&msg, sock, nf ? 0 : ZMQ_DONTWAIT) < 0) {
+			zmq_msg_close(&msg);
+			break;
+		}
+		if (nf < max) {
+			len[nf] = zmq_msg_size(&msg);
+			memcpy((uint8_t *)fr + nf * cap, zmq_msg_data(&msg),
+			       len[nf] < cap ? len[nf] : cap);
+		}
+		nf++;
+		more = zmq_msg_more(&msg);
+		zmq_msg_close(&msg);
+	}
+	return nf;
+}
+
 /* ------------------------------------------------------------------------
  * The ZAP thread: how many peers a watched socket holds
  */
@@ -267,30 +292,13 @@ static void kvzap_drain(struct kvzap *z)
 			uint8_t head[6];
 			uint16_t event;
 			uint32_t fd;
-			zmq_msg_t msg;
-			int more, n;
+			size_t len = 0;
 
-			zmq_msg_init(&msg);
-			n = zmq_msg_recv(&msg, z->mons[m].pair, ZMQ_DONTWAIT);
-			if (n < 0) {
-				zmq_msg_close(&msg);
-				break;
-			}
 			/* Frame 1: event (16 bits), value (32: the fd); frame
 			 * 2: the endpoint. */
-			if (n == sizeof(head))
-				memcpy(head, zmq_msg_data(&msg), sizeof(head));
-			more = zmq_msg_more(&msg);
-			zmq_msg_close(&msg);
-			while (more) {
-				zmq_msg_init(&msg);
-				if (zmq_msg_recv(&msg, z->mons[m].pair, 0) < 0)
-					more = 0;
-				else
-					more = zmq_msg_more(&msg);
-				zmq_msg_close(&msg);
-			}
-			if (n != sizeof(head))
+			if (!kvzap_recv(z->mons[m].pair, head, sizeof(head), &len, 1))
+				break;
+			if (len != sizeof(head))
 				continue;
 			memcpy(&event, head, sizeof(event));
 			memcpy(&fd, head + 2, sizeof(fd));
@@ -329,31 +337,17 @@ static bool kvzap_answer(struct kvzap *z)
 	enum { ZAP_VERSION, ZAP_REQID, ZAP_DOMAIN, ZAP_ADDRESS, ZAP_FRAMES = 6 };
 	char fr[4][256];
 	size_t fr_len[4] = { 0 };
-	unsigned nf = 0;
+	unsigned nf = kvzap_recv(z->rep, fr, sizeof(fr[0]), fr_len, 4);
 	const char *status = "400", *text = "bad request";
 	uint32_t id;
 	size_t all = 0, here = 0;
-	int more = 1;
 
-	while (more) {
-		zmq_msg_t msg;
-		zmq_msg_init(&msg);
-		if (zmq_msg_recv(&msg, z->rep, nf ? 0 : ZMQ_DONTWAIT) < 0) {
-			zmq_msg_close(&msg);
-			if (nf == 0)
-				return false;
-			break;
-		}
-		if (nf < 4) {
-			fr_len[nf] = zmq_msg_size(&msg);
-			if (fr_len[nf] >= sizeof(fr[nf]))
-				fr_len[nf] = sizeof(fr[nf]) - 1;
-			memcpy(fr[nf], zmq_msg_data(&msg), fr_len[nf]);
-			fr[nf][fr_len[nf]] = 0;
-		}
-		nf++;
-		more = zmq_msg_more(&msg);
-		zmq_msg_close(&msg);
+	if (nf == 0)
+		return false;
+	for (unsigned i = 0; i < 4; i++) { /* strings of 255 bytes at most */
+		if (fr_len[i] >= sizeof(fr[i]))
+			fr_len[i] = sizeof(fr[i]) - 1;
+		fr[i][fr_len[i]] = 0;
 	}
 	/* Its peer was accepted before it asked: read that (and any socket
 	 * just bound) first. */

@@ -46,6 +46,13 @@ int kvzap_watch(struct kvzap *z, void *sock, uint32_t *id);
  * event its reader could miss, and have the ZAP thread forget it. */
 void kvzap_close_socket(struct kvzap *z, void *sock, uint32_t id);
 
+/* Receive the message waiting on sock, if one is (ZMQ_DONTWAIT; its later
+ * frames are waited for): the first cap bytes of each of its first max
+ * frames into fr + i * cap, the frame's whole length into len[i] (so a
+ * longer frame shows); later frames are read and dropped.  Returns how
+ * many frames it had; 0: none was waiting.  The socket's owner's thread. */
+unsigned kvzap_recv(void *sock, void *fr, size_t cap, size_t *len, unsigned max);
+
 /* Peers refused so far (events.refused). */
 uint64_t kvzap_refused(const struct kvzap *z);
 
