@@ -79,6 +79,8 @@ struct replay_opts {
 	bool retain_all;            /* --retain-all: the namespace KVT_NS_RETAIN */
 	double speed;               /* 0: as fast as possible */
 	uint64_t limit;             /* replay the first N requests (0: all) */
+	uint32_t block_tokens;      /* --block-tokens: the trace's (0: found) */
+	const char *ts_unit;        /* --time-unit: ms or s (NULL: found) */
 	const char *set[16];        /* --set NAME=VALUE: store options, applied last */
 	unsigned n_set;
 	bool json, flush_each, keep, progress;
@@ -397,7 +399,7 @@ static int replay_open(const struct replay_run *run, const char *dir, struct kvt
 		goto fail;
 	struct kvt_ns_desc desc = {
 		.model = run->o->model->name, .dtype = "bf16", .layout = "kvtier-replay",
-		.block_tokens = RP_BLOCK_TOKENS, .tp_size = 1, .pp_size = 1,
+		.block_tokens = run->t->block_tokens, .tp_size = 1, .pp_size = 1,
 		/* --retain-all: every put hinted, by the namespace's default
 		 * (policy: the digest, so the keys, are the same). */
 		.flags = run->o->retain_all ? KVT_NS_RETAIN : 0,
@@ -811,10 +813,11 @@ static void replay_print_optimum(const struct replay_ctx *c, const struct replay
 static void replay_report_store(const struct replay_ctx *c, const struct replay_result *r)
 {
 	char a[32], b[32], v[32];
-	printf("trace     %s%s: %" PRIu64 " requests, %" PRIu64 " blocks of %u tokens, %" PRIu64
-	       " distinct, %" PRIu64 " prompt tokens\n",
+	printf("trace     %s%s: %" PRIu64 " requests, %" PRIu64 " blocks of %u tokens (%s), %"
+	       PRIu64 " distinct, %" PRIu64 " prompt tokens; timestamps in %s\n",
 	       c->trace_name, c->t->synthetic ? " (SYNTHETIC)" : "", r->requests, r->blocks,
-	       RP_BLOCK_TOKENS, c->ideal.unique_blocks, r->tokens);
+	       c->t->block_tokens, c->t->block_why, c->ideal.unique_blocks, r->tokens,
+	       c->t->ts_unit);
 	if (r->dram_cap == 0) /* a sweep: the sizes are in its table */
 		printf("store     embedded: DRAM and SSD sizes swept (below)%s%s",
 		       c->o->admission ? ", SSD admission " : "", c->o->admission ? c->o->admission : "");
@@ -827,7 +830,7 @@ static void replay_report_store(const struct replay_ctx *c, const struct replay_
 	printf("values    %s: %" PRIu64 " B/token (%s per block); replayed at %" PRIu64
 	       " B/token (%s per block), %s\n",
 	       c->o->model->name, c->model_bpt,
-	       replay_fmt_size(a, sizeof a, c->model_bpt * RP_BLOCK_TOKENS), c->run_bpt,
+	       replay_fmt_size(a, sizeof a, c->model_bpt * c->t->block_tokens), c->run_bpt,
 	       replay_fmt_size(v, sizeof v, c->value_len), c->bpt_why);
 	printf("          a last, partial block counts its real tokens and is stored at full size\n");
 }
@@ -839,9 +842,10 @@ static void replay_report(const struct replay_ctx *c, const struct replay_result
 	char a[32], b[32], d[32], e[32];
 	if (o->json) {
 		json_t *j = json_pack(
-			"{s:s, s:s, s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:s, s:I, s:I, s:I, s:f, s:f, s:f, s:f,"
-			" s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
+			"{s:s, s:s, s:b, s:I, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:s, s:I, s:I, s:I, s:f, s:f,"
+			" s:f, s:f, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
 			"kind", "replay", "trace", c->trace_name, "synthetic", c->t->synthetic,
+			"block_tokens", (json_int_t)c->t->block_tokens, "time_unit", c->t->ts_unit,
 			"requests", (json_int_t)r->requests, "blocks", (json_int_t)r->blocks,
 			"tokens", (json_int_t)r->tokens, "unique_blocks", (json_int_t)c->ideal.unique_blocks,
 			"dram_bytes", (json_int_t)r->dram_cap, "ssd_bytes", (json_int_t)r->ssd_cap,
@@ -990,18 +994,25 @@ static void replay_usage(FILE *f)
 		"       kvtier replay --synth[=N] [options]\n"
 		"\n"
 		"Replay a request trace (Mooncake JSONL: one request a line, hash_ids of\n"
-		"512-token blocks) against an embedded store as an engine would: look up\n"
+		"its prompt's blocks) against an embedded store as an engine would: look up\n"
 		"each prompt's prefix, get the hits (every byte verified), put the misses.\n"
 		"Report hit ratios against an unlimited cache, hits and bytes per tier,\n"
 		"throughput, get latency, and a MODELLED what-if: TTFT and prefill\n"
 		"throughput with and without each tier (doc/replay.md, kvtier-replay(1)).\n"
 		"\n"
 		"Trace:\n"
-		"  TRACE                 a Mooncake JSONL file\n"
+		"  TRACE                 a Mooncake-style JSONL file (timestamp,\n"
+		"                        input_length, hash_ids; other fields ignored)\n"
 		"  --synth[=N]           a synthetic trace of N requests instead (default %u)\n"
 		"  --seed S              its seed (default 1)\n"
 		"  --synth-write FILE    also write the synthetic trace to FILE\n"
 		"  --limit N             replay the first N requests only\n"
+		"  --block-tokens N      tokens a hash id stands for (default: the size\n"
+		"                        every request's hash_ids count fits, 512 where\n"
+		"                        it fits: Mooncake's; 16 for Alibaba's Qwen traces)\n"
+		"  --time-unit ms|s      the timestamps' unit (default: ms, or s if any\n"
+		"                        has a fraction); a missing timestamp is the one\n"
+		"                        before it\n"
 		"Store:\n"
 		"  --dram SIZE           DRAM tier (default 1G); a comma list sweeps\n"
 		"  --ssd SIZE            SSD tier (default 0: none); a comma list sweeps\n"
@@ -1098,12 +1109,14 @@ static int replay_parse(int argc, char **argv, struct replay_opts *o)
 {
 	enum { O_SYNTH = 256, O_SEED, O_SYNTH_WRITE, O_LIMIT, O_DRAM, O_SSD, O_DIR, O_ADMIT, O_KEEP,
 	       O_FLUSH, O_POLICY, O_SERVER, O_TENANT, O_SECRET, O_PLOT, O_MODEL, O_BPT, O_SPEED, O_GPU, O_TPS, O_JSON, O_NOPROG, O_SET, O_HITLOG,
-	       O_SERVER_CAP, O_RETAIN, O_RETAIN_ALL };
+	       O_SERVER_CAP, O_RETAIN, O_RETAIN_ALL, O_BLOCK_TOKENS, O_TIME_UNIT };
 	static const struct option longs[] = {
 		{ "synth", optional_argument, NULL, O_SYNTH },
 		{ "seed", required_argument, NULL, O_SEED },
 		{ "synth-write", required_argument, NULL, O_SYNTH_WRITE },
 		{ "limit", required_argument, NULL, O_LIMIT },
+		{ "block-tokens", required_argument, NULL, O_BLOCK_TOKENS },
+		{ "time-unit", required_argument, NULL, O_TIME_UNIT },
 		{ "dram", required_argument, NULL, O_DRAM },
 		{ "ssd", required_argument, NULL, O_SSD },
 		{ "dir", required_argument, NULL, O_DIR },
@@ -1169,6 +1182,19 @@ static int replay_parse(int argc, char **argv, struct replay_opts *o)
 			o->limit = strtoull(optarg, &end, 10);
 			if (*end || o->limit == 0)
 				return replay_bad("--limit wants a positive count, not", optarg);
+			break;
+		case O_BLOCK_TOKENS: {
+			unsigned long v = strtoul(optarg, &end, 10);
+			if (*end || !*optarg || v == 0 || v > 1048576)
+				return replay_bad("--block-tokens wants tokens a block (1 to 1048576), "
+						  "not", optarg);
+			o->block_tokens = (uint32_t)v;
+			break;
+		}
+		case O_TIME_UNIT:
+			if (strcmp(optarg, "ms") != 0 && strcmp(optarg, "s") != 0)
+				return replay_bad("--time-unit wants ms or s, not", optarg);
+			o->ts_unit = optarg;
 			break;
 		case O_DRAM:
 			if ((n = replay_sizes(optarg, o->dram, RP_SWEEP_MAX)) < 0)
@@ -1327,7 +1353,8 @@ int replay_main(int argc, char **argv)
 				return BENCH_EXIT_FAIL;
 			}
 		}
-	} else if (rp_trace_load(o.trace_path, &t, err, sizeof err) < 0) {
+	} else if (rp_trace_load(o.trace_path, o.block_tokens, o.ts_unit, &t, err,
+				 sizeof err) < 0) {
 		fprintf(stderr, "kvtier replay: %s\n", err);
 		return BENCH_EXIT_FAIL;
 	}
@@ -1358,7 +1385,8 @@ int replay_main(int argc, char **argv)
 		snprintf(why, sizeof why, "as asked (--bytes-per-token)");
 	} else {
 		double fit = (double)budget * RP_FILL_FRAC /
-			     ((double)(c.ideal.unique_blocks ? c.ideal.unique_blocks : 1) * RP_BLOCK_TOKENS);
+			     ((double)(c.ideal.unique_blocks ? c.ideal.unique_blocks : 1) *
+			      t.block_tokens);
 		uint64_t b = (uint64_t)fit / 8 * 8;
 		if (b < 8)
 			b = 8;
@@ -1369,7 +1397,7 @@ int replay_main(int argc, char **argv)
 			 "DRAM+SSD (default)", c.ideal.unique_blocks, b == 8 && fit < 8 ? "more than " : "");
 	}
 	c.bpt_why = why;
-	c.value_len = c.run_bpt * RP_BLOCK_TOKENS;
+	c.value_len = c.run_bpt * t.block_tokens;
 
 	bool sweep = o.n_dram > 1 || o.n_ssd > 1;
 	int exit_rc = BENCH_EXIT_OK;

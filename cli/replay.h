@@ -12,10 +12,15 @@
 #include <stdint.h>
 #include <stdio.h>
 
-/* Tokens per block in a Mooncake trace: fixed by how its hash_ids were made. */
+/* Tokens per block (per hash id) in a Mooncake trace, and of the synthetic
+ * traces; other traces have other block sizes (Alibaba's Qwen traces: 16;
+ * Dynamo's data generator: any), which rp_trace_load finds or is told. */
 #define RP_BLOCK_TOKENS 512u
-/* Longest request accepted, in blocks (2M tokens): a sanity bound. */
-#define RP_IDS_MAX 4096u
+/* Longest request accepted, in blocks: a sanity bound (2M tokens at 32
+ * tokens a block, 32M at 512). */
+#define RP_IDS_MAX 65536u
+/* The synthetic traces' longest conversation: a bound of their generator. */
+#define RP_SYNTH_IDS_MAX 4096u
 
 /* ------------------------------------------------------------------------
  * Traces (cli/trace.c)
@@ -27,30 +32,54 @@ struct rp_req {
 	uint64_t input_len;  /* prompt tokens, >= 1 */
 	uint64_t output_len; /* generated tokens (not replayed; reported) */
 	uint64_t *ids;       /* n_ids prefix-chained block hash ids */
-	uint32_t n_ids;      /* == ceil(input_len / RP_BLOCK_TOKENS) */
+	uint32_t n_ids;      /* == ceil(input_len / block_tokens) */
+	uint32_t block_tokens; /* the trace's tokens a block */
+	double ts;           /* rp_parse_line: the timestamp as written (-1: none) */
 };
 
 struct rp_trace {
 	struct rp_req *reqs; /* count requests, in file order */
 	size_t count, cap;
 	int synthetic;       /* 1 if made by rp_trace_synth */
+	uint32_t block_tokens; /* tokens a hash id stands for */
+	const char *block_why; /* how block_tokens was chosen (static string) */
+	const char *ts_unit; /* "ms" or "s": the timestamps' unit */
 };
 
 /*
  * Parse one JSON line of a Mooncake trace into *out (out->ids allocated
- * with malloc; the caller frees it).  Required fields: timestamp,
- * input_length, hash_ids (non-negative integers; hash_ids an array of
- * ceil(input_length/512) of them); output_length optional (0); other
- * fields are ignored.  Returns 0, or -1 with a message in err (never
- * allocates on failure).  Any thread.
+ * with malloc; the caller frees it).  Required fields: input_length and
+ * hash_ids (non-negative integers, 1 to RP_IDS_MAX ids, at most one id a
+ * token); timestamp (a non-negative number, kept as written in out->ts)
+ * and output_length (0) optional; other fields (chat_id, turn, ...) are
+ * ignored.  out->block_tokens is 0 and out->ts_ms unset: whether the ids
+ * match the input length, and the timestamps' unit, are the whole
+ * trace's (rp_trace_check).  Returns 0, or -1 with a message in err
+ * (never allocates on failure).  Any thread.
  */
 int rp_parse_line(const char *line, size_t len, struct rp_req *out, char *err, size_t err_len);
 
 /*
- * Read a whole trace file: one request a line; empty lines are skipped.
- * Returns 0, or -1 with "PATH:LINE: what is wrong" in err (and *t empty).
+ * Give t's requests (parsed by rp_parse_line; line[i] the file line of
+ * request i, for messages) their block size and arrival times.
+ * block_tokens 0: the block size every request's hash_ids count fits
+ * (ceil(input_length / B) ids), 512 (Mooncake's) where it fits, else the
+ * power of two nearest it; otherwise every request must fit the one given.
+ * ts_unit NULL: milliseconds (Mooncake's), or seconds if any timestamp has
+ * a fraction (Alibaba's traces); "ms" or "s": as told.  A request without
+ * a timestamp arrives with the one before it.  Returns 0, or -1 with a
+ * message in err.
  */
-int rp_trace_load(const char *path, struct rp_trace *t, char *err, size_t err_len);
+int rp_trace_check(struct rp_trace *t, const uint64_t *line, uint32_t block_tokens,
+		   const char *ts_unit, char *err, size_t err_len);
+
+/*
+ * Read a whole trace file: one request a line; empty lines are skipped;
+ * then rp_trace_check (block_tokens, ts_unit: as there).  Returns 0, or -1
+ * with "PATH:LINE: what is wrong" in err (and *t empty).
+ */
+int rp_trace_load(const char *path, uint32_t block_tokens, const char *ts_unit,
+		  struct rp_trace *t, char *err, size_t err_len);
 
 /*
  * A synthetic trace, deterministic for (count, seed): shared system
@@ -65,7 +94,7 @@ int rp_trace_write(const struct rp_trace *t, FILE *f);
 
 void rp_trace_free(struct rp_trace *t);
 
-/* Tokens of block i of r: RP_BLOCK_TOKENS, or fewer for a last partial block. */
+/* Tokens of block i of r: r->block_tokens, or fewer for a last partial block. */
 uint64_t rp_block_tokens(const struct rp_req *r, uint32_t i);
 
 /* What an unlimited cache would hit on the same trace, in order. */

@@ -9,17 +9,22 @@
  *    "hash_ids": [46, 47, 48, ...]}
  *
  * hash_ids name 512-token blocks, each a hash of its block and every block
- * before it, so equal ids mean equal prefixes.  JSON is parsed by jansson;
- * this file only checks what the fields must be and says which line broke
- * the rule.  Nothing here touches a store.
+ * before it, so equal ids mean equal prefixes.  Other traces in the same
+ * shape name blocks of other sizes (Alibaba's Qwen traces: 16 tokens, with
+ * chat_id, turn, ... beside, and timestamps in seconds with a fraction):
+ * rp_trace_check finds the block size every request fits, and the
+ * timestamps' unit, over the whole file.  JSON is parsed by jansson; this
+ * file only checks what the fields must be and says which line broke the
+ * rule.  Nothing here touches a store.
  *
- * Invariant: every request held by a trace has 1 <= n_ids <= RP_IDS_MAX
- * and n_ids == ceil(input_len / 512).
+ * Invariant: every request held by a loaded trace has 1 <= n_ids <=
+ * RP_IDS_MAX and n_ids == ceil(input_len / block_tokens), the trace's.
  */
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -74,9 +79,17 @@ int rp_parse_line(const char *line, size_t len, struct rp_req *out, char *err, s
 		trace_err(err, err_len, "not a JSON object");
 		goto out;
 	}
-	struct rp_req r = { 0 };
-	if (trace_uint(root, "timestamp", 1, &r.ts_ms, err, err_len) < 0 ||
-	    trace_uint(root, "input_length", 1, &r.input_len, err, err_len) < 0 ||
+	struct rp_req r = { .ts = -1 };
+	json_t *ts = json_object_get(root, "timestamp");
+	if (ts != NULL) {
+		if (!json_is_number(ts) || json_number_value(ts) < 0 ||
+		    json_number_value(ts) > 1e15) {
+			trace_err(err, err_len, "field \"timestamp\" is not a non-negative number");
+			goto out;
+		}
+		r.ts = json_number_value(ts);
+	}
+	if (trace_uint(root, "input_length", 1, &r.input_len, err, err_len) < 0 ||
 	    trace_uint(root, "output_length", 0, &r.output_len, err, err_len) < 0)
 		goto out;
 	if (r.input_len == 0) {
@@ -89,12 +102,9 @@ int rp_parse_line(const char *line, size_t len, struct rp_req *out, char *err, s
 		goto out;
 	}
 	size_t n = json_array_size(arr);
-	uint64_t want = (r.input_len + RP_BLOCK_TOKENS - 1) / RP_BLOCK_TOKENS;
-	if (n != want) {
-		trace_err(err, err_len,
-			  "hash_ids has %zu ids but input_length %" PRIu64
-			  " needs %" PRIu64 " blocks of %u tokens",
-			  n, r.input_len, want, RP_BLOCK_TOKENS);
+	if (n == 0 || n > r.input_len) {
+		trace_err(err, err_len, "hash_ids has %zu ids for input_length %" PRIu64
+			  " (1 to one a token)", n, r.input_len);
 		goto out;
 	}
 	if (n > RP_IDS_MAX) {
@@ -149,12 +159,108 @@ void rp_trace_free(struct rp_trace *t)
 	memset(t, 0, sizeof *t);
 }
 
-int rp_trace_load(const char *path, struct rp_trace *t, char *err, size_t err_len)
+/* The fewest and the most tokens a block of r can hold for its hash_ids
+ * count to be ceil(input_len / B): [*lo, *hi]. */
+static void trace_block_range(const struct rp_req *r, uint64_t *lo, uint64_t *hi)
 {
-	char msg[256];
+	*lo = (r->input_len + r->n_ids - 1) / r->n_ids;
+	*hi = r->n_ids > 1 ? (r->input_len - 1) / (r->n_ids - 1) : UINT64_MAX;
+}
+
+int rp_trace_check(struct rp_trace *t, const uint64_t *line, uint32_t block_tokens,
+		   const char *ts_unit, char *err, size_t err_len)
+{
+	uint64_t lo = 1, hi = UINT64_MAX, b = block_tokens, prev = 0;
+	size_t lo_at = 0, hi_at = 0;
+	double scale = 1;
+	bool frac = false;
+
+	for (size_t i = 0; i < t->count; i++) {
+		uint64_t l, h;
+		trace_block_range(&t->reqs[i], &l, &h);
+		if (block_tokens && (block_tokens < l || block_tokens > h)) {
+			trace_err(err, err_len, "line %" PRIu64 ": hash_ids has %" PRIu32 " ids but "
+				  "input_length %" PRIu64 " needs %" PRIu64 " blocks of %" PRIu32
+				  " tokens", line[i], t->reqs[i].n_ids, t->reqs[i].input_len,
+				  (t->reqs[i].input_len + block_tokens - 1) / block_tokens,
+				  block_tokens);
+			return -1;
+		}
+		if (l > lo) {
+			lo = l;
+			lo_at = i;
+		}
+		if (h < hi) {
+			hi = h;
+			hi_at = i;
+		}
+		frac |= t->reqs[i].ts >= 0 && t->reqs[i].ts != floor(t->reqs[i].ts);
+	}
+	if (!block_tokens) {
+		if (lo > hi) {
+			trace_err(err, err_len, "line %" PRIu64 ": hash_ids has %" PRIu32 " ids for "
+				  "input_length %" PRIu64 ", at least %" PRIu64 " tokens a block, but "
+				  "line %" PRIu64 " has %" PRIu32 " for %" PRIu64 ", at most %" PRIu64
+				  ": no one block size fits the trace", line[lo_at],
+				  t->reqs[lo_at].n_ids, t->reqs[lo_at].input_len, lo, line[hi_at],
+				  t->reqs[hi_at].n_ids, t->reqs[hi_at].input_len, hi);
+			return -1;
+		}
+		if (lo <= RP_BLOCK_TOKENS && RP_BLOCK_TOKENS <= hi) {
+			b = RP_BLOCK_TOKENS;
+			t->block_why = "fits every request, Mooncake's";
+		} else {
+			/* the power of two nearest 512 in [lo, hi], else lo */
+			b = lo;
+			if (hi < RP_BLOCK_TOKENS) {
+				uint64_t p = RP_BLOCK_TOKENS;
+				while (p > hi)
+					p /= 2;
+				if (p >= lo)
+					b = p;
+			} else {
+				uint64_t p = RP_BLOCK_TOKENS;
+				while (p < lo && p <= UINT32_MAX / 2)
+					p *= 2;
+				if (p >= lo && p <= hi)
+					b = p;
+			}
+			if (b > UINT32_MAX) {
+				trace_err(err, err_len, "no block size under 2^32 tokens fits the trace");
+				return -1;
+			}
+			t->block_why = "the one the hash_ids counts fit";
+		}
+	} else {
+		t->block_why = "as asked (--block-tokens)";
+	}
+	t->block_tokens = (uint32_t)b;
+	if (ts_unit == NULL)
+		ts_unit = frac ? "s" : "ms";
+	if (strcmp(ts_unit, "s") == 0)
+		scale = 1000;
+	else if (strcmp(ts_unit, "ms") != 0) {
+		trace_err(err, err_len, "timestamp unit \"%s\": ms or s", ts_unit);
+		return -1;
+	}
+	t->ts_unit = scale == 1 ? "ms" : "s";
+	for (size_t i = 0; i < t->count; i++) {
+		struct rp_req *r = &t->reqs[i];
+		r->block_tokens = (uint32_t)b;
+		if (r->ts >= 0)
+			prev = (uint64_t)llround(r->ts * scale);
+		r->ts_ms = prev;
+	}
+	return 0;
+}
+
+int rp_trace_load(const char *path, uint32_t block_tokens, const char *ts_unit,
+		  struct rp_trace *t, char *err, size_t err_len)
+{
+	char msg[512];
 	char *line = NULL;
-	size_t line_cap = 0;
-	uint64_t lineno = 0;
+	size_t line_cap = 0, lines_cap = 0;
+	uint64_t lineno = 0, *lines = NULL;
 	ssize_t n;
 	int rc = -1;
 
@@ -174,9 +280,26 @@ int rp_trace_load(const char *path, struct rp_trace *t, char *err, size_t err_le
 			continue;
 		struct rp_req r;
 		if (rp_parse_line(line, len, &r, msg, sizeof msg) < 0) {
-			trace_err(err, err_len, "%s:%" PRIu64 ": %s", path, lineno, msg);
+			if (t->count == 0 && lineno == 1 && line[0] != '{' && memchr(line, ',', len))
+				trace_err(err, err_len, "%s:1: not a JSON-lines trace (CSV? a CSV "
+					  "trace such as Azure's has no hash_ids: replay needs "
+					  "each prompt's block hashes)", path);
+			else
+				trace_err(err, err_len, "%s:%" PRIu64 ": %s", path, lineno, msg);
 			goto out;
 		}
+		if (t->count == lines_cap) {
+			size_t cap = lines_cap ? 2 * lines_cap : 1024;
+			uint64_t *nl = realloc(lines, cap * sizeof *nl);
+			if (nl == NULL) {
+				free(r.ids);
+				trace_err(err, err_len, "%s:%" PRIu64 ": out of memory", path, lineno);
+				goto out;
+			}
+			lines = nl;
+			lines_cap = cap;
+		}
+		lines[t->count] = lineno;
 		if (trace_push(t, &r) < 0) {
 			free(r.ids);
 			trace_err(err, err_len, "%s:%" PRIu64 ": out of memory", path, lineno);
@@ -191,8 +314,16 @@ int rp_trace_load(const char *path, struct rp_trace *t, char *err, size_t err_le
 		trace_err(err, err_len, "%s: no requests in the file", path);
 		goto out;
 	}
+	if (rp_trace_check(t, lines, block_tokens, ts_unit, msg, sizeof msg) < 0) {
+		if (strncmp(msg, "line ", 5) == 0)
+			trace_err(err, err_len, "%s:%s", path, msg + 5);
+		else
+			trace_err(err, err_len, "%s: %s", path, msg);
+		goto out;
+	}
 	rc = 0;
 out:
+	free(lines);
 	free(line);
 	fclose(f);
 	if (rc < 0)
@@ -216,11 +347,11 @@ int rp_trace_write(const struct rp_trace *t, FILE *f)
 
 uint64_t rp_block_tokens(const struct rp_req *r, uint32_t i)
 {
-	uint64_t start = (uint64_t)i * RP_BLOCK_TOKENS;
+	uint64_t start = (uint64_t)i * r->block_tokens;
 	if (start >= r->input_len)
 		return 0;
 	uint64_t left = r->input_len - start;
-	return left < RP_BLOCK_TOKENS ? left : RP_BLOCK_TOKENS;
+	return left < r->block_tokens ? left : r->block_tokens;
 }
 
 /* ------------------------------------------------------------------------
@@ -357,7 +488,7 @@ static uint32_t synth_range(struct synth_rng *r, uint32_t lo, uint32_t hi)
 }
 
 struct synth_seq {
-	uint64_t ids[RP_IDS_MAX];
+	uint64_t ids[RP_SYNTH_IDS_MAX];
 	uint32_t n; /* full blocks only */
 };
 
@@ -374,6 +505,9 @@ int rp_trace_synth(struct rp_trace *t, uint32_t count, uint64_t seed)
 
 	memset(t, 0, sizeof *t);
 	t->synthetic = 1;
+	t->block_tokens = RP_BLOCK_TOKENS;
+	t->block_why = "the synthetic traces'";
+	t->ts_unit = "ms";
 	if (sys == NULL || conv == NULL || doc == NULL)
 		goto out;
 	for (int i = 0; i < SYNTH_SYS; i++) {
@@ -382,7 +516,7 @@ int rp_trace_synth(struct rp_trace *t, uint32_t count, uint64_t seed)
 			sys[i].ids[j] = next_id++;
 	}
 	for (uint32_t k = 0; k < count; k++) {
-		uint64_t ids[RP_IDS_MAX];
+		uint64_t ids[RP_SYNTH_IDS_MAX];
 		uint32_t n = 0, add;
 		uint32_t pick = synth_range(&rng, 0, 99);
 		struct synth_seq *keep = NULL; /* where this prompt's full blocks go */
@@ -417,7 +551,7 @@ int rp_trace_synth(struct rp_trace *t, uint32_t count, uint64_t seed)
 			n = d->n;
 			add = 1;
 		}
-		if (n + add > RP_IDS_MAX / 2) { /* a conversation that grew too long restarts */
+		if (n + add > RP_SYNTH_IDS_MAX / 2) { /* a conversation that grew too long restarts */
 			n = 0;
 			add = 1;
 		}
@@ -432,6 +566,8 @@ int rp_trace_synth(struct rp_trace *t, uint32_t count, uint64_t seed)
 			.input_len = (uint64_t)(n - 1) * RP_BLOCK_TOKENS + synth_range(&rng, 1, RP_BLOCK_TOKENS),
 			.output_len = synth_range(&rng, 1, 512),
 			.n_ids = n,
+			.block_tokens = RP_BLOCK_TOKENS,
+			.ts = now_ms,
 		};
 		r.ids = malloc(n * sizeof ids[0]);
 		if (r.ids == NULL)

@@ -344,14 +344,60 @@ static void test_small(const char *data)
 	free(out);
 	free(err);
 
-	/* 4. A malformed line: a clear error naming the file and line. */
+	/* 4. A malformed line: a clear error naming the file and line (no
+	 *    block size fits lines 1 and 3; told 512, line 3 needs 4). */
 	snprintf(args, sizeof args, "'%s/replay-bad.jsonl' --dram 64M", data);
 	T_EQ_INT(run(args, &out, &err), 1);
 	T_ASSERT(strstr(err, "replay-bad.jsonl:3: ") != NULL);
-	T_ASSERT(strstr(err, "needs 4 blocks") != NULL);
+	T_ASSERT(strstr(err, "no one block size fits") != NULL);
 	T_EQ_STR(out, "");
 	free(out);
 	free(err);
+	snprintf(args, sizeof args, "'%s/replay-bad.jsonl' --dram 64M --block-tokens 512", data);
+	T_EQ_INT(run(args, &out, &err), 1);
+	T_ASSERT(strstr(err, "replay-bad.jsonl:3: ") != NULL);
+	T_ASSERT(strstr(err, "needs 4 blocks") != NULL);
+	free(out);
+	free(err);
+
+	/* 4b. The hand-made trace in 16-token blocks, its clock in seconds
+	 *     with a fraction and fields beside (as Alibaba's Qwen traces):
+	 *     the block size and the unit are found, and LRU of 8 blocks of
+	 *     the same bytes (32 KiB a token x 16) hits the same 6. */
+	{
+		static const char *lines[7] = {
+			"\"hash_ids\": [1, 2, 3], \"input_length\": 35",
+			"\"hash_ids\": [1, 2, 4], \"input_length\": 42",
+			"\"hash_ids\": [5], \"input_length\": 16",
+			"\"hash_ids\": [1, 2, 4, 6], \"input_length\": 50",
+			"\"hash_ids\": [5, 7], \"input_length\": 22",
+			"\"hash_ids\": [8, 10, 11, 12], \"input_length\": 63",
+			"\"hash_ids\": [1, 2, 3], \"input_length\": 35",
+		};
+		char *tdir = t_mkdtemp(), tpath[4096];
+		snprintf(tpath, sizeof tpath, "%s/qwen16.jsonl", tdir);
+		FILE *f = fopen(tpath, "w");
+		T_ASSERT(f != NULL);
+		for (int i = 0; i < 7; i++)
+			fprintf(f, "{\"chat_id\": %d, \"turn\": 1, \"timestamp\": %d.25, "
+				"\"output_length\": 3, %s}\n", i, i, lines[i]);
+		T_OK(fclose(f));
+		snprintf(args, sizeof args, "'%s' --bytes-per-token 32768 --dram 4M "
+			 "--dram-policy lru --json --no-progress", tpath);
+		T_EQ_INT(run(args, &out, &err), 0);
+		j = find(out, "replay", 0);
+		T_EQ_INT(num(j, "block_tokens"), 16);
+		T_EQ_STR(json_string_value(json_object_get(j, "time_unit")), "s");
+		T_EQ_INT(num(j, "blocks"), 20);
+		T_EQ_INT(num(j, "unique_blocks"), 11);
+		T_EQ_INT(num(j, "value_bytes"), 512 * 1024);
+		T_EQ_INT(num(j, "hit_blocks"), 6);
+		json_decref(j);
+		free(out);
+		free(err);
+		t_rmtree(tdir);
+		free(tdir);
+	}
 
 	/* 5. A kvtierd that is down costs nothing but its hits: the run ends,
 	 *    with exactly the DRAM-only answer. */

@@ -133,6 +133,14 @@ static void test_parse(void)
 	char err[256];
 
 	T_OK(rp_parse_line(good, strlen(good), &r, err, sizeof err));
+	T_ASSERT(r.ts == 27482);
+	/* the block size and the unit are the trace's: of this one line, 512
+	 * (1025 tokens in 3 blocks of 342 to 512) and ms (no fraction) */
+	struct rp_trace one = { .reqs = &r, .count = 1 };
+	uint64_t ln = 1;
+	T_OK(rp_trace_check(&one, &ln, 0, NULL, err, sizeof err));
+	T_EQ_INT(one.block_tokens, 512);
+	T_ASSERT(strcmp(one.ts_unit, "ms") == 0);
 	T_EQ_U64(r.ts_ms, 27482);
 	T_EQ_U64(r.input_len, 1025);
 	T_EQ_U64(r.output_len, 52);
@@ -157,13 +165,15 @@ static void test_parse(void)
 
 	parse_bad("{\"timestamp\": 1, \"input_length\": 10, \"hash_ids\": [1", "bad JSON");
 	parse_bad("[1, 2]", "not a JSON object");
-	parse_bad("{\"input_length\": 10, \"hash_ids\": [1]}", "missing field \"timestamp\"");
+	parse_bad("{\"timestamp\": 1, \"hash_ids\": [1]}", "missing field \"input_length\"");
 	parse_bad("{\"timestamp\": -1, \"input_length\": 10, \"hash_ids\": [1]}", "\"timestamp\"");
-	parse_bad("{\"timestamp\": 1.5, \"input_length\": 10, \"hash_ids\": [1]}", "\"timestamp\"");
+	parse_bad("{\"timestamp\": \"1\", \"input_length\": 10, \"hash_ids\": [1]}",
+		  "\"timestamp\"");
 	parse_bad("{\"timestamp\": 1, \"input_length\": 0, \"hash_ids\": []}", "input_length is 0");
+	parse_bad("{\"timestamp\": 1, \"input_length\": 10, \"hash_ids\": []}", "0 ids");
+	parse_bad("{\"timestamp\": 1, \"input_length\": 1, \"hash_ids\": [1, 2]}", "2 ids");
 	parse_bad("{\"timestamp\": 1, \"input_length\": 10}", "hash_ids");
 	parse_bad("{\"timestamp\": 1, \"input_length\": 10, \"hash_ids\": 7}", "hash_ids");
-	parse_bad("{\"timestamp\": 1, \"input_length\": 513, \"hash_ids\": [1]}", "needs 2 blocks");
 	parse_bad("{\"timestamp\": 1, \"input_length\": 10, \"hash_ids\": [-3]}", "hash_ids[0]");
 	parse_bad("{\"timestamp\": 1, \"input_length\": 10, \"hash_ids\": [\"a\"]}", "hash_ids[0]");
 	parse_bad("{\"timestamp\": 1, \"timestamp\": 2, \"input_length\": 10, \"hash_ids\": [1]}",
@@ -178,8 +188,9 @@ static void test_ideal(const char *data)
 	struct rp_ideal id;
 
 	snprintf(path, sizeof path, "%s/replay-small.jsonl", data);
-	T_OK(rp_trace_load(path, &t, err, sizeof err));
+	T_OK(rp_trace_load(path, 0, NULL, &t, err, sizeof err));
 	T_EQ_INT(t.count, 7); /* the blank line is skipped */
+	T_EQ_INT(t.block_tokens, 512);
 	T_OK(rp_ideal(&t, 1, &id));
 	/* By hand: hits per request (leading ids already seen)
 	 *   [1,2,3] 0   [1,2,4] 2 (1024 tok)   [5] 0   [1,2,4,6] 3 (1536)
@@ -195,13 +206,19 @@ static void test_ideal(const char *data)
 	free(id.req_hit_tokens);
 	rp_trace_free(&t);
 
-	/* A bad line is named by its number. */
+	/* A bad line is named by its number: 1,600 tokens in 2 blocks (at
+	 * least 800 a block) after 1,100 in 3 (at most 549): no block size
+	 * fits both; told 512, line 3 needs 4 blocks. */
 	snprintf(path, sizeof path, "%s/replay-bad.jsonl", data);
-	T_RC(rp_trace_load(path, &t, err, sizeof err), -1);
+	T_RC(rp_trace_load(path, 0, NULL, &t, err, sizeof err), -1);
 	T_ASSERT(strstr(err, "replay-bad.jsonl:3: ") != NULL);
-	T_ASSERT(strstr(err, "needs 4 blocks") != NULL);
+	T_ASSERT(strstr(err, "no one block size fits") != NULL);
+	T_ASSERT(strstr(err, "line 1 has 3") != NULL);
 	T_EQ_INT(t.count, 0);
-	T_RC(rp_trace_load("/nonexistent/trace.jsonl", &t, err, sizeof err), -1);
+	T_RC(rp_trace_load(path, 512, NULL, &t, err, sizeof err), -1);
+	T_ASSERT(strstr(err, "replay-bad.jsonl:3: ") != NULL);
+	T_ASSERT(strstr(err, "needs 4 blocks of 512") != NULL);
+	T_RC(rp_trace_load("/nonexistent/trace.jsonl", 0, NULL, &t, err, sizeof err), -1);
 	T_ASSERT(strstr(err, "No such file") != NULL);
 }
 
@@ -232,7 +249,7 @@ static void test_synth(void)
 	T_OK(rp_trace_write(&a, f));
 	T_OK(fclose(f));
 	rp_trace_free(&b);
-	if (rp_trace_load(path, &b, err, sizeof err) < 0)
+	if (rp_trace_load(path, 0, NULL, &b, err, sizeof err) < 0)
 		T_FAIL("%s", err);
 	T_EQ_INT(b.count, a.count);
 	for (size_t i = 0; i < a.count; i++) {
@@ -247,6 +264,85 @@ static void test_synth(void)
 	free(dir);
 }
 
+/* Write lines to DIR/name; the path into path. */
+static void trace_file(const char *dir, const char *name, const char *lines, char *path,
+		       size_t cap)
+{
+	snprintf(path, cap, "%s/%s", dir, name);
+	FILE *f = fopen(path, "w");
+	T_ASSERT(f != NULL);
+	T_ASSERT(fputs(lines, f) >= 0);
+	T_OK(fclose(f));
+}
+
+/* Traces in Mooncake's shape with other block sizes and clocks: Alibaba's
+ * Qwen traces (16-token blocks, seconds with a fraction, chat_id and turn
+ * beside), one without timestamps, short single-block prompts, and a CSV
+ * trace (Azure's: no hash_ids). */
+static void test_block_sizes(void)
+{
+	char *dir = t_mkdtemp(), path[4096], err[512];
+	struct rp_trace t;
+
+	trace_file(dir, "qwen.jsonl",
+		   "{\"chat_id\": 7, \"parent_chat_id\": -1, \"timestamp\": 0.5, \"input_length\": "
+		   "40, \"output_length\": 9, \"type\": \"text\", \"turn\": 1, \"hash_ids\": "
+		   "[1, 2, 3]}\n"
+		   "{\"chat_id\": 8, \"parent_chat_id\": 7, \"timestamp\": 2.25, \"input_length\": "
+		   "64, \"output_length\": 9, \"type\": \"text\", \"turn\": 2, \"hash_ids\": "
+		   "[1, 2, 4, 5]}\n"
+		   "{\"chat_id\": 9, \"parent_chat_id\": -1, \"timestamp\": 3, \"input_length\": "
+		   "17, \"output_length\": 1, \"type\": \"text\", \"turn\": 1, \"hash_ids\": "
+		   "[6, 7]}\n",
+		   path, sizeof path);
+	if (rp_trace_load(path, 0, NULL, &t, err, sizeof err) < 0)
+		T_FAIL("%s", err);
+	/* 40 in 3 (14-19 a block), 64 in 4 (16-21), 17 in 2 (9-16): 16 */
+	T_EQ_INT(t.block_tokens, 16);
+	T_ASSERT(strcmp(t.ts_unit, "s") == 0);
+	T_EQ_U64(t.reqs[0].ts_ms, 500);
+	T_EQ_U64(t.reqs[1].ts_ms, 2250);
+	T_EQ_U64(t.reqs[2].ts_ms, 3000);
+	T_EQ_U64(rp_block_tokens(&t.reqs[0], 2), 8);
+	T_EQ_U64(rp_block_tokens(&t.reqs[2], 1), 1);
+	rp_trace_free(&t);
+	/* told ms, the same file's clock is in ms (rounded) */
+	T_OK(rp_trace_load(path, 0, "ms", &t, err, sizeof err));
+	T_EQ_U64(t.reqs[1].ts_ms, 2);
+	rp_trace_free(&t);
+	/* told 512 tokens a block, line 1 needs 1 block, not 3 */
+	T_RC(rp_trace_load(path, 512, NULL, &t, err, sizeof err), -1);
+	T_ASSERT(strstr(err, "qwen.jsonl:1: ") != NULL && strstr(err, "needs 1 blocks") != NULL);
+
+	/* no timestamps: each request arrives with the one before it, at 0 */
+	trace_file(dir, "nots.jsonl",
+		   "{\"input_length\": 600, \"hash_ids\": [1, 2]}\n"
+		   "{\"timestamp\": 70, \"input_length\": 600, \"hash_ids\": [1, 3]}\n"
+		   "{\"input_length\": 100, \"hash_ids\": [1]}\n",
+		   path, sizeof path);
+	T_OK(rp_trace_load(path, 0, NULL, &t, err, sizeof err));
+	T_EQ_INT(t.block_tokens, 512);
+	T_EQ_U64(t.reqs[0].ts_ms, 0);
+	T_EQ_U64(t.reqs[2].ts_ms, 70);
+	rp_trace_free(&t);
+
+	/* every prompt one block: 512 fits */
+	trace_file(dir, "short.jsonl", "{\"timestamp\": 0, \"input_length\": 300, \"hash_ids\": [1]}\n",
+		   path, sizeof path);
+	T_OK(rp_trace_load(path, 0, NULL, &t, err, sizeof err));
+	T_EQ_INT(t.block_tokens, 512);
+	rp_trace_free(&t);
+
+	/* a CSV trace is named as one */
+	trace_file(dir, "azure.csv", "TIMESTAMP,ContextTokens,GeneratedTokens\n"
+		   "2023-11-16 18:15:46.6805900,374,44\n", path, sizeof path);
+	T_RC(rp_trace_load(path, 0, NULL, &t, err, sizeof err), -1);
+	T_ASSERT(strstr(err, "azure.csv:1: not a JSON-lines trace") != NULL);
+	T_ASSERT(strstr(err, "no hash_ids") != NULL);
+	t_rmtree(dir);
+	free(dir);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 2)
@@ -256,6 +352,7 @@ int main(int argc, char **argv)
 	test_whatif();
 	test_parse();
 	test_ideal(argv[1]);
+	test_block_sizes();
 	test_synth();
 	return 0;
 }
