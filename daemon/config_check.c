@@ -21,6 +21,8 @@
  *     fewer than two segments; a --dram of more than this machine's
  *     memory is a warning (a start here refuses it; the file may be
  *     meant for a larger machine);
+ *   - --unix: the path fits sun_path, its directory exists and this user
+ *     may create the socket there, and no other kind of file is there;
  *   - --dir: an existing path must be a writable directory that is empty
  *     or a kvtier store (kvtd_config_dir_foreign); one that does not exist
  *     is created at start, so its nearest existing parent must be
@@ -41,6 +43,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "config.h"
@@ -180,6 +183,46 @@ int kvtd_config_dir_foreign(const struct kvtd_config *cfg, char *msg, size_t len
 		 "e.g. %s%skvtierd-data", cfg->dir, list, cfg->dir,
 		 cfg->dir[strlen(cfg->dir) - 1] == '/' ? "" : "/");
 	return -ENOTEMPTY;
+}
+
+/* --unix PATH as kvtierd_bind_unix will find it: a path sun_path holds,
+ * in a directory that exists and that this user may create files in, not
+ * an existing file of another kind (a socket there is a leftover or a
+ * live kvtierd: the start tells which). */
+static void check_unix(struct check *c, const char *path)
+{
+	size_t max = sizeof(((struct sockaddr_un *)0)->sun_path) - 1;
+	const char *slash = path ? strrchr(path, '/') : NULL;
+	char parent[PATH_MAX];
+	struct stat st;
+
+	if (!path)
+		return;
+	if (strlen(path) > max) {
+		check_fail(c, "--unix %s: %zu bytes, longer than a socket path may be (%zu): give "
+			   "a shorter path (e.g. under /run/kvtierd)", path, strlen(path), max);
+		return;
+	}
+	if (!slash)
+		snprintf(parent, sizeof(parent), ".");
+	else if (slash == path)
+		snprintf(parent, sizeof(parent), "/");
+	else
+		snprintf(parent, sizeof(parent), "%.*s", (int)(slash - path), path);
+	if (stat(parent, &st) < 0) {
+		check_fail(c, "--unix %s: its directory %s: %s%s", path, parent, strerror(errno),
+			   errno == ENOENT ? ": create it (systemd: RuntimeDirectory=, /run/kvtierd), "
+			   "or give another --unix PATH" : "");
+	} else if (!S_ISDIR(st.st_mode)) {
+		check_fail(c, "--unix %s: %s is not a directory", path, parent);
+	} else if (access(parent, W_OK | X_OK) < 0) {
+		check_fail(c, "--unix %s: cannot create the socket in %s: %s: the user kvtierd runs "
+			   "as (uid %u) must be able to write there", path, parent, strerror(errno),
+			   (unsigned)geteuid());
+	} else if (lstat(path, &st) == 0 && !S_ISSOCK(st.st_mode)) {
+		check_fail(c, "--unix %s: a file that is not a socket is there: kvtierd does not "
+			   "replace it", path);
+	}
 }
 
 static void check_files(struct check *c, const struct kvtd_config *cfg)
@@ -446,8 +489,7 @@ int kvtd_config_check(const struct kvtd_config *cfg, const char *path, FILE *out
 			check_fail(&c, "--metrics %s is not loopback: give --metrics-token FILE too",
 				   cfg->metrics_listen);
 	}
-	if (cfg->unix_path && strlen(cfg->unix_path) >= 108)
-		check_fail(&c, "--unix %s: longer than a socket path may be", cfg->unix_path);
+	check_unix(&c, cfg->unix_path);
 	if (cfg->members) {
 		char msg[300];
 		struct kvtd_member *m = NULL;

@@ -82,8 +82,9 @@ def t_check_config(kvtierd, src, tmp):
         if key in FILE_KEYS and key != "log":
             if rc != 2 or (val not in err and "TLS needs both" not in err):
                 fail(f"{key} = {val} (missing file): rc={rc} {err}")
-        elif key == "log":
-            # /var/log/kvtierd exists only where the unit made it.
+        elif key in ("log", "unix"):
+            # /var/log/kvtierd and /run/kvtierd exist only where the unit
+            # made them (LogsDirectory=, RuntimeDirectory=).
             want = 0 if os.path.isdir(os.path.dirname(val)) else 2
             if rc != want:
                 fail(f"{key} = {val}: rc={rc} want {want}: {err}")

@@ -31,6 +31,10 @@
  *      says the same.  An empty one with a lost+found (a mount point), one
  *      holding only the files the options name there (--log), and a store
  *      with a stray file beside it start.
+ *   6. --check-config checks --unix as the bind would find it: a
+ *      directory that does not exist, one this user may not write, a path
+ *      longer than sun_path, a file that is not a socket (until 2026-12-06
+ *      it checked the length alone, and each of these passed).
  *
  * argv[1]: kvtierd; argv[2]: tests/libshim_sync.so (3. is skipped without).
  */
@@ -462,6 +466,49 @@ static void test_foreign_dir(void)
 	fprintf(stderr, "foreign --dir: refused with exit 2; a mount point and a store start\n");
 }
 
+/* 6. --check-config and --unix. */
+static void test_check_unix(void)
+{
+	char dir[700], path[800], lng[300], *log, *err;
+
+	snprintf(dir, sizeof(dir), "%s/cu", base);
+	T_EQ_INT(run(&log, &err, NULL, "--check-config /dev/null --dir '%s' --unix '%s/cu.sock'",
+		     dir, base), 0);
+	T_ASSERT(strstr(err, "configuration OK") != NULL);
+	free(log);
+	free(err);
+	T_EQ_INT(run(&log, &err, NULL, "--check-config /dev/null --dir '%s' --unix '%s/nodir/s.sock'",
+		     dir, base), 2);
+	snprintf(path, sizeof(path), "--unix %s/nodir/s.sock: its directory %s/nodir: No such "
+		 "file or directory: create it", base, base);
+	T_ASSERT(strstr(err, path) != NULL);
+	free(log);
+	free(err);
+	memset(lng, 'x', 120);
+	lng[120] = 0;
+	T_EQ_INT(run(&log, &err, NULL, "--check-config /dev/null --dir '%s' --unix '%s/%s'", dir,
+		     base, lng), 2);
+	T_ASSERT(strstr(err, "longer than a socket path may be (107)") != NULL);
+	free(log);
+	free(err);
+	tsrv_write_file(base, "plain", "a file\n");
+	T_EQ_INT(run(&log, &err, NULL, "--check-config /dev/null --dir '%s' --unix '%s/plain'", dir,
+		     base), 2);
+	T_ASSERT(strstr(err, "not a socket") != NULL);
+	free(log);
+	free(err);
+	snprintf(path, sizeof(path), "%s/cu-ro", base);
+	T_EQ_INT(mkdir(path, 0555), 0);
+	if (geteuid() != 0) { /* root writes anywhere */
+		T_EQ_INT(run(&log, &err, NULL, "--check-config /dev/null --dir '%s' --unix "
+			     "'%s/s.sock'", dir, path), 2);
+		T_ASSERT(strstr(err, "cannot create the socket in") != NULL);
+		free(log);
+		free(err);
+	}
+	fprintf(stderr, "check-config --unix: directory, length and file kind checked\n");
+}
+
 /* 3. Two kvtierds started together on one port. */
 static bool wait_file(const char *path, unsigned ms)
 {
@@ -565,6 +612,7 @@ int main(int argc, char **argv)
 	test_together(argc > 2 ? argv[2] : NULL);
 	test_refusals();
 	test_foreign_dir();
+	test_check_unix();
 	tsrv_check_reports(base);
 	t_rmtree(base);
 	free(base);
