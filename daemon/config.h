@@ -129,6 +129,18 @@ uint64_t kvtd_config_segment(const struct kvtd_config *cfg);
  * else 0.  A start refuses such a --dram; --check-config warns. */
 uint64_t kvtd_config_dram_over(const struct kvtd_config *cfg);
 
+/*
+ * Is --dir somebody else's directory?  kvtierd writes LOCK, namespaces and
+ * ssd/ into it, so a start refuses (and --check-config reports) a directory
+ * that holds anything but a kvtier store (one of those three), a
+ * lost+found (a fresh file system's mount point) and the files the options
+ * name there (--log, --unix, --tenants, ...).  0: usable (also when it does
+ * not exist or cannot be read: creating or opening it says why);
+ * -ENOTEMPTY: msg (len bytes) names the directory, a few of its entries and
+ * the fix.  Main thread (reads the directory).
+ */
+int kvtd_config_dir_foreign(const struct kvtd_config *cfg, char *msg, size_t len);
+
 /* Free every string the config owns and zero the pointers (the numbers
  * stay). */
 void kvtd_config_free(struct kvtd_config *cfg);

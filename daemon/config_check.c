@@ -21,8 +21,11 @@
  *     fewer than two segments; a --dram of more than this machine's
  *     memory is a warning (a start here refuses it; the file may be
  *     meant for a larger machine);
- *   - --dir: an existing path must be a writable directory; one that does
- *     not exist is created at start, so its nearest existing parent must be
+ *   - --unix: the path fits sun_path, its directory exists and this user
+ *     may create the socket there, and no other kind of file is there;
+ *   - --dir: an existing path must be a writable directory that is empty
+ *     or a kvtier store (kvtd_config_dir_foreign); one that does not exist
+ *     is created at start, so its nearest existing parent must be
  *     writable; --log: its directory must exist.
  *
  * It opens no store, binds nothing, writes nothing.  It prints every
@@ -30,14 +33,17 @@
  * as "key = value" lines that --config accepts, and returns the exit
  * status: 0 valid, 2 not.  Main thread, before anything else starts.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <openssl/ssl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "config.h"
@@ -101,9 +107,127 @@ static void check_listen(struct check *c, const char *opt, const char *a)
 		check_fail(c, "--%s: '%s' is not HOST:PORT", opt, a);
 }
 
+/* ------------------------------------------------------------------------
+ * --dir: a kvtier store, or nobody's
+ */
+
+/* Is entry name of the directory dst one of the files the options name
+ * (the log, the socket, ...)?  A first start may have made them there. */
+static bool dir_named(const struct kvtd_config *cfg, const struct stat *dst, const char *name)
+{
+	const char *paths[] = { cfg->log_path, cfg->unix_path, cfg->tenants_path,
+				cfg->metrics_token_path, cfg->tls_cert, cfg->tls_key, cfg->tls_ca };
+
+	for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
+		const char *p = paths[i], *slash = p ? strrchr(p, '/') : NULL;
+		char parent[PATH_MAX];
+		struct stat st;
+		if (!p || strcmp(slash ? slash + 1 : p, name) != 0)
+			continue;
+		if (!slash)
+			snprintf(parent, sizeof(parent), ".");
+		else if (slash == p)
+			snprintf(parent, sizeof(parent), "/");
+		else
+			snprintf(parent, sizeof(parent), "%.*s", (int)(slash - p), p);
+		if (stat(parent, &st) == 0 && st.st_dev == dst->st_dev && st.st_ino == dst->st_ino)
+			return true;
+	}
+	return false;
+}
+
+int kvtd_config_dir_foreign(const struct kvtd_config *cfg, char *msg, size_t len)
+{
+	/* What a store has made at least one of: the rule kvt_store_fsck
+	 * (lib/tier/ssd/ssd_fsck.c) uses to tell a store from a typo. */
+	static const char *const store_files[] = { "LOCK", "namespaces", "ssd" };
+	char seen[3][64], list[256];
+	unsigned nseen = 0, others = 0;
+	struct dirent *de;
+	struct stat st;
+	DIR *d;
+
+	if (len > 0)
+		msg[0] = 0;
+	if (!cfg->dir || stat(cfg->dir, &st) < 0 || !S_ISDIR(st.st_mode))
+		return 0;
+	d = opendir(cfg->dir);
+	if (!d)
+		return 0;
+	while ((de = readdir(d)) != NULL) {
+		const char *n = de->d_name;
+		if (strcmp(n, ".") == 0 || strcmp(n, "..") == 0 || strcmp(n, "lost+found") == 0 ||
+		    dir_named(cfg, &st, n))
+			continue;
+		for (size_t i = 0; i < sizeof(store_files) / sizeof(store_files[0]); i++)
+			if (strcmp(n, store_files[i]) == 0) {
+				closedir(d);
+				return 0;
+			}
+		if (nseen < 3)
+			snprintf(seen[nseen++], sizeof(seen[0]), "%.63s", n);
+		else
+			others++;
+	}
+	closedir(d);
+	if (!nseen)
+		return 0;
+	size_t off = (size_t)snprintf(list, sizeof(list), "%s", seen[0]);
+	for (unsigned i = 1; i < nseen && off < sizeof(list); i++)
+		off += (size_t)snprintf(list + off, sizeof(list) - off, ", %s", seen[i]);
+	if (others && off < sizeof(list))
+		snprintf(list + off, sizeof(list) - off, " and %u more", others);
+	snprintf(msg, len,
+		 "--dir %s is not empty and not a kvtier store (it holds %s): kvtierd would "
+		 "write LOCK, namespaces and ssd/ among them; give a new or empty directory, "
+		 "e.g. %s%skvtierd-data", cfg->dir, list, cfg->dir,
+		 cfg->dir[strlen(cfg->dir) - 1] == '/' ? "" : "/");
+	return -ENOTEMPTY;
+}
+
+/* --unix PATH as kvtierd_bind_unix will find it: a path sun_path holds,
+ * in a directory that exists and that this user may create files in, not
+ * an existing file of another kind (a socket there is a leftover or a
+ * live kvtierd: the start tells which). */
+static void check_unix(struct check *c, const char *path)
+{
+	size_t max = sizeof(((struct sockaddr_un *)0)->sun_path) - 1;
+	const char *slash = path ? strrchr(path, '/') : NULL;
+	char parent[PATH_MAX];
+	struct stat st;
+
+	if (!path)
+		return;
+	if (strlen(path) > max) {
+		check_fail(c, "--unix %s: %zu bytes, longer than a socket path may be (%zu): give "
+			   "a shorter path (e.g. under /run/kvtierd)", path, strlen(path), max);
+		return;
+	}
+	if (!slash)
+		snprintf(parent, sizeof(parent), ".");
+	else if (slash == path)
+		snprintf(parent, sizeof(parent), "/");
+	else
+		snprintf(parent, sizeof(parent), "%.*s", (int)(slash - path), path);
+	if (stat(parent, &st) < 0) {
+		check_fail(c, "--unix %s: its directory %s: %s%s", path, parent, strerror(errno),
+			   errno == ENOENT ? ": create it (systemd: RuntimeDirectory=, /run/kvtierd), "
+			   "or give another --unix PATH" : "");
+	} else if (!S_ISDIR(st.st_mode)) {
+		check_fail(c, "--unix %s: %s is not a directory", path, parent);
+	} else if (access(parent, W_OK | X_OK) < 0) {
+		check_fail(c, "--unix %s: cannot create the socket in %s: %s: the user kvtierd runs "
+			   "as (uid %u) must be able to write there", path, parent, strerror(errno),
+			   (unsigned)geteuid());
+	} else if (lstat(path, &st) == 0 && !S_ISSOCK(st.st_mode)) {
+		check_fail(c, "--unix %s: a file that is not a socket is there: kvtierd does not "
+			   "replace it", path);
+	}
+}
+
 static void check_files(struct check *c, const struct kvtd_config *cfg)
 {
-	char err[512];
+	char err[512], msg[PATH_MAX + 512];
 
 	if (cfg->tenants_path) {
 		struct kvtd_tenants *t = NULL;
@@ -135,6 +259,8 @@ static void check_files(struct check *c, const struct kvtd_config *cfg)
 				check_fail(c, "--dir %s: not a directory", cfg->dir);
 			else if (access(cfg->dir, R_OK | W_OK | X_OK) < 0)
 				check_fail(c, "--dir %s: %s", cfg->dir, strerror(errno));
+			else if (kvtd_config_dir_foreign(cfg, msg, sizeof(msg)) < 0)
+				check_fail(c, "%s", msg);
 		} else if (errno != ENOENT) {
 			check_fail(c, "--dir %s: %s", cfg->dir, strerror(errno));
 		} else {
@@ -363,8 +489,7 @@ int kvtd_config_check(const struct kvtd_config *cfg, const char *path, FILE *out
 			check_fail(&c, "--metrics %s is not loopback: give --metrics-token FILE too",
 				   cfg->metrics_listen);
 	}
-	if (cfg->unix_path && strlen(cfg->unix_path) >= 108)
-		check_fail(&c, "--unix %s: longer than a socket path may be", cfg->unix_path);
+	check_unix(&c, cfg->unix_path);
 	if (cfg->members) {
 		char msg[300];
 		struct kvtd_member *m = NULL;

@@ -79,7 +79,9 @@ static void kvtierd_usage(FILE *f)
 		"starts a working store in " DEFAULT_DIR " listening on " DEFAULT_LISTEN ".\n"
 		"\n"
 		"Store:\n"
-		"  --dir DIR             store directory (default " DEFAULT_DIR ")\n"
+		"  --dir DIR             store directory (default " DEFAULT_DIR "), created\n"
+		"                        if missing; an existing one must be empty or a\n"
+		"                        kvtier store, else the start is refused\n"
 		"  --dram SIZE           DRAM tier bytes (default: 1/4 of physical memory,\n"
 		"                        at most 4G)\n"
 		"  --ssd SIZE            SSD tier bytes in DIR (default: 10%% of the file\n"
@@ -175,8 +177,9 @@ static void kvtierd_usage(FILE *f)
 		"  -c, --config FILE     \"key = value\" lines with the long option names;\n"
 		"                        options on the command line override it\n"
 		"  --check-config FILE   check FILE and the other options as a start would\n"
-		"                        (files they name, addresses, --set), print the\n"
-		"                        effective settings, exit 0 (valid) or 2; starts nothing\n"
+		"                        (files and directories they name, addresses, --set),\n"
+		"                        print the effective settings, exit 0 (valid) or 2;\n"
+		"                        starts nothing\n"
 		"  -h, --help            this help\n"
 		"  -V, --version         print the version\n"
 		"\n"
@@ -1041,6 +1044,17 @@ static int kvtierd_open(struct kvtd_server *srv, struct kvtd_listener *listeners
 			 "AUTHENTICATION IS OFF: no --tenants file, every client is tenant "
 			 "\"default\" with the admin role; use --tenants on any shared network",
 			 NULL);
+	}
+	/* Somebody else's directory (a home directory, /tmp, a mount point
+	 * with data on it) is refused before anything is written to it. */
+	{
+		char msg[PATH_MAX + 512], q[PATH_MAX + 600];
+		if (kvtd_config_dir_foreign(cfg, msg, sizeof(msg)) < 0) {
+			kvtd_log(KVTD_ERROR, "store directory refused", "dir=%s error=%s", cfg->dir,
+				 kvtd_log_quote(q, sizeof(q), msg));
+			fprintf(stderr, "kvtierd: %s\n", msg);
+			return KVTD_EXIT_USAGE;
+		}
 	}
 	/* Listeners and TLS before the store: a port in use or a bad
 	 * certificate is said in milliseconds, not after the SSD tier's

@@ -1663,6 +1663,10 @@ static void ops_stats(struct kvtd_frame *fr)
 		}
 		free(ids);
 		if (ops_is_own(c, s->tenant, s->tenant_len)) {
+			/* what this connection may ask: kvtier ls asks the
+			 * server-wide STATS only as the admin */
+			ops_stats_add(&st, "conn.role", 0,
+				      c->role == PROTO_ROLE_ADMIN ? "admin" : "tenant");
 			ops_stats_add(&st, "conn.frames", c->frames, NULL);
 			ops_stats_add(&st, "conn.bytes_in", c->bytes_in, NULL);
 			ops_stats_add(&st, "conn.bytes_out", c->bytes_out, NULL);

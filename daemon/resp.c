@@ -191,6 +191,8 @@ static int resp_inline(const uint8_t *buf, size_t len, const struct resp_limits 
 	uint32_t argc = 0;
 	const uint8_t *nl;
 
+	if (rs && rs->argc == 0 && rs->done)
+		goto no_end; /* a NUL was seen: the line has no end */
 	if (rs && rs->argc == 0 && rs->pos < end)
 		from = (size_t)rs->pos;
 	if (rs)
@@ -198,13 +200,22 @@ static int resp_inline(const uint8_t *buf, size_t len, const struct resp_limits 
 	nl = memchr(buf + from, '\n', end - from);
 	if (nl && from)
 		nl = memchr(buf, '\n', end);
+	/* A NUL before the line's end hides it, as in Redis, which looks for
+	 * the end with strchr (processInlineBuffer): the line never ends, and
+	 * the connection gets "too big inline request" at the limit.  Bytes
+	 * searched once: the line's up to its end, or the ones this call
+	 * searched (the state marks the line dead, done 1). */
+	if (nl ? memchr(buf, 0, (size_t)(nl - buf)) != NULL
+	       : memchr(buf + from, 0, end - from) != NULL) {
+		nl = NULL;
+		if (rs)
+			*rs = (struct resp_resume){ end, 0, 1 };
+		goto no_end;
+	}
 	if (!nl) {
-		if (len > lim->inline_max + 1)
-			return RESP_EINLINE;
-		cmd->need = len + 1;
 		if (rs)
 			*rs = (struct resp_resume){ end, 0, 0 };
-		return RESP_NEED_MORE;
+		goto no_end;
 	}
 	ll = (size_t)(nl - buf);
 	cmd->len = ll + 1;
@@ -234,6 +245,14 @@ static int resp_inline(const uint8_t *buf, size_t len, const struct resp_limits 
 	}
 	cmd->argc = argc;
 	return argc > args_cap ? RESP_NEED_ARGS : RESP_OK;
+no_end:
+	if (len > lim->inline_max + 1) {
+		if (rs)
+			memset(rs, 0, sizeof(*rs)); /* a state only with RESP_NEED_MORE */
+		return RESP_EINLINE;
+	}
+	cmd->need = len + 1;
+	return RESP_NEED_MORE;
 }
 
 int resp_parse_from(const uint8_t *buf, size_t len, const struct resp_limits *lim,

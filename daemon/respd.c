@@ -1537,15 +1537,21 @@ static void respd_unknown(struct respd_cmd *cmd)
 	respd_simple(cmd, '-', m);
 }
 
+/* Redis names the command as its table does, lower case ("'get'" for a
+ * GET or a gEt: processCommand prints cmd->fullname), not as it was sent;
+ * a client matching the message (redis-py's tests, a proxy's) sees the
+ * same text here. */
 static void respd_wrong_args(struct respd_cmd *cmd)
 {
-	char m[120];
-	snprintf(m, sizeof(m), "ERR wrong number of arguments for '%.*s' command",
-		 (int)(cmd->argv[0].len > 32 ? 32 : cmd->argv[0].len),
-		 (const char *)cmd->argv[0].p);
-	for (char *p = m; *p; p++)
-		if ((unsigned char)*p < 0x20)
-			*p = ' ';
+	char m[120], name[33];
+	size_t n = cmd->argv[0].len > 32 ? 32 : cmd->argv[0].len;
+
+	for (size_t i = 0; i < n; i++) {
+		unsigned char ch = ((const unsigned char *)cmd->argv[0].p)[i];
+		name[i] = (char)(ch < 0x20 ? ' ' : ch >= 'A' && ch <= 'Z' ? ch + ('a' - 'A') : ch);
+	}
+	name[n] = 0;
+	snprintf(m, sizeof(m), "ERR wrong number of arguments for '%s' command", name);
 	respd_simple(cmd, '-', m);
 }
 

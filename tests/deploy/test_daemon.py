@@ -82,8 +82,9 @@ def t_check_config(kvtierd, src, tmp):
         if key in FILE_KEYS and key != "log":
             if rc != 2 or (val not in err and "TLS needs both" not in err):
                 fail(f"{key} = {val} (missing file): rc={rc} {err}")
-        elif key == "log":
-            # /var/log/kvtierd exists only where the unit made it.
+        elif key in ("log", "unix"):
+            # /var/log/kvtierd and /run/kvtierd exist only where the unit
+            # made them (LogsDirectory=, RuntimeDirectory=).
             want = 0 if os.path.isdir(os.path.dirname(val)) else 2
             if rc != want:
                 fail(f"{key} = {val}: rc={rc} want {want}: {err}")
@@ -139,8 +140,10 @@ def t_check_config(kvtierd, src, tmp):
                        cwd=tmp, timeout=60)
     if r.returncode != 0 or "configuration OK" not in r.stderr:
         fail(f"--check-config=FILE: rc={r.returncode} {r.stderr}")
-    rc, out, err = check(kvtierd, "/dev/null", "--dir", tmp, "--listen", "127.0.0.1:0",
-                         "--log-format", "json", cwd=tmp)
+    # (--dir: a directory of its own; tmp holds this test's files, and a
+    # directory holding other files than a store's is refused)
+    rc, out, err = check(kvtierd, "/dev/null", "--dir", os.path.join(tmp, "never"), "--listen",
+                         "127.0.0.1:0", "--log-format", "json", cwd=tmp)
     if rc != 0 or "log-format = json" not in out:
         fail(f"command-line options: rc={rc} {out} {err}")
     print(f"{len(bad) + 1} broken configurations refused with exit 2")
@@ -154,7 +157,8 @@ def t_check_config(kvtierd, src, tmp):
         fail("--listen 7070 created the store directory")
     # The effective settings are a configuration that means the same: fed
     # back, they print the same lines (every option is in them).
-    rc, out, err = check(kvtierd, "/dev/null", "--dir", tmp, "--listen", "0.0.0.0:0",
+    rc, out, err = check(kvtierd, "/dev/null", "--dir", os.path.join(tmp, "never"),
+                         "--listen", "0.0.0.0:0",
                          "--s3", "0.0.0.0:0", "--resp", "127.0.0.1:0", "--insecure",
                          "--ssd", "64M", "--set", "ssd.segment=8M", cwd=tmp)
     if rc != 0:

@@ -498,7 +498,8 @@ static uint64_t server_stat(const char *addr, const char *secret, const char *na
  * ClientHello a plain server counts as a bad magic, is for connections
  * that closed, not for refusals.  A tenant's stat --watch asks for the
  * server-wide figures once, not at each refresh (each refusal counted
- * in server.errors.permission, which KvtierAuthFailures alerts on). */
+ * in server.errors.permission, which KvtierAuthFailures alerts on), and
+ * a tenant's ls not at all (STATS says the connection's conn.role). */
 static void test_auth(void)
 {
 	struct tsrv s;
@@ -536,6 +537,25 @@ static void test_auth(void)
 	T_ASSERT(system(cmd) != -1);
 	free(cmd);
 	T_ASSERT(server_stat(addr, good, "server.errors.permission") <= perm + 1);
+	/* A tenant's ls asks only what a tenant may: no refusal counted
+	 * (until 2026-12-06 it asked for the server-wide figures and was
+	 * refused each time); the admin's ls has them. */
+	perm = server_stat(addr, good, "server.errors.permission");
+	{
+		char *out;
+		T_EQ_INT(run(&out, NULL, "ls --server %s --tenant bob --secret-file '%s'", addr, bob),
+			 0);
+		T_ASSERT(strstr(out, "tenant bob: ") != NULL);
+		T_ASSERT(strstr(out, "server: dram") == NULL);
+		free(out);
+		T_EQ_INT(server_stat(addr, good, "server.errors.permission"), perm);
+		T_EQ_INT(run(&out, NULL, "ls --server %s --tenant alice --secret-file '%s'", addr,
+			     good), 0);
+		T_ASSERT(strstr(out, "tenant alice: ") != NULL);
+		T_ASSERT(strstr(out, "server: dram") != NULL);
+		free(out);
+		T_EQ_INT(server_stat(addr, good, "server.errors.permission"), perm);
+	}
 	/* A drain is the admin's: a tenant is told so, with the flags. */
 	T_EQ_INT(run(NULL, &err, "drain %s --tenant bob --secret-file '%s' --no-wait", addr, bob), 1);
 	T_ASSERT(strstr(err, "not permitted") != NULL && strstr(err, "admin role") != NULL);

@@ -25,6 +25,16 @@
  *      address without a host), a --dir that is a file or a directory
  *      kvtierd may not write exits 1 with a hint naming the fix (--unix,
  *      --dir; --log on stderr, not "why is in the log").
+ *   5. somebody else's --dir: a directory holding files that are not a
+ *      kvtier store (a home directory) is refused, exit 2, naming it and
+ *      what it holds, before anything is written there; --check-config
+ *      says the same.  An empty one with a lost+found (a mount point), one
+ *      holding only the files the options name there (--log), and a store
+ *      with a stray file beside it start.
+ *   6. --check-config checks --unix as the bind would find it: a
+ *      directory that does not exist, one this user may not write, a path
+ *      longer than sun_path, a file that is not a socket (until 2026-12-06
+ *      it checked the length alone, and each of these passed).
  *
  * argv[1]: kvtierd; argv[2]: tests/libshim_sync.so (3. is skipped without).
  */
@@ -394,6 +404,111 @@ static void test_metrics_forms(void)
 	T_EQ_INT(tsrv_stop(&s), 0);
 }
 
+/* 5. Somebody else's --dir.  Before 2026-12-06 kvtierd --dir ~ wrote its
+ * LOCK, namespaces and ssd/ among the user's files. */
+static void test_foreign_dir(void)
+{
+	char home[700], mnt[700], path[800], store[700], *log, *err;
+	const char *names[] = { ".bashrc", "notes.txt", "photos", "a", "b" };
+	struct stat st;
+	struct tsrv s;
+
+	snprintf(home, sizeof(home), "%s/home", base);
+	T_EQ_INT(mkdir(home, 0700), 0);
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		tsrv_write_file(home, names[i], "the user's\n");
+	T_EQ_INT(run(&log, &err, NULL, "--dir '%s' --ssd 0 --listen 127.0.0.1:0", home), 2);
+	snprintf(path, sizeof(path), "--dir %s is not empty and not a kvtier store (it holds ",
+		 home);
+	T_ASSERT(strstr(err, path) != NULL);
+	T_ASSERT(strstr(err, " and 2 more)") != NULL);
+	T_ASSERT(strstr(err, "give a new or empty directory") != NULL);
+	T_ASSERT(strstr(log, "store directory refused") != NULL);
+	T_ASSERT(strstr(log, "opening the store") == NULL);
+	free(log);
+	free(err);
+	for (size_t i = 0; i < 3; i++) {
+		static const char *const made[] = { "LOCK", "namespaces", "ssd" };
+		snprintf(path, sizeof(path), "%s/%s", home, made[i]);
+		T_ASSERT(stat(path, &st) < 0);
+	}
+	T_EQ_INT(run(&log, &err, NULL, "--check-config /dev/null --dir '%s'", home), 2);
+	T_ASSERT(strstr(err, "is not empty and not a kvtier store") != NULL);
+	free(log);
+	free(err);
+
+	/* A mount point (lost+found only), its first start logging there:
+	 * the directory check lets it by, and the start goes on to its next
+	 * refusal (an --ssd of one segment, here). */
+	snprintf(mnt, sizeof(mnt), "%s/mnt", base);
+	T_EQ_INT(mkdir(mnt, 0700), 0);
+	snprintf(path, sizeof(path), "%s/lost+found", mnt);
+	T_EQ_INT(mkdir(path, 0700), 0);
+	T_EQ_INT(run(&log, &err, NULL, "--dir '%s' --log '%s/kvtierd.log' --ssd 64M "
+		     "--set ssd.segment=64M --listen 127.0.0.1:0", mnt, mnt), 2);
+	free(log);
+	snprintf(path, sizeof(path), "%s/kvtierd.log", mnt);
+	log = slurp(path);
+	T_ASSERT(strstr(log, "--ssd must hold two ssd.segment") != NULL);
+	T_ASSERT(strstr(log, "store directory refused") == NULL);
+	free(log);
+	free(err);
+	T_EQ_INT(run(&log, &err, NULL, "--check-config /dev/null --dir '%s' --log '%s/kvtierd.log'",
+		     mnt, mnt), 0);
+	free(log);
+	free(err);
+
+	/* A store is a store with a stray file beside it. */
+	snprintf(store, sizeof(store), "%s/m1", base); /* test_metrics_forms' */
+	tsrv_write_file(store, "README", "an operator's note\n");
+	tsrv_start(&s, kvtierd, base, store, NULL, NULL);
+	T_EQ_INT(tsrv_stop(&s), 0);
+	fprintf(stderr, "foreign --dir: refused with exit 2; a mount point and a store start\n");
+}
+
+/* 6. --check-config and --unix. */
+static void test_check_unix(void)
+{
+	char dir[700], path[800], lng[300], *log, *err;
+
+	snprintf(dir, sizeof(dir), "%s/cu", base);
+	T_EQ_INT(run(&log, &err, NULL, "--check-config /dev/null --dir '%s' --unix '%s/cu.sock'",
+		     dir, base), 0);
+	T_ASSERT(strstr(err, "configuration OK") != NULL);
+	free(log);
+	free(err);
+	T_EQ_INT(run(&log, &err, NULL, "--check-config /dev/null --dir '%s' --unix '%s/nodir/s.sock'",
+		     dir, base), 2);
+	snprintf(path, sizeof(path), "--unix %s/nodir/s.sock: its directory %s/nodir: No such "
+		 "file or directory: create it", base, base);
+	T_ASSERT(strstr(err, path) != NULL);
+	free(log);
+	free(err);
+	memset(lng, 'x', 120);
+	lng[120] = 0;
+	T_EQ_INT(run(&log, &err, NULL, "--check-config /dev/null --dir '%s' --unix '%s/%s'", dir,
+		     base, lng), 2);
+	T_ASSERT(strstr(err, "longer than a socket path may be (107)") != NULL);
+	free(log);
+	free(err);
+	tsrv_write_file(base, "plain", "a file\n");
+	T_EQ_INT(run(&log, &err, NULL, "--check-config /dev/null --dir '%s' --unix '%s/plain'", dir,
+		     base), 2);
+	T_ASSERT(strstr(err, "not a socket") != NULL);
+	free(log);
+	free(err);
+	snprintf(path, sizeof(path), "%s/cu-ro", base);
+	T_EQ_INT(mkdir(path, 0555), 0);
+	if (geteuid() != 0) { /* root writes anywhere */
+		T_EQ_INT(run(&log, &err, NULL, "--check-config /dev/null --dir '%s' --unix "
+			     "'%s/s.sock'", dir, path), 2);
+		T_ASSERT(strstr(err, "cannot create the socket in") != NULL);
+		free(log);
+		free(err);
+	}
+	fprintf(stderr, "check-config --unix: directory, length and file kind checked\n");
+}
+
 /* 3. Two kvtierds started together on one port. */
 static bool wait_file(const char *path, unsigned ms)
 {
@@ -496,6 +611,8 @@ int main(int argc, char **argv)
 	test_metrics_forms();
 	test_together(argc > 2 ? argv[2] : NULL);
 	test_refusals();
+	test_foreign_dir();
+	test_check_unix();
 	tsrv_check_reports(base);
 	t_rmtree(base);
 	free(base);

@@ -608,6 +608,51 @@ static void test_inline_quotes(void)
 	printf("inline quotes: ok\n");
 }
 
+/* Two of Redis's habits, checked against redis-server 7.0.15 on
+ * 2026-12-06: a wrong argument count names the command in lower case
+ * (its table's name), however it was sent; and a NUL in an inline line
+ * hides the line's end (strchr), so its command never runs and the
+ * connection gets "too big inline request" once 64K are in.  Until
+ * 2026-12-06 kvtierd echoed "'gEt'" and ran the line, NUL and all. */
+static void test_redis_nits(void)
+{
+	static const char nul[] = "SET nulk a\0b\r\nPING\r\n";
+	static char fill[70000];
+	int fd = resp_dial();
+	char buf[128];
+	size_t len = 0;
+	ssize_t r = -1;
+
+	raw_eq(fd, "gEt\r\n", "-ERR wrong number of arguments for 'get' command\r\n");
+	raw_eq(fd, "*1\r\n$4\r\nEcHo\r\n",
+	       "-ERR wrong number of arguments for 'echo' command\r\n");
+	raw_eq(fd, "PING a b\r\n", "-ERR wrong number of arguments for 'ping' command\r\n");
+	/* the NUL after a line's end is the next line's: PING runs */
+	T_EQ_INT(write(fd, "PING\nPI\0NG\r\n", 12), 12);
+	raw_eq(fd, "", "+PONG\r\n");
+	close(fd);
+
+	fd = resp_dial();
+	T_EQ_INT(write(fd, nul, sizeof(nul) - 1), (ssize_t)sizeof(nul) - 1);
+	tsrv_sleep_ms(200);
+	T_ASSERT(recv(fd, buf, sizeof(buf), MSG_DONTWAIT) < 0); /* no answer: no line yet */
+	memset(fill, 'x', sizeof(fill));
+	T_EQ_INT(write(fd, fill, sizeof(fill)), (ssize_t)sizeof(fill));
+	for (int tries = 0; tries < 500 && r != 0; tries++) {
+		r = recv(fd, buf + len, sizeof(buf) - 1 - len, MSG_DONTWAIT);
+		if (r > 0)
+			len += (size_t)r;
+		if (r < 0)
+			tsrv_sleep_ms(10);
+	}
+	buf[len] = 0;
+	T_EQ_INT(r, 0); /* closed */
+	T_EQ_STR(buf, "-ERR Protocol error: too big inline request\r\n");
+	close(fd);
+	cli_eq("exists nulk", "0");
+	printf("redis nits: ok\n");
+}
+
 /*
  * Cross-protocol scripting (respd.c): an HTTP request a browser sends to
  * the RESP port -- a page's fetch() POST with a text/plain body -- is
@@ -648,7 +693,7 @@ static void test_http_request(void)
 	 * or sent where the Host: line came in a later read */
 	http_on_resp("GET /?SET%20xps3 HTTP/1.1\r\nHost: 127.0.0.1\r\nX: 1\r\n\r\n", got,
 		     sizeof(got));
-	if (got[0] && strcmp(got, "-ERR wrong number of arguments for 'GET' command\r\n") != 0)
+	if (got[0] && strcmp(got, "-ERR wrong number of arguments for 'get' command\r\n") != 0)
 		T_FAIL("a GET request on the RESP port: got '%s'", got);
 	/* quoted, as Redis compares them: decoded */
 	http_on_resp("\"post\" / HTTP/1.1\r\nSET xps4 1\r\n", got, sizeof(got));
@@ -1067,6 +1112,7 @@ int main(int argc, char **argv)
 	test_many_keys_order();
 	test_resp3();
 	test_inline_quotes();
+	test_redis_nits();
 	test_http_request();
 	test_benchmark();
 	test_metrics();

@@ -328,7 +328,8 @@ static void test_inline_quotes(void)
 		{ IQ("E \"\\x4\" \"\\xZZ\" \"\\x4A\\x\"\r\n"), RESP_OK, 4,
 		  { IA("E"), IA("x4"), IA("xZZ"), IA("Jx") } },
 		{ IQ("ECHO \"a\\x00b\"\r\n"), RESP_OK, 2, { IA("ECHO"), IA("a\0b") } },
-		{ IQ("PING a\0b c\r\n"), RESP_OK, 3, { IA("PING"), IA("a\0b"), IA("c") } },
+		/* a NUL hides the line's end (test_inline_nul) */
+		{ IQ("PING a\0b c\r\n"), RESP_NEED_MORE, 0, { { 0 } } },
 		{ IQ("PING a\rb\vc\fd\t e\r\n"), RESP_OK, 4,
 		  { IA("PING"), IA("a"), IA("b\vc\fd"), IA("e") } },
 		{ IQ("PING \v\fa\"b\"\v\f'c'\f\r\n"), RESP_OK, 3,
@@ -338,7 +339,7 @@ static void test_inline_quotes(void)
 		{ IQ("SET k \"abc\"d\r\n"), RESP_EQUOTES, 0, { { 0 } } },
 		{ IQ("SET k 'abc'd e\r\n"), RESP_EQUOTES, 0, { { 0 } } },
 		{ IQ("SET k 'abc\n"), RESP_EQUOTES, 0, { { 0 } } },
-		{ IQ("ECHO \"a\0b\"\r\n"), RESP_OK, 2, { IA("ECHO"), IA("a\0b") } },
+		{ IQ("ECHO \"a\0b\"\r\n"), RESP_NEED_MORE, 0, { { 0 } } },
 		{ IQ("ECHO \"abc\\\"\r\n"), RESP_EQUOTES, 0, { { 0 } } },
 		{ IQ("ECHO \"abc\\\r\n"), RESP_EQUOTES, 0, { { 0 } } },
 		/* the limit is the decoded length: 8 bytes from 34 sent */
@@ -355,11 +356,56 @@ static void test_inline_quotes(void)
 	printf("inline quotes: ok (%zu lines)\n", sizeof(cases) / sizeof(cases[0]));
 }
 
+/*
+ * A NUL in an inline line before its end hides the end, as in Redis,
+ * whose processInlineBuffer looks for the '\n' with strchr: the line
+ * never ends and the connection gets "too big inline request" once more
+ * than the limit is in (until 2026-12-06 the NUL was an argument's byte
+ * and the command ran).  A NUL after the end is the next command's.  Read
+ * a byte at a time with the state carried, each step agrees with a parse
+ * in one go.
+ */
+static void test_inline_nul(void)
+{
+	static const struct resp_limits nl = { .argc_max = 16, .bulk_max = 64,
+						.inline_max = 40 };
+	struct resp_arg args[16];
+	struct resp_cmd cmd;
+	uint8_t line[64];
+	struct resp_resume rs = { 0 };
+	int rc, one;
+
+	T_EQ_INT(resp_parse((const uint8_t *)"SET k a\0b\r\n", 11, &nl, &cmd, args, 16),
+		 RESP_NEED_MORE);
+	T_EQ_INT(resp_parse((const uint8_t *)"GET a\r\n\0", 8, &nl, &cmd, args, 16), RESP_OK);
+	T_EQ_U64(cmd.len, 7);
+	T_EQ_INT(cmd.argc, 2);
+	/* "GET a" NUL, then spaces, then CRLF: dead from its 6th byte on. */
+	memset(line, ' ', sizeof(line));
+	memcpy(line, "GET a\0", 6);
+	line[50] = '\r';
+	line[51] = '\n';
+	for (size_t n = 1; n <= 52; n++) {
+		rc = resp_parse_from(t_at_guard(line, n), n, &nl, &cmd, args, 16, &rs);
+		one = resp_parse(t_at_guard(line, n), n, &nl, &cmd, args, 16);
+		T_EQ_INT(rc, one);
+		T_EQ_INT(rc, n > nl.inline_max + 1 ? RESP_EINLINE : RESP_NEED_MORE);
+		if (rc != RESP_NEED_MORE) {
+			T_EQ_U64(rs.pos, 0); /* a state with RESP_NEED_MORE only */
+			T_EQ_INT(rs.done, 0);
+			break;
+		}
+		T_EQ_INT(rs.done, n >= 6);
+	}
+	printf("inline NUL: ok\n");
+}
+
 int main(void)
 {
 	test_resp();
 	test_resp_resume();
 	test_inline_quotes();
+	test_inline_nul();
 	test_http();
 	return 0;
 }
