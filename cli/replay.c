@@ -437,29 +437,23 @@ static int replay_keys(const uint8_t digest[32], const struct rp_req *r, struct 
  */
 static bool *replay_later_roots(const struct rp_trace *t, size_t count)
 {
-	size_t cap = 16;
-	uint64_t *tab;
+	struct rp_idset roots = { 0 };
 	bool *later = calloc(count ? count : 1, sizeof *later);
-	while (cap < 2 * count)
-		cap <<= 1;
-	tab = calloc(cap, sizeof *tab); /* root id + 1, 0: empty */
-	if (!later || !tab) {
-		free(later);
-		free(tab);
+	if (!later)
 		return NULL;
-	}
 	for (size_t q = count; q-- > 0;) {
-		uint64_t id, i;
+		int r;
 		if (t->reqs[q].n_ids == 0)
 			continue;
-		id = t->reqs[q].ids[0] + 1;
-		for (i = (id * UINT64_C(0x9e3779b97f4a7c15)) & (cap - 1); tab[i] && tab[i] != id;
-		     i = (i + 1) & (cap - 1))
-			;
-		later[q] = tab[i] == id;
-		tab[i] = id;
+		r = rp_idset_add(&roots, t->reqs[q].ids[0]);
+		if (r < 0) {
+			rp_idset_free(&roots);
+			free(later);
+			return NULL;
+		}
+		later[q] = r == 0;
 	}
-	free(tab);
+	rp_idset_free(&roots);
 	return later;
 }
 

@@ -31,7 +31,8 @@ struct rp_req {
 	uint64_t ts_ms;      /* arrival, ms from trace start */
 	uint64_t input_len;  /* prompt tokens, >= 1 */
 	uint64_t output_len; /* generated tokens (not replayed; reported) */
-	uint64_t *ids;       /* n_ids prefix-chained block hash ids */
+	uint64_t *ids;       /* n_ids prefix-chained block hash ids (a negative
+			      * one as its two's complement) */
 	uint32_t n_ids;      /* == ceil(input_len / block_tokens) */
 	uint32_t block_tokens; /* the trace's tokens a block */
 	double ts;           /* rp_parse_line: the timestamp as written (-1: none) */
@@ -48,9 +49,9 @@ struct rp_trace {
 
 /*
  * Parse one JSON line of a Mooncake trace into *out (out->ids allocated
- * with malloc; the caller frees it).  Required fields: input_length and
- * hash_ids (non-negative integers, 1 to RP_IDS_MAX ids, at most one id a
- * token); timestamp (a non-negative number, kept as written in out->ts)
+ * with malloc; the caller frees it).  Required fields: input_length (a
+ * non-negative integer) and hash_ids (1 to RP_IDS_MAX integers, signed
+ * 64-bit, at most one a token); timestamp (a non-negative number, kept as written in out->ts)
  * and output_length (0) optional; other fields (chat_id, turn, ...) are
  * ignored.  out->block_tokens is 0 and out->ts_ms unset: whether the ids
  * match the input length, and the timestamps' unit, are the whole
@@ -96,6 +97,17 @@ void rp_trace_free(struct rp_trace *t);
 
 /* Tokens of block i of r: r->block_tokens, or fewer for a last partial block. */
 uint64_t rp_block_tokens(const struct rp_req *r, uint32_t i);
+
+/* A set of hash ids (any 64-bit values).  Zeroed: empty.  add: 1 if id
+ * was not in it, 0 if it was, -ENOMEM. */
+struct rp_idset {
+	uint64_t *slot;
+	uint8_t *used;       /* slot i holds an id */
+	size_t cap, count;   /* cap a power of two */
+};
+int rp_idset_has(const struct rp_idset *s, uint64_t id);
+int rp_idset_add(struct rp_idset *s, uint64_t id);
+void rp_idset_free(struct rp_idset *s);
 
 /* What an unlimited cache would hit on the same trace, in order. */
 struct rp_ideal {

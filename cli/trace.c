@@ -118,10 +118,11 @@ int rp_parse_line(const char *line, size_t len, struct rp_req *out, char *err, s
 	}
 	for (size_t i = 0; i < n; i++) {
 		json_t *e = json_array_get(arr, i);
-		if (!json_is_integer(e) || json_integer_value(e) < 0) {
-			trace_err(err, err_len, "hash_ids[%zu] is not a non-negative integer", i);
+		if (!json_is_integer(e)) {
+			trace_err(err, err_len, "hash_ids[%zu] is not an integer", i);
 			goto out;
 		}
+		/* a negative id (a signed 64-bit hash) as its two's complement */
 		ids[i] = (uint64_t)json_integer_value(e);
 	}
 	r.ids = ids;
@@ -338,8 +339,8 @@ int rp_trace_write(const struct rp_trace *t, FILE *f)
 		fprintf(f, "{\"timestamp\": %" PRIu64 ", \"input_length\": %" PRIu64
 			   ", \"output_length\": %" PRIu64 ", \"hash_ids\": [",
 			r->ts_ms, r->input_len, r->output_len);
-		for (uint32_t j = 0; j < r->n_ids; j++)
-			fprintf(f, "%s%" PRIu64, j ? ", " : "", r->ids[j]);
+		for (uint32_t j = 0; j < r->n_ids; j++) /* signed, as read */
+			fprintf(f, "%s%" PRId64, j ? ", " : "", (int64_t)r->ids[j]);
 		fputs("]}\n", f);
 	}
 	return ferror(f) ? -1 : 0;
@@ -355,14 +356,10 @@ uint64_t rp_block_tokens(const struct rp_req *r, uint32_t i)
 }
 
 /* ------------------------------------------------------------------------
- * A set of hash ids: open addressing, id + 1 stored so 0 marks empty
- * (ids are non-negative JSON integers, so id + 1 never wraps).
+ * A set of hash ids (replay.h): open addressing, a byte a slot saying
+ * whether it is taken (an id is any 64-bit value: negative JSON integers
+ * are kept as their two's complement).
  */
-struct trace_set {
-	uint64_t *slot;
-	size_t cap, count; /* cap a power of two */
-};
-
 static uint64_t trace_mix(uint64_t x)
 {
 	x ^= x >> 33;
@@ -371,51 +368,67 @@ static uint64_t trace_mix(uint64_t x)
 	return x;
 }
 
-static int trace_set_has(const struct trace_set *s, uint64_t id)
+int rp_idset_has(const struct rp_idset *s, uint64_t id)
 {
 	if (s->cap == 0)
 		return 0;
 	for (size_t i = trace_mix(id) & (s->cap - 1);; i = (i + 1) & (s->cap - 1)) {
-		if (s->slot[i] == 0)
+		if (!s->used[i])
 			return 0;
-		if (s->slot[i] == id + 1)
+		if (s->slot[i] == id)
 			return 1;
 	}
 }
 
-static int trace_set_add(struct trace_set *s, uint64_t id)
+int rp_idset_add(struct rp_idset *s, uint64_t id)
 {
 	if ((s->count + 1) * 2 > s->cap) {
 		size_t cap = s->cap ? s->cap * 2 : 1024;
-		uint64_t *p = calloc(cap, sizeof *p);
-		if (p == NULL)
+		uint64_t *p = malloc(cap * sizeof *p);
+		uint8_t *u = calloc(cap, 1);
+		if (p == NULL || u == NULL) {
+			free(p);
+			free(u);
 			return -ENOMEM;
+		}
 		for (size_t i = 0; i < s->cap; i++) {
-			if (s->slot[i] == 0)
+			if (!s->used[i])
 				continue;
-			size_t j = trace_mix(s->slot[i] - 1) & (cap - 1);
-			while (p[j] != 0)
+			size_t j = trace_mix(s->slot[i]) & (cap - 1);
+			while (u[j])
 				j = (j + 1) & (cap - 1);
 			p[j] = s->slot[i];
+			u[j] = 1;
 		}
-		free(s->slot);
+		rp_idset_free(s);
 		s->slot = p;
+		s->used = u;
 		s->cap = cap;
 	}
 	size_t i = trace_mix(id) & (s->cap - 1);
-	while (s->slot[i] != 0) {
-		if (s->slot[i] == id + 1)
+	while (s->used[i]) {
+		if (s->slot[i] == id)
 			return 0;
 		i = (i + 1) & (s->cap - 1);
 	}
-	s->slot[i] = id + 1;
+	s->slot[i] = id;
+	s->used[i] = 1;
 	s->count++;
 	return 1;
 }
 
+void rp_idset_free(struct rp_idset *s)
+{
+	free(s->slot);
+	free(s->used);
+	s->slot = NULL;
+	s->used = NULL;
+	s->cap = 0;
+}
+
 int rp_ideal(const struct rp_trace *t, int per_req, struct rp_ideal *out)
 {
-	struct trace_set set = { 0 };
+	struct rp_idset set = { 0 };
 	memset(out, 0, sizeof *out);
 	if (per_req) {
 		out->req_hit_tokens = calloc(t->count ? t->count : 1, sizeof(uint64_t));
@@ -427,13 +440,13 @@ int rp_ideal(const struct rp_trace *t, int per_req, struct rp_ideal *out)
 		uint32_t h = 0;
 		uint64_t ht = 0;
 		/* The lookup first: only blocks put by earlier requests count. */
-		while (h < r->n_ids && trace_set_has(&set, r->ids[h])) {
+		while (h < r->n_ids && rp_idset_has(&set, r->ids[h])) {
 			ht += rp_block_tokens(r, h);
 			h++;
 		}
 		for (uint32_t j = 0; j < r->n_ids; j++) {
-			if (trace_set_add(&set, r->ids[j]) < 0) {
-				free(set.slot);
+			if (rp_idset_add(&set, r->ids[j]) < 0) {
+				rp_idset_free(&set);
 				free(out->req_hit_tokens);
 				out->req_hit_tokens = NULL;
 				return -ENOMEM;
@@ -447,7 +460,7 @@ int rp_ideal(const struct rp_trace *t, int per_req, struct rp_ideal *out)
 			out->req_hit_tokens[i] = ht;
 	}
 	out->unique_blocks = set.count;
-	free(set.slot);
+	rp_idset_free(&set);
 	return 0;
 }
 

@@ -174,7 +174,7 @@ static void test_parse(void)
 	parse_bad("{\"timestamp\": 1, \"input_length\": 1, \"hash_ids\": [1, 2]}", "2 ids");
 	parse_bad("{\"timestamp\": 1, \"input_length\": 10}", "hash_ids");
 	parse_bad("{\"timestamp\": 1, \"input_length\": 10, \"hash_ids\": 7}", "hash_ids");
-	parse_bad("{\"timestamp\": 1, \"input_length\": 10, \"hash_ids\": [-3]}", "hash_ids[0]");
+	parse_bad("{\"timestamp\": 1, \"input_length\": 10, \"hash_ids\": [1.5]}", "hash_ids[0]");
 	parse_bad("{\"timestamp\": 1, \"input_length\": 10, \"hash_ids\": [\"a\"]}", "hash_ids[0]");
 	parse_bad("{\"timestamp\": 1, \"timestamp\": 2, \"input_length\": 10, \"hash_ids\": [1]}",
 		  "bad JSON");
@@ -313,6 +313,23 @@ static void test_block_sizes(void)
 	/* told 512 tokens a block, line 1 needs 1 block, not 3 */
 	T_RC(rp_trace_load(path, 512, NULL, &t, err, sizeof err), -1);
 	T_ASSERT(strstr(err, "qwen.jsonl:1: ") != NULL && strstr(err, "needs 1 blocks") != NULL);
+
+	/* signed 64-bit hashes (-1 among them: the set has no sentinel id) */
+	trace_file(dir, "signed.jsonl",
+		   "{\"input_length\": 1000, \"hash_ids\": [-1, -9223372036854775808]}\n"
+		   "{\"input_length\": 1000, \"hash_ids\": [-1, 9223372036854775807]}\n"
+		   "{\"input_length\": 1000, \"hash_ids\": [-1, -9223372036854775808]}\n",
+		   path, sizeof path);
+	T_OK(rp_trace_load(path, 0, NULL, &t, err, sizeof err));
+	T_EQ_U64(t.reqs[0].ids[0], UINT64_MAX);
+	T_EQ_U64(t.reqs[0].ids[1], UINT64_C(1) << 63);
+	{
+		struct rp_ideal id;
+		T_OK(rp_ideal(&t, 0, &id));
+		T_EQ_U64(id.unique_blocks, 3);
+		T_EQ_U64(id.hit_blocks, 1 + 2);
+	}
+	rp_trace_free(&t);
 
 	/* no timestamps: each request arrives with the one before it, at 0 */
 	trace_file(dir, "nots.jsonl",
