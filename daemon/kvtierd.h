@@ -377,8 +377,10 @@ uint64_t kvtd_counter_value(const struct kvtd_server *srv, const struct kvtd_cou
 /* A proto/kvtier error code to the counter it bumps (base.c). */
 enum kvtd_err kvtd_err_of(int code);
 /* A peer address's slot of the per-address limits, 0..KVTD_PEER_SLOTS-1:
- * an IPv4 address, an IPv6 /64, all Unix clients together; keyed (base.c). */
-uint32_t kvtd_peer_slot(uint64_t key, const struct sockaddr_storage *ss, bool is_unix);
+ * an IPv4 address, an IPv6 /64, a Unix client's user id (uid, with
+ * is_unix); keyed (base.c). */
+uint32_t kvtd_peer_slot(uint64_t key, const struct sockaddr_storage *ss, bool is_unix,
+			uint32_t uid);
 
 /* Configuration: struct kvtd_config and its parser are in config.h. */
 

@@ -1065,8 +1065,8 @@ static void loop_conn_refuse(struct kvtd_conn *c)
 /*
  * Unauthenticated connections (doc/security.md "Before AUTH"): at most
  * kvtd_unauth_max() of them at once, and at most kvtd_unauth_peer_max()
- * from one peer (an IPv4 address, an IPv6 /64; Unix sockets are one
- * peer).  Peers are counted in KVTD_PEER_SLOTS slots, hashed with a
+ * from one peer (an IPv4 address, an IPv6 /64; on a Unix socket a user
+ * id).  Peers are counted in KVTD_PEER_SLOTS slots, hashed with a
  * random key (kvtd_peer_slot, base.c): peers sharing a slot share its
  * count, which can only refuse early, never admit more.  A connection leaves the
  * count when it authenticates (kvtd_conn_ready) or closes.
@@ -1087,13 +1087,14 @@ unsigned kvtd_unauth_peer_max(const struct kvtd_server *srv)
 	return m > KVTD_UNAUTH_PEER_MAX ? KVTD_UNAUTH_PEER_MAX : m;
 }
 
-static void loop_unauth_add(struct kvtd_conn *c, const struct sockaddr_storage *ss, bool is_unix)
+static void loop_unauth_add(struct kvtd_conn *c, const struct sockaddr_storage *ss, bool is_unix,
+			    uint32_t uid)
 {
 	struct kvtd_server *srv = c->loop->srv;
 	unsigned total, peer;
 	char msg[200];
 
-	c->peer_slot = kvtd_peer_slot(srv->peer_key, ss, is_unix);
+	c->peer_slot = kvtd_peer_slot(srv->peer_key, ss, is_unix, uid);
 	if (c->state == KVTD_CS_READY || c->dead)
 		return;
 	c->unauth = true;
@@ -1230,6 +1231,9 @@ static void loop_conn_add(struct kvtd_loop *loop, int fd, struct kvtd_listener *
 	struct kvtd_conn *c;
 	int one = 1;
 	bool over;
+	/* A Unix client's peer is its user id ("unknown" shared by any
+	 * whose credentials cannot be read; base.c kvtd_peer_slot). */
+	uint32_t uid = UINT32_MAX;
 
 	if (loop->stopping) {
 		close(fd);
@@ -1250,7 +1254,14 @@ static void loop_conn_add(struct kvtd_loop *loop, int fd, struct kvtd_listener *
 	c->proto = l->proto;
 	c->ops = srv->protos[l->proto];
 	if (l->is_unix) {
-		snprintf(c->peer, sizeof(c->peer), "unix");
+		struct ucred cr;
+		socklen_t crl = sizeof(cr);
+		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &crl) == 0 && crl == sizeof(cr))
+			uid = (uint32_t)cr.uid;
+		if (uid != UINT32_MAX)
+			snprintf(c->peer, sizeof(c->peer), "unix:uid=%u", uid);
+		else
+			snprintf(c->peer, sizeof(c->peer), "unix");
 	} else {
 		char host[INET6_ADDRSTRLEN] = "?";
 		unsigned port = 0;
@@ -1299,7 +1310,7 @@ static void loop_conn_add(struct kvtd_loop *loop, int fd, struct kvtd_listener *
 		loop_conn_refuse(c);
 		return;
 	}
-	loop_unauth_add(c, ss, l->is_unix);
+	loop_unauth_add(c, ss, l->is_unix, uid);
 	return;
 nomem:
 	KVTD_COUNT(srv, errors[KVTD_ERR_NOMEM], 1);

@@ -78,6 +78,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <inttypes.h>
 #include <poll.h>
 #include <signal.h>
@@ -8747,7 +8748,146 @@ static void phase_wd_share(void)
 
 /* ------------------------------------------------------------------------ */
 
+/* ------------------------------------------------------------------------
+ * unix_peers (redteam35): local users of the Unix socket are peers of
+ * their own.  The per-address limits (20 failed AUTHs a second, 256
+ * unauthenticated connections) counted every Unix-socket client as one
+ * peer: any local user who could open the socket (`--unix`, shared by the
+ * node's engines) could have every other one's login refused.  A child
+ * process of another user (nobody) attacks; this process (root) is the
+ * engine that must still log in.  Root only (setuid); skipped otherwise.
+ */
+
+#define UP_UID 65534u
+#define UP_PEER_MAX 256u /* KVTD_UNAUTH_PEER_MAX */
+#define UP_HELD 300u     /* past it */
+
+/* In a child: become nobody, the socket's directory the working one (so
+ * that only it need be searchable by nobody). */
+static void up_become_nobody(const char *dir)
+{
+	if (chdir(dir) != 0 || setgroups(0, NULL) != 0 || setgid(UP_UID) != 0 ||
+	    setuid(UP_UID) != 0)
+		_exit(90);
+}
+
+static int up_login(const char *sock, const char *secret)
+{
+	struct kc c;
+	int rc = kc_connect_unix(&c, sock);
+
+	if (rc < 0)
+		return rc;
+	rc = kc_login(&c, "alice", secret);
+	kc_close(&c);
+	return rc;
+}
+
+static void phase_unix_peers(void)
+{
+	char dir[sizeof(srv.sock)], name[sizeof(srv.sock)], *slash;
+	int rc_guess = -1, rc_root = -1, status, pfd[2], qfd[2];
+	unsigned held = 0, refused = 0;
+	pid_t pid;
+
+	if (geteuid() != 0)
+		T_SKIP("unix_peers: needs root (a child of another user id)");
+	start("unix_peers", NULL);
+	snprintf(dir, sizeof(dir), "%s", srv.sock);
+	slash = strrchr(dir, '/');
+	T_ASSERT(slash);
+	*slash = 0;
+	snprintf(name, sizeof(name), "%s", slash + 1);
+	/* nobody may open the socket: searchable directory, writable socket */
+	if (strcmp(dir, base) == 0)
+		T_EQ_INT(chmod(dir, 0711), 0);
+	T_EQ_INT(chmod(srv.sock, 0666), 0);
+
+	/* 1. nobody guesses alice's secret, 40 times in well under a second;
+	 * then tries the right one (its own address throttled: refused),
+	 * and root, in the same second, logs in. */
+	for (int try = 0; try < 3; try++) {
+		uint64_t sec;
+		tsrv_sleep_ms((long)((1000000000ull - tsrv_now_ns() % 1000000000ull) / 1000000ull) + 5);
+		sec = tsrv_now_ns() / 1000000000ull;
+		pid = fork();
+		T_ASSERT(pid >= 0);
+		if (pid == 0) {
+			up_become_nobody(dir);
+			for (int i = 0; i < 40; i++)
+				if (up_login(name, "wrong-secret-of-alice-0000") == 0)
+					_exit(91);
+			_exit(up_login(name, SECRET_ALICE) == 0 ? 2 : 0);
+		}
+		T_EQ_INT(waitpid(pid, &status, 0), pid);
+		T_ASSERT(WIFEXITED(status));
+		rc_guess = WEXITSTATUS(status);
+		rc_root = up_login(srv.sock, SECRET_ALICE);
+		if (tsrv_now_ns() / 1000000000ull == sec)
+			break;
+		printf("unix_peers: try %d ran past its second, again\n", try);
+		tsrv_sleep_ms(1100);
+	}
+	printf("unix_peers: nobody's 40 wrong AUTHs then its right one: %s; root's login in the "
+	       "same second: %d\n", rc_guess == 0 ? "refused (throttled)" :
+	       rc_guess == 2 ? "accepted" : "child failed", rc_root);
+	T_EQ_INT(rc_guess, 0); /* the throttle still holds nobody back */
+	T_EQ_INT(rc_root, 0);  /* and only nobody */
+
+	/* 2. nobody holds UP_HELD unauthenticated connections (HELLO
+	 * answered); root logs in while they are held. */
+	tsrv_sleep_ms(1100);
+	T_EQ_INT(pipe(pfd), 0);
+	T_EQ_INT(pipe(qfd), 0);
+	pid = fork();
+	T_ASSERT(pid >= 0);
+	if (pid == 0) {
+		static struct kc cs[UP_HELD];
+		unsigned n[2] = { 0, 0 };
+		char go;
+		close(pfd[0]);
+		close(qfd[1]);
+		up_become_nobody(dir);
+		for (unsigned i = 0; i < UP_HELD; i++) {
+			if (kc_connect_unix(&cs[i], name) < 0) {
+				n[1]++;
+				continue;
+			}
+			if (kc_hello(&cs[i]) == 0)
+				n[0]++;
+			else
+				n[1]++;
+		}
+		if (write(pfd[1], n, sizeof(n)) != sizeof(n))
+			_exit(92);
+		if (read(qfd[0], &go, 1) != 1)
+			_exit(93);
+		_exit(0);
+	}
+	close(pfd[1]);
+	close(qfd[0]);
+	{
+		unsigned n[2];
+		T_EQ_INT(read(pfd[0], n, sizeof(n)), (ssize_t)sizeof(n));
+		held = n[0];
+		refused = n[1];
+	}
+	rc_root = up_login(srv.sock, SECRET_ALICE);
+	T_EQ_INT(write(qfd[1], "x", 1), 1);
+	T_EQ_INT(waitpid(pid, &status, 0), pid);
+	close(pfd[0]);
+	close(qfd[1]);
+	printf("unix_peers: nobody holds %u unauthenticated connections (%u refused); root's "
+	       "login: %d\n", held, refused, rc_root);
+	T_ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	T_EQ_INT(held, UP_PEER_MAX); /* nobody is held to its own cap */
+	T_EQ_INT(refused, UP_HELD - UP_PEER_MAX);
+	T_EQ_INT(rc_root, 0);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
 static const struct tsrv_phase phases[] = {
+	{ "unix_peers", phase_unix_peers },
 	{ "preauth", phase_preauth },
 	{ "resp_preauth", phase_resp_preauth },
 	{ "grantee_ssd", phase_grantee_ssd },
