@@ -33,7 +33,18 @@
  * Read buffers: rbuf[rstart, rend) holds input the protocol has not
  * taken; kvtd_conn_rbuf_room grows it on the protocol's request (growth
  * past KVTD_RBUF_MIN is charged to --max-memory), and before a connection
- * authenticates no further than its protocol's preauth_buf.
+ * authenticates no further than its protocol's preauth_buf.  A
+ * connection with nothing buffered holds no buffer: each read is into the
+ * loop's (lent), and the connection keeps it only if a request is left
+ * partly read, the loop making another at its next read
+ * (kvtd_conn_read_rbuf).  Until 2026-12-06 every connection kept a
+ * KVTD_RBUF_MIN buffer between requests, outside --max-memory, and one
+ * carved from memory earlier requests had touched was resident whole:
+ * 1,000 idle RESP connections that had each sent one SET of 200 KB held
+ * 69 KB of RSS each, 134 KB after a SET and a GET (release; a fresh
+ * connection 5.3 KB) -- at --max-conns 4,096, half a GiB beside a 32M
+ * budget (doc/security.md "Session 35 review", test_hostile_http
+ * `idle_conns`).
  *
  * Flow control: a connection stops being read while it has
  * --conn-inflight frames unanswered or --conn-output bytes unwritten; a
@@ -1443,6 +1454,16 @@ static void loop_accept(struct kvtd_loop *loop, struct kvtd_listener *l)
 	}
 }
 
+/* A lent read buffer becomes c's own (a request left in it partly read,
+ * grown, taken): the loop makes another at its next read. */
+static void loop_rbuf_keep(struct kvtd_conn *c)
+{
+	if (!c->rbuf_lent)
+		return;
+	c->rbuf_lent = c->loop->rbuf_lent = false;
+	c->loop->rbuf = NULL;
+}
+
 /*
  * rbuf must hold at least need bytes from rstart.  Growth past
  * KVTD_RBUF_MIN is charged to --max-memory; before the connection
@@ -1466,6 +1487,7 @@ int kvtd_conn_rbuf_room(struct kvtd_conn *c, size_t need)
 	}
 	if (c->rcap >= need && c->rbuf)
 		return 0;
+	loop_rbuf_keep(c); /* grown: the lent buffer becomes c's own */
 	if (pre && c->ops->preauth_buf < first)
 		first = c->ops->preauth_buf;
 	/* Double (amortized growth), or exactly what is needed (rounded to
@@ -1494,9 +1516,13 @@ int kvtd_conn_rbuf_room(struct kvtd_conn *c, size_t need)
 }
 
 /* The read buffer is freed (what it held is dropped): its charge goes
- * back. */
+ * back.  A lent one goes back to its loop. */
 void kvtd_conn_rbuf_release(struct kvtd_conn *c)
 {
+	if (c->rbuf_lent) {
+		c->rbuf_lent = c->loop->rbuf_lent = false;
+		c->rbuf = NULL;
+	}
 	free(c->rbuf);
 	c->rbuf = NULL;
 	c->rcap = c->rstart = c->rend = 0;
@@ -1527,7 +1553,10 @@ void kvtd_conn_rbuf_drained(struct kvtd_conn *c)
  * own, no copy): its charge passes to the caller in *charged. */
 uint8_t *kvtd_conn_rbuf_take(struct kvtd_conn *c, uint64_t *charged)
 {
-	uint8_t *b = c->rbuf;
+	uint8_t *b;
+
+	loop_rbuf_keep(c); /* a lent buffer: the loop's passes to the caller */
+	b = c->rbuf;
 
 	*charged = c->mem_rbuf;
 	c->rbuf = NULL;
@@ -1543,9 +1572,22 @@ uint8_t *kvtd_conn_rbuf_take(struct kvtd_conn *c, uint64_t *charged)
  */
 ssize_t kvtd_conn_read_rbuf(struct kvtd_conn *c, size_t max, size_t *asked)
 {
+	struct kvtd_loop *loop = c->loop;
 	ssize_t r;
-	int rc = kvtd_conn_rbuf_room(c, c->rend - c->rstart + 1);
+	int rc = 0;
 
+	/* Nothing buffered: the loop's buffer, lent for this read (as the
+	 * first buffer, no larger than preauth_buf before AUTH). */
+	if (!c->rbuf && !loop->rbuf_lent && (loop->rbuf || (loop->rbuf = malloc(KVTD_RBUF_MIN)))) {
+		c->rbuf = loop->rbuf;
+		c->rcap = KVTD_RBUF_MIN;
+		if (c->state != KVTD_CS_READY && c->ops->preauth_buf < c->rcap)
+			c->rcap = c->ops->preauth_buf;
+		c->rstart = c->rend = 0;
+		c->rbuf_lent = loop->rbuf_lent = true;
+	} else {
+		rc = kvtd_conn_rbuf_room(c, c->rend - c->rstart + 1);
+	}
 	if (rc < 0) {
 		c->ops->fail(c, rc == -ENOBUFS || rc == -ENOMEM ? -ENOMEM : rc,
 			     rc == -EMSGSIZE ? "request too large before AUTH"
@@ -1563,6 +1605,15 @@ ssize_t kvtd_conn_read_rbuf(struct kvtd_conn *c, size_t max, size_t *asked)
 		c->rend += (size_t)r;
 		loop_conn_parse(c);
 		errno = e;
+	}
+	if (c->rbuf_lent) {
+		if (c->rend > c->rstart && !c->dead) {
+			loop_rbuf_keep(c); /* a request partly read: c's own */
+		} else {
+			c->rbuf_lent = loop->rbuf_lent = false;
+			c->rbuf = NULL;
+			c->rcap = c->rstart = c->rend = 0;
+		}
 	}
 	return r;
 }
@@ -2126,6 +2177,8 @@ void kvtd_loops_finish(struct kvtd_server *srv)
 		free(loop->tparse);
 		loop->deferred = NULL;
 		free(loop->metrics_page);
+		free(loop->rbuf);
+		loop->rbuf = NULL;
 		loop->metrics_page = NULL;
 		if (loop->q && kvt_queue_destroy(loop->q) == 0)
 			loop->q = NULL;
