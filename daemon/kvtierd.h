@@ -335,6 +335,10 @@ struct kvtd_counters {
 	_Atomic uint64_t put_parked, put_park_timeouts;
 	/* of conns_refused: past the unauthenticated limits (loop.c) */
 	_Atomic uint64_t unauth_refused;
+	/* unauthenticated connections closed, the oldest of their loop, to
+	 * admit a new one while half of --max-conns were unauthenticated
+	 * (loop.c loop_unauth_evict) */
+	_Atomic uint64_t unauth_evicted;
 	/* of conns_refused: past --tenant-conns, after AUTH (metrics.c
 	 * kvtd_tenant_conn_admit) */
 	_Atomic uint64_t tenant_conns_refused;

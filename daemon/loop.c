@@ -1098,6 +1098,45 @@ unsigned kvtd_unauth_peer_max(const struct kvtd_server *srv)
 	return m > KVTD_UNAUTH_PEER_MAX ? KVTD_UNAUTH_PEER_MAX : m;
 }
 
+/*
+ * The unauthenticated connections are full (half of --max-conns) and c's
+ * peer is under its own cap: the oldest unauthenticated connection of c's
+ * loop is closed to make room, as sshd's MaxStartups drops early.
+ * Refusing the new one instead let a few peers hold the whole half for
+ * good: 16 connections from each of 2 addresses at --max-conns 64 (256
+ * from each of 8 at the default 4,096), opened again every --idle-timeout
+ * (68 a second for 4,096), and every other client's connection was
+ * refused before it could send its AUTH (test_hostile `unauth_pool`;
+ * redteam35).  An honest client authenticates within a round trip or
+ * two, so to have its connection be the oldest a flood must open half of
+ * --max-conns within them.  Only c's loop is searched (its connections
+ * are its own; the loops are dealt new connections evenly); with none
+ * there, c is refused as before.  True if one was closed.
+ */
+static bool loop_unauth_evict(struct kvtd_conn *c)
+{
+	struct kvtd_conn *old = NULL;
+
+	for (struct kvtd_conn *o = c->loop->conns; o; o = o->next)
+		if (o != c && o->unauth && !o->dead && !o->lingering &&
+		    (!old || o->accept_ns < old->accept_ns))
+			old = o;
+	if (!old)
+		return false;
+	KVTD_COUNT(c->loop->srv, unauth_evicted, 1);
+	kvtd_conn_log(old, KVTD_INFO, "closing connection",
+		      "the oldest unauthenticated connection, closed to admit a new one "
+		      "(half of --max-conns are unauthenticated)");
+	loop_unauth_drop(old);
+	if (old->tls && !old->tls_ready) /* nothing can be said to it yet */
+		loop_conn_close(old, "oldest unauthenticated connection, evicted");
+	else
+		old->ops->fail(old, KVT_EBUSY, "server at its limit of unauthenticated "
+			       "connections (half of --max-conns): this one, the oldest, "
+			       "closed; authenticate promptly");
+	return true;
+}
+
 static void loop_unauth_add(struct kvtd_conn *c, const struct sockaddr_storage *ss, bool is_unix,
 			    uint32_t uid)
 {
@@ -1113,6 +1152,8 @@ static void loop_unauth_add(struct kvtd_conn *c, const struct sockaddr_storage *
 	peer = atomic_fetch_add_explicit(&srv->peer_unauth[c->peer_slot], 1,
 					 memory_order_relaxed);
 	if (total < kvtd_unauth_max(srv) && peer < kvtd_unauth_peer_max(srv))
+		return;
+	if (peer < kvtd_unauth_peer_max(srv) && loop_unauth_evict(c))
 		return;
 	KVTD_COUNT(srv, conns_refused, 1);
 	KVTD_COUNT(srv, unauth_refused, 1);

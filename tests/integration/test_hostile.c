@@ -8886,7 +8886,76 @@ static void phase_unix_peers(void)
 	T_EQ_INT(tsrv_stop(&srv), 0);
 }
 
+/* ------------------------------------------------------------------------
+ * unauth_pool (redteam35): a few peers held every unauthenticated slot.
+ * At --max-conns 64, 32 connections may be unauthenticated, 16 from one
+ * address: two addresses' 16 each (opened again every --idle-timeout)
+ * had every other client's connection refused before its AUTH.  Now the
+ * oldest unauthenticated connection is closed to admit a new one (loop.c
+ * loop_unauth_evict); a peer past its own cap is still refused.
+ */
+
+#define UA_HOG 16u
+
+static void phase_unauth_pool(void)
+{
+	const char *extra[] = { "--max-conns", "64", "--threads", "1", NULL };
+	static struct kc hog[2 * UA_HOG];
+	unsigned hello_ok = 0, closed = 0;
+	uint64_t ev0, ev, ref0, ref;
+	struct kc late, more;
+	int rc_late, rc_more;
+
+	start("unauth_pool", extra);
+	ev0 = stat_opt("server.unauth_evicted");
+	ref0 = stat_of("server.unauth_refused");
+	/* 127.0.0.2 and 127.0.0.3: 16 connections each, HELLO answered,
+	 * never an AUTH */
+	for (unsigned i = 0; i < 2 * UA_HOG; i++) {
+		int fd = tcp_connect_from(srv.port, (uint8_t)(2 + i / UA_HOG));
+		kc_adopt(&hog[i], fd);
+		if (kc_hello(&hog[i]) == 0)
+			hello_ok++;
+		tsrv_sleep_ms(2); /* accepted in order: the first is the oldest */
+	}
+	/* One more from 127.0.0.2: past its address's own cap, refused. */
+	{
+		int fd = tcp_connect_from(srv.port, 2);
+		kc_adopt(&more, fd);
+		rc_more = kc_hello(&more);
+		kc_close(&more);
+	}
+	/* Another client, from 127.0.0.4, logs in. */
+	{
+		int fd = tcp_connect_from(srv.port, 4);
+		kc_adopt(&late, fd);
+		rc_late = kc_login(&late, "alice", SECRET_ALICE);
+		if (rc_late == 0)
+			rc_late = kc_ping(&late);
+		kc_close(&late);
+	}
+	for (unsigned i = 0; i < 2 * UA_HOG; i++) {
+		if (kc_wait_closed(&hog[i], i == 0 ? 2000 : 50))
+			closed++;
+		kc_close(&hog[i]);
+	}
+	ev = stat_opt("server.unauth_evicted") - ev0;
+	ref = stat_of("server.unauth_refused") - ref0;
+	printf("unauth_pool: %u of %u held unauthenticated; the 17th from one address: %d; "
+	       "another client's login and PING: %d; %u held closed, unauth_evicted +%" PRIu64
+	       ", unauth_refused +%" PRIu64 "\n", hello_ok, 2 * UA_HOG, rc_more, rc_late, closed,
+	       ev, ref);
+	T_EQ_INT(hello_ok, 2 * UA_HOG);
+	T_ASSERT(rc_more != 0);  /* the per-address cap still refuses */
+	T_EQ_INT(rc_late, 0);    /* the other client is served */
+	T_EQ_INT(closed, 1);     /* the oldest hog, and only it */
+	T_EQ_INT(ev, 1);
+	T_EQ_INT(ref, 1);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
 static const struct tsrv_phase phases[] = {
+	{ "unauth_pool", phase_unauth_pool },
 	{ "unix_peers", phase_unix_peers },
 	{ "preauth", phase_preauth },
 	{ "resp_preauth", phase_resp_preauth },
