@@ -73,7 +73,8 @@
  * A TLS connection's SSL is charged from its accept to its close, and
  * its read buffer while held ("The SSL object", "The SSL's read
  * buffer").  What stays outside the budget is per connection and small:
- * its struct and a KVTD_RBUF_MIN read buffer; --max-conns bounds those.
+ * its struct, and a KVTD_RBUF_MIN read buffer only while a request is
+ * partly read ("Read buffers"); --max-conns bounds those.
  * A new connection past --max-conns gets an ERROR frame (KVT_EBUSY) and
  * is closed, counted in conns_refused.
  *

@@ -42,6 +42,7 @@ tenants_past_32 (one tenant's pipelines seen after 38 others in each loop
 iteration), tls_partial_hello (partial ClientHellos held open: RSS, the
 handshake deadline), idle_rbuf (idle connections after a large RESP command, and partial ones),
 idle_conns (RSS per idle connection after a SET and a GET of 200 KB),
+resp_lengths (RESP length fields at their edges),
 tls_held_record (authenticated TLS connections each holding part of a record),
 tls_ssl_object (stalled handshakes and one tenant's TLS connections: their
 SSLs charged), tls_post_handshake (KeyUpdates, empty records, alerts after
@@ -4100,6 +4101,58 @@ def idle_rbuf(ph):
 
 
 idle_rbuf.extra = ["--resp", "127.0.0.1:0"]
+
+
+@phase
+def resp_lengths(ph):
+    """RESP length fields at their edges, after AUTH (redteam35): argument
+    counts and bulk lengths of 0, -0, -2, 2^31, 2^32 + 1, 2^63 - 1, 2^63,
+    2^64 + 1, a sign, a blank, bare CR or LF, a type that is not a bulk.
+    Each wrapping or malformed length is a protocol error and the close,
+    nothing run (a SET whose value's length is 2^32 + 1 stores nothing);
+    the well-formed ones are answered and the connection kept."""
+    rport = resp_port(ph.srv)
+    close = b"-ERR Protocol error"
+    cases = [
+        (b"*+1\r\n$4\r\nPING\r\n", close), (b"* 1\r\n$4\r\nPING\r\n", close),
+        (b"*1 \r\n$4\r\nPING\r\n", close), (b"*-0\r\n", close), (b"*-2\r\n", close),
+        (b"*4294967297\r\n$4\r\nPING\r\n", close), (b"*2147483648\r\n", close),
+        (b"*9223372036854775808\r\n", close),
+        (b"*18446744073709551617\r\n$4\r\nPING\r\n", close),
+        (b"*1\r\n$+4\r\nPING\r\n", close), (b"*1\r\n$4294967300\r\nPING\r\n", close),
+        (b"*1\r\n$2147483648\r\n", close), (b"*1\r\n$-2\r\n", close),
+        (b"*1\r\n$9223372036854775807\r\n", close), (b"*1\r\n$4\r\nPINGxx", close),
+        (b"*1\r\n$4\rPING\r\n", close), (b"*1\r$4\r\nPING\r\n", close),
+        (b"*1\n$4\nPING\n", close), (b"*1\r\n:4\r\n", close), (b"*1\r\n+PING\r\n", close),
+        (b"*1\r\n*1\r\n$4\r\nPING\r\n", close),
+        (b"*3\r\n$3\r\nSET\r\n$2\r\nlk\r\n$4294967297\r\nv\r\n", close),
+        (b"*3\r\n$3\r\nSET\r\n$2\r\nlk\r\n$18446744073709551617\r\nv\r\n", close),
+        (b"*1\r\n$4\r\nPING\r\n", b"+PONG"), (b"PING\n", b"+PONG"),
+        (b"*2\r\n$3\r\nGET\r\n$0\r\n\r\n", b"$-1"),
+    ]
+    for data, want in cases:
+        s = socket.create_connection(("127.0.0.1", rport), timeout=5,
+                                     source_address=(PROBER, 0))
+        s.sendall(resp_cmd(b"AUTH", ALICE[0].encode(), ALICE[1].encode()))
+        ph.expect(resp_line(s) == b"+OK", "AUTH")
+        s.sendall(data)
+        line = resp_line(s)
+        ph.expect(line.startswith(want), "answer", data, line)
+        if want == close:
+            ph.expect(closed_after(s), "closed after", data)
+        else:
+            s.sendall(resp_cmd(b"PING"))
+            ph.expect(resp_line(s) == b"+PONG", "kept after", data)
+        s.close()
+        ph.cases += 1
+    s = socket.create_connection(("127.0.0.1", rport), timeout=5, source_address=(PROBER, 0))
+    s.sendall(resp_cmd(b"AUTH", ALICE[0].encode(), ALICE[1].encode()) +
+              resp_cmd(b"EXISTS", b"lk"))
+    ph.expect(resp_line(s) == b"+OK" and resp_line(s) == b":0", "nothing stored")
+    s.close()
+
+
+resp_lengths.extra = ["--resp", "127.0.0.1:0"]
 
 
 # idle_conns: bytes of RSS an idle connection may hold, at most (ASan,
