@@ -107,18 +107,26 @@ bool kvtd_view_read(const struct kvt_req *r, uint64_t off, void *out, size_t len
  * peer: an IPv4 address; an IPv6 address's /64 (one host or site is
  * handed a whole /64 and may use any address in it, so a limit per IPv6
  * address bounded nothing); an IPv4-mapped IPv6 address as its IPv4 one;
- * every Unix-socket client as one.  Hashed with key (random per server)
- * so that a client cannot compute which addresses share a slot with
- * another's and get that one throttled.
+ * a Unix-socket client as its user id (SO_PEERCRED, uid), the identity
+ * the kernel vouches for there.  Until 2026-12-06 every Unix-socket
+ * client was one peer: any local user who could open the socket could
+ * throttle every other one's AUTH (20 failures a second) or hold the 256
+ * unauthenticated connections and have every other local engine's login
+ * refused (test_hostile `unix_peers`).  Hashed with key (random per
+ * server) so that a client cannot compute which addresses share a slot
+ * with another's and get that one throttled.
  */
-uint32_t kvtd_peer_slot(uint64_t key, const struct sockaddr_storage *ss, bool is_unix)
+uint32_t kvtd_peer_slot(uint64_t key, const struct sockaddr_storage *ss, bool is_unix,
+			uint32_t uid)
 {
 	uint8_t b[9];
 	size_t n = 0;
 
-	if (is_unix)
-		return 0;
-	if (ss->ss_family == AF_INET) {
+	if (is_unix) {
+		b[0] = 1;
+		memcpy(b + 1, &uid, 4);
+		n = 5;
+	} else if (ss->ss_family == AF_INET) {
 		b[0] = 4;
 		memcpy(b + 1, &((const struct sockaddr_in *)ss)->sin_addr, 4);
 		n = 5;

@@ -35,6 +35,9 @@ const struct kvtd_counter_def kvtd_counter_defs[] = {
 	  "connections refused past --max-conns", CTR(conns_refused), 2 },
 	{ "server.unauth_refused", "kvtier_connections_unauth_refused_total", "counter",
 	  "of them, past the unauthenticated limits (all, per address)", CTR(unauth_refused), 2 },
+	{ "server.unauth_evicted", "kvtier_connections_unauth_evicted_total", "counter",
+	  "unauthenticated connections closed, the oldest, to admit a new one past half of "
+	  "--max-conns", CTR(unauth_evicted), 2 },
 	{ "server.tenant_conns_refused", "kvtier_connections_tenant_refused_total", "counter",
 	  "of them, past --tenant-conns (after AUTH)", CTR(tenant_conns_refused), 2 },
 	{ "server.tenant_table_refused", "kvtier_connections_tenant_table_refused_total",

@@ -335,6 +335,10 @@ struct kvtd_counters {
 	_Atomic uint64_t put_parked, put_park_timeouts;
 	/* of conns_refused: past the unauthenticated limits (loop.c) */
 	_Atomic uint64_t unauth_refused;
+	/* unauthenticated connections closed, the oldest of their loop, to
+	 * admit a new one while half of --max-conns were unauthenticated
+	 * (loop.c loop_unauth_evict) */
+	_Atomic uint64_t unauth_evicted;
 	/* of conns_refused: past --tenant-conns, after AUTH (metrics.c
 	 * kvtd_tenant_conn_admit) */
 	_Atomic uint64_t tenant_conns_refused;
@@ -377,8 +381,10 @@ uint64_t kvtd_counter_value(const struct kvtd_server *srv, const struct kvtd_cou
 /* A proto/kvtier error code to the counter it bumps (base.c). */
 enum kvtd_err kvtd_err_of(int code);
 /* A peer address's slot of the per-address limits, 0..KVTD_PEER_SLOTS-1:
- * an IPv4 address, an IPv6 /64, all Unix clients together; keyed (base.c). */
-uint32_t kvtd_peer_slot(uint64_t key, const struct sockaddr_storage *ss, bool is_unix);
+ * an IPv4 address, an IPv6 /64, a Unix client's user id (uid, with
+ * is_unix); keyed (base.c). */
+uint32_t kvtd_peer_slot(uint64_t key, const struct sockaddr_storage *ss, bool is_unix,
+			uint32_t uid);
 
 /* Configuration: struct kvtd_config and its parser are in config.h. */
 
@@ -522,9 +528,12 @@ struct kvtd_conn {
 	uint64_t auth_gen;     /* kvtd_auth_generation() role was resolved under
 				* (0: not yet; loop.c kvtd_conn_auth_current) */
 
-	/* Input: rbuf[rstart, rend) holds bytes of frames not yet taken */
+	/* Input: rbuf[rstart, rend) holds bytes of frames not yet taken;
+	 * rbuf_lent: rbuf is the loop's read buffer, lent for one read
+	 * (loop.c kvtd_conn_read_rbuf, "Read buffers") */
 	uint8_t *rbuf;
 	size_t rcap, rstart, rend;
+	bool rbuf_lent;
 	struct kvtd_frame *rx; /* frame whose data section is being received */
 	uint64_t rx_got;       /* its data bytes received (or rx_drop's dropped) */
 	uint64_t rx_mark;      /* rx_got when the slow-loris clock last restarted */
@@ -695,6 +704,12 @@ struct kvtd_loop {
 	 * of one iteration share one render (httpd.c "One render") */
 	char *metrics_page;
 	size_t metrics_page_len;
+	/* The read buffer lent to each connection whose own is NULL for a
+	 * read (KVTD_RBUF_MIN; NULL when a connection kept it: made again
+	 * at the next read), and whether it is lent now (loop.c "Read
+	 * buffers") */
+	uint8_t *rbuf;
+	bool rbuf_lent;
 	uint64_t metrics_iter;
 	/* /metrics pages queued on this loop's connections and not yet
 	 * written (httpd.c "Pages in flight": at most HTTPD_PAGES_LOOP) */

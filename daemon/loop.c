@@ -33,7 +33,18 @@
  * Read buffers: rbuf[rstart, rend) holds input the protocol has not
  * taken; kvtd_conn_rbuf_room grows it on the protocol's request (growth
  * past KVTD_RBUF_MIN is charged to --max-memory), and before a connection
- * authenticates no further than its protocol's preauth_buf.
+ * authenticates no further than its protocol's preauth_buf.  A
+ * connection with nothing buffered holds no buffer: each read is into the
+ * loop's (lent), and the connection keeps it only if a request is left
+ * partly read, the loop making another at its next read
+ * (kvtd_conn_read_rbuf).  Until 2026-12-06 every connection kept a
+ * KVTD_RBUF_MIN buffer between requests, outside --max-memory, and one
+ * carved from memory earlier requests had touched was resident whole:
+ * 1,000 idle RESP connections that had each sent one SET of 200 KB held
+ * 69 KB of RSS each, 134 KB after a SET and a GET (release; a fresh
+ * connection 5.3 KB) -- at --max-conns 4,096, half a GiB beside a 32M
+ * budget (doc/security.md "Session 35 review", test_hostile_http
+ * `idle_conns`).
  *
  * Flow control: a connection stops being read while it has
  * --conn-inflight frames unanswered or --conn-output bytes unwritten; a
@@ -62,7 +73,8 @@
  * A TLS connection's SSL is charged from its accept to its close, and
  * its read buffer while held ("The SSL object", "The SSL's read
  * buffer").  What stays outside the budget is per connection and small:
- * its struct and a KVTD_RBUF_MIN read buffer; --max-conns bounds those.
+ * its struct, and a KVTD_RBUF_MIN read buffer only while a request is
+ * partly read ("Read buffers"); --max-conns bounds those.
  * A new connection past --max-conns gets an ERROR frame (KVT_EBUSY) and
  * is closed, counted in conns_refused.
  *
@@ -1065,8 +1077,8 @@ static void loop_conn_refuse(struct kvtd_conn *c)
 /*
  * Unauthenticated connections (doc/security.md "Before AUTH"): at most
  * kvtd_unauth_max() of them at once, and at most kvtd_unauth_peer_max()
- * from one peer (an IPv4 address, an IPv6 /64; Unix sockets are one
- * peer).  Peers are counted in KVTD_PEER_SLOTS slots, hashed with a
+ * from one peer (an IPv4 address, an IPv6 /64; on a Unix socket a user
+ * id).  Peers are counted in KVTD_PEER_SLOTS slots, hashed with a
  * random key (kvtd_peer_slot, base.c): peers sharing a slot share its
  * count, which can only refuse early, never admit more.  A connection leaves the
  * count when it authenticates (kvtd_conn_ready) or closes.
@@ -1087,13 +1099,53 @@ unsigned kvtd_unauth_peer_max(const struct kvtd_server *srv)
 	return m > KVTD_UNAUTH_PEER_MAX ? KVTD_UNAUTH_PEER_MAX : m;
 }
 
-static void loop_unauth_add(struct kvtd_conn *c, const struct sockaddr_storage *ss, bool is_unix)
+/*
+ * The unauthenticated connections are full (half of --max-conns) and c's
+ * peer is under its own cap: the oldest unauthenticated connection of c's
+ * loop is closed to make room, as sshd's MaxStartups drops early.
+ * Refusing the new one instead let a few peers hold the whole half for
+ * good: 16 connections from each of 2 addresses at --max-conns 64 (256
+ * from each of 8 at the default 4,096), opened again every --idle-timeout
+ * (68 a second for 4,096), and every other client's connection was
+ * refused before it could send its AUTH (test_hostile `unauth_pool`;
+ * redteam35).  An honest client authenticates within a round trip or
+ * two, so to have its connection be the oldest a flood must open half of
+ * --max-conns within them.  Only c's loop is searched (its connections
+ * are its own; the loops are dealt new connections evenly); with none
+ * there, c is refused as before.  True if one was closed.
+ */
+static bool loop_unauth_evict(struct kvtd_conn *c)
+{
+	struct kvtd_conn *old = NULL;
+
+	for (struct kvtd_conn *o = c->loop->conns; o; o = o->next)
+		if (o != c && o->unauth && !o->dead && !o->lingering &&
+		    (!old || o->accept_ns < old->accept_ns))
+			old = o;
+	if (!old)
+		return false;
+	KVTD_COUNT(c->loop->srv, unauth_evicted, 1);
+	kvtd_conn_log(old, KVTD_INFO, "closing connection",
+		      "the oldest unauthenticated connection, closed to admit a new one "
+		      "(half of --max-conns are unauthenticated)");
+	loop_unauth_drop(old);
+	if (old->tls && !old->tls_ready) /* nothing can be said to it yet */
+		loop_conn_close(old, "oldest unauthenticated connection, evicted");
+	else
+		old->ops->fail(old, KVT_EBUSY, "server at its limit of unauthenticated "
+			       "connections (half of --max-conns): this one, the oldest, "
+			       "closed; authenticate promptly");
+	return true;
+}
+
+static void loop_unauth_add(struct kvtd_conn *c, const struct sockaddr_storage *ss, bool is_unix,
+			    uint32_t uid)
 {
 	struct kvtd_server *srv = c->loop->srv;
 	unsigned total, peer;
 	char msg[200];
 
-	c->peer_slot = kvtd_peer_slot(srv->peer_key, ss, is_unix);
+	c->peer_slot = kvtd_peer_slot(srv->peer_key, ss, is_unix, uid);
 	if (c->state == KVTD_CS_READY || c->dead)
 		return;
 	c->unauth = true;
@@ -1101,6 +1153,8 @@ static void loop_unauth_add(struct kvtd_conn *c, const struct sockaddr_storage *
 	peer = atomic_fetch_add_explicit(&srv->peer_unauth[c->peer_slot], 1,
 					 memory_order_relaxed);
 	if (total < kvtd_unauth_max(srv) && peer < kvtd_unauth_peer_max(srv))
+		return;
+	if (peer < kvtd_unauth_peer_max(srv) && loop_unauth_evict(c))
 		return;
 	KVTD_COUNT(srv, conns_refused, 1);
 	KVTD_COUNT(srv, unauth_refused, 1);
@@ -1230,6 +1284,9 @@ static void loop_conn_add(struct kvtd_loop *loop, int fd, struct kvtd_listener *
 	struct kvtd_conn *c;
 	int one = 1;
 	bool over;
+	/* A Unix client's peer is its user id ("unknown" shared by any
+	 * whose credentials cannot be read; base.c kvtd_peer_slot). */
+	uint32_t uid = UINT32_MAX;
 
 	if (loop->stopping) {
 		close(fd);
@@ -1250,7 +1307,14 @@ static void loop_conn_add(struct kvtd_loop *loop, int fd, struct kvtd_listener *
 	c->proto = l->proto;
 	c->ops = srv->protos[l->proto];
 	if (l->is_unix) {
-		snprintf(c->peer, sizeof(c->peer), "unix");
+		struct ucred cr;
+		socklen_t crl = sizeof(cr);
+		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &crl) == 0 && crl == sizeof(cr))
+			uid = (uint32_t)cr.uid;
+		if (uid != UINT32_MAX)
+			snprintf(c->peer, sizeof(c->peer), "unix:uid=%u", uid);
+		else
+			snprintf(c->peer, sizeof(c->peer), "unix");
 	} else {
 		char host[INET6_ADDRSTRLEN] = "?";
 		unsigned port = 0;
@@ -1299,7 +1363,7 @@ static void loop_conn_add(struct kvtd_loop *loop, int fd, struct kvtd_listener *
 		loop_conn_refuse(c);
 		return;
 	}
-	loop_unauth_add(c, ss, l->is_unix);
+	loop_unauth_add(c, ss, l->is_unix, uid);
 	return;
 nomem:
 	KVTD_COUNT(srv, errors[KVTD_ERR_NOMEM], 1);
@@ -1432,6 +1496,16 @@ static void loop_accept(struct kvtd_loop *loop, struct kvtd_listener *l)
 	}
 }
 
+/* A lent read buffer becomes c's own (a request left in it partly read,
+ * grown, taken): the loop makes another at its next read. */
+static void loop_rbuf_keep(struct kvtd_conn *c)
+{
+	if (!c->rbuf_lent)
+		return;
+	c->rbuf_lent = c->loop->rbuf_lent = false;
+	c->loop->rbuf = NULL;
+}
+
 /*
  * rbuf must hold at least need bytes from rstart.  Growth past
  * KVTD_RBUF_MIN is charged to --max-memory; before the connection
@@ -1455,6 +1529,7 @@ int kvtd_conn_rbuf_room(struct kvtd_conn *c, size_t need)
 	}
 	if (c->rcap >= need && c->rbuf)
 		return 0;
+	loop_rbuf_keep(c); /* grown: the lent buffer becomes c's own */
 	if (pre && c->ops->preauth_buf < first)
 		first = c->ops->preauth_buf;
 	/* Double (amortized growth), or exactly what is needed (rounded to
@@ -1483,9 +1558,13 @@ int kvtd_conn_rbuf_room(struct kvtd_conn *c, size_t need)
 }
 
 /* The read buffer is freed (what it held is dropped): its charge goes
- * back. */
+ * back.  A lent one goes back to its loop. */
 void kvtd_conn_rbuf_release(struct kvtd_conn *c)
 {
+	if (c->rbuf_lent) {
+		c->rbuf_lent = c->loop->rbuf_lent = false;
+		c->rbuf = NULL;
+	}
 	free(c->rbuf);
 	c->rbuf = NULL;
 	c->rcap = c->rstart = c->rend = 0;
@@ -1516,7 +1595,10 @@ void kvtd_conn_rbuf_drained(struct kvtd_conn *c)
  * own, no copy): its charge passes to the caller in *charged. */
 uint8_t *kvtd_conn_rbuf_take(struct kvtd_conn *c, uint64_t *charged)
 {
-	uint8_t *b = c->rbuf;
+	uint8_t *b;
+
+	loop_rbuf_keep(c); /* a lent buffer: the loop's passes to the caller */
+	b = c->rbuf;
 
 	*charged = c->mem_rbuf;
 	c->rbuf = NULL;
@@ -1532,9 +1614,22 @@ uint8_t *kvtd_conn_rbuf_take(struct kvtd_conn *c, uint64_t *charged)
  */
 ssize_t kvtd_conn_read_rbuf(struct kvtd_conn *c, size_t max, size_t *asked)
 {
+	struct kvtd_loop *loop = c->loop;
 	ssize_t r;
-	int rc = kvtd_conn_rbuf_room(c, c->rend - c->rstart + 1);
+	int rc = 0;
 
+	/* Nothing buffered: the loop's buffer, lent for this read (as the
+	 * first buffer, no larger than preauth_buf before AUTH). */
+	if (!c->rbuf && !loop->rbuf_lent && (loop->rbuf || (loop->rbuf = malloc(KVTD_RBUF_MIN)))) {
+		c->rbuf = loop->rbuf;
+		c->rcap = KVTD_RBUF_MIN;
+		if (c->state != KVTD_CS_READY && c->ops->preauth_buf < c->rcap)
+			c->rcap = c->ops->preauth_buf;
+		c->rstart = c->rend = 0;
+		c->rbuf_lent = loop->rbuf_lent = true;
+	} else {
+		rc = kvtd_conn_rbuf_room(c, c->rend - c->rstart + 1);
+	}
 	if (rc < 0) {
 		c->ops->fail(c, rc == -ENOBUFS || rc == -ENOMEM ? -ENOMEM : rc,
 			     rc == -EMSGSIZE ? "request too large before AUTH"
@@ -1552,6 +1647,15 @@ ssize_t kvtd_conn_read_rbuf(struct kvtd_conn *c, size_t max, size_t *asked)
 		c->rend += (size_t)r;
 		loop_conn_parse(c);
 		errno = e;
+	}
+	if (c->rbuf_lent) {
+		if (c->rend > c->rstart && !c->dead) {
+			loop_rbuf_keep(c); /* a request partly read: c's own */
+		} else {
+			c->rbuf_lent = loop->rbuf_lent = false;
+			c->rbuf = NULL;
+			c->rcap = c->rstart = c->rend = 0;
+		}
 	}
 	return r;
 }
@@ -2115,6 +2219,8 @@ void kvtd_loops_finish(struct kvtd_server *srv)
 		free(loop->tparse);
 		loop->deferred = NULL;
 		free(loop->metrics_page);
+		free(loop->rbuf);
+		loop->rbuf = NULL;
 		loop->metrics_page = NULL;
 		if (loop->q && kvt_queue_destroy(loop->q) == 0)
 			loop->q = NULL;

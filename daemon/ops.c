@@ -208,6 +208,18 @@ static struct kvtd_nsent *ops_ns_cache_find(struct kvtd_conn *c, const uint8_t *
 	return NULL;
 }
 
+/*
+ * The cache's size, at most: 256 slots (10 KB), half of them used before
+ * it starts over.  It is per connection, outside --max-memory, and kept
+ * while the connection idles; at 8,192 slots one tenant's 1,024
+ * namespaces, named on each of its connections, cost 84 KB of RSS a
+ * connection (release): 1,024 connections (--tenant-conns) 84 MiB beside
+ * a budget of 32M (test_hostile `ns_cache`; redteam35).  An engine names
+ * a few namespaces; a client naming more than 128 has them looked up
+ * again (a hash lookup and the text's compare each), as any miss is.
+ */
+#define OPS_NS_CACHE_SLOTS 256u
+
 static void ops_ns_cache_add(struct kvtd_conn *c, const uint8_t *digest, uint32_t id, bool allowed,
 			     bool readonly)
 {
@@ -217,7 +229,7 @@ static void ops_ns_cache_add(struct kvtd_conn *c, const uint8_t *digest, uint32_
 		unsigned ncap = c->ns_cap ? c->ns_cap * 2 : 16;
 		struct kvtd_nsent *old = c->ns;
 		unsigned ocap = c->ns_cap;
-		if (ncap > 8192) {
+		if (ncap > OPS_NS_CACHE_SLOTS) {
 			/* A connection naming this many namespaces: start over. */
 			memset(c->ns, 0, c->ns_cap * sizeof(*c->ns));
 			c->ns_used = 0;

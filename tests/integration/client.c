@@ -31,6 +31,11 @@ static void client_init(struct kc *c, int fd)
 	proto_limits_default(&c->lim);
 }
 
+void kc_adopt(struct kc *c, int fd)
+{
+	client_init(c, fd);
+}
+
 int kc_connect_tcp(struct kc *c, uint16_t port)
 {
 	struct sockaddr_in sa;

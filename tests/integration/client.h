@@ -53,6 +53,9 @@ struct kc_value {
 };
 
 int kc_connect_tcp(struct kc *c, uint16_t port);
+/* A client on a socket already connected (a test's own, bound to another
+ * source address). */
+void kc_adopt(struct kc *c, int fd);
 int kc_connect_unix(struct kc *c, const char *path);
 void kc_close(struct kc *c);
 

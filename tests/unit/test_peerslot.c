@@ -40,7 +40,7 @@ static struct sockaddr_storage v4(const char *text)
 
 static uint32_t slot(uint64_t key, struct sockaddr_storage ss)
 {
-	uint32_t s = kvtd_peer_slot(key, &ss, false);
+	uint32_t s = kvtd_peer_slot(key, &ss, false, 0);
 	T_ASSERT(s < KVTD_PEER_SLOTS);
 	return s;
 }
@@ -69,10 +69,15 @@ static void test_v4_mapped(void)
 	T_NE_INT(slot(key, v6("::ffff:192.0.2.7")), slot(key, v6("::ffff:192.0.2.8")));
 	T_NE_INT(slot(key, v4("127.0.0.1")), slot(key, v4("127.0.0.2")));
 	{
-		struct sockaddr_storage u;
+		/* A Unix client is its user id: two users, two peers (under
+		 * this key); one user, one peer whatever the address. */
+		struct sockaddr_storage u, w;
 		memset(&u, 0, sizeof(u));
-		u.ss_family = AF_UNIX;
-		T_EQ_INT(kvtd_peer_slot(key, &u, true), kvtd_peer_slot(key ^ 1, &u, true));
+		memset(&w, 0xab, sizeof(w));
+		u.ss_family = w.ss_family = AF_UNIX;
+		T_EQ_INT(kvtd_peer_slot(key, &u, true, 1000), kvtd_peer_slot(key, &w, true, 1000));
+		T_NE_INT(kvtd_peer_slot(key, &u, true, 1000), kvtd_peer_slot(key, &u, true, 0));
+		T_ASSERT(kvtd_peer_slot(key, &u, true, 65534) < KVTD_PEER_SLOTS);
 	}
 }
 
