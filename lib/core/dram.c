@@ -1299,24 +1299,33 @@ void dram_writedown_done(struct dram *d, struct dram_item *it, bool stored)
 	}
 	if (it->node.owner[0] & ITEM_LEAVING) {
 		/* An evicted block's write ended: its chunks go now, unless a
-		 * reader holds it (then it goes back in the queue, clean). */
+		 * reader holds it (then it goes back in the queue, clean).  Its
+		 * group's leaving bytes go after its charge (release): a
+		 * reader of both (quota_group_stats: leaving, acquire, then
+		 * used) never sees it gone from leaving and still charged --
+		 * a tenant's STATS past its dram= by the block (test_kvtierd
+		 * quota, TSan, CI 2026-12-06). */
+		uint64_t bytes = (uint64_t)it->node.chunks * d->chunk;
+		uint32_t g = d->quota ? it->group : 0;
 		it->node.owner[0] &= (uint8_t)~ITEM_LEAVING;
-		s->leaving_bytes -= (uint64_t)it->node.chunks * d->chunk;
-		if (it->group && d->quota)
-			atomic_fetch_sub_explicit(&quota_group_at(d->quota, it->group)->leaving,
-						  (uint64_t)it->node.chunks * d->chunk,
-						  memory_order_relaxed);
+		s->leaving_bytes -= bytes;
 		pthread_cond_broadcast(&s->room);
 		if (ITEM_STATE(it) == ITEM_VISIBLE) {
 			if (it->refs == 1) {
 				it->refs = 0;
 				s->pinned--;
 				evict_one_locked(d, s, it);
+				if (g)
+					atomic_fetch_sub_explicit(&quota_group_at(d->quota, g)->leaving,
+								  bytes, memory_order_release);
 				pthread_mutex_unlock(&s->lock);
 				return;
 			}
 			evict_insert(&s->ev, &it->node, item_hash(d, it), EVICT_CLASSES);
 		}
+		if (g)
+			atomic_fetch_sub_explicit(&quota_group_at(d->quota, g)->leaving, bytes,
+						  memory_order_release);
 	}
 	item_unref_locked(d, s, it);
 	pthread_mutex_unlock(&s->lock);

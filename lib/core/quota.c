@@ -208,8 +208,11 @@ void quota_group_stats(struct quota *q, uint32_t i, kvt_stats_fn fn, void *ctx)
 	/* The group's blocks in DRAM's cache, within its limit; those on
 	 * their way down to the SSD (quota_group.leaving) are still charged
 	 * until their write ends, and shown apart. */
+	/* leaving first (acquire): a write-down that ended uncharged its
+	 * block before it left leaving (dram.c dram_writedown_done), so a
+	 * block gone from leaving is gone from used too */
+	leaving = atomic_load_explicit(&g[i].leaving, memory_order_acquire);
 	used = atomic_load(&g[i].used[QUOTA_DRAM]);
-	leaving = atomic_load(&g[i].leaving);
 	QSTAT("dram_bytes", used > leaving ? used - leaving : 0);
 	QSTAT("dram_leaving_bytes", leaving < used ? leaving : used);
 	QSTAT("dram_limit", atomic_load(&g[i].limit[QUOTA_DRAM]));
