@@ -411,7 +411,7 @@ int kvt_store_create(struct kvt_store **out);
  *                     the next victim), its second moves it to DRAM and
  *                     drops the SSD record; "promote": every read promotes.
  *                     doc/policies.md.
- *   ssd.young_reads_pct  0 (off) .. 100, default 50: with first_hit "cold",
+ *   ssd.young_reads_pct  0 (off) .. 100, default 75: with first_hit "cold",
  *                     a second read of a record in the newest this % of
  *                     the log's segments is served as a first read (the
  *                     record stays); only an older one moves to DRAM.

@@ -5,6 +5,7 @@
 # kvtierd of (a) DRAM C, (b) DRAM C/4 + SSD 3C/4 (the SSD's segment as the
 # replay picks it for its own SSD), against DRAM-only LRU of C embedded.
 # Prints one line; the replays' JSON lands in ${OUT:-/tmp/pod_eval}/TAG-*.json.
+# POD_SET="--set K=V ...": more options for the DRAM + SSD kvtierd (an A/B of a default).
 # usage: KVT_BUILD=build-release /work/quiet-bench.sh bench/policy/pod_eval.sh TRACE TAG
 set -u
 B=${KVT_BUILD:-build-release}
@@ -50,7 +51,7 @@ pod() { # NAME DRAM SSD [--set ...]
 	kill $pid; wait $pid; rm -rf "$d"
 }
 pod dram $C 0
-pod dramssd $D4 $S --set ssd.segment=$SEG
+pod dramssd $D4 $S --set ssd.segment=$SEG ${POD_SET:-}
 python3 - "$OUT" "$tag" <<'PY'
 import json, sys
 o, t = sys.argv[1:]

@@ -128,7 +128,7 @@ static const struct opt_def opts[] = {
 	  "off", "tests: check every SSD I/O against the records' alignment (counted, doc/ssd.md)" },
 	{ "ssd.first_hit", OPT_BOOL, 0, F(ssd_cfg.first_hit_cold), 0, 0, "promote|cold", NULL,
 	  "cold", "victim: a block's first read from SSD leaves it there, the second moves it to DRAM (cold), or every read promotes" },
-	{ "ssd.young_reads_pct", OPT_COUNT, 0, F(ssd_cfg.young_pct), 0, 100, NULL, NULL, "50",
+	{ "ssd.young_reads_pct", OPT_COUNT, 0, F(ssd_cfg.young_pct), 0, 100, NULL, NULL, "75",
 	  "victim, first_hit cold: a second read of a record in the newest % of the log leaves it there too (0: off)" },
 	{ "ssd.adapt_writedown", OPT_BOOL, 0, F(ssd_cfg.adapt_wd), 0, 0, "off|on", NULL, "on",
 	  "victim, prefix-adapt: its simulations of DRAM + SSD decide the write-down once the SSD is full (doc/policies.md)" },

@@ -4477,6 +4477,55 @@ static void test_young_reads(void)
 	free(dir);
 }
 
+/*
+ * ssd.young_reads_pct's default, 75 (doc/policies.md "Thirteenth pass"):
+ * a record read again in the newest three quarters of the log's segments
+ * stays.  The tiers store of the cases above with the option left at its
+ * default, then at 50: 1..4 written down, 1 read once (a cold copy, the
+ * record stays, marked read), then puts until 9 segments are sealed (1's
+ * the first): the open segment is the 10th, so 1's record is 10
+ * generations old of 16 slots -- 1000 <= 16 x 75, > 16 x 50.  The second
+ * read of 1 leaves the record by default (no promoted_dropped), promotes
+ * and drops it at 50.  Fails with the default at 50.
+ */
+static void young_default_case(const char *young, bool stays)
+{
+	char *dir = t_mkdtemp();
+	struct kvt_store *s =
+		young ? tiers_open(dir, "cold", young)
+		      : t_store_open("path", dir, "dram.capacity", "256K", "dram.chunk", "64K",
+				     "dram.shards", "1", "dram.prefault", "off", "dram.policy",
+				     "prefix", "dram.victim_wait_ms", "30000", "ssd.capacity", "16M",
+				     "ssd.segment", "1M", "ssd.io", io_backend, NULL);
+	uint32_t ns = ns_of(s);
+	struct kvt_key k1 = t_key(1);
+	uint64_t k = 9;
+
+	puts_flushed(s, ns, 1, 8);
+	T_EQ_U64(t_stat(s, "ssd.segments_sealed"), 0);
+	T_RC(get_64k(s, ns, 1), KVT_OK); /* the first read: a cold copy */
+	T_OK(kvt_flush(s));
+	for (; t_stat(s, "ssd.segments_sealed") < 9 && k < 1000; k++)
+		puts_flushed(s, ns, k, k);
+	T_EQ_U64(t_stat(s, "ssd.segments_sealed"), 9);
+	T_EQ_U64(t_stat(s, "ssd.segments_evicted"), 0);
+	T_EQ_INT(tier_of(s, ns, 1), KVT_TIER_SSD);
+	T_RC(get_64k(s, ns, 1), KVT_OK); /* the second read, 10 generations old */
+	T_OK(kvt_flush(s));
+	wait_writes(s);
+	T_EQ_U64(t_stat(s, "ssd.promoted_dropped"), (stays ? 0 : 1));
+	T_RC(ssd_find(ssd_of(s), ns, &k1, NULL), (stays ? KVT_OK : KVT_MISS));
+	kvt_store_destroy(s);
+	t_rmtree(dir);
+	free(dir);
+}
+
+static void test_young_default(void)
+{
+	young_default_case(NULL, true);
+	young_default_case("50", false);
+}
+
 static struct kvt_store *bytes_open(const char *dir)
 {
 	return t_store_open("path", dir, "dram.capacity", "256K", "dram.chunk", "64K",
@@ -6225,6 +6274,7 @@ int main(void)
 			test_lower_gauges();
 			test_promote_delete_kill9();
 			test_young_reads();
+			test_young_default();
 			test_slots_used();
 			continue;
 		}
@@ -6337,6 +6387,7 @@ int main(void)
 		test_lower_gauges();
 		test_promote_delete_kill9();
 		test_young_reads();
+		test_young_default();
 		test_bytes();
 		test_delete_clear();
 		test_kill9();
