@@ -8187,9 +8187,10 @@ static void phase_resp_reparse(void)
 #define RH_CONNS 3u
 #define RH_SECONDS 2u
 /* PING p50 beside them: 5.0 ms after (ASan: the parse of such commands;
- * release 0.06 ms), 451 ms before (release 105 ms) */
+ * release 0.06 ms), 451 ms before (release 105 ms); 52 ms once in CI
+ * with load 10 beside it (2026-12-06): the sanitizers' bound is 100 ms */
 #if defined(HOSTILE_ASAN) || defined(HOSTILE_TSAN)
-#define RH_P50_MAX_NS 50000000ull
+#define RH_P50_MAX_NS 100000000ull
 #else
 #define RH_P50_MAX_NS 5000000ull
 #endif
