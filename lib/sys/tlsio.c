@@ -75,6 +75,7 @@ SSL_CTX *tlsio_ctx_server(const char *cert, const char *key, const char *ca,
 	if (!ctx)
 		return NULL;
 	SSL_CTX_set_num_tickets(ctx, 0);
+	SSL_CTX_set_max_cert_list(ctx, TLSIO_CERT_LIST_MAX);
 	if (tlsio_load_pair(ctx, cert, key, err, errlen) < 0)
 		goto fail;
 	if (ca) {

@@ -4238,6 +4238,158 @@ idle_conns.extra = ["--resp", "127.0.0.1:0"]
 # end-of-phase RSS bound counts 128 MiB of DRAM (TSan: +162 MiB in all).
 idle_conns.dram_mib = 128
 
+def gone_within(s, timeout):
+    """Does the server close s within timeout (an alert before the EOF
+    allowed)?"""
+    end = time.monotonic() + timeout
+    try:
+        while True:
+            left = end - time.monotonic()
+            if left <= 0:
+                return False
+            s.settimeout(left)
+            if not s.recv(65536):
+                return True
+    except ConnectionResetError:
+        return True
+    except socket.timeout:
+        return False
+
+
+def chain_pki(base, fillers):
+    """A client certificate whose chain file carries fillers copies of a
+    certificate of ~10 KB (a subjectAltName of 300 names): the chain a
+    client sends is taken as its file says.  (cert, key)."""
+    sans = ",".join("DNS:filler%03d.%s.example" % (i, "x" * 12) for i in range(300))
+    subprocess.check_call(
+        "cd '%s' && openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes "
+        "-keyout cli.key -out cli.pem -days 2 -subj /CN=client >>openssl.log 2>&1 && "
+        "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes "
+        "-keyout fill.key -out fill.pem -days 2 -subj /CN=filler -addext "
+        "'subjectAltName=%s' >>openssl.log 2>&1" % (base, sans), shell=True)
+    fill = open(os.path.join(base, "fill.pem")).read()
+    with open(os.path.join(base, "chain.pem"), "w") as f:
+        f.write(open(os.path.join(base, "cli.pem")).read() + fill * fillers)
+    return os.path.join(base, "chain.pem"), os.path.join(base, "cli.key")
+
+
+# tls_big_messages: RSS a connection (KiB) holding a handshake message that
+# declares more than one record's plaintext, at most (ASan, release; the
+# charge, TLS_HS_MEM, is 60.3 KiB)
+TLS_BIG_MSG_KIB = (40, 30)
+TLS_BIG_MSG_CONNS = 150
+
+
+@phase
+def tls_big_messages(ph):
+    """OpenSSL allocates a handshake message's whole declared length when
+    its 4-byte header is read, and zeroes it (BUF_MEM_grow_clean): a
+    ClientHello may declare up to 131,396 bytes, a client's Certificate
+    max_cert_list (100 KiB by default).  The first-record gate (tls.c)
+    waits for one record only, and TLS_HS_MEM charges 60 KiB for a
+    handshake: a record of 4 bytes declaring a ClientHello of 128 KiB (9
+    bytes sent) held ~150 KiB of the server for the handshake's deadline.
+    Now a ClientHello must declare at most one record's plaintext (tls.c
+    "A ClientHello's length"), and a client's certificate list at most
+    TLSIO_CERT_LIST_MAX (lib/sys/tlsio.c): past either, closed at once.
+    Asserted: connections sending each closed within a second, RSS a
+    connection; a real client's handshake, with and without a client
+    certificate, answered."""
+    import ssl
+    base = tempfile.mkdtemp(dir=os.environ.get("TMPDIR"))
+    pki = tls_pki(base)
+    if not pki:
+        print("tls_big_messages: no openssl command to make a certificate with: skipped")
+        return
+    chain, ckey = chain_pki(base, 9)
+    argv = ["--tls-cert", pki[0], "--tls-key", pki[1], "--tls-ca", pki[0], "--resp",
+            "127.0.0.1:0", "--idle-timeout", "10"]
+    # 1. a 4-byte record: a ClientHello's header declaring 128 KiB
+    tiny = bytes([22, 3, 1, 0, 4, 1, 0x02, 0x00, 0x00])
+    # 2. the same declared in a whole first record of 16 KiB, and two more
+    #    records of it
+    rec = bytes([22, 3, 1, 0x40, 0x00])
+    big = rec + bytes([1, 0x01, 0xff, 0x00]) + b"\0" * 16380 + (rec + b"\0" * 16384) * 2
+    # 3. a client certificate chain of ~90 KB (the server asks for one,
+    #    --tls-ca), the first 48 KiB of its records sent, then nothing
+    ctx = tls_ctx()
+    ctx.load_cert_chain(chain, ckey)
+
+    def cert_flight(c):
+        i, o = ssl.MemoryBIO(), ssl.MemoryBIO()
+        hs = ctx.wrap_bio(i, o)
+        c.settimeout(5)
+        try:
+            hs.do_handshake()
+        except ssl.SSLWantReadError:
+            pass
+        c.sendall(o.read())  # the ClientHello
+        while True:  # the server's flight, then ours
+            b = c.recv(65536)
+            ph.expect(b, "the server's flight")
+            i.write(b)
+            try:
+                hs.do_handshake()
+                break
+            except ssl.SSLWantReadError:
+                pass
+        flight = o.read()
+        ph.expect(len(flight) > 60000, "the client's second flight (bytes)", len(flight))
+        try:  # refused at the message's header (the first record), or held
+            c.sendall(flight[:49152])
+        except (ConnectionResetError, BrokenPipeError):
+            pass
+
+    cases = (("a 4-byte record declaring a 128 KiB ClientHello", TLS_BIG_MSG_CONNS,
+              lambda c: c.sendall(tiny)),
+             ("48 KiB of a ClientHello declaring 128 KiB", TLS_BIG_MSG_CONNS,
+              lambda c: c.sendall(big)),
+             ("48 KiB of a 90 KB client certificate flight", TLS_BIG_MSG_CONNS // 3, cert_flight))
+    # each on a fresh server: the allocator keeps (and reuses) what an
+    # earlier case's connections freed
+    for what, n, attack in cases:
+        t = Server(ph.srv.argv[0], base, argv)
+        try:
+            rport = tls_resp_port(t)
+            kib_max = TLS_BIG_MSG_KIB[0 if t.sanitizer() == "asan" else 1]
+            time.sleep(0.3)
+            rss0 = t.rss_kib()
+            src = ph.addr()
+            socks = []
+            for k in range(n):
+                # each refused certificate list counts against its address
+                # (a failed handshake): past 20 a second it is throttled
+                if attack is cert_flight and k % 16 == 15:
+                    src = ph.addr()
+                c = socket.create_connection(("127.0.0.1", rport), source_address=(src, 0))
+                attack(c)
+                socks.append(c)
+            time.sleep(0.5)
+            per = (t.rss_kib() - rss0) / n
+            # the handshake's deadline is 10 s: closed before it, or held
+            closed = sum(gone_within(c, 0.05) for c in socks)
+            for c in socks:
+                c.close()
+            print("tls_big_messages: %d connections, %s: RSS +%.1f KiB a connection, "
+                  "%d closed before the handshake's deadline" % (n, what, per, closed))
+            ph.expect(per <= kib_max, "RSS a connection (KiB): " + what, per)
+            ph.expect(closed == n, "closed at once: " + what, closed)
+            ph.cases += 1
+            # real clients, then a PING: one without a certificate, one
+            # with a certificate the CA file holds (a list of 0.6 KB)
+            mtls = tls_ctx()
+            mtls.load_cert_chain(pki[0], pki[1])
+            for cctx in (tls_ctx(), mtls):
+                raw = socket.create_connection(("127.0.0.1", rport), timeout=10)
+                s = cctx.wrap_socket(raw)
+                s.sendall(resp_cmd(b"PING"))
+                got = s.recv(100)
+                s.close()
+                ph.expect(got[:1] in (b"-", b"+"), "a real TLS client answered", got[:60])
+        finally:
+            t.stop()
+            os.replace(t.log, "%s.%d" % (t.log, cases.index((what, n, attack))))
+
 
 def main():
     if len(sys.argv) < 3 or sys.argv[2] not in PHASES:
