@@ -46,6 +46,19 @@ static SSL_CTX *tlsio_ctx_new(const SSL_METHOD *m, char *err, size_t errlen)
 	 * as one (kvtierd counts it as vanished). */
 	SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_IGNORE_UNEXPECTED_EOF |
 			    SSL_OP_NO_TICKET | SSL_OP_ENABLE_KTLS);
+	/* Key exchange on elliptic curves only.  OpenSSL 3.0 also offers
+	 * TLS 1.3's finite-field groups, and a server takes the group the
+	 * client's key share names: a canned ClientHello of 1.2 KB naming
+	 * ffdhe8192 cost the server's loop 108 ms of CPU a connection,
+	 * against 0.23 ms for X25519 (release; doc/security.md "Session 35
+	 * review, part 2", test_hostile_http tls_groups), before any
+	 * client's proof of anything.  The curves kept cost 0.2-0.8 ms; a
+	 * client that offers none of them fails its handshake. */
+	if (SSL_CTX_set1_groups_list(ctx, TLSIO_GROUPS) != 1) {
+		tlsio_err(err, errlen, "cannot set the key exchange groups", NULL);
+		SSL_CTX_free(ctx);
+		return NULL;
+	}
 	return ctx;
 }
 

@@ -35,6 +35,9 @@ enum { TLSIO_WANT_IN = 1, TLSIO_WANT_OUT = 2 };
  * 60 KiB charged for a handshake (doc/security.md "Session 35 review,
  * part 2").  A chain of a leaf and 2-3 intermediates is 3-8 KB. */
 #define TLSIO_CERT_LIST_MAX (SSL3_RT_MAX_PLAIN_LENGTH - 4)
+/* The key exchange groups either side offers or takes (tlsio.c): the
+ * elliptic curves, never TLS 1.3's finite-field groups. */
+#define TLSIO_GROUPS "X25519:P-256:P-384:X448:P-521"
 
 /*
  * A server context: cert and key (PEM files); ca (may be NULL) is the CA
