@@ -46,7 +46,9 @@ resp_lengths (RESP length fields at their edges),
 tls_held_record (authenticated TLS connections each holding part of a record),
 tls_ssl_object (stalled handshakes and one tenant's TLS connections: their
 SSLs charged), tls_post_handshake (KeyUpdates, empty records, alerts after
-the handshake: tests/integration/tls_flood.c).
+the handshake: tests/integration/tls_flood.c), tls_big_messages (handshake
+messages declaring more than a record: a ClientHello, a client certificate
+list), tls_groups (ClientHellos naming finite-field groups: the loop's CPU).
 """
 import base64
 import datetime
@@ -4292,9 +4294,11 @@ def tls_big_messages(ph):
     Now a ClientHello must declare at most one record's plaintext (tls.c
     "A ClientHello's length"), and a client's certificate list at most
     TLSIO_CERT_LIST_MAX (lib/sys/tlsio.c): past either, closed at once.
-    Asserted: connections sending each closed within a second, RSS a
-    connection; a real client's handshake, with and without a client
-    certificate, answered."""
+    Asserted, for a 4-byte record declaring 128 KiB, the header split over
+    two records, 48 KiB of such a ClientHello and 48 KiB of a 90 KB
+    certificate list: the connections closed before the handshake's
+    deadline, RSS a connection; real clients' handshakes, with and
+    without a client certificate, answered."""
     import ssl
     base = tempfile.mkdtemp(dir=os.environ.get("TMPDIR"))
     pki = tls_pki(base)
@@ -4340,8 +4344,12 @@ def tls_big_messages(ph):
         except (ConnectionResetError, BrokenPipeError):
             pass
 
+    # 1b. the header itself split over two records of 2 bytes
+    split = bytes([22, 3, 1, 0, 2, 1, 0x02, 22, 3, 1, 0, 2, 0x00, 0x00])
     cases = (("a 4-byte record declaring a 128 KiB ClientHello", TLS_BIG_MSG_CONNS,
               lambda c: c.sendall(tiny)),
+             ("a ClientHello's header in two records, declaring 128 KiB", TLS_BIG_MSG_CONNS,
+              lambda c: c.sendall(split)),
              ("48 KiB of a ClientHello declaring 128 KiB", TLS_BIG_MSG_CONNS,
               lambda c: c.sendall(big)),
              ("48 KiB of a 90 KB client certificate flight", TLS_BIG_MSG_CONNS // 3, cert_flight))
