@@ -189,10 +189,40 @@ bool kvtd_tls_quiet_over(const struct kvtd_conn *c)
  * record, ~0.5-2 KiB): until then the bytes stay in the socket (the
  * kernel's, bounded by its receive buffer) and the connection waits with
  * SO_RCVLOWAT at the record's end, so that epoll reports it once the
- * record is in (or the client is gone), not at each segment.  1: go on
- * (the record whole, or not a handshake record: the SSL fails it), 0:
- * wait.
+ * record is in (or the client is gone), not at each segment.
+ *
+ * A ClientHello's length.  OpenSSL allocates a handshake message's whole
+ * declared length when it reads the message's 4-byte header, and zeroes
+ * it (BUF_MEM_grow_clean): a ClientHello may declare up to 131,396 bytes,
+ * over as many records as it likes.  A first record of 4 bytes declaring
+ * 128 KiB (9 bytes sent) held 155 KiB of the server's RSS until the
+ * handshake's deadline, against the 60 KiB charged for a handshake
+ * (TLS_HS_MEM; test_hostile_http tls_big_messages, doc/security.md
+ * "Session 35 review, part 2").  So the first record must hold the
+ * ClientHello's header, and the ClientHello declare at most one record's
+ * plaintext (16 KiB: the handshake buffer OpenSSL starts with, never
+ * grown; a ClientHello is ~0.5-2 KiB, ~3 KiB with post-quantum key
+ * shares); else the connection is refused before the SSL reads a byte.
+ * 1: go on (the record whole, or not a handshake record: the SSL fails
+ * it), 0: wait, -1: refused (a ClientHello too long).
  */
+/* The first record, whole in the socket, of fragment length len: does it
+ * hold a ClientHello's header declaring at most one record's plaintext
+ * (or something else, which the SSL fails)? */
+static bool tls_hello_len_ok(int fd, int len)
+{
+	unsigned char h[9];
+	ssize_t n = recv(fd, h, sizeof(h), MSG_PEEK | MSG_DONTWAIT);
+
+	if (len < 4) /* the ClientHello's header split over records */
+		return false;
+	if (n < (ssize_t)sizeof(h)) /* the record is whole: not seen; the SSL says */
+		return true;
+	if (h[5] != 1) /* not a ClientHello: the SSL says */
+		return true;
+	return ((size_t)h[6] << 16 | (size_t)h[7] << 8 | h[8]) <= TLS_HELLO_MAX;
+}
+
 static int tls_first_record(struct kvtd_conn *c)
 {
 	unsigned char h[5];
@@ -208,8 +238,10 @@ static int tls_first_record(struct kvtd_conn *c)
 		lowat = (int)sizeof(h);
 	} else {
 		lowat = (int)sizeof(h) + (h[3] << 8 | h[4]);
-		if (ioctl(c->fd, FIONREAD, &avail) < 0 || avail >= lowat)
+		if (ioctl(c->fd, FIONREAD, &avail) < 0)
 			return 1;
+		if (avail >= lowat)
+			return tls_hello_len_ok(c->fd, lowat - (int)sizeof(h)) ? 1 : -1;
 	}
 	/* A client that shut its side down will not complete the record,
 	 * and the socket stays readable whatever SO_RCVLOWAT says: waiting
@@ -230,9 +262,18 @@ int kvtd_tls_handshake(struct kvtd_conn *c)
 	int want = 0, rc;
 	char why[300];
 
-	if (!kvtd_tls_heard(c) && !tls_first_record(c)) {
-		c->tls_rd_want = TLSIO_WANT_IN;
-		return 0;
+	if (!kvtd_tls_heard(c)) {
+		int first = tls_first_record(c);
+		if (first == 0) {
+			c->tls_rd_want = TLSIO_WANT_IN;
+			return 0;
+		}
+		if (first < 0) {
+			KVTD_COUNT(srv, errors[KVTD_ERR_TLS], 1);
+			kvtd_conn_log(c, KVTD_INFO, "TLS handshake refused",
+				      "a ClientHello longer than a record (16 KiB)");
+			return -EPROTO;
+		}
 	}
 	if (c->tls_lowat > 1) {
 		int one = 1;

@@ -21,6 +21,11 @@
  * same again for an empty fragment (16,568). */
 #define TLS_WBUF (SSL3_RT_MAX_PLAIN_LENGTH + \
 		  2 * (SSL3_RT_SEND_MAX_ENCRYPTED_OVERHEAD + SSL3_RT_HEADER_LENGTH + 7))
+/* The longest ClientHello taken (its body, as its header declares): one
+ * record's plaintext with the header, the handshake buffer OpenSSL starts
+ * with (tls.c "A ClientHello's length"); a client's certificate list, at
+ * most the same (TLSIO_CERT_LIST_MAX, lib/sys/tlsio.h). */
+#define TLS_HELLO_MAX (SSL3_RT_MAX_PLAIN_LENGTH - 4u)
 /* From the accept until the handshake is done: the handshake's 43,890
  * bytes rounded up, and a read buffer. */
 #ifndef TLS_HS_KIB

@@ -46,6 +46,19 @@ static SSL_CTX *tlsio_ctx_new(const SSL_METHOD *m, char *err, size_t errlen)
 	 * as one (kvtierd counts it as vanished). */
 	SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_IGNORE_UNEXPECTED_EOF |
 			    SSL_OP_NO_TICKET | SSL_OP_ENABLE_KTLS);
+	/* Key exchange on elliptic curves only.  OpenSSL 3.0 also offers
+	 * TLS 1.3's finite-field groups, and a server takes the group the
+	 * client's key share names: a canned ClientHello of 1.2 KB naming
+	 * ffdhe8192 cost the server's loop 108 ms of CPU a connection,
+	 * against 0.23 ms for X25519 (release; doc/security.md "Session 35
+	 * review, part 2", test_hostile_http tls_groups), before any
+	 * client's proof of anything.  The curves kept cost 0.2-0.8 ms; a
+	 * client that offers none of them fails its handshake. */
+	if (SSL_CTX_set1_groups_list(ctx, TLSIO_GROUPS) != 1) {
+		tlsio_err(err, errlen, "cannot set the key exchange groups", NULL);
+		SSL_CTX_free(ctx);
+		return NULL;
+	}
 	return ctx;
 }
 
@@ -75,6 +88,13 @@ SSL_CTX *tlsio_ctx_server(const char *cert, const char *key, const char *ca,
 	if (!ctx)
 		return NULL;
 	SSL_CTX_set_num_tickets(ctx, 0);
+	/* No session cache either (tickets are off above): OpenSSL's server
+	 * cache kept every TLS 1.2 session it made, ~1.2 KB each, 20,480 of
+	 * them for two hours, outside --max-memory -- anyone's handshakes
+	 * filled it (test_hostile_http tls_sessions).  kvtierd's clients hold
+	 * their connections; a new one does a full handshake. */
+	SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
+	SSL_CTX_set_max_cert_list(ctx, TLSIO_CERT_LIST_MAX);
 	if (tlsio_load_pair(ctx, cert, key, err, errlen) < 0)
 		goto fail;
 	if (ca) {

@@ -27,6 +27,18 @@
 
 enum { TLSIO_WANT_IN = 1, TLSIO_WANT_OUT = 2 };
 
+/* The longest certificate list a server takes from a client (the
+ * Certificate message's body): one record's plaintext with its header,
+ * the handshake buffer OpenSSL starts with, never grown.  OpenSSL's
+ * default, 100 KiB, allocated and zeroed at the message's header, held
+ * 140 KiB of a server for each client that sent part of one, against the
+ * 60 KiB charged for a handshake (doc/security.md "Session 35 review,
+ * part 2").  A chain of a leaf and 2-3 intermediates is 3-8 KB. */
+#define TLSIO_CERT_LIST_MAX (SSL3_RT_MAX_PLAIN_LENGTH - 4)
+/* The key exchange groups either side offers or takes (tlsio.c): the
+ * elliptic curves, never TLS 1.3's finite-field groups. */
+#define TLSIO_GROUPS "X25519:P-256:P-384:X448:P-521"
+
 /*
  * A server context: cert and key (PEM files); ca (may be NULL) is the CA
  * that client certificates must chain to, verify_client makes one

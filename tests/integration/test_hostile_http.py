@@ -46,7 +46,10 @@ resp_lengths (RESP length fields at their edges),
 tls_held_record (authenticated TLS connections each holding part of a record),
 tls_ssl_object (stalled handshakes and one tenant's TLS connections: their
 SSLs charged), tls_post_handshake (KeyUpdates, empty records, alerts after
-the handshake: tests/integration/tls_flood.c).
+the handshake: tests/integration/tls_flood.c), tls_big_messages (handshake
+messages declaring more than a record: a ClientHello, a client certificate
+list), tls_groups (ClientHellos naming finite-field groups: the loop's CPU),
+tls_sessions (TLS 1.2 sessions cached by the server).
 """
 import base64
 import datetime
@@ -4237,6 +4240,318 @@ idle_conns.extra = ["--resp", "127.0.0.1:0"]
 # the connections are measured); TSan's shadow of it is more again: the
 # end-of-phase RSS bound counts 128 MiB of DRAM (TSan: +162 MiB in all).
 idle_conns.dram_mib = 128
+
+def gone_within(s, timeout):
+    """Does the server close s within timeout (an alert before the EOF
+    allowed)?"""
+    end = time.monotonic() + timeout
+    try:
+        while True:
+            left = end - time.monotonic()
+            if left <= 0:
+                return False
+            s.settimeout(left)
+            if not s.recv(65536):
+                return True
+    except ConnectionResetError:
+        return True
+    except socket.timeout:
+        return False
+
+
+def chain_pki(base, fillers):
+    """A client certificate whose chain file carries fillers copies of a
+    certificate of ~10 KB (a subjectAltName of 300 names): the chain a
+    client sends is taken as its file says.  (cert, key)."""
+    sans = ",".join("DNS:filler%03d.%s.example" % (i, "x" * 12) for i in range(300))
+    subprocess.check_call(
+        "cd '%s' && openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes "
+        "-keyout cli.key -out cli.pem -days 2 -subj /CN=client >>openssl.log 2>&1 && "
+        "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes "
+        "-keyout fill.key -out fill.pem -days 2 -subj /CN=filler -addext "
+        "'subjectAltName=%s' >>openssl.log 2>&1" % (base, sans), shell=True)
+    fill = open(os.path.join(base, "fill.pem")).read()
+    with open(os.path.join(base, "chain.pem"), "w") as f:
+        f.write(open(os.path.join(base, "cli.pem")).read() + fill * fillers)
+    return os.path.join(base, "chain.pem"), os.path.join(base, "cli.key")
+
+
+# tls_big_messages: RSS a connection (KiB) holding a handshake message that
+# declares more than one record's plaintext, at most (ASan, release; the
+# charge, TLS_HS_MEM, is 60.3 KiB).  Release before: 139-167, after 6-9;
+# ASan after: 13, and 53 for the certificate lists (full handshakes done:
+# the sanitizer's allocator grows with them; a held 128 KiB buffer alone is
+# 131 KiB touched, so the bound still tells the two apart)
+TLS_BIG_MSG_KIB = (100, 30)
+TLS_BIG_MSG_CONNS = 150
+
+
+@phase
+def tls_big_messages(ph):
+    """OpenSSL allocates a handshake message's whole declared length when
+    its 4-byte header is read, and zeroes it (BUF_MEM_grow_clean): a
+    ClientHello may declare up to 131,396 bytes, a client's Certificate
+    max_cert_list (100 KiB by default).  The first-record gate (tls.c)
+    waits for one record only, and TLS_HS_MEM charges 60 KiB for a
+    handshake: a record of 4 bytes declaring a ClientHello of 128 KiB (9
+    bytes sent) held ~150 KiB of the server for the handshake's deadline.
+    Now a ClientHello must declare at most one record's plaintext (tls.c
+    "A ClientHello's length"), and a client's certificate list at most
+    TLSIO_CERT_LIST_MAX (lib/sys/tlsio.c): past either, closed at once.
+    Asserted, for a 4-byte record declaring 128 KiB, the header split over
+    two records, 48 KiB of such a ClientHello and 48 KiB of a 90 KB
+    certificate list: the connections closed before the handshake's
+    deadline, RSS a connection; real clients' handshakes, with and
+    without a client certificate, answered."""
+    import ssl
+    base = tempfile.mkdtemp(dir=os.environ.get("TMPDIR"))
+    pki = tls_pki(base)
+    if not pki:
+        print("tls_big_messages: no openssl command to make a certificate with: skipped")
+        return
+    chain, ckey = chain_pki(base, 9)
+    argv = ["--tls-cert", pki[0], "--tls-key", pki[1], "--tls-ca", pki[0], "--resp",
+            "127.0.0.1:0", "--idle-timeout", "10"]
+    # 1. a 4-byte record: a ClientHello's header declaring 128 KiB
+    tiny = bytes([22, 3, 1, 0, 4, 1, 0x02, 0x00, 0x00])
+    # 2. the same declared in a whole first record of 16 KiB, and two more
+    #    records of it
+    rec = bytes([22, 3, 1, 0x40, 0x00])
+    big = rec + bytes([1, 0x01, 0xff, 0x00]) + b"\0" * 16380 + (rec + b"\0" * 16384) * 2
+    # 3. a client certificate chain of ~90 KB (the server asks for one,
+    #    --tls-ca), the first 48 KiB of its records sent, then nothing
+    ctx = tls_ctx()
+    ctx.load_cert_chain(chain, ckey)
+
+    def cert_flight(c):
+        i, o = ssl.MemoryBIO(), ssl.MemoryBIO()
+        hs = ctx.wrap_bio(i, o)
+        c.settimeout(5)
+        try:
+            hs.do_handshake()
+        except ssl.SSLWantReadError:
+            pass
+        c.sendall(o.read())  # the ClientHello
+        while True:  # the server's flight, then ours
+            b = c.recv(65536)
+            ph.expect(b, "the server's flight")
+            i.write(b)
+            try:
+                hs.do_handshake()
+                break
+            except ssl.SSLWantReadError:
+                pass
+        flight = o.read()
+        ph.expect(len(flight) > 60000, "the client's second flight (bytes)", len(flight))
+        try:  # refused at the message's header (the first record), or held
+            c.sendall(flight[:49152])
+        except (ConnectionResetError, BrokenPipeError):
+            pass
+
+    # 1b. the header itself split over two records of 2 bytes
+    split = bytes([22, 3, 1, 0, 2, 1, 0x02, 22, 3, 1, 0, 2, 0x00, 0x00])
+    cases = (("a 4-byte record declaring a 128 KiB ClientHello", TLS_BIG_MSG_CONNS,
+              lambda c: c.sendall(tiny)),
+             ("a ClientHello's header in two records, declaring 128 KiB", TLS_BIG_MSG_CONNS,
+              lambda c: c.sendall(split)),
+             ("48 KiB of a ClientHello declaring 128 KiB", TLS_BIG_MSG_CONNS,
+              lambda c: c.sendall(big)),
+             ("48 KiB of a 90 KB client certificate flight", TLS_BIG_MSG_CONNS // 3, cert_flight))
+    # each on a fresh server: the allocator keeps (and reuses) what an
+    # earlier case's connections freed; no ASan quarantine (the refused
+    # connections' handshakes, freed, would count as held)
+    for what, n, attack in cases:
+        t = Server(ph.srv.argv[0], base, argv, quarantine_mb=0)
+        try:
+            rport = tls_resp_port(t)
+            kib_max = TLS_BIG_MSG_KIB[0 if t.sanitizer() == "asan" else 1]
+            time.sleep(0.3)
+            rss0 = t.rss_kib()
+            src = ph.addr()
+            socks = []
+            for k in range(n):
+                # each refused certificate list counts against its address
+                # (a failed handshake): past 20 a second it is throttled
+                if attack is cert_flight and k % 16 == 15:
+                    src = ph.addr()
+                c = socket.create_connection(("127.0.0.1", rport), source_address=(src, 0))
+                attack(c)
+                socks.append(c)
+            time.sleep(0.5)
+            per = (t.rss_kib() - rss0) / n
+            # the handshake's deadline is 10 s: closed before it, or held
+            closed = sum(gone_within(c, 0.05) for c in socks)
+            for c in socks:
+                c.close()
+            print("tls_big_messages: %d connections, %s: RSS +%.1f KiB a connection, "
+                  "%d closed before the handshake's deadline" % (n, what, per, closed))
+            ph.expect(per <= kib_max, "RSS a connection (KiB): " + what, per)
+            ph.expect(closed == n, "closed at once: " + what, closed)
+            ph.cases += 1
+            # real clients, then a PING: one without a certificate, one
+            # with a certificate the CA file holds (a list of 0.6 KB)
+            mtls = tls_ctx()
+            mtls.load_cert_chain(pki[0], pki[1])
+            for cctx in (tls_ctx(), mtls):
+                raw = socket.create_connection(("127.0.0.1", rport), timeout=10)
+                s = cctx.wrap_socket(raw)
+                s.sendall(resp_cmd(b"PING"))
+                got = s.recv(100)
+                s.close()
+                ph.expect(got[:1] in (b"-", b"+"), "a real TLS client answered", got[:60])
+        finally:
+            t.stop()
+            os.replace(t.log, "%s.%d" % (t.log, cases.index((what, n, attack))))
+
+def captured_hello(group):
+    """The ClientHello (its first record) openssl s_client sends offering
+    group alone in TLS 1.3, taken on a listener of our own."""
+    lsn = socket.socket()
+    lsn.bind(("127.0.0.1", 0))
+    lsn.listen(1)
+    lsn.settimeout(10)
+    p = subprocess.Popen(["openssl", "s_client", "-connect", "127.0.0.1:%d" % lsn.getsockname()[1],
+                          "-groups", group, "-tls1_3"], stdin=subprocess.PIPE,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        c, _ = lsn.accept()
+        c.settimeout(10)
+        d = b""
+        while len(d) < 5 or len(d) < 5 + (d[3] << 8 | d[4]):
+            b = c.recv(65536)
+            if not b:
+                break
+            d += b
+        c.close()
+    finally:
+        p.kill()
+        p.wait()
+        lsn.close()
+    return d
+
+
+# tls_groups: the loop's CPU a connection sending a canned ClientHello that
+# offers ffdhe8192 alone, over one that offers X25519, at most (release:
+# 108 ms against 0.23 before, 470x; after: refused with an alert, no crypto)
+TLS_GROUPS_RATIO = 3.0
+
+
+@phase
+def tls_groups(ph):
+    """OpenSSL 3.0's server takes TLS 1.3's finite-field groups, and the
+    group the client's key share names: a canned ClientHello naming
+    ffdhe8192 alone made the loop compute an 8192-bit key pair and the
+    shared secret, 108 ms of CPU a connection (release), for 1.2 KB the
+    client replays without any crypto of its own -- the per-address
+    handshake throttle (20 failures a second) let one address hold a loop
+    busy.  Now either side offers and takes the elliptic curves only
+    (lib/sys/tlsio.c TLSIO_GROUPS).  Asserted: the loop's CPU a ffdhe8192
+    ClientHello against an X25519 one, answered with an alert, not a
+    ServerHello; clients offering X25519, P-256 and P-384 served."""
+    t = tls_server(ph, "tls_groups", ["--idle-timeout", "10"])
+    if not t:
+        return
+    try:
+        rport = tls_resp_port(t)
+        per = {}
+        for group, n in (("X25519", 60), ("ffdhe8192", 10), ("ffdhe2048", 20)):
+            hello = captured_hello(group)
+            ph.expect(len(hello) > 100 and hello[0] == 22, "a ClientHello captured", group)
+            answers = []
+            src = ph.addr()
+            c0 = loop_cpu_s(t)
+            for k in range(n):
+                if k % 15 == 14:  # under the per-address throttle
+                    src = ph.addr()
+                c = socket.create_connection(("127.0.0.1", rport), source_address=(src, 0))
+                c.sendall(hello)
+                c.settimeout(10)
+                try:
+                    b = c.recv(16)
+                except OSError:
+                    b = b""
+                answers.append(b[:1] + (b[5:6] if len(b) > 5 else b""))
+                c.close()
+            per[group] = (loop_cpu_s(t) - c0) / n
+            hellos = sum(a == b"\x16\x02" for a in answers)
+            print("tls_groups: %d canned ClientHellos offering %s: %.3f ms of the loop each, "
+                  "%d answered with a ServerHello" % (n, group, per[group] * 1e3, hellos))
+            if group == "X25519":
+                ph.expect(hellos == n, "X25519 ClientHellos answered", hellos)
+            else:
+                ph.expect(hellos == 0, "no ServerHello to " + group, hellos)
+                ratio = per[group] / max(per["X25519"], 1e-5)
+                ph.expect(ratio <= TLS_GROUPS_RATIO, "loop CPU, %s over X25519" % group, ratio)
+            ph.cases += 1
+        # real clients, each curve
+        for group in ("X25519", "P-256", "P-384"):
+            out = subprocess.run(["openssl", "s_client", "-connect", "127.0.0.1:%d" % rport,
+                                  "-groups", group], input=b"", capture_output=True,
+                                 timeout=20).stdout.decode(errors="replace")
+            ph.expect("Server Temp Key" in out, "a handshake offering " + group, out[-300:])
+            ph.cases += 1
+    finally:
+        t.stop()
+
+# tls_sessions: RSS (bytes) a TLS 1.2 handshake leaves once its connection is
+# closed, at most, release (before: 1,112-1,447, the server's session cache;
+# after: 229-434, the allocator's noise); under a sanitizer not asserted (its
+# allocator: 2,594 after) -- the resumption is, everywhere
+TLS_SESSION_B = 900
+TLS_SESSION_CONNS = 1500
+
+
+@phase
+def tls_sessions(ph):
+    """With session tickets off, OpenSSL's server still cached every TLS
+    1.2 session it made by its id (SSL_SESS_CACHE_SERVER, 20,480 of them,
+    ~1.2 KB each, kept two hours), outside --max-memory: any client's
+    handshakes, before any AUTH, filled it.  Now the server keeps no
+    sessions (lib/sys/tlsio.c).  Asserted: the RSS that 1,500 closed TLS
+    1.2 connections leave, and that a session offered again is not
+    resumed (a full handshake, served)."""
+    import ssl
+    base = tempfile.mkdtemp(dir=os.environ.get("TMPDIR"))
+    pki = tls_pki(base)
+    if not pki:
+        print("tls_sessions: no openssl command to make a certificate with: skipped")
+        return
+    t = Server(ph.srv.argv[0], base, ["--tls-cert", pki[0], "--tls-key", pki[1], "--resp",
+                                      "127.0.0.1:0"], quarantine_mb=0)
+    try:
+        rport = tls_resp_port(t)
+        ctx = tls_ctx()
+        ctx.maximum_version = ssl.TLSVersion.TLSv1_2
+        # one first: what the first handshake allocates once is not a session
+        s = ctx.wrap_socket(socket.create_connection(("127.0.0.1", rport)))
+        s.close()
+        time.sleep(0.3)
+        rss0 = t.rss_kib()
+        last = None
+        for k in range(TLS_SESSION_CONNS):
+            if k % 200 == 0:
+                src = ph.addr()
+            raw = socket.create_connection(("127.0.0.1", rport), source_address=(src, 0))
+            s = ctx.wrap_socket(raw)
+            last = s.session
+            s.close()
+        time.sleep(0.5)
+        per = (t.rss_kib() - rss0) * 1024 / TLS_SESSION_CONNS
+        raw = socket.create_connection(("127.0.0.1", rport), timeout=10)
+        s = ctx.wrap_socket(raw, session=last)
+        reused = s.session_reused
+        s.sendall(resp_cmd(b"PING"))
+        got = s.recv(100)
+        s.close()
+        print("tls_sessions: %d TLS 1.2 handshakes: RSS +%.0f B each once closed; a session "
+              "offered again %s" % (TLS_SESSION_CONNS, per, "resumed" if reused else "not resumed"))
+        if not t.sanitizer():
+            ph.expect(per <= TLS_SESSION_B, "RSS a closed TLS 1.2 connection leaves (B)", per)
+        ph.expect(not reused, "a session resumed from the server's cache")
+        ph.expect(got[:1] in (b"-", b"+"), "the full handshake served", got[:60])
+        ph.cases += 1
+    finally:
+        t.stop()
 
 
 def main():
