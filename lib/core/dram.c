@@ -366,6 +366,16 @@ static void dram_quota_uncharge(struct dram *d, uint32_t g, uint64_t bytes)
 	atomic_fetch_sub_explicit(&qg->used[QUOTA_DRAM], bytes, memory_order_relaxed);
 }
 
+/* bytes of quota group g (0: none) ended their write-down: no longer
+ * leaving.  After their charge went, if it did (release: see
+ * dram_writedown_done). */
+static void dram_quota_left(struct dram *d, uint32_t g, uint64_t bytes)
+{
+	if (g)
+		atomic_fetch_sub_explicit(&quota_group_at(d->quota, g)->leaving, bytes,
+					  memory_order_release);
+}
+
 /* Free an item's chunks, extension and slot.  Caller holds the lock. */
 static void item_free_locked(struct dram *d, struct dram_shard *s, struct dram_item *it)
 {
@@ -1315,17 +1325,13 @@ void dram_writedown_done(struct dram *d, struct dram_item *it, bool stored)
 				it->refs = 0;
 				s->pinned--;
 				evict_one_locked(d, s, it);
-				if (g)
-					atomic_fetch_sub_explicit(&quota_group_at(d->quota, g)->leaving,
-								  bytes, memory_order_release);
+				dram_quota_left(d, g, bytes);
 				pthread_mutex_unlock(&s->lock);
 				return;
 			}
 			evict_insert(&s->ev, &it->node, item_hash(d, it), EVICT_CLASSES);
 		}
-		if (g)
-			atomic_fetch_sub_explicit(&quota_group_at(d->quota, g)->leaving, bytes,
-						  memory_order_release);
+		dram_quota_left(d, g, bytes);
 	}
 	item_unref_locked(d, s, it);
 	pthread_mutex_unlock(&s->lock);
