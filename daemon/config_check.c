@@ -111,6 +111,19 @@ static void check_listen(struct check *c, const char *opt, const char *a)
  * --dir: a kvtier store, or nobody's
  */
 
+/* The directory path p names its last component in: "." or "/" too. */
+static void path_parent(const char *p, char *out, size_t cap)
+{
+	const char *slash = strrchr(p, '/');
+
+	if (!slash)
+		snprintf(out, cap, ".");
+	else if (slash == p)
+		snprintf(out, cap, "/");
+	else
+		snprintf(out, cap, "%.*s", (int)(slash - p), p);
+}
+
 /* Is entry name of the directory dst one of the files the options name
  * (the log, the socket, ...)?  A first start may have made them there. */
 static bool dir_named(const struct kvtd_config *cfg, const struct stat *dst, const char *name)
@@ -124,12 +137,7 @@ static bool dir_named(const struct kvtd_config *cfg, const struct stat *dst, con
 		struct stat st;
 		if (!p || strcmp(slash ? slash + 1 : p, name) != 0)
 			continue;
-		if (!slash)
-			snprintf(parent, sizeof(parent), ".");
-		else if (slash == p)
-			snprintf(parent, sizeof(parent), "/");
-		else
-			snprintf(parent, sizeof(parent), "%.*s", (int)(slash - p), p);
+		path_parent(p, parent, sizeof(parent));
 		if (stat(parent, &st) == 0 && st.st_dev == dst->st_dev && st.st_ino == dst->st_ino)
 			return true;
 	}
@@ -192,7 +200,6 @@ int kvtd_config_dir_foreign(const struct kvtd_config *cfg, char *msg, size_t len
 static void check_unix(struct check *c, const char *path)
 {
 	size_t max = sizeof(((struct sockaddr_un *)0)->sun_path) - 1;
-	const char *slash = path ? strrchr(path, '/') : NULL;
 	char parent[PATH_MAX];
 	struct stat st;
 
@@ -203,12 +210,7 @@ static void check_unix(struct check *c, const char *path)
 			   "a shorter path (e.g. under /run/kvtierd)", path, strlen(path), max);
 		return;
 	}
-	if (!slash)
-		snprintf(parent, sizeof(parent), ".");
-	else if (slash == path)
-		snprintf(parent, sizeof(parent), "/");
-	else
-		snprintf(parent, sizeof(parent), "%.*s", (int)(slash - path), path);
+	path_parent(path, parent, sizeof(parent));
 	if (stat(parent, &st) < 0) {
 		check_fail(c, "--unix %s: its directory %s: %s%s", path, parent, strerror(errno),
 			   errno == ENOENT ? ": create it (systemd: RuntimeDirectory=, /run/kvtierd), "
