@@ -55,7 +55,9 @@
  * block hit, or back while the ghost (ghost.c, near-FIFO, 4.5 keys per
  * chunk) remembers it, in main (M), victims from P while M holds at most
  * 95 %; the long one counts a block back within the ghost's whole memory,
- * the short one within its newest generation (EVICT_SHORT_HORIZON).
+ * the short one within its newest generation (EVICT_SHORT_HORIZON).  A
+ * block behind a parent on P starts on P, back or not (prefix_insert: no
+ * orphans in M).
  * Three miniature simulations (minisim.c) of the three modes, fed 1 key in
  * 16 at 1/16 of the shard, pick the mode: another mode replaces the
  * current one when its simulation hits 2 % more and the difference is
