@@ -49,6 +49,7 @@
 #define RP_SWEEP_MAX 16
 #define RP_DEFAULT_DRAM (UINT64_C(1) << 30)
 #define RP_FILL_FRAC 0.8 /* default bytes/token: the working set fills this much */
+#define RP_CHUNK_MIN 4096 /* dram.chunk's least: a smaller value still takes one */
 #define RP_SYNTH_DEFAULT 2000u
 /* dram.hash_seed of every replay: "kvtier" in ASCII, not chosen by its figure */
 #define REPLAY_HASH_SEED "118156503377266"
@@ -265,9 +266,37 @@ static uint64_t replay_chunk(uint64_t value_len)
 	uint64_t c = value_len & (~value_len + 1);
 	if (c > (UINT64_C(2) << 20))
 		c = UINT64_C(2) << 20;
-	if (c < 4096)
-		c = 4096;
+	if (c < RP_CHUNK_MIN)
+		c = RP_CHUNK_MIN;
 	return c;
+}
+
+/* DRAM bytes one value of value_len takes: whole chunks (replay_chunk's). */
+static uint64_t replay_footprint(uint64_t value_len)
+{
+	uint64_t c = replay_chunk(value_len);
+	return (value_len + c - 1) / c * c;
+}
+
+static uint64_t replay_gcd(uint64_t a, uint64_t b)
+{
+	while (b) {
+		uint64_t r = a % b;
+		a = b;
+		b = r;
+	}
+	return a;
+}
+
+/* The default bytes per token's step for blocks of block_tokens: a
+ * multiple of 8 that makes every value a whole number of DRAM's smallest
+ * chunks (8 at 512 tokens a block, 256 at 16), so that no value wastes
+ * DRAM: a 512-byte value takes a 4 KiB chunk, and DRAM would hold an
+ * eighth of the blocks its bytes say (doc/policies.md "Small blocks"). */
+static uint64_t replay_bpt_step(uint64_t block_tokens)
+{
+	uint64_t need = RP_CHUNK_MIN / replay_gcd(block_tokens, RP_CHUNK_MIN);
+	return need / replay_gcd(need, 8) * 8;
 }
 
 /* SSD segment for a tier of cap bytes: about 16 segments, a multiple of
@@ -827,6 +856,12 @@ static void replay_report_store(const struct replay_ctx *c, const struct replay_
 	       replay_fmt_size(a, sizeof a, c->model_bpt * c->t->block_tokens), c->run_bpt,
 	       replay_fmt_size(v, sizeof v, c->value_len), c->bpt_why);
 	printf("          a last, partial block counts its real tokens and is stored at full size\n");
+	uint64_t fp = replay_footprint(c->value_len);
+	if (fp != c->value_len)
+		printf("          each value takes %s of DRAM (whole chunks of at least 4 KiB): DRAM holds "
+		       "%" PRIu64 " %% of the blocks its bytes would (a multiple of %" PRIu64
+		       " B/token would not waste it)\n", replay_fmt_size(a, sizeof a, fp),
+		       c->value_len * 100 / fp, replay_bpt_step(c->t->block_tokens));
 }
 
 static void replay_report(const struct replay_ctx *c, const struct replay_result *r,
@@ -857,6 +892,8 @@ static void replay_report(const struct replay_ctx *c, const struct replay_result
 			"put_exists", (json_int_t)r->put_exists, "put_errors", (json_int_t)r->put_errors,
 			"gets", (json_int_t)r->gets);
 		replay_json_optimum(j, c, r);
+		json_object_set_new(j, "dram_value_footprint",
+				    json_integer((json_int_t)replay_footprint(c->value_len)));
 		json_object_set_new(j, "verified_bytes", json_integer((json_int_t)r->verified_bytes));
 		json_object_set_new(j, "dram_put_bytes", json_integer((json_int_t)r->dram_put_bytes));
 		json_object_set_new(j, "dram_get_bytes", json_integer((json_int_t)r->dram_get_bytes));
@@ -1055,8 +1092,8 @@ static void replay_usage(FILE *f)
 		"  --model NAME          model profile (default Llama-3.1-8B)\n"
 		"  --bytes-per-token N   value bytes per token actually stored, a multiple\n"
 		"                        of 8 (default: the largest that lets the trace's\n"
-		"                        distinct blocks fill 80%% of DRAM+SSD, at most the\n"
-		"                        model's)\n"
+		"                        distinct blocks fill 80%% of DRAM+SSD with values\n"
+		"                        of whole 4 KiB chunks, at most the model's)\n"
 		"  --speed X             replay at X times the trace's timestamps\n"
 		"                        (default: as fast as possible)\n"
 		"What-if model:\n"
@@ -1381,17 +1418,27 @@ int replay_main(int argc, char **argv)
 		double fit = (double)budget * RP_FILL_FRAC /
 			     ((double)(c.ideal.unique_blocks ? c.ideal.unique_blocks : 1) *
 			      t.block_tokens);
-		uint64_t b = (uint64_t)fit / 8 * 8;
-		if (b < 8)
-			b = 8;
+		uint64_t step = replay_bpt_step(t.block_tokens);
+		uint64_t b = (uint64_t)fit / step * step;
+		if (b < step)
+			b = step;
 		if (b > c.model_bpt)
 			b = c.model_bpt / 8 * 8;
 		c.run_bpt = b;
 		snprintf(why, sizeof why, "so the %" PRIu64 " distinct blocks fill %s80%% of the largest "
-			 "DRAM+SSD (default)", c.ideal.unique_blocks, b == 8 && fit < 8 ? "more than " : "");
+			 "DRAM+SSD (default)%s", c.ideal.unique_blocks,
+			 b == step && fit < (double)step ? "more than " : "",
+			 step > 8 ? ", a multiple of 4 KiB" : "");
 	}
 	c.bpt_why = why;
 	c.value_len = c.run_bpt * t.block_tokens;
+	if (replay_footprint(c.value_len) != c.value_len)
+		fprintf(stderr, "kvtier replay: note: %" PRIu64 "-byte values take %" PRIu64 " bytes of "
+			"DRAM each (whole chunks of at least 4 KiB): DRAM holds %" PRIu64 " %% of the blocks "
+			"its bytes would; --bytes-per-token a multiple of %" PRIu64 " would not waste it\n",
+			c.value_len, replay_footprint(c.value_len),
+			c.value_len * 100 / replay_footprint(c.value_len),
+			replay_bpt_step(t.block_tokens));
 
 	bool sweep = o.n_dram > 1 || o.n_ssd > 1;
 	int exit_rc = BENCH_EXIT_OK;

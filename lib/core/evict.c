@@ -55,7 +55,9 @@
  * block hit, or back while the ghost (ghost.c, near-FIFO, 4.5 keys per
  * chunk) remembers it, in main (M), victims from P while M holds at most
  * 95 %; the long one counts a block back within the ghost's whole memory,
- * the short one within its newest generation (EVICT_SHORT_HORIZON).
+ * the short one within its newest generation (EVICT_SHORT_HORIZON).  A
+ * block behind a parent on P starts on P, back or not (prefix_insert: no
+ * orphans in M).
  * Three miniature simulations (minisim.c) of the three modes, fed 1 key in
  * 16 at 1/16 of the shard, pick the mode: another mode replaces the
  * current one when its simulation hits 2 % more and the difference is
@@ -679,11 +681,24 @@ static void prefix_insert(struct evict *e, struct evict_node *n, uint64_t hash, 
 	    cls_rare(e, n->freq & EVICT_CLS_MASK)) {
 		e->probation_inserts++;
 		n->queue = EVICT_Q_SMALL;
-	} else if (!back && a && a->seg && !retain && !e->adapt_below) {
+	} else if (a && !e->adapt_below &&
+		   ((!back && a->seg && !retain) ||
+		    (parent && parent != n && parent->queue == EVICT_Q_SMALL))) {
 		/* Segmented mode: a block earns M by a reuse, or by the
 		 * caller's retain hint (which the segmented simulation took
 		 * too: the mode is segmented only where hints plus order beat
-		 * LRU). */
+		 * LRU) -- unless its parent, the block before it in the
+		 * prompt, is on probation: a prefix hit needs the parent, so
+		 * the child is worth no more.  Back or hinted behind a parent
+		 * on P, it would outlive it in M, an orphan no lookup reaches;
+		 * and one such link in a chain (the ghost forgot one block, a
+		 * fingerprint matched by chance: 0.8 % a take) makes all the
+		 * blocks after it orphans.  Per block, so the more blocks a
+		 * prompt is cut into the more chains have one: at 16-token
+		 * blocks the segmented mode lost 2.5 points to LRU on the
+		 * repository's trace, where at 512 it gains 2.6
+		 * (doc/policies.md "Small blocks").  In LRU mode too, behind
+		 * a parent left on P by a segmented spell: P goes first. */
 		e->probation_inserts++;
 		n->queue = EVICT_Q_SMALL;
 	} else {

@@ -392,7 +392,42 @@ static void test_small(const char *data)
 		T_EQ_INT(num(j, "unique_blocks"), 11);
 		T_EQ_INT(num(j, "value_bytes"), 512 * 1024);
 		T_EQ_INT(num(j, "hit_blocks"), 6);
+		T_EQ_INT(num(j, "dram_value_footprint"), 512 * 1024);
 		json_decref(j);
+		free(out);
+		free(err);
+		/* 4c. Small blocks, small values: the default bytes per token
+		 *     makes a value whole 4 KiB chunks (256 B/token at 16
+		 *     tokens, where 80 % of 32 KiB would give 144: 2304-byte
+		 *     values, each in a 4 KiB chunk), so a 32 KiB DRAM holds
+		 *     the 8 blocks its bytes say and hits the same 6.  Asked
+		 *     for 512-byte values, the replay says what DRAM wastes. */
+		snprintf(args, sizeof args, "'%s' --dram 32K --dram-policy lru --json --no-progress",
+			 tpath);
+		T_EQ_INT(run(args, &out, &err), 0);
+		j = find(out, "replay", 0);
+		T_EQ_INT(num(j, "bytes_per_token"), 256);
+		T_EQ_INT(num(j, "value_bytes"), 4096);
+		T_EQ_INT(num(j, "dram_value_footprint"), 4096);
+		T_EQ_INT(num(j, "hit_blocks"), 6);
+		T_ASSERT(strstr(err, "note:") == NULL);
+		json_decref(j);
+		free(out);
+		free(err);
+		snprintf(args, sizeof args, "'%s' --bytes-per-token 32 --dram 32K --dram-policy lru "
+			 "--json --no-progress", tpath);
+		T_EQ_INT(run(args, &out, &err), 0);
+		j = find(out, "replay", 0);
+		T_EQ_INT(num(j, "value_bytes"), 512);
+		T_EQ_INT(num(j, "dram_value_footprint"), 4096);
+		T_ASSERT(strstr(err, "DRAM holds 12 % of the blocks") != NULL);
+		T_ASSERT(strstr(err, "a multiple of 256 would") != NULL);
+		json_decref(j);
+		free(out);
+		free(err);
+		snprintf(args, sizeof args, "'%s' --bytes-per-token 32 --dram 32K --no-progress", tpath);
+		T_EQ_INT(run(args, &out, &err), 0);
+		T_ASSERT(strstr(out, "each value takes 4 KiB of DRAM") != NULL);
 		free(out);
 		free(err);
 		t_rmtree(tdir);
