@@ -1470,8 +1470,9 @@ def resp_line(s, timeout=5.0):
     return line
 
 
-def resp_login(port, who, src=None):
-    s = socket.create_connection(("127.0.0.1", port), source_address=(src, 0) if src else None)
+def resp_login(port, who, src=None, timeout=None):
+    s = socket.create_connection(("127.0.0.1", port), timeout=timeout,
+                                 source_address=(src, 0) if src else None)
     s.sendall(resp_cmd(b"AUTH", who[0].encode(), who[1].encode()))
     assert resp_line(s) == b"+OK", who
     return s
@@ -4047,15 +4048,10 @@ def idle_rbuf(ph):
     600 connections each PING 60 KB and stay; then 300 each send all but
     the end of a SET of 60 KB: RSS growth asserted, the share's refusals
     counted, bob served."""
-    rport = int(re.search(r"RESP listener on 127\.0\.0\.1:(\d+)",
-                          open(ph.srv.log).read()).group(1))
+    rport = resp_port(ph.srv)
 
     def login(who):
-        s = socket.create_connection(("127.0.0.1", rport), timeout=10,
-                                     source_address=(ph.addr(), 0))
-        s.sendall(resp_cmd(b"AUTH", who[0].encode(), who[1].encode()))
-        ph.expect(resp_line(s) == b"+OK", "AUTH", who[0])
-        return s
+        return resp_login(rport, who, ph.addr(), timeout=10)
     rss_max = IDLE_RBUF_MAX_MIB[0 if ph.srv.sanitizer() == "asan" else 1]
     val = b"v" * 60000
     rss0 = ph.srv.rss_kib()
@@ -4181,11 +4177,7 @@ def idle_conns(ph):
     val = b"v" * 200000
 
     def login(who):
-        s = socket.create_connection(("127.0.0.1", rport), timeout=20,
-                                     source_address=(ph.addr(), 0))
-        s.sendall(resp_cmd(b"AUTH", who[0].encode(), who[1].encode()))
-        ph.expect(resp_line(s) == b"+OK", "AUTH", who[0])
-        return s
+        return resp_login(rport, who, ph.addr(), timeout=20)
 
     def get_whole(s, key, want):
         s.sendall(resp_cmd(b"GET", key))
