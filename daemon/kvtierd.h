@@ -599,9 +599,12 @@ struct kvtd_conn {
 	uint64_t frames, bytes_in, bytes_out;
 
 	/* Counted among the unauthenticated connections (loop.c), in
-	 * kvtd_server.peer_unauth[peer_slot] */
+	 * kvtd_server.peer_unauth[peer_slot]; while not lingering, in its
+	 * loop's list of them by unauth_prev/unauth_next, in accept order
+	 * (loop.c loop_unauth_evict) */
 	bool unauth;
 	uint32_t peer_slot;
+	struct kvtd_conn *unauth_prev, *unauth_next;
 
 	/* Bytes of this connection charged to kvtd_server.mem_used */
 	uint64_t mem_rbuf;     /* rbuf capacity beyond KVTD_RBUF_MIN */
@@ -676,6 +679,9 @@ struct kvtd_loop {
 	int qfd;
 	struct kvtd_conn *conns;  /* this loop's connections */
 	unsigned conn_count;
+	/* Its unauthenticated connections not lingering, in accept order:
+	 * the oldest first (loop.c loop_unauth_evict) */
+	struct kvtd_conn *unauth_head, *unauth_tail;
 	/* Live connections, read by other loops choosing where a new one
 	 * goes (loop.c "Accepting"); written by this loop only */
 	_Atomic unsigned conn_live;
