@@ -529,11 +529,10 @@ struct kvtd_conn {
 				* (0: not yet; loop.c kvtd_conn_auth_current) */
 
 	/* Input: rbuf[rstart, rend) holds bytes of frames not yet taken;
-	 * rbuf_lent: rbuf is the loop's read buffer, lent for one read
+	 * rbuf == loop->rbuf: the loop's read buffer, lent for one read
 	 * (loop.c kvtd_conn_read_rbuf, "Read buffers") */
 	uint8_t *rbuf;
 	size_t rcap, rstart, rend;
-	bool rbuf_lent;
 	struct kvtd_frame *rx; /* frame whose data section is being received */
 	uint64_t rx_got;       /* its data bytes received (or rx_drop's dropped) */
 	uint64_t rx_mark;      /* rx_got when the slow-loris clock last restarted */
@@ -712,10 +711,9 @@ struct kvtd_loop {
 	size_t metrics_page_len;
 	/* The read buffer lent to each connection whose own is NULL for a
 	 * read (KVTD_RBUF_MIN; NULL when a connection kept it: made again
-	 * at the next read), and whether it is lent now (loop.c "Read
-	 * buffers") */
+	 * at the next read); lent to the connection whose rbuf it is
+	 * (loop.c "Read buffers") */
 	uint8_t *rbuf;
-	bool rbuf_lent;
 	uint64_t metrics_iter;
 	/* /metrics pages queued on this loop's connections and not yet
 	 * written (httpd.c "Pages in flight": at most HTTPD_PAGES_LOOP) */

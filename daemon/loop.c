@@ -1551,14 +1551,31 @@ static void loop_accept(struct kvtd_loop *loop, struct kvtd_listener *l)
 	}
 }
 
+/* Is c's read buffer the loop's, lent for this read?  Reads do not nest
+ * (loop_conn_read runs from loop_main's events and loop_settle only,
+ * never from a protocol's hook), so it is lent to one connection at a
+ * time, from kvtd_conn_read_rbuf's lending to its end. */
+static bool loop_rbuf_lent(const struct kvtd_conn *c)
+{
+	return c->rbuf && c->rbuf == c->loop->rbuf;
+}
+
+/* A lent read buffer goes back to the loop, with what it holds: c has
+ * none. */
+static void loop_rbuf_give_back(struct kvtd_conn *c)
+{
+	if (!loop_rbuf_lent(c))
+		return;
+	c->rbuf = NULL;
+	c->rcap = c->rstart = c->rend = 0;
+}
+
 /* A lent read buffer becomes c's own (a request left in it partly read,
  * grown, taken): the loop makes another at its next read. */
 static void loop_rbuf_keep(struct kvtd_conn *c)
 {
-	if (!c->rbuf_lent)
-		return;
-	c->rbuf_lent = c->loop->rbuf_lent = false;
-	c->loop->rbuf = NULL;
+	if (loop_rbuf_lent(c))
+		c->loop->rbuf = NULL;
 }
 
 /* A request left partly read in the lent buffer becomes c's: the buffer
@@ -1577,10 +1594,9 @@ static void loop_rbuf_hold(struct kvtd_conn *c)
 		return;
 	}
 	memcpy(b, c->rbuf + c->rstart, len);
-	c->rbuf = b;
+	c->rbuf = b; /* the lent one stays the loop's */
 	c->rstart = 0;
 	c->rend = len;
-	c->rbuf_lent = c->loop->rbuf_lent = false; /* the lent one stays the loop's */
 }
 
 /*
@@ -1638,10 +1654,7 @@ int kvtd_conn_rbuf_room(struct kvtd_conn *c, size_t need)
  * back.  A lent one goes back to its loop. */
 void kvtd_conn_rbuf_release(struct kvtd_conn *c)
 {
-	if (c->rbuf_lent) {
-		c->rbuf_lent = c->loop->rbuf_lent = false;
-		c->rbuf = NULL;
-	}
+	loop_rbuf_give_back(c);
 	free(c->rbuf);
 	c->rbuf = NULL;
 	c->rcap = c->rstart = c->rend = 0;
@@ -1697,13 +1710,12 @@ ssize_t kvtd_conn_read_rbuf(struct kvtd_conn *c, size_t max, size_t *asked)
 
 	/* Nothing buffered: the loop's buffer, lent for this read (as the
 	 * first buffer, no larger than preauth_buf before AUTH). */
-	if (!c->rbuf && !loop->rbuf_lent && (loop->rbuf || (loop->rbuf = malloc(KVTD_RBUF_MIN)))) {
+	if (!c->rbuf && (loop->rbuf || (loop->rbuf = malloc(KVTD_RBUF_MIN)))) {
 		c->rbuf = loop->rbuf;
 		c->rcap = KVTD_RBUF_MIN;
 		if (c->state != KVTD_CS_READY && c->ops->preauth_buf < c->rcap)
 			c->rcap = c->ops->preauth_buf;
 		c->rstart = c->rend = 0;
-		c->rbuf_lent = loop->rbuf_lent = true;
 	} else {
 		rc = kvtd_conn_rbuf_room(c, c->rend - c->rstart + 1);
 	}
@@ -1725,18 +1737,13 @@ ssize_t kvtd_conn_read_rbuf(struct kvtd_conn *c, size_t max, size_t *asked)
 		loop_conn_parse(c);
 		errno = e;
 	}
-	if (c->rbuf_lent) {
-		/* A request partly read: c's own (as much as c may hold).  Not
-		 * when c takes no more input (refused, closing): its bytes go
-		 * with the buffer back to the loop. */
-		if (c->rend > c->rstart && !c->dead && !c->no_more_input) {
-			loop_rbuf_hold(c);
-		} else {
-			c->rbuf_lent = loop->rbuf_lent = false;
-			c->rbuf = NULL;
-			c->rcap = c->rstart = c->rend = 0;
-		}
-	}
+	/* A request partly read: c's own (as much as c may hold).  Not when c
+	 * takes no more input (refused, closing): its bytes go with the
+	 * buffer back to the loop. */
+	if (loop_rbuf_lent(c) && c->rend > c->rstart && !c->dead && !c->no_more_input)
+		loop_rbuf_hold(c);
+	else
+		loop_rbuf_give_back(c);
 	return r;
 }
 
