@@ -529,11 +529,10 @@ struct kvtd_conn {
 				* (0: not yet; loop.c kvtd_conn_auth_current) */
 
 	/* Input: rbuf[rstart, rend) holds bytes of frames not yet taken;
-	 * rbuf_lent: rbuf is the loop's read buffer, lent for one read
+	 * rbuf == loop->rbuf: the loop's read buffer, lent for one read
 	 * (loop.c kvtd_conn_read_rbuf, "Read buffers") */
 	uint8_t *rbuf;
 	size_t rcap, rstart, rend;
-	bool rbuf_lent;
 	struct kvtd_frame *rx; /* frame whose data section is being received */
 	uint64_t rx_got;       /* its data bytes received (or rx_drop's dropped) */
 	uint64_t rx_mark;      /* rx_got when the slow-loris clock last restarted */
@@ -599,9 +598,12 @@ struct kvtd_conn {
 	uint64_t frames, bytes_in, bytes_out;
 
 	/* Counted among the unauthenticated connections (loop.c), in
-	 * kvtd_server.peer_unauth[peer_slot] */
+	 * kvtd_server.peer_unauth[peer_slot]; while not lingering, in its
+	 * loop's list of them by unauth_prev/unauth_next, in accept order
+	 * (loop.c loop_unauth_evict) */
 	bool unauth;
 	uint32_t peer_slot;
+	struct kvtd_conn *unauth_prev, *unauth_next;
 
 	/* Bytes of this connection charged to kvtd_server.mem_used */
 	uint64_t mem_rbuf;     /* rbuf capacity beyond KVTD_RBUF_MIN */
@@ -676,6 +678,9 @@ struct kvtd_loop {
 	int qfd;
 	struct kvtd_conn *conns;  /* this loop's connections */
 	unsigned conn_count;
+	/* Its unauthenticated connections not lingering, in accept order:
+	 * the oldest first (loop.c loop_unauth_evict) */
+	struct kvtd_conn *unauth_head, *unauth_tail;
 	/* Live connections, read by other loops choosing where a new one
 	 * goes (loop.c "Accepting"); written by this loop only */
 	_Atomic unsigned conn_live;
@@ -706,10 +711,9 @@ struct kvtd_loop {
 	size_t metrics_page_len;
 	/* The read buffer lent to each connection whose own is NULL for a
 	 * read (KVTD_RBUF_MIN; NULL when a connection kept it: made again
-	 * at the next read), and whether it is lent now (loop.c "Read
-	 * buffers") */
+	 * at the next read); lent to the connection whose rbuf it is
+	 * (loop.c "Read buffers") */
 	uint8_t *rbuf;
-	bool rbuf_lent;
 	uint64_t metrics_iter;
 	/* /metrics pages queued on this loop's connections and not yet
 	 * written (httpd.c "Pages in flight": at most HTTPD_PAGES_LOOP) */

@@ -603,6 +603,7 @@ bool kvtd_conn_in_share_over(const struct kvtd_conn *c)
 static void loop_conn_close(struct kvtd_conn *c, const char *why);
 static void loop_conn_flush(struct kvtd_conn *c);
 static void loop_unauth_drop(struct kvtd_conn *c);
+static void loop_unauth_unlink(struct kvtd_conn *c);
 
 /* ------------------------------------------------------------------------
  * Output
@@ -929,6 +930,7 @@ static void loop_conn_linger(struct kvtd_conn *c)
 	}
 	c->events = ev.events;
 	c->lingering = true;
+	loop_unauth_unlink(c); /* still counted until closed, but not evicted */
 	KVTD_COUNT(srv, conns_lingered, 1);
 }
 
@@ -1100,6 +1102,48 @@ unsigned kvtd_unauth_peer_max(const struct kvtd_server *srv)
 }
 
 /*
+ * Each loop's unauthenticated connections that eviction may close (not
+ * lingering: closing already) are in a list of their own, in accept order
+ * (accept_ns never decreases along it), appended when counted
+ * (loop_unauth_add) and unlinked when they authenticate, close, are
+ * evicted or linger: the oldest is its head.
+ */
+static bool loop_unauth_linked(const struct kvtd_conn *c)
+{
+	return c->unauth_prev || c->loop->unauth_head == c;
+}
+
+static void loop_unauth_link(struct kvtd_conn *c)
+{
+	struct kvtd_loop *loop = c->loop;
+
+	c->unauth_prev = loop->unauth_tail;
+	c->unauth_next = NULL;
+	if (loop->unauth_tail)
+		loop->unauth_tail->unauth_next = c;
+	else
+		loop->unauth_head = c;
+	loop->unauth_tail = c;
+}
+
+static void loop_unauth_unlink(struct kvtd_conn *c)
+{
+	struct kvtd_loop *loop = c->loop;
+
+	if (!loop_unauth_linked(c))
+		return;
+	if (c->unauth_prev)
+		c->unauth_prev->unauth_next = c->unauth_next;
+	else
+		loop->unauth_head = c->unauth_next;
+	if (c->unauth_next)
+		c->unauth_next->unauth_prev = c->unauth_prev;
+	else
+		loop->unauth_tail = c->unauth_prev;
+	c->unauth_prev = c->unauth_next = NULL;
+}
+
+/*
  * The unauthenticated connections are full (half of --max-conns) and c's
  * peer is under its own cap: the oldest unauthenticated connection of c's
  * loop is closed to make room, as sshd's MaxStartups drops early.
@@ -1110,18 +1154,27 @@ unsigned kvtd_unauth_peer_max(const struct kvtd_server *srv)
  * refused before it could send its AUTH (test_hostile `unauth_pool`;
  * redteam35).  An honest client authenticates within a round trip or
  * two, so to have its connection be the oldest a flood must open half of
- * --max-conns within them.  Only c's loop is searched (its connections
- * are its own; the loops are dealt new connections evenly); with none
- * there, c is refused as before.  True if one was closed.
+ * --max-conns within them.  Only c's loop is looked at (its connections
+ * are its own; the loops are dealt new connections evenly): the head of
+ * its list, c itself being its tail; with none but c, c is refused as
+ * before.  True if one was closed.
+ *
+ * Until 2026-12-06 the oldest was found by a scan of the loop's
+ * connections, O(n) a new connection in a flood that keeps the pool full
+ * (n up to --max-conns): the loop's CPU a connect, each evicting, was
+ * 38.2 us with 2,048 held and 27.3 with 512; now 23.5 and 21.6, what
+ * is left being the evicted one's close (a connect with room: 5.8 us;
+ * release, bench/unauth_evict_cost.py; doc/security.md "Session 35
+ * review").
+ * Connections accepted in one loop iteration share an accept_ns: of
+ * them the scan took the last accepted, the list takes the first.
  */
 static bool loop_unauth_evict(struct kvtd_conn *c)
 {
-	struct kvtd_conn *old = NULL;
+	struct kvtd_conn *old = c->loop->unauth_head;
 
-	for (struct kvtd_conn *o = c->loop->conns; o; o = o->next)
-		if (o != c && o->unauth && !o->dead && !o->lingering &&
-		    (!old || o->accept_ns < old->accept_ns))
-			old = o;
+	if (old == c)
+		old = c->unauth_next;
 	if (!old)
 		return false;
 	KVTD_COUNT(c->loop->srv, unauth_evicted, 1);
@@ -1149,6 +1202,7 @@ static void loop_unauth_add(struct kvtd_conn *c, const struct sockaddr_storage *
 	if (c->state == KVTD_CS_READY || c->dead)
 		return;
 	c->unauth = true;
+	loop_unauth_link(c);
 	total = atomic_fetch_add_explicit(&srv->unauth_conns, 1, memory_order_relaxed);
 	peer = atomic_fetch_add_explicit(&srv->peer_unauth[c->peer_slot], 1,
 					 memory_order_relaxed);
@@ -1179,6 +1233,7 @@ static void loop_unauth_drop(struct kvtd_conn *c)
 	if (!c->unauth)
 		return;
 	c->unauth = false;
+	loop_unauth_unlink(c);
 	atomic_fetch_sub_explicit(&srv->unauth_conns, 1, memory_order_relaxed);
 	atomic_fetch_sub_explicit(&srv->peer_unauth[c->peer_slot], 1, memory_order_relaxed);
 }
@@ -1496,14 +1551,31 @@ static void loop_accept(struct kvtd_loop *loop, struct kvtd_listener *l)
 	}
 }
 
+/* Is c's read buffer the loop's, lent for this read?  Reads do not nest
+ * (loop_conn_read runs from loop_main's events and loop_settle only,
+ * never from a protocol's hook), so it is lent to one connection at a
+ * time, from kvtd_conn_read_rbuf's lending to its end. */
+static bool loop_rbuf_lent(const struct kvtd_conn *c)
+{
+	return c->rbuf && c->rbuf == c->loop->rbuf;
+}
+
+/* A lent read buffer goes back to the loop, with what it holds: c has
+ * none. */
+static void loop_rbuf_give_back(struct kvtd_conn *c)
+{
+	if (!loop_rbuf_lent(c))
+		return;
+	c->rbuf = NULL;
+	c->rcap = c->rstart = c->rend = 0;
+}
+
 /* A lent read buffer becomes c's own (a request left in it partly read,
  * grown, taken): the loop makes another at its next read. */
 static void loop_rbuf_keep(struct kvtd_conn *c)
 {
-	if (!c->rbuf_lent)
-		return;
-	c->rbuf_lent = c->loop->rbuf_lent = false;
-	c->loop->rbuf = NULL;
+	if (loop_rbuf_lent(c))
+		c->loop->rbuf = NULL;
 }
 
 /* A request left partly read in the lent buffer becomes c's: the buffer
@@ -1522,10 +1594,9 @@ static void loop_rbuf_hold(struct kvtd_conn *c)
 		return;
 	}
 	memcpy(b, c->rbuf + c->rstart, len);
-	c->rbuf = b;
+	c->rbuf = b; /* the lent one stays the loop's */
 	c->rstart = 0;
 	c->rend = len;
-	c->rbuf_lent = c->loop->rbuf_lent = false; /* the lent one stays the loop's */
 }
 
 /*
@@ -1583,10 +1654,7 @@ int kvtd_conn_rbuf_room(struct kvtd_conn *c, size_t need)
  * back.  A lent one goes back to its loop. */
 void kvtd_conn_rbuf_release(struct kvtd_conn *c)
 {
-	if (c->rbuf_lent) {
-		c->rbuf_lent = c->loop->rbuf_lent = false;
-		c->rbuf = NULL;
-	}
+	loop_rbuf_give_back(c);
 	free(c->rbuf);
 	c->rbuf = NULL;
 	c->rcap = c->rstart = c->rend = 0;
@@ -1642,13 +1710,12 @@ ssize_t kvtd_conn_read_rbuf(struct kvtd_conn *c, size_t max, size_t *asked)
 
 	/* Nothing buffered: the loop's buffer, lent for this read (as the
 	 * first buffer, no larger than preauth_buf before AUTH). */
-	if (!c->rbuf && !loop->rbuf_lent && (loop->rbuf || (loop->rbuf = malloc(KVTD_RBUF_MIN)))) {
+	if (!c->rbuf && (loop->rbuf || (loop->rbuf = malloc(KVTD_RBUF_MIN)))) {
 		c->rbuf = loop->rbuf;
 		c->rcap = KVTD_RBUF_MIN;
 		if (c->state != KVTD_CS_READY && c->ops->preauth_buf < c->rcap)
 			c->rcap = c->ops->preauth_buf;
 		c->rstart = c->rend = 0;
-		c->rbuf_lent = loop->rbuf_lent = true;
 	} else {
 		rc = kvtd_conn_rbuf_room(c, c->rend - c->rstart + 1);
 	}
@@ -1670,18 +1737,13 @@ ssize_t kvtd_conn_read_rbuf(struct kvtd_conn *c, size_t max, size_t *asked)
 		loop_conn_parse(c);
 		errno = e;
 	}
-	if (c->rbuf_lent) {
-		/* A request partly read: c's own (as much as c may hold).  Not
-		 * when c takes no more input (refused, closing): its bytes go
-		 * with the buffer back to the loop. */
-		if (c->rend > c->rstart && !c->dead && !c->no_more_input) {
-			loop_rbuf_hold(c);
-		} else {
-			c->rbuf_lent = loop->rbuf_lent = false;
-			c->rbuf = NULL;
-			c->rcap = c->rstart = c->rend = 0;
-		}
-	}
+	/* A request partly read: c's own (as much as c may hold).  Not when c
+	 * takes no more input (refused, closing): its bytes go with the
+	 * buffer back to the loop. */
+	if (loop_rbuf_lent(c) && c->rend > c->rstart && !c->dead && !c->no_more_input)
+		loop_rbuf_hold(c);
+	else
+		loop_rbuf_give_back(c);
 	return r;
 }
 

@@ -8914,6 +8914,7 @@ static void phase_unauth_pool(void)
 	uint64_t ev0, ev, ref0, ref;
 	struct kc late, more;
 	int rc_late, rc_more;
+	bool oldest_closed = false;
 
 	start("unauth_pool", extra);
 	ev0 = stat_opt("server.unauth_evicted");
@@ -8956,20 +8957,23 @@ static void phase_unauth_pool(void)
 			break;
 	}
 	for (unsigned i = 0; i < 2 * UA_HOG; i++) {
-		if (kc_wait_closed(&hog[i], i == 0 ? 2000 : 50))
+		if (kc_wait_closed(&hog[i], i == 0 ? 2000 : 50)) {
 			closed++;
+			oldest_closed |= i == 0;
+		}
 		kc_close(&hog[i]);
 	}
 	ev = stat_opt("server.unauth_evicted") - ev0;
 	ref = stat_of("server.unauth_refused") - ref0;
 	printf("unauth_pool: %u of %u held unauthenticated; the 17th from one address: %d; "
-	       "another client's login and PING: %d; %u held closed, unauth_evicted +%" PRIu64
-	       ", unauth_refused +%" PRIu64 "\n", hello_ok, 2 * UA_HOG, rc_more, rc_late, closed,
-	       ev, ref);
+	       "another client's login and PING: %d; %u held closed (the oldest: %d), "
+	       "unauth_evicted +%" PRIu64 ", unauth_refused +%" PRIu64 "\n", hello_ok, 2 * UA_HOG,
+	       rc_more, rc_late, closed, oldest_closed, ev, ref);
 	T_EQ_INT(hello_ok, 2 * UA_HOG);
 	T_ASSERT(rc_more != 0);  /* the per-address cap still refuses */
 	T_EQ_INT(rc_late, 0);    /* the other client is served */
 	T_EQ_INT(closed, 1);     /* the oldest hog, and only it */
+	T_ASSERT(oldest_closed); /* (loop.c: the head of the loop's list) */
 	T_EQ_INT(ev, 1);
 	T_ASSERT(ref >= 1); /* the 17th (and a shared slot's, rarely) */
 	T_EQ_INT(tsrv_stop(&srv), 0);
