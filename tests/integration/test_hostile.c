@@ -6261,7 +6261,7 @@ static void phase_delete_backlog(void)
 	w = resp_alice(port);
 	d = resp_alice(port);
 	for (int i = 0; i < DB_SETS; i++) {
-		char key[8];
+		char key[16];
 		snprintf(key, sizeof(key), "db%02d", i);
 		resp_set(w, cmd, cap, key, (char)('a' + i), 1000);
 	}
