@@ -80,6 +80,42 @@ static int tlsio_load_pair(SSL_CTX *ctx, const char *cert, const char *key, char
 	return 0;
 }
 
+/*
+ * A TLS 1.3 ClientHello without a key share of a group the server takes
+ * (TLSIO_GROUP_IDS) is refused, not answered with a HelloRetryRequest.
+ * After a retry the client's second ClientHello is read as the first was
+ * not: OpenSSL allocates and zeroes the 131,396 bytes its header may
+ * declare, and kvtierd's first-record gate (daemon/tls.c "A ClientHello's
+ * length") is behind it -- a canned ClientHello sharing ffdhe2048 and
+ * naming X25519 among its groups, then 9 bytes, held ~190 KiB of the
+ * server (ASan) for the handshake's deadline, against the 60 KiB charged
+ * (test_hostile_http tls_big_messages; doc/security.md "Session 36
+ * review"), at no crypto on either side.  Every client of kvtierd's (this
+ * file's client context, OpenSSL's, Go's, rustls, NSS, Java) sends a
+ * share of X25519 or P-256 in its first ClientHello.  A ClientHello with
+ * no key_share (TLS 1.2) or a malformed one goes on: OpenSSL decides.
+ */
+static int tlsio_hello_share(SSL *s, int *al, void *arg)
+{
+	static const uint16_t ids[] = TLSIO_GROUP_IDS;
+	const unsigned char *p;
+	size_t len, off = 2;
+
+	(void)arg;
+	if (!SSL_client_hello_get0_ext(s, TLSEXT_TYPE_key_share, &p, &len) || len < 2 ||
+	    ((size_t)p[0] << 8 | p[1]) != len - 2)
+		return SSL_CLIENT_HELLO_SUCCESS;
+	while (off + 4 <= len) {
+		unsigned g = (unsigned)p[off] << 8 | p[off + 1];
+		for (size_t i = 0; i < sizeof(ids) / sizeof(ids[0]); i++)
+			if (g == ids[i])
+				return SSL_CLIENT_HELLO_SUCCESS;
+		off += 4 + ((size_t)p[off + 2] << 8 | p[off + 3]);
+	}
+	*al = SSL_AD_HANDSHAKE_FAILURE;
+	return SSL_CLIENT_HELLO_ERROR;
+}
+
 SSL_CTX *tlsio_ctx_server(const char *cert, const char *key, const char *ca,
 			  bool verify_client, char *err, size_t errlen)
 {
@@ -95,6 +131,7 @@ SSL_CTX *tlsio_ctx_server(const char *cert, const char *key, const char *ca,
 	 * their connections; a new one does a full handshake. */
 	SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
 	SSL_CTX_set_max_cert_list(ctx, TLSIO_CERT_LIST_MAX);
+	SSL_CTX_set_client_hello_cb(ctx, tlsio_hello_share, NULL);
 	if (tlsio_load_pair(ctx, cert, key, err, errlen) < 0)
 		goto fail;
 	if (ca) {

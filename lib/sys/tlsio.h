@@ -38,6 +38,10 @@ enum { TLSIO_WANT_IN = 1, TLSIO_WANT_OUT = 2 };
 /* The key exchange groups either side offers or takes (tlsio.c): the
  * elliptic curves, never TLS 1.3's finite-field groups. */
 #define TLSIO_GROUPS "X25519:P-256:P-384:X448:P-521"
+/* The same groups by their TLS ids (RFC 8446 4.2.7), in the same order:
+ * a server takes a ClientHello only with a key share of one of them
+ * (tlsio.c tlsio_hello_share). */
+#define TLSIO_GROUP_IDS { 0x001d, 0x0017, 0x0018, 0x001e, 0x0019 }
 
 /*
  * A server context: cert and key (PEM files); ca (may be NULL) is the CA

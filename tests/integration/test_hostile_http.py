@@ -4296,11 +4296,15 @@ def tls_big_messages(ph):
     Now a ClientHello must declare at most one record's plaintext (tls.c
     "A ClientHello's length"), and a client's certificate list at most
     TLSIO_CERT_LIST_MAX (lib/sys/tlsio.c): past either, closed at once.
-    Asserted, for a 4-byte record declaring 128 KiB, the header split over
-    two records, 48 KiB of such a ClientHello and 48 KiB of a 90 KB
-    certificate list: the connections closed before the handshake's
-    deadline, RSS a connection; real clients' handshakes, with and
-    without a client certificate, answered."""
+    The gate is behind a second ClientHello, after a HelloRetryRequest
+    (+191 KiB a connection, ASan, 2026-12-06): a ClientHello without a
+    key share of a group the server takes is refused instead
+    (lib/sys/tlsio.c tlsio_hello_share).  Asserted, for a 4-byte record
+    declaring 128 KiB, the header split over two records, 48 KiB of such a
+    ClientHello, 48 KiB of a 90 KB certificate list and a retried
+    ClientHello declaring 128 KiB: the connections closed before the
+    handshake's deadline, RSS a connection; real clients' handshakes, with
+    and without a client certificate, answered."""
     import ssl
     base = tempfile.mkdtemp(dir=os.environ.get("TMPDIR"))
     pki = tls_pki(base)
@@ -4348,13 +4352,35 @@ def tls_big_messages(ph):
 
     # 1b. the header itself split over two records of 2 bytes
     split = bytes([22, 3, 1, 0, 2, 1, 0x02, 22, 3, 1, 0, 2, 0x00, 0x00])
+    # 4. a ClientHello whose key share names a group the server does not
+    #    take (ffdhe2048) while its supported groups name one it does
+    #    (X25519): answered with a HelloRetryRequest, after which a second
+    #    ClientHello's header declared 128 KiB (the first-record gate is
+    #    behind it)
+    hrr_hello = captured_hello("ffdhe2048:X25519")
+    ph.expect(len(hrr_hello) > 100 and hrr_hello[0] == 22, "a ClientHello captured (HRR)")
+
+    def after_hrr(c):
+        c.sendall(hrr_hello)
+        c.settimeout(5)
+        try:
+            b = c.recv(65536)  # the HelloRetryRequest, or the refusal
+        except OSError:
+            b = b""
+        if b[:1] == b"\x16":
+            try:
+                c.sendall(bytes([22, 3, 3, 0, 4, 1, 0x02, 0x00, 0x00]))
+            except (ConnectionResetError, BrokenPipeError):
+                pass
     cases = (("a 4-byte record declaring a 128 KiB ClientHello", TLS_BIG_MSG_CONNS,
               lambda c: c.sendall(tiny)),
              ("a ClientHello's header in two records, declaring 128 KiB", TLS_BIG_MSG_CONNS,
               lambda c: c.sendall(split)),
              ("48 KiB of a ClientHello declaring 128 KiB", TLS_BIG_MSG_CONNS,
               lambda c: c.sendall(big)),
-             ("48 KiB of a 90 KB client certificate flight", TLS_BIG_MSG_CONNS // 3, cert_flight))
+             ("48 KiB of a 90 KB client certificate flight", TLS_BIG_MSG_CONNS // 3, cert_flight),
+             ("a second ClientHello (after a HelloRetryRequest) declaring 128 KiB",
+              TLS_BIG_MSG_CONNS, after_hrr))
     # each on a fresh server: the allocator keeps (and reuses) what an
     # earlier case's connections freed; no ASan quarantine (the refused
     # connections' handshakes, freed, would count as held)
@@ -4370,7 +4396,7 @@ def tls_big_messages(ph):
             for k in range(n):
                 # each refused certificate list counts against its address
                 # (a failed handshake): past 20 a second it is throttled
-                if attack is cert_flight and k % 16 == 15:
+                if attack in (cert_flight, after_hrr) and k % 16 == 15:
                     src = ph.addr()
                 c = socket.create_connection(("127.0.0.1", rport), source_address=(src, 0))
                 attack(c)
