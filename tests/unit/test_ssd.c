@@ -6390,6 +6390,30 @@ int main(void)
 			test_format3_write();
 			continue;
 		}
+		/* KVT_TEST_ONLY=races: the cases where threads race the SSD's
+		 * reads, reclamation and record reuse -- the paths whose I/O
+		 * depends on the record alignment (ssd_read_copy, part reads,
+		 * carries, promotion).  TSan's test_ssd_4k runs these alone
+		 * (tests/meson.build): TSan's test_ssd runs every case, the
+		 * same threads meeting at the same locks, and the rest change
+		 * at 4096 in the records' layout, which ASan's test_ssd_4k
+		 * runs in full. */
+		if (getenv("KVT_TEST_ONLY") && !strcmp(getenv("KVT_TEST_ONLY"), "races")) {
+			test_persistent_wait();
+			test_delete_race();
+			test_carry();
+			test_carry_deletes();
+			f3w_carry(); /* batched carries */
+			f3w_handdown();
+			test_reuse();
+			test_prefetch_lock();
+			test_race_eviction();
+			test_review_regressions();
+			test_part_read();
+			test_part_read_race();
+			test_promote_race();
+			continue;
+		}
 		if (getenv("KVT_TEST_ONLY") && !strcmp(getenv("KVT_TEST_ONLY"), "reuse")) {
 			test_reuse();
 			test_reuse_kill9();
