@@ -6390,6 +6390,18 @@ int main(void)
 			test_format3_write();
 			continue;
 		}
+		/* KVT_TEST_ONLY=psync_only: the cases that only the psync engine
+		 * runs (a slow fdatasync needs it), for a variant that runs the
+		 * rest on io_uring alone (test_ssd_fmt2_psync). */
+		if (getenv("KVT_TEST_ONLY") && !strcmp(getenv("KVT_TEST_ONLY"), "psync_only")) {
+			if (strcmp(io_backend, "psync"))
+				continue;
+			test_delete_sync();
+			test_delete_hole_kill9();
+			test_seal_hole_tomb();
+			test_seal_synced_reuse();
+			continue;
+		}
 		/* KVT_TEST_ONLY=races: the cases where threads race the SSD's
 		 * reads, reclamation and record reuse -- the paths whose I/O
 		 * depends on the record alignment (ssd_read_copy, part reads,
