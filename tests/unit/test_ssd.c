@@ -2477,8 +2477,11 @@ static void test_powerloss(void)
  *     order, one of them torn at a 512-byte boundary (io_powerloss_cut_random).
  *     Reopened: every key flushed is back exactly; every other read is
  *     exact or a miss.  Some flushed keys are put again (the same bytes)
- *     after the flush.  KVT_POWERLOSS_SEEDS (default 16) seeds
- *     per backend, from KVT_POWERLOSS_SEED0 (default 1). */
+ *     after the flush.  KVT_POWERLOSS_SEEDS (default 8) seeds
+ *     per backend, from KVT_POWERLOSS_SEED0 (default 1 on io_uring and 9
+ *     on psync: a run of both covers seeds 1..16 once, as each engine
+ *     ran all 16 until 2026-12-06 -- the cut is the I/O layer's, the
+ *     same above either engine, and recovery never sees the engine). */
 static void powerloss_round(uint64_t seed)
 {
 	char *dir = t_mkdtemp();
@@ -2550,8 +2553,8 @@ static void powerloss_round(uint64_t seed)
 static void test_powerloss_random(void)
 {
 	const char *n_env = getenv("KVT_POWERLOSS_SEEDS"), *s0_env = getenv("KVT_POWERLOSS_SEED0");
-	uint64_t n = n_env ? strtoull(n_env, NULL, 10) : 16;
-	uint64_t s0 = s0_env ? strtoull(s0_env, NULL, 10) : 1;
+	uint64_t n = n_env ? strtoull(n_env, NULL, 10) : 8;
+	uint64_t s0 = s0_env ? strtoull(s0_env, NULL, 10) : strcmp(io_backend, "psync") ? 1 : 9;
 	for (uint64_t i = 0; i < n; i++)
 		powerloss_round(s0 + i);
 }
