@@ -19,7 +19,7 @@
  * fails unless 0) and requests failed during each fault.
  *
  * KVT_SOAK_SECONDS (default 30) bounds it, though it always injects each
- * kind of fault once (about 12 s: CI's run, tests/meson.build);
+ * kind of fault once (about 15 s under ASan: CI's run, tests/meson.build);
  * KVT_SOAK_THREADS (default 8).
  */
 #include <errno.h>
