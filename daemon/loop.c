@@ -1191,14 +1191,12 @@ static bool loop_unauth_evict(struct kvtd_conn *c)
 	return true;
 }
 
-static void loop_unauth_add(struct kvtd_conn *c, const struct sockaddr_storage *ss, bool is_unix,
-			    uint32_t uid)
+static void loop_unauth_add(struct kvtd_conn *c)
 {
 	struct kvtd_server *srv = c->loop->srv;
 	unsigned total, peer;
 	char msg[200];
 
-	c->peer_slot = kvtd_peer_slot(srv->peer_key, ss, is_unix, uid);
 	if (c->state == KVTD_CS_READY || c->dead)
 		return;
 	c->unauth = true;
@@ -1386,6 +1384,10 @@ static void loop_conn_add(struct kvtd_loop *loop, int fd, struct kvtd_listener *
 			snprintf(c->peer, sizeof(c->peer), "[%s]:%u", host, port);
 		}
 	}
+	/* Its address's slot, before any refusal: a TLS connection refused
+	 * past --max-conns still handshakes to be answered, and its failure
+	 * counts against its own address, not slot 0's. */
+	c->peer_slot = kvtd_peer_slot(srv->peer_key, ss, l->is_unix, uid);
 	if (c->ops->open && c->ops->open(c) < 0)
 		goto nomem;
 	/* Its SSL's memory, before the SSL is made ("The SSL object"). */
@@ -1418,7 +1420,7 @@ static void loop_conn_add(struct kvtd_loop *loop, int fd, struct kvtd_listener *
 		loop_conn_refuse(c);
 		return;
 	}
-	loop_unauth_add(c, ss, l->is_unix, uid);
+	loop_unauth_add(c);
 	return;
 nomem:
 	KVTD_COUNT(srv, errors[KVTD_ERR_NOMEM], 1);
