@@ -121,6 +121,18 @@
 #endif
 #endif
 
+/* CI's asan phase runs the phases of tests/meson.build's
+ * hostile_timed_release two at a time like every test (its release phase
+ * runs them alone): ASan alone does their work 2-3x slower than release,
+ * a test on the other core slows them up to 2x more.  Their latency
+ * bounds are doubled there -- each still under what the server took
+ * before the fix it guards (the figures at each bound). */
+#ifdef HOSTILE_ASAN
+#define HOSTILE_BESIDE 2ull
+#else
+#define HOSTILE_BESIDE 1ull
+#endif
+
 #define MAX_MEMORY (32u << 20)
 #define DRAM (64u << 20)
 #define HOSTILE_SLACK (48u << 20)
@@ -5792,15 +5804,16 @@ static void phase_native_flood(void)
  * scheduling hiccup, not the loop).  p50 and the samples tell the two
  * apart; the max only catches a loop held for a second.  TSan: before,
  * p50 30 ms, 83 samples; now p50 0.6-1.2 ms, max 4-68 ms (there the
- * phase is for races and the stall: looser bounds). */
+ * phase is for races and the stall: looser bounds).  ASan: p50 and max
+ * doubled (HOSTILE_BESIDE), the samples not. */
 #ifdef HOSTILE_TSAN
 #define RF_SAMPLES_MIN 20u
 #define RF_P50_MAX_NS 50000000ull
 #define RF_MAX_NS 3000000000ull
 #else
 #define RF_SAMPLES_MIN 100u
-#define RF_P50_MAX_NS 10000000ull
-#define RF_MAX_NS 1000000000ull
+#define RF_P50_MAX_NS (10000000ull * HOSTILE_BESIDE)
+#define RF_MAX_NS (1000000000ull * HOSTILE_BESIDE)
 #endif
 
 struct rf_flooder {
@@ -6750,7 +6763,7 @@ static void phase_in_share_data(void)
  * thread (loop.c kvtd_aux_submit_walk): a job waits for at most the walk
  * running.  On a 2-core machine at load 10 the difference between one
  * walk and two (~1 ms each) is inside the noise: the phase reports the
- * figures and bounds only the median (20 ms).
+ * figures and bounds only the median (20 ms; 40 under ASan: HOSTILE_BESIDE).
  */
 
 struct aw_lister {
@@ -6846,7 +6859,7 @@ static void phase_aux_walks(void)
 	       aux_ms, b50 / 1e6, bmax / 1e6);
 	T_GE_INT(ls[0].answered + ls[1].answered, 10);
 	T_GE_INT(aux_ms, 1);
-	T_LE_INT(b50, 20000000ull);
+	T_LE_INT(b50, 20000000ull * HOSTILE_BESIDE);
 	kc_close(&c);
 	free(big);
 	T_EQ_INT(tsrv_stop(&srv), 0);
@@ -6872,7 +6885,8 @@ static void phase_aux_walks(void)
 #define AS_VALUE (8u << 20)
 #define AS_CONNS 4u
 #define AS_DEPTH 16u
-/* alice's range beside the checks, p50 at most (ms); alone ~0.5 */
+/* alice's range beside the checks, p50 at most (ms); alone ~0.5;
+ * doubled under ASan (HOSTILE_BESIDE; before: 856 ms) */
 #define AS_P50_MAX_MS 50u
 
 struct as_flooder {
@@ -6981,7 +6995,7 @@ static void phase_aux_share(void)
 	       a50 / 1e6, amax / 1e6, AS_CONNS, AS_DEPTH, (AS_VALUES * AS_VALUE) >> 20, answered,
 	       aux_ms, b50 / 1e6, bmax / 1e6, reg_ns / 1e6);
 	T_GE_INT(answered, 1);
-	T_LE_INT(b50, AS_P50_MAX_MS * 1000000ull);
+	T_LE_INT(b50, AS_P50_MAX_MS * 1000000ull * HOSTILE_BESIDE);
 	T_LE_INT(reg_ns, 8 * AS_P50_MAX_MS * 1000000ull); /* an fsync: a busy disk */
 	kc_close(&a);
 	kc_close(&m);
@@ -7445,11 +7459,11 @@ static void phase_resp_info_flood(void)
 
 #define MC_CONNS 600u
 /* An admin's PING beside them, at most (ms): 39 ms after (release; 63
- * ASan), 715 ms before (1.9 s ASan) */
+ * ASan), 715 ms before (1.9 s ASan); ASan's doubled (HOSTILE_BESIDE) */
 #ifdef HOSTILE_TSAN
 #define MC_PING_MAX_MS 1500u
 #else
-#define MC_PING_MAX_MS 500u
+#define MC_PING_MAX_MS (500u * (unsigned)HOSTILE_BESIDE)
 #endif
 
 /* Pages rendered so far (this one counted); 0 on a server without the
@@ -7631,11 +7645,12 @@ static void phase_metrics_slow(void)
 #define SF_BURST 64u     /* STATS frames a send */
 #define SF_SECONDS 2
 /* Another client's PING beside them, p50: 1.5-2.2 ms after (release;
- * 7.4 ASan, 51 TSan: it waits for one STATS), 230 ms before (815 ASan) */
+ * 7.4 ASan, 51 TSan: it waits for one STATS), 230 ms before (815 ASan);
+ * ASan's 50 ms doubled (HOSTILE_BESIDE) */
 #if defined(HOSTILE_TSAN)
 #define SF_P50_MAX_NS 250000000ull /* one STATS: 50 ms */
 #elif defined(HOSTILE_ASAN)
-#define SF_P50_MAX_NS 50000000ull
+#define SF_P50_MAX_NS (50000000ull * HOSTILE_BESIDE)
 #else
 #define SF_P50_MAX_NS 10000000ull
 #endif
@@ -7766,8 +7781,8 @@ static void phase_stats_flood(void)
 #define RK_P50_MAX_NS 200000000ull
 #define RK_P99_MAX_NS 3000000000ull
 #else
-#define RK_P50_MAX_NS 50000000ull
-#define RK_P99_MAX_NS 1000000000ull
+#define RK_P50_MAX_NS (50000000ull * HOSTILE_BESIDE)
+#define RK_P99_MAX_NS (1000000000ull * HOSTILE_BESIDE)
 #endif
 
 struct rk_flooder {
@@ -8188,9 +8203,10 @@ static void phase_resp_reparse(void)
 #define RH_SECONDS 2u
 /* PING p50 beside them: 5.0 ms after (ASan: the parse of such commands;
  * release 0.06 ms), 451 ms before (release 105 ms); 52 ms once in CI
- * with load 10 beside it (2026-12-06): the sanitizers' bound is 100 ms */
+ * with load 10 beside it (2026-12-06): the sanitizers' bound is 100 ms
+ * (200 under ASan: HOSTILE_BESIDE) */
 #if defined(HOSTILE_ASAN) || defined(HOSTILE_TSAN)
-#define RH_P50_MAX_NS 100000000ull
+#define RH_P50_MAX_NS (100000000ull * HOSTILE_BESIDE)
 #else
 #define RH_P50_MAX_NS 5000000ull
 #endif
