@@ -3248,7 +3248,10 @@ def tls_records(ph):
               "%.0f ms; a GET beside it n %d, p50 %.1f ms, max %.1f ms" % (
                   len(data) >> 10, len(wire) / 1e6, cpu_put * 1e3, len(lat),
                   lat[len(lat) // 2] * 1e3, lat[-1] * 1e3))
-        ph.expect(lat[-1] <= PROBE_MAX_S / 4, "a GET beside one-byte records, max (s)", lat[-1])
+        # (0.5 s under ASan, beside another test in CI's asan phase; before,
+        # the loop stayed on the PUT's connection for as long as records came)
+        ph.expect(lat[-1] <= PROBE_MAX_S / 4 * (2 if ph.srv.sanitizer() == "asan" else 1),
+                  "a GET beside one-byte records, max (s)", lat[-1])
         ph.cases += 1
         # 2: a RESP SET of 64 KiB, one-byte records, then records of 16 KiB
         val = os.urandom(64 << 10)
