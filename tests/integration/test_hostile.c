@@ -126,7 +126,8 @@
  * runs them alone): ASan alone does their work 2-3x slower than release,
  * a test on the other core slows them up to 2x more.  Their latency
  * bounds are doubled there -- each still under what the server took
- * before the fix it guards (the figures at each bound). */
+ * before the fix it guards where the phase gives that figure (at each
+ * bound; aux_walks' and resp_keys' bound a loop held long). */
 #ifdef HOSTILE_ASAN
 #define HOSTILE_BESIDE 2ull
 #else
