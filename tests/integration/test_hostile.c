@@ -121,6 +121,19 @@
 #endif
 #endif
 
+/* CI's asan phase runs the phases of tests/meson.build's
+ * hostile_timed_release two at a time like every test (its release phase
+ * runs them alone): ASan alone does their work 2-3x slower than release,
+ * a test on the other core slows them up to 2x more.  Their latency
+ * bounds are doubled there -- each still under what the server took
+ * before the fix it guards where the phase gives that figure (at each
+ * bound; aux_walks' and resp_keys' bound a loop held long). */
+#ifdef HOSTILE_ASAN
+#define HOSTILE_BESIDE 2ull
+#else
+#define HOSTILE_BESIDE 1ull
+#endif
+
 #define MAX_MEMORY (32u << 20)
 #define DRAM (64u << 20)
 #define HOSTILE_SLACK (48u << 20)
@@ -4276,14 +4289,20 @@ static void phase_tomb_expiry(void)
 #define SCAN_LISTS 600u
 #define SCAN_BURST 32u
 /* A PING's median round trip during ListParts, ms: 1.7-2.4 seen after
- * (ASan), 6.7 (TSan); 62-293 before (ASan) */
-#define SCAN_PING_MAX_MS 20u
+ * (ASan), 6.7 (TSan); 62-293 before (ASan); doubled under ASan
+ * (HOSTILE_BESIDE) */
+#define SCAN_PING_MAX_MS (20u * (unsigned)HOSTILE_BESIDE)
 
-/* CPU time (ms) of the server's threads whose name starts with comm. */
+/* CPU time (ms) of the server's threads whose name starts with comm:
+ * from schedstat (nanoseconds on a CPU) where the kernel has it, else
+ * from stat's utime and stime -- clock ticks (10 ms) sampled, which for a
+ * thread running in bursts of microseconds made resp_reparse's figures
+ * of 60-150 ms for the same bytes, its ratio 0.5-2.2 (bound 3) at load
+ * 13 (as test_hostile_http.py loop_cpu_s). */
 static uint64_t thread_cpu_ms(const char *comm)
 {
 	char path[384], buf[1024];
-	uint64_t total = 0;
+	uint64_t total = 0, total_ns = 0;
 	DIR *d;
 	struct dirent *e;
 
@@ -4307,12 +4326,23 @@ static uint64_t thread_cpu_ms(const char *comm)
 		p = strchr(buf, '(');
 		if (!p || strncmp(p + 1, comm, strlen(comm)) != 0 || !(p = strrchr(buf, ')')))
 			continue;
+		snprintf(path, sizeof(path), "/proc/%d/task/%s/schedstat", (int)srv.pid,
+			 e->d_name);
+		if ((f = fopen(path, "r"))) {
+			unsigned long long ns;
+			int got = fscanf(f, "%llu", &ns);
+			fclose(f);
+			if (got == 1) {
+				total_ns += ns;
+				continue;
+			}
+		}
 		if (sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut,
 			   &st) == 2)
 			total += (ut + st) * 1000u / (uint64_t)sysconf(_SC_CLK_TCK);
 	}
 	closedir(d);
-	return total;
+	return total + total_ns / 1000000u;
 }
 
 /* Read one HTTP answer (head and Content-Length body) from fd, through
@@ -5500,7 +5530,10 @@ static void phase_native_edges(void)
 
 #define NF_FLOODERS 4
 #define NF_FRAMES 50000
-#define NF_SECONDS 4
+/* The floods' time; the samples are taken for a second less.  4 until
+ * 2026-12-06: 2 s of samples still take ~270 (ASan; at most 400 kept)
+ * against the 100 asserted and the old loop's as few as 6. */
+#define NF_SECONDS 3
 /* Another client's GET + PING beside the floods, ASan, load ~10: p50
  * 0.3-0.4 ms, max 39-67 ms, 400 samples in 3 s since a connection takes
  * at most KVTD_PARSE_FRAMES frames a loop iteration; before, a read
@@ -5783,7 +5816,11 @@ static void phase_native_flood(void)
 
 #define RF_FLOODERS 4
 #define RF_CMDS 200000u
-#define RF_SECONDS 4
+/* The pipelines' time; the PINGs are timed for a second less.  4 until
+ * 2026-12-06: 2 s of PINGs still take ~270 (ASan, 400 in 3 s even
+ * beside test_ssd at load 13-16) against the 100 asserted and the old
+ * loop's 54-76 in 3 s. */
+#define RF_SECONDS 3
 #define RF_CMD "*2\r\n$4\r\nECHO\r\n$5\r\nhello\r\n"
 #define RF_REPLY "$5\r\nhello\r\n"
 /* Another client's PING beside the 4 pipelines on one loop, ASan, load
@@ -5792,15 +5829,16 @@ static void phase_native_flood(void)
  * scheduling hiccup, not the loop).  p50 and the samples tell the two
  * apart; the max only catches a loop held for a second.  TSan: before,
  * p50 30 ms, 83 samples; now p50 0.6-1.2 ms, max 4-68 ms (there the
- * phase is for races and the stall: looser bounds). */
+ * phase is for races and the stall: looser bounds).  ASan: p50 and max
+ * doubled (HOSTILE_BESIDE), the samples not. */
 #ifdef HOSTILE_TSAN
 #define RF_SAMPLES_MIN 20u
 #define RF_P50_MAX_NS 50000000ull
 #define RF_MAX_NS 3000000000ull
 #else
 #define RF_SAMPLES_MIN 100u
-#define RF_P50_MAX_NS 10000000ull
-#define RF_MAX_NS 1000000000ull
+#define RF_P50_MAX_NS (10000000ull * HOSTILE_BESIDE)
+#define RF_MAX_NS (1000000000ull * HOSTILE_BESIDE)
 #endif
 
 struct rf_flooder {
@@ -5951,7 +5989,9 @@ static void phase_resp_flood(void)
 #define BF_KEYS 1024u /* KVTD_FRAME_ITEMS_MAX */
 #define BF_BIG 65536u
 #define BF_PIPE 16u
-#define BF_SECONDS 3u
+/* The PINGs' time: 2 s (3 until 2026-12-06) still take ~245 (ASan),
+ * the p99 their 3rd worst (the old loop's p99 346 ms, the bound 100). */
+#define BF_SECONDS 2u
 #ifdef HOSTILE_TSAN
 #define BF_P99_MAX_NS 500000000ull
 #define BF_MAX_NS 5000000000ull
@@ -6750,8 +6790,12 @@ static void phase_in_share_data(void)
  * thread (loop.c kvtd_aux_submit_walk): a job waits for at most the walk
  * running.  On a 2-core machine at load 10 the difference between one
  * walk and two (~1 ms each) is inside the noise: the phase reports the
- * figures and bounds only the median (20 ms).
+ * figures and bounds only the median (20 ms; 40 under ASan: HOSTILE_BESIDE).
  */
+
+/* Range checks timed alone, then beside the walks: 24 (p50 the 12th),
+ * 40 until 2026-12-06 (each 20 ms apart: 0.6 s of the phase less). */
+#define AW_RANGES 24u
 
 struct aw_lister {
 	pthread_t t;
@@ -6827,14 +6871,14 @@ static void phase_aux_walks(void)
 	kvt_key_set(&k, "aw-big", 6);
 	T_RC(kc_put(&c, ns, &k, &v, 1, NULL), KVT_OK);
 
-	aw_ranges(&c, ns, &k, 40, &a50, &amax);
+	aw_ranges(&c, ns, &k, AW_RANGES, &a50, &amax);
 	aux0 = thread_cpu_ms("kvtd-aux");
 	for (int i = 0; i < 2; i++) {
 		ls[i] = (struct aw_lister){ .port = port, .stop = &stop };
 		pthread_create(&ls[i].t, NULL, aw_list_main, &ls[i]);
 	}
 	tsrv_sleep_ms(300);
-	aw_ranges(&c, ns, &k, 40, &b50, &bmax);
+	aw_ranges(&c, ns, &k, AW_RANGES, &b50, &bmax);
 	atomic_store(&stop, true);
 	for (int i = 0; i < 2; i++)
 		pthread_join(ls[i].t, NULL);
@@ -6846,7 +6890,7 @@ static void phase_aux_walks(void)
 	       aux_ms, b50 / 1e6, bmax / 1e6);
 	T_GE_INT(ls[0].answered + ls[1].answered, 10);
 	T_GE_INT(aux_ms, 1);
-	T_LE_INT(b50, 20000000ull);
+	T_LE_INT(b50, 20000000ull * HOSTILE_BESIDE);
 	kc_close(&c);
 	free(big);
 	T_EQ_INT(tsrv_stop(&srv), 0);
@@ -6872,7 +6916,8 @@ static void phase_aux_walks(void)
 #define AS_VALUE (8u << 20)
 #define AS_CONNS 4u
 #define AS_DEPTH 16u
-/* alice's range beside the checks, p50 at most (ms); alone ~0.5 */
+/* alice's range beside the checks, p50 at most (ms); alone ~0.5;
+ * doubled under ASan (HOSTILE_BESIDE; before: 856 ms) */
 #define AS_P50_MAX_MS 50u
 
 struct as_flooder {
@@ -6981,7 +7026,7 @@ static void phase_aux_share(void)
 	       a50 / 1e6, amax / 1e6, AS_CONNS, AS_DEPTH, (AS_VALUES * AS_VALUE) >> 20, answered,
 	       aux_ms, b50 / 1e6, bmax / 1e6, reg_ns / 1e6);
 	T_GE_INT(answered, 1);
-	T_LE_INT(b50, AS_P50_MAX_MS * 1000000ull);
+	T_LE_INT(b50, AS_P50_MAX_MS * 1000000ull * HOSTILE_BESIDE);
 	T_LE_INT(reg_ns, 8 * AS_P50_MAX_MS * 1000000ull); /* an fsync: a busy disk */
 	kc_close(&a);
 	kc_close(&m);
@@ -7317,11 +7362,12 @@ static void phase_clear_flood(void)
 #define RIF_SECONDS 2
 #define RIF_BURST 64u    /* INFOs a send */
 /* Another client's PING beside them, p50: 873 ms before (release, 256
- * rows; 24 ms with 8 namespaces), 0.06 ms after. */
+ * rows; 24 ms with 8 namespaces), 0.06 ms after (4.1 ASan); doubled under
+ * ASan (HOSTILE_BESIDE). */
 #ifdef HOSTILE_TSAN
 #define RIF_P50_MAX_NS 50000000ull
 #else
-#define RIF_P50_MAX_NS 10000000ull
+#define RIF_P50_MAX_NS (10000000ull * HOSTILE_BESIDE)
 #endif
 
 struct rif_flooder {
@@ -7445,11 +7491,11 @@ static void phase_resp_info_flood(void)
 
 #define MC_CONNS 600u
 /* An admin's PING beside them, at most (ms): 39 ms after (release; 63
- * ASan), 715 ms before (1.9 s ASan) */
+ * ASan), 715 ms before (1.9 s ASan); ASan's doubled (HOSTILE_BESIDE) */
 #ifdef HOSTILE_TSAN
 #define MC_PING_MAX_MS 1500u
 #else
-#define MC_PING_MAX_MS 500u
+#define MC_PING_MAX_MS (500u * (unsigned)HOSTILE_BESIDE)
 #endif
 
 /* Pages rendered so far (this one counted); 0 on a server without the
@@ -7631,11 +7677,12 @@ static void phase_metrics_slow(void)
 #define SF_BURST 64u     /* STATS frames a send */
 #define SF_SECONDS 2
 /* Another client's PING beside them, p50: 1.5-2.2 ms after (release;
- * 7.4 ASan, 51 TSan: it waits for one STATS), 230 ms before (815 ASan) */
+ * 7.4 ASan, 51 TSan: it waits for one STATS), 230 ms before (815 ASan);
+ * ASan's 50 ms doubled (HOSTILE_BESIDE) */
 #if defined(HOSTILE_TSAN)
 #define SF_P50_MAX_NS 250000000ull /* one STATS: 50 ms */
 #elif defined(HOSTILE_ASAN)
-#define SF_P50_MAX_NS 50000000ull
+#define SF_P50_MAX_NS (50000000ull * HOSTILE_BESIDE)
 #else
 #define SF_P50_MAX_NS 10000000ull
 #endif
@@ -7760,14 +7807,16 @@ static void phase_stats_flood(void)
 #define RK_PAIRS 32767u
 #define RK_DISTINCT 700u
 #define RK_BURST 2u
-#define RK_SECONDS 3u
+/* The floods' time: 2 s (3 until 2026-12-06) still take 150-320 PINGs
+ * alone (224 and 481 in 3 s, ASan and release, CI). */
+#define RK_SECONDS 2u
 #define RK_FLOODERS 3u
 #ifdef HOSTILE_TSAN
 #define RK_P50_MAX_NS 200000000ull
 #define RK_P99_MAX_NS 3000000000ull
 #else
-#define RK_P50_MAX_NS 50000000ull
-#define RK_P99_MAX_NS 1000000000ull
+#define RK_P50_MAX_NS (50000000ull * HOSTILE_BESIDE)
+#define RK_P99_MAX_NS (1000000000ull * HOSTILE_BESIDE)
 #endif
 
 struct rk_flooder {
@@ -8038,6 +8087,11 @@ static void phase_resp_keys(void)
 #define RR_SEG 70u
 #define RR_CONNS 2u
 #define RR_SECONDS 2u
+/* Commands each connection sends: one takes ~1.8 s in 70-byte segments
+ * 0.2 ms apart; while they were sent until RR_SECONDS, a release build
+ * began a second on each connection at ~1.8 s and the phase took 6.5 s
+ * (4.7 ASan, one each).  The figure is per byte: one is enough. */
+#define RR_CMDS 1u
 /* Loop CPU per byte, many arguments against one bulk string: 1.1-1.3
  * seen after, 8.0-10.9 before (ASan and release). */
 #define RR_RATIO_MAX 3.0
@@ -8054,11 +8108,11 @@ struct rr_sender {
 static void *rr_send_main(void *arg)
 {
 	struct rr_sender *r = arg;
-	uint64_t end = tsrv_now_ns() + RR_SECONDS * 1000000000ull, drain;
+	uint64_t drain;
 	struct timespec pause = { 0, 200000 };
 	char sink[4096];
 
-	while (!r->failed && tsrv_now_ns() < end) {
+	while (!r->failed && r->cmds < RR_CMDS) {
 		for (size_t off = 0; off < r->len && !r->failed;) {
 			size_t n = r->len - off < RR_SEG ? r->len - off : RR_SEG;
 			if (send_for(r->fd, r->cmd + off, n, 5000) != (int64_t)n)
@@ -8088,8 +8142,8 @@ static void *rr_send_main(void *arg)
 	return NULL;
 }
 
-/* RR_CONNS connections of alice send cmd (len bytes) over and over for
- * RR_SECONDS; the admin's PINGs timed meanwhile (p50 into *p50_ns): the
+/* RR_CONNS connections of alice send cmd (len bytes) RR_CMDS times; the
+ * admin's PINGs timed meanwhile for RR_SECONDS (p50 into *p50_ns): the
  * loop thread's CPU in ms per MB sent. */
 static double rr_episode(uint16_t port, int victim, const char *what, const char *cmd,
 			 size_t len, uint64_t *p50_ns)
@@ -8188,9 +8242,10 @@ static void phase_resp_reparse(void)
 #define RH_SECONDS 2u
 /* PING p50 beside them: 5.0 ms after (ASan: the parse of such commands;
  * release 0.06 ms), 451 ms before (release 105 ms); 52 ms once in CI
- * with load 10 beside it (2026-12-06): the sanitizers' bound is 100 ms */
+ * with load 10 beside it (2026-12-06): the sanitizers' bound is 100 ms
+ * (200 under ASan: HOSTILE_BESIDE) */
 #if defined(HOSTILE_ASAN) || defined(HOSTILE_TSAN)
-#define RH_P50_MAX_NS 100000000ull
+#define RH_P50_MAX_NS (100000000ull * HOSTILE_BESIDE)
 #else
 #define RH_P50_MAX_NS 5000000ull
 #endif
