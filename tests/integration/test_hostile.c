@@ -8087,11 +8087,6 @@ static void phase_resp_keys(void)
 #define RR_SEG 70u
 #define RR_CONNS 2u
 #define RR_SECONDS 2u
-/* Commands each connection sends: one takes ~1.8 s in 70-byte segments
- * 0.2 ms apart; while they were sent until RR_SECONDS, a release build
- * began a second on each connection at ~1.8 s and the phase took 6.5 s
- * (4.7 ASan, one each).  The figure is per byte: one is enough. */
-#define RR_CMDS 1u
 /* Loop CPU per byte, many arguments against one bulk string: 1.1-1.3
  * seen after, 8.0-10.9 before (ASan and release). */
 #define RR_RATIO_MAX 3.0
@@ -8108,11 +8103,11 @@ struct rr_sender {
 static void *rr_send_main(void *arg)
 {
 	struct rr_sender *r = arg;
-	uint64_t drain;
+	uint64_t end = tsrv_now_ns() + RR_SECONDS * 1000000000ull, drain;
 	struct timespec pause = { 0, 200000 };
 	char sink[4096];
 
-	while (!r->failed && r->cmds < RR_CMDS) {
+	while (!r->failed && tsrv_now_ns() < end) {
 		for (size_t off = 0; off < r->len && !r->failed;) {
 			size_t n = r->len - off < RR_SEG ? r->len - off : RR_SEG;
 			if (send_for(r->fd, r->cmd + off, n, 5000) != (int64_t)n)
@@ -8142,8 +8137,8 @@ static void *rr_send_main(void *arg)
 	return NULL;
 }
 
-/* RR_CONNS connections of alice send cmd (len bytes) RR_CMDS times; the
- * admin's PINGs timed meanwhile for RR_SECONDS (p50 into *p50_ns): the
+/* RR_CONNS connections of alice send cmd (len bytes) over and over for
+ * RR_SECONDS; the admin's PINGs timed meanwhile (p50 into *p50_ns): the
  * loop thread's CPU in ms per MB sent. */
 static double rr_episode(uint16_t port, int victim, const char *what, const char *cmd,
 			 size_t len, uint64_t *p50_ns)
