@@ -193,9 +193,10 @@ struct s3d_req {
 	/* heap body (SK_BUF) */
 	uint8_t *buf;
 	uint64_t buf_len, buf_cap, buf_charged;
-	uint64_t mem_charged;      /* this struct and head, charged to --max-memory */
+	uint64_t mem_charged;      /* to --max-memory: struct, head, items, a waiting answer */
 	struct kvtd_tstat *in_tstat; /* the signer's, counting in_charged of the two */
 	uint64_t in_charged;       /* of them, in its tenant's input share */
+	uint64_t items_charged;    /* of mem_charged, the items array (s3ops.c s3d_items) */
 	/* library requests */
 	struct s3d_item *items;
 	uint32_t n, pending;
@@ -304,6 +305,7 @@ void s3d_req_free(struct kvtd_server *srv, struct s3d_req *rq);
  * signer's input share (KVTD_IN_TENANT_MAX), as native frames' (ops.c
  * kvtd_frame_charge); given back when it is freed. */
 void s3d_tenant_charge(struct s3d_req *rq, uint64_t n);
+void s3d_tenant_uncharge(struct s3d_req *rq, uint64_t n);
 /* The request's upload no longer counts in its tenant's resv_held (its
  * reservation committed or dropped). */
 void s3d_resv_release(struct s3d_req *rq);

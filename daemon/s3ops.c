@@ -351,17 +351,46 @@ void s3d_b64(const uint8_t *p, size_t n, char *out)
 static void s3d_step(struct s3d_req *rq);
 static void s3d_assemble(struct s3d_req *rq);
 
+/*
+ * A request's n library requests (those before freed), or NULL: no
+ * memory, or past --max-memory.  The array is charged to the budget and
+ * its tenant's input share while it is held: 360 B an item, where a
+ * DeleteObjects of 1,000 keys may be a body of 15 KB, held while its
+ * deletes wait to be durable or, done, behind its connection's earlier
+ * requests (s3reply.c s3d_finish): DeleteObjects held so were charged ~38
+ * B a key for ~400 (test_hostile_http s3_answer_held).
+ */
 static struct s3d_item *s3d_items(struct s3d_req *rq, uint32_t n)
 {
 	struct kvtd_server *srv = rq->conn->loop->srv;
+	uint64_t sz = (uint64_t)(n ? n : 1) * sizeof(*rq->items);
 
 	for (uint32_t i = 0; i < rq->n; i++) {
 		s3d_item_unpin(srv, rq, &rq->items[i]);
 		free(rq->items[i].etag_sent);
 	}
 	free(rq->items);
+	rq->n = 0;
+	if (rq->items_charged) {
+		kvtd_mem_uncharge(srv, rq->items_charged);
+		rq->mem_charged -= rq->items_charged;
+		s3d_tenant_uncharge(rq, rq->items_charged);
+		rq->items_charged = 0;
+	}
+	if (!kvtd_mem_charge(srv, sz, false)) {
+		KVTD_COUNT(srv, mem_refused, 1);
+		rq->items = NULL;
+		return NULL;
+	}
 	rq->items = calloc(n ? n : 1, sizeof(*rq->items));
-	rq->n = rq->items ? n : 0;
+	if (!rq->items) {
+		kvtd_mem_uncharge(srv, sz);
+		return NULL;
+	}
+	rq->n = n;
+	rq->items_charged = sz;
+	rq->mem_charged += sz;
+	s3d_tenant_charge(rq, sz);
 	return rq->items;
 }
 

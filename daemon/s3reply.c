@@ -293,6 +293,15 @@ void s3d_tenant_charge(struct s3d_req *rq, uint64_t n)
 	rq->in_charged += n;
 }
 
+/* Give back n of what s3d_tenant_charge counted. */
+void s3d_tenant_uncharge(struct s3d_req *rq, uint64_t n)
+{
+	if (!rq->in_tstat || n == 0)
+		return;
+	atomic_fetch_sub_explicit(&rq->in_tstat->in_charged, n, memory_order_relaxed);
+	rq->in_charged -= n;
+}
+
 void s3d_resv_release(struct s3d_req *rq)
 {
 	if (rq->resv_tstat)
@@ -462,6 +471,18 @@ void s3d_finish(struct s3d_req *rq)
 	rq->done = true;
 	rq->phase = PH_DONE;
 	s3d_scan_release(rq);
+	/* An answer is queued (and charged, kvtd_conn_queue) once every
+	 * earlier request of its connection is answered.  One that waits for
+	 * them is charged from here, to --max-memory and its tenant's input
+	 * share, until then: a listing's XML (up to ~8 MB: 1,000 keys of
+	 * 1,024 control bytes, each "&#xFFFD;") behind a DELETE waiting for
+	 * its flush was outside both, where the listing's ~2.5 MB of state
+	 * was charged (test_hostile_http s3_answer_held). */
+	if (s3d_of(rq->conn)->head != rq && rq->tcap) {
+		kvtd_mem_charge(srv, rq->tcap, true);
+		rq->mem_charged += rq->tcap;
+		s3d_tenant_charge(rq, rq->tcap);
+	}
 	kvtd_metrics_latency(srv, write ? KVTD_LAT_WRITE : KVTD_LAT_READ, rq->tier,
 			     kvtd_now_ns() - rq->start_ns);
 	kvtd_metrics_s3(srv, rq->op, rq->text && rq->tlen > 9 && rq->text[9] >= '4');
