@@ -830,6 +830,11 @@ struct kvtd_server {
  * its entry ~200; RESP's +PONG 7 and ~400: a client pipelining them
  * without reading grew kvtierd 4-60 times past --max-memory.) */
 #define KVTD_OUT_COST (sizeof(struct kvtd_out) + 64u)
+/* What a pin an output entry holds costs beyond the value bytes it pins:
+ * its handle in the entry, its slot in the store's pin table (which keeps
+ * its size) and its view's copy (lib/store/store_pins.c slot_add), with
+ * the heap's headers. */
+#define KVTD_PIN_COST 128u
 #define KVTD_MAX_CONNS 4096              /* --max-conns default (and the fd limit) */
 #define KVTD_RBUF_MIN (64u << 10)        /* initial read buffer */
 /* What a read buffer may have held and stay allocated once drained, and

@@ -742,11 +742,21 @@ void kvtd_conn_queue(struct kvtd_conn *c, struct kvtd_out *o)
 	}
 	/* Encoded bytes and the entry itself are charged; pinned DRAM runs
 	 * are the DRAM tier's; private copies behind pins were charged when
-	 * made (ops.c).  Before AUTH nothing is: the connection's output is
-	 * bounded by its preauth_buf instead (loop_conn_flow), so that
-	 * unauthenticated clients never take the budget from the others. */
-	o->mem_len = o->pin_count ? (o->iov_count ? o->iov[0].iov_len : 0) : o->bytes;
-	o->mem_len += KVTD_OUT_COST;
+	 * made (ops.c).  What says where the runs are is charged too: an
+	 * iovec each (an array past the entry's own two) and a pin's handle,
+	 * slot and view in the store (KVTD_PIN_COST).  Only the first iovec
+	 * was: a RESP MGET of 65,535 one-byte values is 458 KB of reply and
+	 * 131,071 iovecs, 65,535 pins and 393 KB of text besides its runs,
+	 * ~10 MB of RSS, and 12 such replies queued unread grew kvtierd
+	 * 119 MiB while mem_used said 14 KB (test_hostile resp_mget_held).
+	 * Before AUTH
+	 * nothing is: the connection's output is bounded by its preauth_buf
+	 * instead (loop_conn_flow), so that unauthenticated clients never
+	 * take the budget from the others. */
+	o->mem_len = o->pin_count ? o->bytes - o->pin_len : o->bytes;
+	o->mem_len += KVTD_OUT_COST + (uint64_t)o->pin_count * KVTD_PIN_COST;
+	if (o->iov != o->iov_small)
+		o->mem_len += (uint64_t)o->iov_count * sizeof(*o->iov);
 	if (c->state != KVTD_CS_READY)
 		o->mem_len = 0;
 	kvtd_mem_charge(srv, o->mem_len, true);

@@ -53,6 +53,11 @@ static int resp_number(const uint8_t *buf, size_t len, size_t *pos, int64_t *v)
 	}
 	if (ll == 0 || ll > 18)
 		return RESP_EPROTO;
+	/* As Redis's string2ll: "0" alone, never a leading zero ("01",
+	 * "-0"), which Redis refuses (a proxy in front of either must not
+	 * read a length one of them would not) */
+	if (buf[p] == '0' && (ll > 1 || neg))
+		return RESP_EPROTO;
 	for (size_t i = 0; i < ll; i++) {
 		uint8_t ch = buf[p + i];
 		if (ch < '0' || ch > '9')
@@ -283,6 +288,7 @@ int resp_parse_from(const uint8_t *buf, size_t len, const struct resp_limits *li
 			cmd->need = len + 1;
 			if (rc == RESP_NEED_MORE)
 				goto need_more;
+			rc = RESP_EARGC; /* not a number: Redis's words */
 			goto done;
 		}
 		if (n < 1 || (uint64_t)n > lim->argc_max) {
@@ -308,8 +314,8 @@ int resp_parse_from(const uint8_t *buf, size_t len, const struct resp_limits *li
 			rc = resp_number(buf, len, &pos, &bl);
 			if (rc == RESP_NEED_MORE)
 				cmd->need = len + 1;
-			else if (rc == RESP_OK && bl < 0)
-				rc = RESP_EPROTO;
+			else if (rc != RESP_OK || bl < 0)
+				rc = RESP_EBULK; /* not a length: Redis's words */
 			else if (rc == RESP_OK && (uint64_t)bl > lim->bulk_max)
 				rc = RESP_EBULK;
 			else if (rc == RESP_OK && len - pos < (uint64_t)bl + 2) {

@@ -25,9 +25,12 @@
 #define RESP_OK 0
 #define RESP_NEED_MORE 1     /* positive: a complete command needs more bytes */
 #define RESP_NEED_ARGS 2     /* positive: cmd->argc arguments; args_cap was smaller */
-#define RESP_EPROTO (-7101)  /* not RESP: bad type byte, bad number, missing CRLF */
-#define RESP_EARGC (-7102)   /* more arguments than limits.argc_max (or < 1) */
-#define RESP_EBULK (-7103)   /* a bulk string longer than limits.bulk_max */
+#define RESP_EPROTO (-7101)  /* not RESP: bad type byte, missing CRLF */
+#define RESP_EARGC (-7102)   /* an argument count that is not a number as Redis's
+			      * string2ll reads one (a sign, a blank, a leading
+			      * zero), < 1, or over limits.argc_max */
+#define RESP_EBULK (-7103)   /* a bulk length that is not such a number, < 0, or
+			      * over limits.bulk_max */
 #define RESP_EINLINE (-7104) /* an inline command line longer than limits.inline_max */
 #define RESP_EQUOTES (-7105) /* an inline command's quotes unbalanced, or a closing
 			      * quote followed by other than a blank */

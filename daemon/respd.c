@@ -71,6 +71,10 @@
 			"memory limit (--max-memory); retry later"
 #define RESPD_PROBE_MAX 16            /* commands of a connection pinning in the store */
 #define RESPD_PROBE_WINDOW 64         /* keys of an MGET, EXISTS or DEL probed (pinned) at a time */
+/* What an MGET's element of a pinned value holds besides the value while
+ * its reply is built (respd_settle): two segments, its pin (and the
+ * store's, KVTD_PIN_COST), its text ("$N\r\n", "\r\n") with room */
+#define RESPD_ELEM_COST (2 * sizeof(struct respd_seg) + sizeof(uint64_t) + KVTD_PIN_COST + 32u)
 
 enum respd_kind {
 	RK_NONE = 0, RK_GET, RK_MGET, RK_EXISTS, RK_DEL, RK_SET, RK_MSET, RK_FLUSH,
@@ -879,9 +883,12 @@ static void respd_probe(struct respd_cmd *cmd, uint32_t ns, uint32_t first, uint
  * all at once, whatever the caps: DRAM no other client could use until it
  * was read.  Now an MGET pins at most the cap plus one window of values.
  */
-static void respd_mget_refuse(struct respd_cmd *cmd, bool tenant)
+enum { RESPD_REFUSE_CAP, RESPD_REFUSE_TENANT_PINS, RESPD_REFUSE_MEM };
+
+static void respd_mget_refuse(struct respd_cmd *cmd, int why)
 {
 	struct kvtd_server *srv = cmd->conn->loop->srv;
+	int oom_why = cmd->oom_why;
 	char m[160];
 
 	for (uint32_t i = 0; i < cmd->icap; i++)
@@ -892,7 +899,11 @@ static void respd_mget_refuse(struct respd_cmd *cmd, bool tenant)
 	respd_reply_drop(srv, cmd);
 	respd_of(cmd->conn)->probing--;
 	respd_pin_flow(cmd->conn);
-	if (tenant) {
+	if (why == RESPD_REFUSE_MEM) {
+		/* respd_out says whose limit (respd_charge's oom_why) */
+		cmd->oom = true;
+		cmd->oom_why = oom_why;
+	} else if (why == RESPD_REFUSE_TENANT_PINS) {
 		respd_pins_refuse(cmd);
 	} else {
 		KVTD_COUNT(srv, pin_deferred, 1);
@@ -996,6 +1007,22 @@ static bool respd_settle(struct respd_cmd *cmd)
 	struct kvtd_server *srv = cmd->conn->loop->srv;
 	uint32_t w = cmd->probed - cmd->settled;
 
+	/* An MGET's elements of pinned values are charged with it as its
+	 * reply is built (RESPD_ELEM_COST each, to --max-memory and its
+	 * tenant's input share; once queued, the reply is charged its text,
+	 * iovecs and pins instead: loop.c kvtd_conn_queue).  Neither was:
+	 * an MGET naming one stored byte 65,535 times held ~10 MB outside
+	 * the budget while built and while queued (test_hostile
+	 * resp_mget_held).  Past either: refused, the connection kept. */
+	if (cmd->kind == RK_MGET && cmd->phase == RP_PROBE) {
+		uint32_t held = 0;
+		for (uint32_t j = 0; j < w; j++)
+			held += cmd->items[j].pinned;
+		if (held && !respd_charge(cmd, (uint64_t)held * RESPD_ELEM_COST)) {
+			respd_mget_refuse(cmd, RESPD_REFUSE_MEM);
+			return false;
+		}
+	}
 	for (uint32_t j = 0; j < w && cmd->phase == RP_PROBE; j++) {
 		struct respd_item *it = &cmd->items[j];
 		uint64_t vlen = respd_check(cmd, it);
@@ -1004,7 +1031,7 @@ static bool respd_settle(struct respd_cmd *cmd)
 		respd_reap_one(cmd, it, it->req.ns);
 		if (cmd->kind == RK_MGET && it->live && vlen &&
 		    respd_tenant_pins_over(cmd->conn)) {
-			respd_mget_refuse(cmd, true);
+			respd_mget_refuse(cmd, RESPD_REFUSE_TENANT_PINS);
 			return false;
 		}
 		if (cmd->kind == RK_MGET && it->live)
@@ -1039,7 +1066,7 @@ static bool respd_settle(struct respd_cmd *cmd)
 	cmd->settled = cmd->probed;
 	if (cmd->kind == RK_MGET && cmd->phase == RP_PROBE &&
 	    cmd->probe_bytes >= KVTD_PIN_CONN_MAX(srv) && cmd->probed < cmd->n) {
-		respd_mget_refuse(cmd, false);
+		respd_mget_refuse(cmd, RESPD_REFUSE_CAP);
 		return false;
 	}
 	return true;

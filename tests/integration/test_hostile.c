@@ -65,6 +65,9 @@
  *   wd_share      one tenant's puts overrun the SSD writer beside another
  *                 tenant's few: its write-downs shed first, the other's
  *                 (a quarter of the queue) written and read back
+ *   resp_mget_held  MGETs of one stored byte named 65,535 times, left
+ *                 unread on 4 connections: their replies' iovecs, pins and
+ *                 text charged (as built and as queued), the budget holds
  *   ssd_read_share (by hand, not in the suite) one tenant's GETs of SSD-only
  *                 blocks on 24 connections beside another's single GET: the
  *                 latencies measured (doc/security.md "SSD reads between
@@ -3513,6 +3516,115 @@ static void phase_resp_mget(void)
 	 * (before: all 9600) */
 	T_LE_INT(pins, 4u + 64u + 4u);
 	T_ASSERT(strncmp(big, "-ERR", 4) == 0);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
+/* ------------------------------------------------------------------------
+ * resp_mget_held (rev36c): an MGET's reply waiting in the output queue
+ * holds, besides its bytes, an iovec a run of pinned value and of text,
+ * a pin a value (its handle, and its slot and view in the store) and its
+ * text; the loop charged a reply with pins its first iovec alone (the
+ * "*65535" line), so MGETs of one stored byte named 65,535 times, left
+ * unread, held tens of MiB past --max-memory (--conn-output counts their
+ * 458 KB of bytes each, the pin caps their 64 KiB of values).  Now a
+ * queued reply is charged its text, iovecs and pins (KVTD_PIN_COST):
+ * the budget and the tenant's share of it stop the flood, and another
+ * tenant is served.
+ */
+
+#define MH_KEYS 65535u
+#define MH_CONNS 4u
+#define MH_CMDS 6u /* MGETs on each connection */
+
+/* alice's RESP connection with a receive window of 4 KiB (the kernel's
+ * buffers take little of what it is sent) */
+static int mh_alice(uint16_t port)
+{
+	const char *auth = "*3\r\n$4\r\nAUTH\r\n$5\r\nalice\r\n$26\r\n" SECRET_ALICE "\r\n";
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), small = 1024, mss = 536;
+	char reply[8] = { 0 };
+	bool closed = false;
+
+	T_ASSERT(fd >= 0);
+	setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
+	setsockopt(fd, IPPROTO_TCP, TCP_MAXSEG, &mss, sizeof(mss));
+	sa.sin_port = htons(port);
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	T_EQ_INT(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	T_EQ_INT(send_for(fd, auth, strlen(auth), 1000), (int64_t)strlen(auth));
+	recv_for(fd, reply, 6, 2000, &closed);
+	T_ASSERT(strncmp(reply, "+OK", 3) == 0);
+	return fd;
+}
+
+static void phase_resp_mget_held(void)
+{
+	const char *extra[] = { "--resp", "127.0.0.1:0", "--max-memory", "16M", NULL };
+	size_t cap = 64 + 7 * (size_t)MH_KEYS, o, sent[MH_CONNS] = { 0 }, all = 0;
+	char *cmd = malloc(cap), got[256];
+	int fds[MH_CONNS], w;
+	uint64_t pins = 0, used = 0, t0, grew, refused0, refused;
+	uint16_t port;
+
+	T_ASSERT(cmd != NULL);
+	start_with("resp_mget_held", extra,
+		   "alice " SECRET_ALICE " tenant\n"
+		   "admin " SECRET_ADMIN " admin\n"
+		   "bob " SECRET_BOB " tenant\n");
+	port = tsrv_listener_port(srv.log, "RESP");
+	w = resp_alice(port);
+	resp_set(w, cmd, cap, "a", 'v', 1);
+	close(w);
+	o = (size_t)snprintf(cmd, cap, "*%u\r\n$4\r\nMGET\r\n", MH_KEYS + 1);
+	for (unsigned i = 0; i < MH_KEYS; i++, o += 7)
+		memcpy(cmd + o, "$1\r\na\r\n", 7);
+
+	refused0 = stat_of("server.mem_refused");
+	rss_begin();
+	for (unsigned c = 0; c < MH_CONNS; c++)
+		fds[c] = mh_alice(port);
+	/* MH_CMDS MGETs on each, never read: sent as the server takes them,
+	 * for at most 1 s */
+	t0 = tsrv_now_ns();
+	for (bool more = true; more && tsrv_now_ns() - t0 < 1000000000ull;) {
+		more = false;
+		for (unsigned c = 0; c < MH_CONNS; c++) {
+			size_t want = MH_CMDS * o - sent[c], off = sent[c] % o;
+			int64_t n;
+			if (!want)
+				continue;
+			more = true;
+			n = send_for(fds[c], cmd + off, o - off, 20);
+			if (n > 0)
+				sent[c] += (size_t)n;
+		}
+	}
+	/* what they hold, over 0.5 s */
+	t0 = tsrv_now_ns();
+	while (tsrv_now_ns() - t0 < 500000000ull) {
+		uint64_t p = stat_of("store.pins_active"), u = stat_of("server.mem_used");
+		pins = p > pins ? p : pins;
+		used = u > used ? u : used;
+		tsrv_sleep_ms(100);
+	}
+	grew = rss_end(16u << 20);
+	refused = stat_of("server.mem_refused") - refused0;
+	for (unsigned c = 0; c < MH_CONNS; c++)
+		all += sent[c];
+	printf("resp_mget_held: %zu of %u MGETs of %u keys sent on %u connections, unread: "
+	       "at most %" PRIu64 " pins, mem_used %" PRIu64 " KiB, %" PRIu64 " refused, RSS +%"
+	       PRIu64 " MiB\n", all / o, MH_CONNS * MH_CMDS, MH_KEYS, MH_CONNS, pins, used >> 10,
+	       refused, grew >> 20);
+	/* Each pin held is charged at least KVTD_PIN_COST (128 bytes): the
+	 * budget bounds them, but for a window of each connection's MGET
+	 * (before: 786,420, 12 replies, mem_used 3 KiB) */
+	T_LE_INT(pins, (16u << 20) / 128u + MH_CONNS * 64u);
+	/* another tenant is served meanwhile */
+	T_ASSERT(rt_bob(port, 'b', 1, got, sizeof(got)));
+	for (unsigned c = 0; c < MH_CONNS; c++)
+		close(fds[c]);
+	free(cmd);
 	T_EQ_INT(tsrv_stop(&srv), 0);
 }
 
@@ -9141,6 +9253,7 @@ static const struct tsrv_phase phases[] = {
 	{ "parse_partial", phase_parse_partial },
 	{ "big_frames", phase_big_frames },
 	{ "resp_mget", phase_resp_mget },
+	{ "resp_mget_held", phase_resp_mget_held },
 	{ "resp_exists", phase_resp_exists },
 	{ "fwd_queue", phase_fwd_queue },
 	{ "repair_table", phase_repair_table },

@@ -64,12 +64,30 @@ static void test_resp(void)
 	T_EQ_INT(resp_parse((const uint8_t *)"*17\r\n", 5, &lim, &cmd, args, 16), RESP_EARGC);
 	T_EQ_INT(resp_parse((const uint8_t *)"*0\r\n", 4, &lim, &cmd, args, 16), RESP_EARGC);
 	T_EQ_INT(resp_parse((const uint8_t *)"*1\r\n$65\r\n", 9, &lim, &cmd, args, 16), RESP_EBULK);
-	T_EQ_INT(resp_parse((const uint8_t *)"*1\r\n$-1\r\n", 9, &lim, &cmd, args, 16), RESP_EPROTO);
+	T_EQ_INT(resp_parse((const uint8_t *)"*1\r\n$-1\r\n", 9, &lim, &cmd, args, 16), RESP_EBULK);
 	T_EQ_INT(resp_parse((const uint8_t *)"*1\r\n:1\r\n", 8, &lim, &cmd, args, 16), RESP_EPROTO);
 	T_EQ_INT(resp_parse((const uint8_t *)"*1\r\n$1\r\nxyz", 11, &lim, &cmd, args, 16), RESP_EPROTO);
-	T_EQ_INT(resp_parse((const uint8_t *)"*1x\r\n", 5, &lim, &cmd, args, 16), RESP_EPROTO);
+	T_EQ_INT(resp_parse((const uint8_t *)"*1x\r\n", 5, &lim, &cmd, args, 16), RESP_EARGC);
 	T_EQ_INT(resp_parse((const uint8_t *)"*99999999999999999999\r\n", 23, &lim, &cmd, args, 16),
-		 RESP_EPROTO);
+		 RESP_EARGC);
+	/* Lengths as Redis's string2ll reads them: "0" alone, no leading
+	 * zero, no "-0" (Redis 7: "invalid multibulk length", "invalid bulk
+	 * length"); they were taken as 1, 4 and 0 */
+	T_EQ_INT(resp_parse((const uint8_t *)"*01\r\n$4\r\nPING\r\n", 15, &lim, &cmd, args, 16),
+		 RESP_EARGC);
+	T_EQ_INT(resp_parse((const uint8_t *)"*00\r\n", 5, &lim, &cmd, args, 16), RESP_EARGC);
+	T_EQ_INT(resp_parse((const uint8_t *)"*1\r\n$04\r\nPING\r\n", 15, &lim, &cmd, args, 16),
+		 RESP_EBULK);
+	T_EQ_INT(resp_parse((const uint8_t *)"*1\r\n$-0\r\n\r\n", 11, &lim, &cmd, args, 16),
+		 RESP_EBULK);
+	T_EQ_INT(resp_parse((const uint8_t *)"*1\r\n$00\r\n\r\n", 11, &lim, &cmd, args, 16),
+		 RESP_EBULK);
+	{
+		static const char *const empty[] = { "" };
+		static const char *const ten[] = { "0123456789" };
+		resp_prefixes("*1\r\n$0\r\n\r\n", 10, 1, empty);
+		resp_prefixes("*1\r\n$10\r\n0123456789\r\n", 21, 1, ten);
+	}
 	{
 		char line[100];
 		memset(line, 'a', sizeof(line));
