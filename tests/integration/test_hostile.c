@@ -3536,22 +3536,17 @@ static void phase_resp_mget(void)
 #define MH_CONNS 4u
 #define MH_CMDS 6u /* MGETs on each connection */
 
+static int ms_connect_slow(uint16_t port);
+
 /* alice's RESP connection with a receive window of 4 KiB (the kernel's
- * buffers take little of what it is sent) */
+ * buffers take little of what it is sent: ms_connect_slow) */
 static int mh_alice(uint16_t port)
 {
 	const char *auth = "*3\r\n$4\r\nAUTH\r\n$5\r\nalice\r\n$26\r\n" SECRET_ALICE "\r\n";
-	struct sockaddr_in sa = { .sin_family = AF_INET };
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), small = 1024, mss = 536;
+	int fd = ms_connect_slow(port);
 	char reply[8] = { 0 };
 	bool closed = false;
 
-	T_ASSERT(fd >= 0);
-	setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
-	setsockopt(fd, IPPROTO_TCP, TCP_MAXSEG, &mss, sizeof(mss));
-	sa.sin_port = htons(port);
-	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	T_EQ_INT(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
 	T_EQ_INT(send_for(fd, auth, strlen(auth), 1000), (int64_t)strlen(auth));
 	recv_for(fd, reply, 6, 2000, &closed);
 	T_ASSERT(strncmp(reply, "+OK", 3) == 0);
