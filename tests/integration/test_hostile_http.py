@@ -244,6 +244,18 @@ def read_answer(s, timeout=5.0, no_body=False):
     return int(head.split(b" ")[1]), head.decode("latin-1"), body
 
 
+def pipelined(s, msgs, timeout=60):
+    """Sends msgs on s from a thread while reading their answers in
+    order (a writer that waits for nothing); their statuses.  s is
+    closed after."""
+    feeder = threading.Thread(target=s.sendall, args=(b"".join(msgs),))
+    feeder.start()
+    sts = [read_answer(s, timeout)[0] for _ in msgs]
+    feeder.join()
+    s.close()
+    return sts
+
+
 def closed_after(s, timeout=3.0):
     """Does the server close s (EOF or reset) within timeout, sending
     nothing more?"""
@@ -2762,11 +2774,7 @@ def s3_list_sort(ph):
     names = ["o-%04d-%s" % (i, "x" * 200) for i in range(1000)]
     s = socket.create_connection(("127.0.0.1", P), source_address=(PROBER, 0))
     msgs = [signed_msg(P, "PUT", "/hbkt/" + n, body=b"v%d" % i) for i, n in enumerate(names)]
-    feeder = threading.Thread(target=s.sendall, args=(b"".join(msgs),))
-    feeder.start()
-    sts = [read_answer(s, 60)[0] for _ in names]
-    feeder.join()
-    s.close()
+    sts = pipelined(s, msgs)
     assert sts.count(200) == len(names), sorted(set(sts))
     st, _, body = http(P, signed_msg(P, "PUT", "/boblist", who=BOB), src=PROBER)
     assert st == 200, (st, body)
@@ -2868,11 +2876,7 @@ def s3_answer_held(ph):
     s = socket.create_connection(("127.0.0.1", P), source_address=(PROBER, 0))
     msgs = [signed_msg(P, "PUT", "/held/%s%03d" % (fat, i), body=b"v") for i in range(n)]
     msgs += [signed_msg(P, "PUT", "/hbkt/" + v, body=b"victim") for v in ("victim", "victim2")]
-    feeder = threading.Thread(target=s.sendall, args=(b"".join(msgs),))
-    feeder.start()
-    sts = [read_answer(s, 60)[0] for _ in msgs]
-    feeder.join()
-    s.close()
+    sts = pipelined(s, msgs)
     assert sts.count(200) == len(msgs), sorted(set(sts))
     srv.written_down()
     srv.argv += ["--set", "ssd.debug_write_delay_ms=%d" % HOLD_MS]
