@@ -6283,6 +6283,14 @@ static bool format_rerun(void)
 	return getenv("KVT_TEST_SSD_FORMAT") != NULL;
 }
 
+/* Does KVT_TEST_ONLY name group?  Then main runs that group's cases alone. */
+static bool test_only(const char *group)
+{
+	const char *only = getenv("KVT_TEST_ONLY");
+
+	return only && !strcmp(only, group);
+}
+
 int main(void)
 {
 	const char *only = getenv("KVT_TEST_IO");
@@ -6294,11 +6302,11 @@ int main(void)
 		fprintf(stderr, "== backend %s\n", io_backend);
 		/* KVT_TEST_ONLY=powerloss_random: only the power-loss rounds
 		 * (scripts/fuzz-campaign runs many seeds of them). */
-		if (getenv("KVT_TEST_ONLY") && !strcmp(getenv("KVT_TEST_ONLY"), "powerloss_random")) {
+		if (test_only("powerloss_random")) {
 			test_powerloss_random();
 			continue;
 		}
-		if (getenv("KVT_TEST_ONLY") && !strcmp(getenv("KVT_TEST_ONLY"), "tiers")) {
+		if (test_only("tiers")) {
 			test_persistent_wait();
 			test_wd_share();
 			test_first_hit();
@@ -6309,22 +6317,22 @@ int main(void)
 			test_slots_used();
 			continue;
 		}
-		if (getenv("KVT_TEST_ONLY") && !strcmp(getenv("KVT_TEST_ONLY"), "meta")) {
+		if (test_only("meta")) {
 			test_meta_reuse();
 			continue;
 		}
-		if (getenv("KVT_TEST_ONLY") && !strcmp(getenv("KVT_TEST_ONLY"), "bytes")) {
+		if (test_only("bytes")) {
 			test_bytes();
 			continue;
 		}
 		/* KVT_TEST_ONLY=carry: reclamation's carries and their races. */
-		if (getenv("KVT_TEST_ONLY") && !strcmp(getenv("KVT_TEST_ONLY"), "carry")) {
+		if (test_only("carry")) {
 			test_carry();
 			test_carry_deletes();
 			continue;
 		}
 		/* KVT_TEST_ONLY=part: the quiet part reads and their races. */
-		if (getenv("KVT_TEST_ONLY") && !strcmp(getenv("KVT_TEST_ONLY"), "part")) {
+		if (test_only("part")) {
 			test_part_read();
 			test_format3_part_read();
 			test_part_large();
@@ -6335,7 +6343,7 @@ int main(void)
 			continue;
 		}
 		/* KVT_TEST_ONLY=sync_fail: the failed fdatasyncs' cases. */
-		if (getenv("KVT_TEST_ONLY") && !strcmp(getenv("KVT_TEST_ONLY"), "sync_fail")) {
+		if (test_only("sync_fail")) {
 			test_sync_fail();
 			tomb_fault_round(IO_FAULT_EIO_FSYNC);
 			tomb_fault_round(IO_FAULT_EIO_WRITE);
@@ -6354,7 +6362,7 @@ int main(void)
 		 * quarantine_kill9|quarantine_wrap|seal_hole|seal_reuse, else all; named
 		 * alone, the other kill -9 rounds too: promote_delete|delete_hole|
 		 * delete_kill9). */
-		if (getenv("KVT_TEST_ONLY") && !strcmp(getenv("KVT_TEST_ONLY"), "seal_tomb")) {
+		if (test_only("seal_tomb")) {
 			const char *c = getenv("KVT_TEST_CASE") ? getenv("KVT_TEST_CASE") : "";
 			if (!strcmp(c, "promote_delete"))
 				test_promote_delete_kill9();
@@ -6382,22 +6390,22 @@ int main(void)
 				test_seal_synced_reuse();
 			continue;
 		}
-		if (getenv("KVT_TEST_ONLY") && !strcmp(getenv("KVT_TEST_ONLY"), "delkill")) {
+		if (test_only("delkill")) {
 			test_delete_kill9();
 			test_delete_backlog();
 			continue;
 		}
-		if (getenv("KVT_TEST_ONLY") && !strcmp(getenv("KVT_TEST_ONLY"), "room")) {
+		if (test_only("room")) {
 			test_room();
 			test_room_text();
 			test_room_retry();
 			continue;
 		}
-		if (getenv("KVT_TEST_ONLY") && !strcmp(getenv("KVT_TEST_ONLY"), "resize")) {
+		if (test_only("resize")) {
 			test_resize_crash();
 			continue;
 		}
-		if (getenv("KVT_TEST_ONLY") && !strcmp(getenv("KVT_TEST_ONLY"), "versions")) {
+		if (test_only("versions")) {
 			test_format_versions();
 			test_format3_read();
 			test_format3_write();
@@ -6406,7 +6414,7 @@ int main(void)
 		/* KVT_TEST_ONLY=psync_only: the cases that only the psync engine
 		 * runs (a slow fdatasync needs it), for a variant that runs the
 		 * rest on io_uring alone (test_ssd_fmt2_psync). */
-		if (getenv("KVT_TEST_ONLY") && !strcmp(getenv("KVT_TEST_ONLY"), "psync_only")) {
+		if (test_only("psync_only")) {
 			if (strcmp(io_backend, "psync"))
 				continue;
 			test_delete_sync();
@@ -6423,7 +6431,7 @@ int main(void)
 		 * same threads meeting at the same locks, and the rest change
 		 * at 4096 in the records' layout, which ASan's test_ssd_4k
 		 * runs in full. */
-		if (getenv("KVT_TEST_ONLY") && !strcmp(getenv("KVT_TEST_ONLY"), "races")) {
+		if (test_only("races")) {
 			test_persistent_wait();
 			test_delete_race();
 			test_carry();
@@ -6439,7 +6447,7 @@ int main(void)
 			test_promote_race();
 			continue;
 		}
-		if (getenv("KVT_TEST_ONLY") && !strcmp(getenv("KVT_TEST_ONLY"), "reuse")) {
+		if (test_only("reuse")) {
 			test_reuse();
 			test_reuse_kill9();
 			test_reuse_fault();
