@@ -43,8 +43,8 @@
 #define S3D_CREQ_MAX (48u << 10)
 #define S3D_UD ((uint64_t)KVTD_PROTO_S3) /* user_data tag of our library requests */
 /* GetObjects of one connection in the store or waiting for earlier
- * answers at once (their pins are counted once their answers are queued:
- * s3d_pin_flow) */
+ * answers at once (their pins count against the pin caps from the moment
+ * they are kept: s3d_keep_pin, s3d_pin_flow) */
 #define S3D_GETS_MAX 4u
 /* Quiet reads of whole objects (GetObject, a CopyObject source of a
  * granted bucket) of one tenant in the store at once, all its
@@ -223,6 +223,10 @@ struct s3d_req {
 	uint64_t pins_copy;        /* of the pins' bytes, private SSD copies charged
 				    * (s3d_keep_pin): the output entry's copy_len */
 	struct kvtd_tstat *pins_copy_tstat;
+	uint64_t pin_held;         /* value bytes behind its pins, counted in
+				    * s3d_conn.pin_held and pin_tstat's pinned
+				    * until queued or released (s3d_keep_pin) */
+	struct kvtd_tstat *pin_tstat;
 	bool copy_refused;         /* a quiet read's copy was over its bounds */
 	bool oom;
 	char etag[48];
@@ -237,6 +241,8 @@ struct s3d_conn {
 	size_t head_scan;          /* of the head at rstart, bytes searched (s3h_parse_from) */
 	unsigned gets;             /* GetObjects listed, their answers not queued
 				    * (S3D_GETS_MAX) */
+	uint64_t pin_held;         /* value bytes its requests' kept pins hold,
+				    * answers not queued (s3d_keep_pin) */
 	/* one-entry bucket cache */
 	char ns_bucket[64];
 	char ns_tenant[PROTO_TENANT_MAX + 1];
@@ -283,7 +289,12 @@ static inline uint64_t s3d_get64(const uint8_t *p)
 void s3d_text(struct s3d_req *rq, const void *p, size_t len);
 void s3d_printf(struct s3d_req *rq, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void s3d_xml_str(struct s3d_req *rq, const char *s, size_t n);
-void s3d_keep_pin(struct s3d_req *rq, struct s3d_item *it);
+/* The answer keeps its item's pin (len value bytes behind it), counted
+ * against the pin caps from now: s3reply.c "Pinned answers". */
+void s3d_keep_pin(struct s3d_req *rq, struct s3d_item *it, uint64_t len);
+/* Whether rq's GET, done, may keep its pins (false: a cap refuses it,
+ * *why says which): s3reply.c "Pinned answers". */
+bool s3d_pin_admit(struct s3d_req *rq, const char **why);
 /* An item's pin released, with its copy's charge (s3ops.c "Quiet reads"),
  * and the charge of copies moved to rq->pins given back. */
 void s3d_item_unpin(struct kvtd_server *srv, struct s3d_req *rq, struct s3d_item *it);

@@ -747,7 +747,6 @@ static void s3d_list_buckets_answer(struct s3d_req *rq)
 /* The answer to a GET or HEAD of a probed object (items[0]). */
 static void s3d_get_answer(struct s3d_req *rq)
 {
-	struct kvtd_server *srv = rq->conn->loop->srv;
 	struct s3d_item *it = &rq->items[0];
 	struct s3d_obj ob;
 	char etag[48], lm[40], extra[1024], crcb[16];
@@ -764,19 +763,17 @@ static void s3d_get_answer(struct s3d_req *rq)
 		s3d_fail(rq, 404, "NoSuchKey", "The specified key does not exist.");
 		return;
 	}
-	/* Pinned answers (ops.c "Pinned answers"): a tenant's queued answers
-	 * pin at most KVTD_PIN_TENANT_MAX of DRAM, all its connections
-	 * together.  A connection that pins nothing got its answer whatever
-	 * its tenant pinned, so one tenant's unread GETs on many connections
-	 * (one each) kept the whole DRAM tier from being evicted and every
-	 * other tenant's PUT was refused (test_hostile_http s3_pins).  Its
-	 * own pins pause the connection instead (s3d.c s3d_pin_flow). */
-	if (!head && kvtd_auth_enabled() && rq->conn->tstat && !rq->conn->pin_bytes &&
-	    atomic_load_explicit(&rq->conn->tstat->pinned, memory_order_relaxed) >=
-		    KVTD_PIN_TENANT_MAX(srv)) {
-		KVTD_COUNT(srv, pin_deferred, 1);
-		s3d_fail(rq, 503, "SlowDown", "The tenant's answers being sent pin its share of "
-			 "kvtierd's DRAM tier; read them, or retry later.");
+	/* Pinned answers (ops.c "Pinned answers"): a tenant's answers pin at
+	 * most KVTD_PIN_TENANT_MAX of DRAM, all its connections together.
+	 * A connection that pins nothing got its answer whatever its tenant
+	 * pinned, so one tenant's unread GETs on many connections (one
+	 * each) kept the whole DRAM tier from being evicted and every other
+	 * tenant's PUT was refused (test_hostile_http s3_pins).  Its own pins
+	 * pause the connection instead (s3d.c s3d_pin_flow), and an answer
+	 * that waits for earlier ones is refused past the caps
+	 * (s3d_pin_admit). */
+	if (!head && !s3d_pin_admit(rq, &v)) {
+		s3d_fail(rq, 503, "SlowDown", v);
 		return;
 	}
 	s3d_etag(etag, sizeof(etag), ob.crc, ob.len, ob.nparts);
@@ -901,7 +898,7 @@ whole:
 			left -= take;
 			off = 0;
 		}
-		s3d_keep_pin(rq, it);
+		s3d_keep_pin(rq, it, end - start);
 	}
 	s3d_finish(rq);
 }

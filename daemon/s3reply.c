@@ -101,8 +101,10 @@ void s3d_xml_str(struct s3d_req *rq, const char *s, size_t n)
 	s3d_text(rq, s + run, n - run);
 }
 
-void s3d_keep_pin(struct s3d_req *rq, struct s3d_item *it)
+void s3d_keep_pin(struct s3d_req *rq, struct s3d_item *it, uint64_t len)
 {
+	struct kvtd_conn *c = rq->conn;
+
 	if (rq->npin == rq->pincap) {
 		unsigned nc = rq->pincap ? rq->pincap * 2 : 4;
 		uint64_t *np = realloc(rq->pins, nc * sizeof(*np));
@@ -115,6 +117,17 @@ void s3d_keep_pin(struct s3d_req *rq, struct s3d_item *it)
 	}
 	rq->pins[rq->npin++] = it->req.pin;
 	it->pinned = false;
+	/* counted from here, whether the answer is queued now or waits for
+	 * earlier ones (s3d_pin_unhold gives it back) */
+	if (len) {
+		if (!rq->pin_held)
+			rq->pin_tstat = c->tstat;
+		rq->pin_held += len;
+		s3d_of(c)->pin_held += len;
+		if (rq->pin_tstat)
+			atomic_fetch_add_explicit(&rq->pin_tstat->pinned, len,
+						  memory_order_relaxed);
+	}
 	if (it->copy_charged) {
 		rq->pins_copy += it->copy_charged;
 		rq->pins_copy_tstat = it->copy_tstat; /* one signer a request */
@@ -142,11 +155,29 @@ void s3d_item_unpin(struct kvtd_server *srv, struct s3d_req *rq, struct s3d_item
 	it->copy_charged = 0;
 }
 
+/* What s3d_keep_pin counted of rq's pins is given back, once: they are
+ * released, or the output entry counts them now (kvtd_conn_queue). */
+static void s3d_pin_unhold(struct s3d_req *rq)
+{
+	struct s3d_conn *sc = s3d_of(rq->conn);
+
+	if (!rq->pin_held)
+		return;
+	if (sc)
+		sc->pin_held -= rq->pin_held;
+	if (rq->pin_tstat)
+		atomic_fetch_sub_explicit(&rq->pin_tstat->pinned, rq->pin_held,
+					  memory_order_relaxed);
+	rq->pin_held = 0;
+	rq->pin_tstat = NULL;
+}
+
 void s3d_pins_release(struct kvtd_server *srv, struct s3d_req *rq)
 {
 	for (unsigned i = 0; i < rq->npin; i++)
 		kvt_pin_release(srv->store, rq->pins[i]);
 	rq->npin = 0;
+	s3d_pin_unhold(rq);
 	s3d_copy_uncharge(srv, rq->conn, rq->pins_copy_tstat, rq->pins_copy);
 	rq->pins_copy = 0;
 }
@@ -392,6 +423,7 @@ static struct kvtd_out *s3d_out(struct kvtd_server *srv, struct s3d_req *rq)
 	o->copy_len = rq->pins_copy;
 	o->copy_tstat = rq->pins_copy_tstat;
 	rq->pins_copy = 0;
+	s3d_pin_unhold(rq); /* counted by the entry from now (kvtd_conn_queue) */
 	rq->text = NULL;
 	rq->pins = NULL;
 	rq->npin = 0;
@@ -429,17 +461,49 @@ void s3d_flush_done(struct kvtd_conn *c)
 
 /*
  * Pinned answers (ops.c "Pinned answers"; respd.c respd_pin_flow): a GET
- * is answered from its object's pinned DRAM, counted in c->pin_bytes and
- * its tenant's pinned bytes once queued.  A connection whose queued
+ * is answered from its object's pinned DRAM, counted in its connection's
+ * and its tenant's pinned bytes from the moment its answer keeps the pin
+ * (s3d_keep_pin: sc->pin_held, the tenant's pinned) -- moved to
+ * c->pin_bytes once queued -- until it is released.  A connection whose
  * answers pin past KVTD_PIN_CONN_MAX, or past its tenant's
- * KVTD_PIN_TENANT_MAX, or with S3D_GETS_MAX GETs not yet answered (their
- * pins are not counted yet), parses no more heads until that changes
- * (its answers queued or drained: s3d_flush_done, the written hook).
- * Pipelined GETs left unread pinned up to --conn-output (64 MiB) a
- * connection before (test_hostile_http s3_pins).  One that pins nothing
- * is read; its GET is refused past the tenant's cap (s3ops.c
- * s3d_get_answer).
+ * KVTD_PIN_TENANT_MAX, or with S3D_GETS_MAX GETs not yet answered,
+ * parses no more heads until that changes (its answers queued or
+ * drained: s3d_flush_done, the written hook).  Pipelined GETs left
+ * unread pinned up to --conn-output (64 MiB) a connection before
+ * (test_hostile_http s3_pins).  A GET is refused (503 SlowDown, the
+ * connection kept) when it is done and (s3d_pin_admit):
+ *   - its connection pins nothing while its tenant pins its cap (a
+ *     connection that pins something is paused instead);
+ *   - its answer must wait for an earlier request of its connection (a
+ *     DELETE waiting for its tombstone to be durable, a slow read) while
+ *     its connection's or its tenant's answers pin their cap.  Such pins
+ *     were counted only once their answers were queued: 4 GETs a
+ *     connection, times --tenant-conns, pinned DRAM outside both caps
+ *     behind slow requests (test_hostile_http s3_pins_waiting).
  */
+bool s3d_pin_admit(struct s3d_req *rq, const char **why)
+{
+	struct kvtd_conn *c = rq->conn;
+	struct kvtd_server *srv = c->loop->srv;
+	struct s3d_conn *sc = s3d_of(c);
+	uint64_t mine = c->pin_bytes + sc->pin_held;
+	bool tenant = c->tstat && atomic_load_explicit(&c->tstat->pinned, memory_order_relaxed) >=
+					  KVTD_PIN_TENANT_MAX(srv);
+
+	if (!mine && tenant && kvtd_auth_enabled())
+		*why = "The tenant's answers being sent pin its share of kvtierd's DRAM tier; "
+		       "read them, or retry later.";
+	else if (mine && sc->head != rq && (tenant || mine >= KVTD_PIN_CONN_MAX(srv)))
+		*why = tenant ? "The tenant's answers waiting to be sent pin its share of "
+				"kvtierd's DRAM tier; read them, or retry later."
+			      : "The connection's answers waiting behind its earlier requests pin "
+				"its share of kvtierd's DRAM tier; retry later.";
+	else
+		return true;
+	KVTD_COUNT(srv, pin_deferred, 1);
+	return false;
+}
+
 void s3d_pin_flow(struct kvtd_conn *c)
 {
 	struct kvtd_server *srv = c->loop->srv;
@@ -448,8 +512,8 @@ void s3d_pin_flow(struct kvtd_conn *c)
 
 	if (c->dead || !sc)
 		return;
-	if (c->pin_bytes)
-		pins = c->pin_bytes >= KVTD_PIN_CONN_MAX(srv) ||
+	if (c->pin_bytes + sc->pin_held)
+		pins = c->pin_bytes + sc->pin_held >= KVTD_PIN_CONN_MAX(srv) ||
 		       (c->tstat && atomic_load_explicit(&c->tstat->pinned, memory_order_relaxed) >=
 					    KVTD_PIN_TENANT_MAX(srv));
 	over = pins || sc->gets >= S3D_GETS_MAX;
@@ -471,6 +535,12 @@ void s3d_finish(struct s3d_req *rq)
 	rq->done = true;
 	rq->phase = PH_DONE;
 	s3d_scan_release(rq);
+	/* The pins its answer did not keep (a GET refused, a copy's sources)
+	 * are let go now rather than once it is queued: a GET refused behind
+	 * a request in flight held its object pinned until then
+	 * (test_hostile_http s3_pins_waiting). */
+	for (uint32_t i = 0; i < rq->n; i++)
+		s3d_item_unpin(srv, rq, &rq->items[i]);
 	/* An answer is queued (and charged, kvtd_conn_queue) once every
 	 * earlier request of its connection is answered.  One that waits for
 	 * them is charged from here, to --max-memory and its tenant's input

@@ -50,7 +50,8 @@ the handshake: tests/integration/tls_flood.c), tls_big_messages (handshake
 messages declaring more than a record: a ClientHello, a client certificate
 list), tls_groups (ClientHellos naming finite-field groups: the loop's CPU),
 tls_sessions (TLS 1.2 sessions cached by the server), s3_answer_held (answers
-waiting behind a request in flight: charged).
+waiting behind a request in flight: charged), s3_pins_waiting (GETs waiting
+behind a request in flight: their pins capped).
 """
 import base64
 import datetime
@@ -2969,6 +2970,106 @@ def s3_answer_held(ph):
 
 s3_answer_held.extra = ["--dram", "256M", "--ssd", "64M", "--set", "ssd.segment=16M"]
 s3_answer_held.dram_mib = 256
+
+
+# s3_pins_waiting: how long the SSD writer holds each write-down (the
+# DELETEs wait for it), and when the pins are counted after the pipelines
+# are sent (their GETs read from SSD meanwhile)
+WAIT_MS, WAIT_SAMPLE_S = 1000, 0.5
+
+
+@phase
+def s3_pins_waiting(ph):
+    """A GET answered while an earlier request of its connection is still
+    in the store keeps its pins for an answer that waits (HTTP/1.1 answers
+    leave in order), and they were counted against the pin caps only once
+    the answer was queued: 4 GETs a connection (S3D_GETS_MAX), times
+    --tenant-conns, pinned DRAM outside both caps behind slow requests.
+    alice stores 16 objects of 2 MiB and one of 4 MiB (--dram 64M: her
+    pins' share 16 MiB, a connection's 8 MiB); restarted with a slow SSD
+    writer, she puts one object (its write-down holds the writer WAIT_MS)
+    and on 5 connections sends a DELETE (answered once its tombstone is
+    durable: behind that write) followed by 4 GETs: of the 4 MiB object on
+    the first, of 4 distinct 2 MiB objects on the others.  While the
+    DELETEs wait, the pins held (kvtier_pins_active) and, once answered,
+    the bytes of the GETs served must be within the caps (one object over
+    each at most), the rest 503 SlowDown with the connection kept; bob is
+    served meanwhile.  Before: all 20 GETs held, 48 MiB pinned."""
+    srv, P = ph.srv, ph.srv.port
+    two, four = 2 << 20, 4 << 20
+    for path, who in (("/bobbkt", BOB), ("/bobbkt/k", BOB)):
+        st, _, body = http(P, signed_msg(P, "PUT", path, body=b"bob" if "/k" in path else b"",
+                                         who=who), src=PROBER)
+        assert st == 200, (path, st, body)
+    objs = {"/hbkt/w%d" % i: bytes([65 + i]) * two for i in range(16)}
+    objs["/hbkt/w4m"] = b"z" * four
+    objs.update({"/hbkt/wv%d" % i: b"victim" for i in range(5)})
+    for path, v in objs.items():
+        srv.put_written(path, v)
+    srv.written_down()
+    srv.argv += ["--set", "ssd.debug_write_delay_ms=%d" % WAIT_MS]
+    srv.restart()
+    P = srv.port
+    srv.written_down()
+    pins0 = srv.metric("kvtier_pins_active")
+    st, _, body = http(P, signed_msg(P, "PUT", "/hbkt/wtrigger", body=b"t" * 1024), src=PROBER)
+    assert st == 200, (st, body)
+    t0 = time.monotonic()
+    conns, wanted = [], []
+    for i in range(5):
+        c = socket.create_connection(("127.0.0.1", P), source_address=(ph.addr(), 0))
+        gets = ["/hbkt/w4m"] * 4 if i == 0 else ["/hbkt/w%d" % (4 * (i - 1) + j)
+                                                 for j in range(4)]
+        c.sendall(signed_msg(P, "DELETE", "/hbkt/wv%d" % i) +
+                  b"".join(signed_msg(P, "GET", g) for g in gets))
+        conns.append(c)
+        wanted.append(gets)
+    time.sleep(WAIT_SAMPLE_S)
+    pins = srv.metric("kvtier_pins_active") - pins0
+    waiting = all(held(c) for c in conns)
+    at = time.monotonic() - t0
+    st, _, got = http(P, signed_msg(P, "GET", "/bobbkt/k", who=BOB), src=PROBER)
+    ph.expect(st == 200 and got == b"bob", "bob's GET beside the held answers", st, got[:200])
+    served, refused, per_conn, bad = 0, 0, [], []
+    for c, gets in zip(conns, wanted):
+        st, _, _ = read_answer(c, 10)
+        ph.expect(st == 204, "a DELETE ahead of the GETs", st)
+        mine = 0
+        for g in gets:
+            st, _, body = read_answer(c, 10)
+            if st == 200 and body == objs[g]:
+                mine += len(body)
+            elif st == 503 and code_of(body) == "SlowDown":
+                refused += 1
+            else:
+                bad.append((g, st, body[:120]))
+        served += mine
+        per_conn.append(mine >> 20)
+        # the connection is kept after a refusal (served, or refused again
+        # while the others' answers, unread yet, pin the tenant's share)
+        c.sendall(signed_msg(P, "GET", "/hbkt/known"))
+        st, hd, body = read_answer(c, 10)
+        ph.expect((st == 200 and body == b"known bytes") or
+                  (st == 503 and code_of(body) == "SlowDown" and
+                   "connection: close" not in hd.lower()), "the connection after its GETs", st)
+        c.close()
+    print("5 pipelines of a DELETE and 4 GETs behind a write of %d ms: sampled at %.2f s "
+          "while %s: %d pins held; answered: %d MiB served (by connection %s MiB), %d "
+          "refused 503" % (WAIT_MS, at, "they waited" if waiting else "they DID NOT wait",
+                           pins, served >> 20, per_conn, refused))
+    ph.expect(waiting, "the DELETEs still waited when sampled", at)
+    ph.expect(not bad, "GET answers", bad)
+    # the tenant's share (--dram/4) and one object past it; a connection's
+    # (--dram/8) and one of its objects past it
+    ph.expect(served <= (16 << 20) + four, "bytes served from pins held", served >> 20)
+    ph.expect(per_conn[0] <= 8 + 4 and max(per_conn[1:]) <= 8 + 2, "by connection", per_conn)
+    ph.expect(pins <= 9, "pins held behind the DELETEs", pins)
+    ph.expect(refused >= 8, "GETs refused", refused)
+    ph.cases += 1
+    ph.probe("answers waiting with pins")
+
+
+s3_pins_waiting.extra = ["--ssd", "64M", "--set", "ssd.segment=16M"]
 
 
 def loop_cpu_s(srv):
