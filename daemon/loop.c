@@ -1192,12 +1192,26 @@ static bool loop_unauth_evict(struct kvtd_conn *c)
 		      "the oldest unauthenticated connection, closed to admit a new one "
 		      "(half of --max-conns are unauthenticated)");
 	loop_unauth_drop(old);
-	if (old->tls && !old->tls_ready) /* nothing can be said to it yet */
+	if (old->tls && !old->tls_ready) { /* nothing can be said to it yet */
 		loop_conn_close(old, "oldest unauthenticated connection, evicted");
-	else
-		old->ops->fail(old, KVT_EBUSY, "server at its limit of unauthenticated "
-			       "connections (half of --max-conns): this one, the oldest, "
-			       "closed; authenticate promptly");
+		return true;
+	}
+	old->ops->fail(old, KVT_EBUSY, "server at its limit of unauthenticated "
+		       "connections (half of --max-conns): this one, the oldest, "
+		       "closed; authenticate promptly");
+	/* Its last word goes now, or never: a peer that does not read (its
+	 * socket full of answers it was sent) kept an evicted connection,
+	 * no longer counted among the unauthenticated ones, with its fd and
+	 * queued output until the unauthenticated clock (--idle-timeout)
+	 * closed it, so that a few peers could hold --max-conns so
+	 * (test_hostile_http unauth_evict_stalled).  What it could not be
+	 * sent is dropped; what it was is then closed as any answer that
+	 * ends a connection is (loop_conn_linger, at most KVTD_LINGER_MS). */
+	if (!old->dead)
+		loop_conn_flush(old);
+	if (!old->dead && old->out_head)
+		loop_conn_close(old, "oldest unauthenticated connection, evicted; its answers "
+			       "cannot be sent");
 	return true;
 }
 

@@ -51,7 +51,8 @@ messages declaring more than a record: a ClientHello, a client certificate
 list), tls_groups (ClientHellos naming finite-field groups: the loop's CPU),
 tls_sessions (TLS 1.2 sessions cached by the server), s3_answer_held (answers
 waiting behind a request in flight: charged), s3_pins_waiting (GETs waiting
-behind a request in flight: their pins capped).
+behind a request in flight: their pins capped), unauth_evict_stalled (an
+evicted unauthenticated connection that does not read: closed).
 """
 import base64
 import datetime
@@ -4858,6 +4859,111 @@ def tls_sessions(ph):
         ph.cases += 1
     finally:
         t.stop()
+
+
+def _tcp_row(port, peer):
+    """/proc/net/tcp's row of the server's socket on port connected to
+    peer (address, port), split, or None."""
+    import struct
+    want = "%08X:%04X" % (struct.unpack("=I", socket.inet_aton(peer[0]))[0], peer[1])
+    for line in open("/proc/net/tcp").readlines()[1:]:
+        f = line.split()
+        if int(f[1].split(":")[1], 16) == port and f[2] == want:
+            return f
+    return None
+
+
+def server_socket(port, peer):
+    """That socket's inode, or None."""
+    f = _tcp_row(port, peer)
+    return f[9] if f and f[9] != "0" else None
+
+
+def tcp_queues(port, peer):
+    """That socket's send queue (bytes not acknowledged) and receive queue
+    (bytes not read), or (0, 0)."""
+    f = _tcp_row(port, peer)
+    return tuple(int(x, 16) for x in f[4].split(":")) if f else (0, 0)
+
+
+def server_holds(srv, inode):
+    """Does the server have that socket open (an fd of it)?"""
+    d = "/proc/%d/fd" % srv.p.pid
+    for fd in os.listdir(d):
+        try:
+            if os.readlink(os.path.join(d, fd)) == "socket:[%s]" % inode:
+                return True
+        except OSError:
+            pass
+    return False
+
+
+# unauth_evict_stalled: --max-conns (its half, 16, unauthenticated),
+# --idle-timeout (what closed the evicted connection before), and how
+# soon it must be gone (a connection whose last answer was written lingers
+# at most KVTD_LINGER_MS, 2 s; this one is closed at once)
+EVICT_CONNS, EVICT_IDLE_S, EVICT_GONE_S = 32, 10, 3.0
+
+
+@phase
+def unauth_evict_stalled(ph):
+    """When the unauthenticated connections are full (half of --max-conns)
+    the oldest is evicted to admit a new one; it was sent its last error
+    and closed once that was written.  One whose peer does not read --
+    its socket full of the answers it asked for before AUTH (RESP PINGs,
+    each -NOAUTH), the rest queued -- could not be written to: it was kept,
+    no longer counted among the unauthenticated ones, with its fd and its
+    output, until --idle-timeout (so a few peers could hold --max-conns
+    that way).  A RESP client with a 1 KiB receive window (536-byte
+    segments) sends PINGs until the server stops reading it, then 16 other
+    connections fill the pool: the evicted one's fd must be gone at once
+    (well before --idle-timeout), and another client is served."""
+    srv = ph.srv
+    R = resp_port(srv)
+    v = socket.socket()
+    v.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1024)
+    v.setsockopt(socket.IPPROTO_TCP, socket.TCP_MAXSEG, 536)
+    v.bind((ph.addr(), 0))
+    v.connect(("127.0.0.1", R))
+    v.setblocking(False)
+    # 5,000 PINGs (70 KB) ask 170 KB of -NOAUTH, more than the kernel's
+    # buffers take (~40 KB here); wait until the server's send queue for it
+    # stops growing: it can write no more
+    pings, sent = resp_cmd(b"PING") * 5000, 0
+    try:
+        while sent < len(pings):
+            sent += v.send(pings[sent:])
+    except BlockingIOError:
+        pass
+    inode, q, same, t0 = server_socket(R, v.getsockname()), None, 0, time.monotonic()
+    while time.monotonic() - t0 < 2 and same < 2:
+        time.sleep(0.1)
+        was, q = q, tcp_queues(R, v.getsockname())
+        same = same + 1 if q == was and q[0] and q[1] else 0
+    tx, rx = q
+    print("the server's socket of the client: %d B unsent or unacknowledged, %d B unread "
+          "after %.2f s" % (tx, rx, time.monotonic() - t0))
+    assert inode and server_holds(srv, inode), "the server's socket of the client"
+    fill = [socket.create_connection(("127.0.0.1", R), source_address=(ph.addr(), 0))
+            for _ in range(EVICT_CONNS // 2)]
+    t0 = time.monotonic()
+    while server_holds(srv, inode) and time.monotonic() - t0 < EVICT_GONE_S:
+        time.sleep(0.02)
+    gone = time.monotonic() - t0
+    still = server_holds(srv, inode)
+    print("a RESP client that sent %d KB of PINGs unauthenticated and reads nothing, evicted "
+          "by %d new connections: its fd %s after %.2f s (--idle-timeout %d)" % (
+              sent >> 10, len(fill), "still open" if still else "closed", gone, EVICT_IDLE_S))
+    ph.expect(not still, "the evicted connection's fd, %.1f s after its eviction" % EVICT_GONE_S)
+    for s in fill:
+        s.close()
+    v.close()
+    ph.cases += 1
+    ph.probe("an evicted connection that does not read")
+
+
+unauth_evict_stalled.extra = ["--resp", "127.0.0.1:0", "--max-conns", str(EVICT_CONNS),
+                              "--idle-timeout", str(EVICT_IDLE_S)]
 
 
 def main():
