@@ -3031,7 +3031,7 @@ def s3_pins_waiting(ph):
     at = time.monotonic() - t0
     st, _, got = http(P, signed_msg(P, "GET", "/bobbkt/k", who=BOB), src=PROBER)
     ph.expect(st == 200 and got == b"bob", "bob's GET beside the held answers", st, got[:200])
-    served, refused, per_conn, bad = 0, 0, [], []
+    served, refused, per_conn, bad, after = 0, 0, [], [], []
     for c, gets in zip(conns, wanted):
         st, _, _ = read_answer(c, 10)
         ph.expect(st == 204, "a DELETE ahead of the GETs", st)
@@ -3050,14 +3050,16 @@ def s3_pins_waiting(ph):
         # while the others' answers, unread yet, pin the tenant's share)
         c.sendall(signed_msg(P, "GET", "/hbkt/known"))
         st, hd, body = read_answer(c, 10)
+        after.append(st)
         ph.expect((st == 200 and body == b"known bytes") or
                   (st == 503 and code_of(body) == "SlowDown" and
                    "connection: close" not in hd.lower()), "the connection after its GETs", st)
         c.close()
     print("5 pipelines of a DELETE and 4 GETs behind a write of %d ms: sampled at %.2f s "
           "while %s: %d pins held; answered: %d MiB served (by connection %s MiB), %d "
-          "refused 503" % (WAIT_MS, at, "they waited" if waiting else "they DID NOT wait",
-                           pins, served >> 20, per_conn, refused))
+          "refused 503; a GET after them on each: %s" % (
+              WAIT_MS, at, "they waited" if waiting else "they DID NOT wait", pins,
+              served >> 20, per_conn, refused, after))
     ph.expect(waiting, "the DELETEs still waited when sampled", at)
     ph.expect(not bad, "GET answers", bad)
     # the tenant's share (--dram/4) and one object past it; a connection's
@@ -4935,12 +4937,13 @@ def unauth_evict_stalled(ph):
             sent += v.send(pings[sent:])
     except BlockingIOError:
         pass
-    inode, q, same, t0 = server_socket(R, v.getsockname()), None, 0, time.monotonic()
+    q, same, t0 = None, 0, time.monotonic()
     while time.monotonic() - t0 < 2 and same < 2:
         time.sleep(0.1)
         was, q = q, tcp_queues(R, v.getsockname())
         same = same + 1 if q == was and q[0] and q[1] else 0
     tx, rx = q
+    inode = server_socket(R, v.getsockname())  # (0 until accepted)
     print("the server's socket of the client: %d B unsent or unacknowledged, %d B unread "
           "after %.2f s" % (tx, rx, time.monotonic() - t0))
     assert inode and server_holds(srv, inode), "the server's socket of the client"
