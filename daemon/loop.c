@@ -1203,8 +1203,8 @@ static bool loop_unauth_evict(struct kvtd_conn *c)
 	 * socket full of answers it was sent) kept an evicted connection,
 	 * no longer counted among the unauthenticated ones, with its fd and
 	 * queued output until the unauthenticated clock (--idle-timeout)
-	 * closed it, so that a few peers could hold --max-conns so
-	 * (test_hostile_http unauth_evict_stalled).  What it could not be
+	 * closed it: a few peers could so hold connections past the
+	 * unauthenticated half (test_hostile_http unauth_evict_stalled).  What it could not be
 	 * sent is dropped; what it was is then closed as any answer that
 	 * ends a connection is (loop_conn_linger, at most KVTD_LINGER_MS). */
 	if (!old->dead)
