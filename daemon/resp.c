@@ -316,13 +316,13 @@ int resp_parse_from(const uint8_t *buf, size_t len, const struct resp_limits *li
 				cmd->need = len + 1;
 			else if (rc != RESP_OK || bl < 0)
 				rc = RESP_EBULK; /* not a length: Redis's words */
-			else if (rc == RESP_OK && (uint64_t)bl > lim->bulk_max)
+			else if ((uint64_t)bl > lim->bulk_max)
 				rc = RESP_EBULK;
-			else if (rc == RESP_OK && len - pos < (uint64_t)bl + 2) {
+			else if (len - pos < (uint64_t)bl + 2) {
 				cmd->need = pos + (uint64_t)bl + 2;
 				rc = RESP_NEED_MORE;
-			} else if (rc == RESP_OK && (buf[pos + (size_t)bl] != '\r' ||
-						     buf[pos + (size_t)bl + 1] != '\n')) {
+			} else if (buf[pos + (size_t)bl] != '\r' ||
+				   buf[pos + (size_t)bl + 1] != '\n') {
 				rc = RESP_EPROTO;
 			}
 		}
