@@ -653,6 +653,25 @@ static void test_redis_nits(void)
 	printf("redis nits: ok\n");
 }
 
+/* Arrays of no arguments and blank lines are skipped without an answer,
+ * the connection kept, as redis-server 7.0.15 does (2026-12-06: each
+ * request below sent to it, the same reply); kvtierd closed the
+ * connection at "*0" until then.  "*-0" and "*0 " are not counts. */
+static void test_no_command(void)
+{
+	int fd = resp_dial();
+
+	raw_eq(fd, "*0\r\n*-1\r\n*-2\r\n\r\n \t\r\n\n*-9223372036854775808\r\nPING\r\n",
+	       "+PONG\r\n");
+	raw_eq(fd, "*0\r\n*1\r\n$4\r\nPING\r\n*0\r\nECHO x\r\n", "+PONG\r\n$1\r\nx\r\n");
+	raw_eq(fd, "*-0\r\nPING\r\n", "-ERR Protocol error: invalid multibulk length\r\n");
+	close(fd);
+	fd = resp_dial();
+	raw_eq(fd, "*0 \r\nPING\r\n", "-ERR Protocol error: invalid multibulk length\r\n");
+	close(fd);
+	printf("no command: ok\n");
+}
+
 /*
  * Cross-protocol scripting (respd.c): an HTTP request a browser sends to
  * the RESP port -- a page's fetch() POST with a text/plain body -- is
@@ -1113,6 +1132,7 @@ int main(int argc, char **argv)
 	test_resp3();
 	test_inline_quotes();
 	test_redis_nits();
+	test_no_command();
 	test_http_request();
 	test_benchmark();
 	test_metrics();
