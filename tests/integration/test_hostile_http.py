@@ -43,7 +43,8 @@ iteration), tls_partial_hello (partial ClientHellos held open: RSS, the
 handshake deadline), idle_rbuf (idle connections after a large RESP command, and partial ones),
 idle_conns (RSS per idle connection after a SET and a GET of 200 KB),
 resp_lengths (RESP length fields at their edges), resp_empty (RESP arrays
-of no arguments and blank lines skipped, as Redis does),
+of no arguments and blank lines skipped, as Redis does), resp_echo_big
+(a large ECHO answered from the command's bytes: peak RSS),
 tls_held_record (authenticated TLS connections each holding part of a record),
 tls_ssl_object (stalled handshakes and one tenant's TLS connections: their
 SSLs charged), tls_post_handshake (KeyUpdates, empty records, alerts after
@@ -4389,6 +4390,67 @@ def resp_empty(ph):
 
 resp_empty.extra = ["--resp", "127.0.0.1:0"]
 
+
+# resp_echo_big: an ECHO's argument (6 MiB: alice's input share is a
+# quarter of --max-memory 32M) and what the server's peak RSS may grow by
+# while it answers one, at most: 2.0 and 3.4 x the argument before
+# (release, ASan: a copy, grown by realloc), 1.0 and 1.14 after
+RESP_ECHO_MIB = 6
+RESP_ECHO_PEAK_X = 1.5
+
+
+@phase
+def resp_echo_big(ph):
+    """A large ECHO (and PING msg) answered from the command's bytes, not
+    a copy (session 37): the answer was its argument copied into the
+    reply's text while the command's bytes were held, a second copy of a
+    64 MiB argument outside --max-memory for as long as the call, and
+    the loop's memcpy.  alice ECHOes 6 MiB, then PINGs 6 MiB, reading
+    each answer whole; the server's peak RSS (VmHWM, reset through
+    /proc/PID/clear_refs before each) grows by at most 1.5 x the
+    argument (the ECHO's is the figure: the PING reuses pages malloc
+    kept from it); each answer's bytes are the argument's; the charge
+    of the queued answers goes back (mem_used as before)."""
+    rport = resp_port(ph.srv)
+    pid = ph.srv.p.pid
+    arg = bytes(range(256)) * (RESP_ECHO_MIB << 12)
+
+    def status_kib(field):
+        for line in open("/proc/%d/status" % pid):
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+        return 0
+    s = socket.create_connection(("127.0.0.1", rport), timeout=10, source_address=(PROBER, 0))
+    s.sendall(resp_cmd(b"AUTH", ALICE[0].encode(), ALICE[1].encode()))
+    ph.expect(resp_line(s) == b"+OK", "AUTH")
+    mem0 = ph.srv.metric("kvtier_server_memory_bytes")
+    want = b"$%d\r\n" % len(arg) + arg + b"\r\n"
+    for name in (b"ECHO", b"PING"):
+        with open("/proc/%d/clear_refs" % pid, "w") as f:
+            f.write("5")  # VmHWM from here
+        rss0 = status_kib("VmRSS")
+        s.sendall(resp_cmd(name, arg))
+        got, _ = read_until(s, b"\r\n", 10)
+        s.settimeout(10)
+        while len(got) < len(want):
+            b = s.recv(1 << 20)
+            if not b:
+                break
+            got += b
+        peak = (status_kib("VmHWM") - rss0) / 1024
+        print("resp_echo_big: %s of %d MiB: peak RSS +%.1f MiB (%.2f x the argument)" % (
+            name.decode(), RESP_ECHO_MIB, peak, peak / RESP_ECHO_MIB))
+        ph.expect(got == want, "the answer", name, len(got))
+        ph.expect(peak <= RESP_ECHO_PEAK_X * RESP_ECHO_MIB, "peak RSS", name, peak)
+        ph.cases += 1
+    s.close()
+    end = time.monotonic() + 5
+    while ph.srv.metric("kvtier_server_memory_bytes") > mem0 and time.monotonic() < end:
+        time.sleep(0.02)
+    ph.expect(ph.srv.metric("kvtier_server_memory_bytes") <= mem0, "charges given back")
+
+
+resp_echo_big.extra = ["--resp", "127.0.0.1:0"]
 
 
 # idle_conns: bytes of RSS an idle connection may hold, at most (ASan,
