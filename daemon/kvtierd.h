@@ -443,6 +443,12 @@ struct kvtd_out {
 	uint64_t *pins;        /* owned: pins to release when written */
 	unsigned pin_count;
 	void *buf;             /* owned: value bytes copied out (or NULL) */
+	void *keep;            /* owned: a request's bytes some iovecs point into
+				* (a RESP ECHO's argument, sent from its command's
+				* bytes, no copy), or NULL */
+	uint64_t keep_len;     /* what keep holds: charged (kvtd_conn_queue) in
+				* place of keep_ref_len, the frame's bytes in it */
+	uint64_t keep_ref_len;
 	uint64_t bytes;        /* total bytes of this frame */
 	uint64_t mem_len;      /* bytes charged to mem_used (kvtd_conn_queue) */
 	uint64_t pin_len;      /* value bytes behind its pins (kvtd_conn.pin_bytes) */

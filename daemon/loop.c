@@ -621,6 +621,7 @@ void kvtd_out_free(struct kvtd_server *srv, struct kvtd_out *o)
 		free(o->iov);
 	free(o->hdr);
 	free(o->buf);
+	free(o->keep);
 	free(o);
 }
 
@@ -749,11 +750,14 @@ void kvtd_conn_queue(struct kvtd_conn *c, struct kvtd_out *o)
 	 * 131,071 iovecs, 65,535 pins and 393 KB of text besides its runs,
 	 * ~10 MB of RSS, and 12 such replies queued unread grew kvtierd
 	 * 119 MiB while mem_used said 14 KB (test_hostile resp_mget_held).
+	 * Bytes sent from a request's own (keep: a RESP ECHO's argument)
+	 * are charged as what keep holds, the request's buffer.
 	 * Before AUTH
 	 * nothing is: the connection's output is bounded by its preauth_buf
 	 * instead (loop_conn_flow), so that unauthenticated clients never
 	 * take the budget from the others. */
 	o->mem_len = o->pin_count ? o->bytes - o->pin_len : o->bytes;
+	o->mem_len += o->keep_len - o->keep_ref_len;
 	o->mem_len += KVTD_OUT_COST + (uint64_t)o->pin_count * KVTD_PIN_COST;
 	if (o->iov != o->iov_small)
 		o->mem_len += (uint64_t)o->iov_count * sizeof(*o->iov);

@@ -33,11 +33,12 @@ static int resp_line(const uint8_t *buf, size_t len, size_t pos, size_t max, siz
 	return RESP_OK;
 }
 
-/* "<digits>\r\n" at buf[pos] (after the type byte): value into *v. */
+/* "<digits>\r\n" at buf[pos] (after the type byte): value into *v, any
+ * that fits an int64_t, as Redis's string2ll takes it. */
 static int resp_number(const uint8_t *buf, size_t len, size_t *pos, int64_t *v)
 {
 	size_t p = *pos, ll;
-	int64_t n = 0;
+	uint64_t n = 0; /* 19 digits at most: no wrap */
 	bool neg = false;
 	int rc = resp_line(buf, len, p, 21, &ll);
 
@@ -51,7 +52,7 @@ static int resp_number(const uint8_t *buf, size_t len, size_t *pos, int64_t *v)
 		p++;
 		ll--;
 	}
-	if (ll == 0 || ll > 18)
+	if (ll == 0 || ll > 19)
 		return RESP_EPROTO;
 	/* As Redis's string2ll: "0" alone, never a leading zero ("01",
 	 * "-0"), which Redis refuses (a proxy in front of either must not
@@ -64,7 +65,9 @@ static int resp_number(const uint8_t *buf, size_t len, size_t *pos, int64_t *v)
 			return RESP_EPROTO;
 		n = n * 10 + (ch - '0');
 	}
-	*v = neg ? -n : n;
+	if (n > (uint64_t)INT64_MAX + neg)
+		return RESP_EPROTO;
+	*v = !neg ? (int64_t)n : n > (uint64_t)INT64_MAX ? INT64_MIN : -(int64_t)n;
 	*pos = p + ll + 2;
 	return RESP_OK;
 }
@@ -291,7 +294,15 @@ int resp_parse_from(const uint8_t *buf, size_t len, const struct resp_limits *li
 			rc = RESP_EARGC; /* not a number: Redis's words */
 			goto done;
 		}
-		if (n < 1 || (uint64_t)n > lim->argc_max) {
+		if (n <= 0) {
+			/* "*0", "*-1": no command, skipped as Redis skips it
+			 * (processMultibulkBuffer: ll <= 0), as an empty
+			 * inline line is */
+			cmd->len = pos;
+			rc = RESP_OK;
+			goto done;
+		}
+		if ((uint64_t)n > lim->argc_max) {
 			rc = RESP_EARGC;
 			goto done;
 		}
@@ -316,13 +327,13 @@ int resp_parse_from(const uint8_t *buf, size_t len, const struct resp_limits *li
 				cmd->need = len + 1;
 			else if (rc != RESP_OK || bl < 0)
 				rc = RESP_EBULK; /* not a length: Redis's words */
-			else if (rc == RESP_OK && (uint64_t)bl > lim->bulk_max)
+			else if ((uint64_t)bl > lim->bulk_max)
 				rc = RESP_EBULK;
-			else if (rc == RESP_OK && len - pos < (uint64_t)bl + 2) {
+			else if (len - pos < (uint64_t)bl + 2) {
 				cmd->need = pos + (uint64_t)bl + 2;
 				rc = RESP_NEED_MORE;
-			} else if (rc == RESP_OK && (buf[pos + (size_t)bl] != '\r' ||
-						     buf[pos + (size_t)bl + 1] != '\n')) {
+			} else if (buf[pos + (size_t)bl] != '\r' ||
+				   buf[pos + (size_t)bl + 1] != '\n') {
 				rc = RESP_EPROTO;
 			}
 		}

@@ -28,7 +28,7 @@
 #define RESP_EPROTO (-7101)  /* not RESP: bad type byte, missing CRLF */
 #define RESP_EARGC (-7102)   /* an argument count that is not a number as Redis's
 			      * string2ll reads one (a sign, a blank, a leading
-			      * zero), < 1, or over limits.argc_max */
+			      * zero), or over limits.argc_max */
 #define RESP_EBULK (-7103)   /* a bulk length that is not such a number, < 0, or
 			      * over limits.bulk_max */
 #define RESP_EINLINE (-7104) /* an inline command line longer than limits.inline_max */
@@ -73,7 +73,10 @@ struct resp_cmd {
  * there).  RESP_NEED_MORE: incomplete (cmd->need says how much at least).
  * RESP_NEED_ARGS: complete enough to know cmd->argc, which exceeds
  * args_cap; call again with room.  Negative: RESP_E*; the stream cannot be
- * resynchronized.  An empty inline line is skipped: RESP_OK with argc 0.
+ * resynchronized.  An empty inline line (or one of blanks only) and an
+ * array of no arguments ("*0", "*-1": any count <= 0, as Redis's
+ * processMultibulkBuffer takes it) are skipped: RESP_OK with argc 0 and
+ * cmd->len their bytes.
  * An inline line is split as Redis's sdssplitargs splits it: outside
  * quotes a word ends at a space, \t or \r, and blanks (those, \v, \f)
  * between words are skipped; "..." takes \xHH, \n, \r, \t,

@@ -10,7 +10,8 @@
  *     argument lies inside the command's bytes and within the limits;
  *     the command's bytes minus one are RESP_NEED_MORE or RESP_NEED_ARGS
  *     (never RESP_OK: a command is complete only with its last CRLF),
- *     except for inline lines ending in a bare LF;
+ *     except for inline lines ending in a bare LF; an array of no
+ *     arguments (argc 0) is a count of 0 or below ("*0", "*-N");
  *   - RESP_NEED_MORE's need is more than the input holds;
  *   - RESP_NEED_ARGS reports more arguments than the array had room for,
  *     and parsing again with that room gives RESP_OK or RESP_NEED_MORE or
@@ -141,6 +142,8 @@ static int fuzz_one(const uint8_t *buf, size_t len, const struct resp_limits *li
 	if (rc == RESP_OK) {
 		FUZZ_CHECK(cmd->len >= 1 && cmd->len <= len);
 		FUZZ_CHECK(cmd->argc <= cap && cmd->argc <= lim->argc_max);
+		FUZZ_CHECK(cmd->argc > 0 || buf[0] != '*' ||
+			   (cmd->len >= 4 && (buf[1] == '-' || (buf[1] == '0' && cmd->len == 4))));
 		for (uint32_t i = 0; i < cmd->argc; i++) {
 			const struct resp_arg *a = &g_args[i];
 			FUZZ_CHECK(a->p >= buf && a->len <= lim->bulk_max);

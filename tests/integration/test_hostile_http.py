@@ -42,7 +42,9 @@ tenants_past_32 (one tenant's pipelines seen after 38 others in each loop
 iteration), tls_partial_hello (partial ClientHellos held open: RSS, the
 handshake deadline), idle_rbuf (idle connections after a large RESP command, and partial ones),
 idle_conns (RSS per idle connection after a SET and a GET of 200 KB),
-resp_lengths (RESP length fields at their edges),
+resp_lengths (RESP length fields at their edges), resp_empty (RESP arrays
+of no arguments and blank lines skipped, as Redis does), resp_echo_big
+(a large ECHO answered from the command's bytes: peak RSS),
 tls_held_record (authenticated TLS connections each holding part of a record),
 tls_ssl_object (stalled handshakes and one tenant's TLS connections: their
 SSLs charged), tls_post_handshake (KeyUpdates, empty records, alerts after
@@ -4400,7 +4402,8 @@ def resp_lengths(ph):
     bulk = b"-ERR Protocol error: invalid bulk length"
     cases = [
         (b"*+1\r\n$4\r\nPING\r\n", close), (b"* 1\r\n$4\r\nPING\r\n", close),
-        (b"*1 \r\n$4\r\nPING\r\n", close), (b"*-0\r\n", close), (b"*-2\r\n", close),
+        (b"*1 \r\n$4\r\nPING\r\n", close), (b"*-0\r\n", close),
+        (b"*-9223372036854775809\r\n", close),
         (b"*4294967297\r\n$4\r\nPING\r\n", close), (b"*2147483648\r\n", close),
         (b"*9223372036854775808\r\n", close),
         (b"*18446744073709551617\r\n$4\r\nPING\r\n", close),
@@ -4417,6 +4420,9 @@ def resp_lengths(ph):
         (b"*1\r\n$-0\r\n\r\n", bulk), (b"*1\r\n$-1\r\n", bulk),
         (b"*3\r\n$3\r\nSET\r\n$2\r\nlk\r\n$01\r\nv\r\n", bulk),
         (b"*1\r\n$4\r\nPING\r\n", b"+PONG"), (b"PING\n", b"+PONG"),
+        # no command: skipped as Redis skips it (resp_empty)
+        (b"*-2\r\n*1\r\n$4\r\nPING\r\n", b"+PONG"),
+        (b"*-9223372036854775808\r\nPING\r\n", b"+PONG"),
         (b"*2\r\n$3\r\nGET\r\n$0\r\n\r\n", b"$-1"),
         (b"*2\r\n$6\r\nEXISTS\r\n$10\r\n0123456789\r\n", b":0"),
     ]
@@ -4443,6 +4449,112 @@ def resp_lengths(ph):
 
 
 resp_lengths.extra = ["--resp", "127.0.0.1:0"]
+
+
+# resp_empty: the "*0" a connection sends past which its parsing yields
+# to the loop's other connections, at least (KVTD_PARSE_FRAMES is 64: 4
+# times that, whatever the reads' sizes)
+RESP_EMPTY_COUNT = 65536
+RESP_EMPTY_YIELD = 4 * 64
+
+
+@phase
+def resp_empty(ph):
+    """Arrays of no arguments ("*0", "*-1", any count <= 0) and blank
+    inline lines, after AUTH: Redis 7 skips them without an answer and
+    goes on with the connection's next command (redis-server 7.0.15:
+    "*0\\r\\n*-1\\r\\n\\r\\nPING\\r\\n" is answered "+PONG" alone);
+    kvtierd closed the connection at "*0" (session 37).  64K of them
+    and 2,000 others, then a PING: +PONG alone, the connection kept;
+    none counted as the tenant's request; and each takes a frame of
+    the connection's parse budget, so that the loop's other connections
+    get their turn every 64 (kvtier_server_parse_deferred_total): 256 KiB
+    of "*0" cannot hold the loop."""
+    rport = resp_port(ph.srv)
+    s = socket.create_connection(("127.0.0.1", rport), timeout=5, source_address=(PROBER, 0))
+    s.sendall(resp_cmd(b"AUTH", ALICE[0].encode(), ALICE[1].encode()))
+    ph.expect(resp_line(s) == b"+OK", "AUTH")
+    reqs0 = tenant_metric(ph.srv, "kvtier_tenant_requests_total", ALICE[0]) or 0
+    deferred0 = ph.srv.metric("kvtier_server_parse_deferred_total")
+    s.sendall(b"*0\r\n" * RESP_EMPTY_COUNT + b"*-1\r\n\r\n \t\r\n*-2\r\n\n" * 400 +
+              resp_cmd(b"PING"))
+    got, _ = read_until(s, b"\r\n", 10)
+    ph.expect(got == b"+PONG\r\n", "only the PING answered", got[:80])
+    s.sendall(b"PING\r\n")
+    ph.expect(resp_line(s) == b"+PONG", "the connection kept")
+    s.close()
+    reqs = (tenant_metric(ph.srv, "kvtier_tenant_requests_total", ALICE[0]) or 0) - reqs0
+    deferred = ph.srv.metric("kvtier_server_parse_deferred_total") - deferred0
+    print("resp_empty: %d arrays of no arguments and blank lines skipped; alice's requests "
+          "+%d; parsing deferred %d times" % (RESP_EMPTY_COUNT + 2000, reqs, deferred))
+    ph.expect(reqs == 2, "counted as requests", reqs)
+    ph.expect(deferred >= RESP_EMPTY_COUNT // RESP_EMPTY_YIELD, "deferrals", deferred)
+    ph.cases += 1
+
+
+resp_empty.extra = ["--resp", "127.0.0.1:0"]
+
+
+# resp_echo_big: an ECHO's argument (6 MiB: alice's input share is a
+# quarter of --max-memory 32M) and what the server's peak RSS may grow by
+# while it answers one, at most: 2.0 and 3.4 x the argument before
+# (release, ASan: a copy, grown by realloc), 1.0 and 1.14 after
+RESP_ECHO_MIB = 6
+RESP_ECHO_PEAK_X = 1.5
+
+
+@phase
+def resp_echo_big(ph):
+    """A large ECHO (and PING msg) answered from the command's bytes, not
+    a copy (session 37): the answer was its argument copied into the
+    reply's text while the command's bytes were held, a second copy of a
+    64 MiB argument outside --max-memory for as long as the call, and
+    the loop's memcpy.  alice ECHOes 6 MiB, then PINGs 6 MiB, reading
+    each answer whole; the server's peak RSS (VmHWM, reset through
+    /proc/PID/clear_refs before each) grows by at most 1.5 x the
+    argument (the ECHO's is the figure: the PING reuses pages malloc
+    kept from it); each answer's bytes are the argument's; the charge
+    of the queued answers goes back (mem_used as before)."""
+    rport = resp_port(ph.srv)
+    pid = ph.srv.p.pid
+    arg = bytes(range(256)) * (RESP_ECHO_MIB << 12)
+
+    def status_kib(field):
+        for line in open("/proc/%d/status" % pid):
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+        return 0
+    s = socket.create_connection(("127.0.0.1", rport), timeout=10, source_address=(PROBER, 0))
+    s.sendall(resp_cmd(b"AUTH", ALICE[0].encode(), ALICE[1].encode()))
+    ph.expect(resp_line(s) == b"+OK", "AUTH")
+    mem0 = ph.srv.metric("kvtier_server_memory_bytes")
+    want = b"$%d\r\n" % len(arg) + arg + b"\r\n"
+    for name in (b"ECHO", b"PING"):
+        with open("/proc/%d/clear_refs" % pid, "w") as f:
+            f.write("5")  # VmHWM from here
+        rss0 = status_kib("VmRSS")
+        s.sendall(resp_cmd(name, arg))
+        got, _ = read_until(s, b"\r\n", 10)
+        s.settimeout(10)
+        while len(got) < len(want):
+            b = s.recv(1 << 20)
+            if not b:
+                break
+            got += b
+        peak = (status_kib("VmHWM") - rss0) / 1024
+        print("resp_echo_big: %s of %d MiB: peak RSS +%.1f MiB (%.2f x the argument)" % (
+            name.decode(), RESP_ECHO_MIB, peak, peak / RESP_ECHO_MIB))
+        ph.expect(got == want, "the answer", name, len(got))
+        ph.expect(peak <= RESP_ECHO_PEAK_X * RESP_ECHO_MIB, "peak RSS", name, peak)
+        ph.cases += 1
+    s.close()
+    end = time.monotonic() + 5
+    while ph.srv.metric("kvtier_server_memory_bytes") > mem0 and time.monotonic() < end:
+        time.sleep(0.02)
+    ph.expect(ph.srv.metric("kvtier_server_memory_bytes") <= mem0, "charges given back")
+
+
+resp_echo_big.extra = ["--resp", "127.0.0.1:0"]
 
 
 # idle_conns: bytes of RSS an idle connection may hold, at most (ASan,

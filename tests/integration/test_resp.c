@@ -653,6 +653,70 @@ static void test_redis_nits(void)
 	printf("redis nits: ok\n");
 }
 
+/* Arrays of no arguments and blank lines are skipped without an answer,
+ * the connection kept, as redis-server 7.0.15 does (2026-12-06: each
+ * request below sent to it, the same reply); kvtierd closed the
+ * connection at "*0" until then.  "*-0" and "*0 " are not counts. */
+static void test_no_command(void)
+{
+	int fd = resp_dial();
+
+	raw_eq(fd, "*0\r\n*-1\r\n*-2\r\n\r\n \t\r\n\n*-9223372036854775808\r\nPING\r\n",
+	       "+PONG\r\n");
+	raw_eq(fd, "*0\r\n*1\r\n$4\r\nPING\r\n*0\r\nECHO x\r\n", "+PONG\r\n$1\r\nx\r\n");
+	raw_eq(fd, "*-0\r\nPING\r\n", "-ERR Protocol error: invalid multibulk length\r\n");
+	close(fd);
+	fd = resp_dial();
+	raw_eq(fd, "*0 \r\nPING\r\n", "-ERR Protocol error: invalid multibulk length\r\n");
+	close(fd);
+	printf("no command: ok\n");
+}
+
+/* ECHO and PING msg of 4 KiB and more are answered from the command's
+ * bytes (respd.c respd_bulk_arg): a bulk string, an inline word, an
+ * inline argument with quotes decoded in place; pipelined with small
+ * ones, in order. */
+static void test_echo_own(void)
+{
+	size_t n = 70000, len = 0;
+	char *req = malloc(2 * n + 200), *arg = malloc(n + 1), *want = malloc(4 * n + 200);
+	int fd = resp_dial();
+
+	T_ASSERT(req && arg && want);
+	for (size_t i = 0; i < n; i++)
+		arg[i] = (char)('a' + i % 26);
+	arg[n] = 0;
+	/* "*2 $4 ECHO $n arg", "PING arg" inline, "ECHO "arg\x41"" quoted, "ECHO x" */
+	len += (size_t)sprintf(req + len, "*2\r\n$4\r\nECHO\r\n$%zu\r\n%s\r\n", n, arg);
+	len += (size_t)sprintf(req + len, "PING %.*s\r\n", 5000, arg);
+	len += (size_t)sprintf(req + len, "ECHO \"%.*s\\x41\"\r\nECHO x\r\n", 6000, arg);
+	len = 0;
+	len += (size_t)sprintf(want + len, "$%zu\r\n%s\r\n", n, arg);
+	len += (size_t)sprintf(want + len, "$5000\r\n%.*s\r\n", 5000, arg);
+	len += (size_t)sprintf(want + len, "$6001\r\n%.*sA\r\n$1\r\nx\r\n", 6000, arg);
+	{
+		size_t got = 0, rl = strlen(req);
+		char *buf = malloc(len + 1);
+		T_ASSERT(buf);
+		T_EQ_INT(write(fd, req, rl), (ssize_t)rl);
+		for (int tries = 0; tries < 500 && got < len; tries++) {
+			ssize_t r = recv(fd, buf + got, len - got, MSG_DONTWAIT);
+			if (r > 0)
+				got += (size_t)r;
+			else
+				tsrv_sleep_ms(10);
+		}
+		T_EQ_U64(got, len);
+		T_ASSERT(memcmp(buf, want, len) == 0);
+		free(buf);
+	}
+	close(fd);
+	free(req);
+	free(arg);
+	free(want);
+	printf("echo from the command's bytes: ok\n");
+}
+
 /*
  * Cross-protocol scripting (respd.c): an HTTP request a browser sends to
  * the RESP port -- a page's fetch() POST with a text/plain body -- is
@@ -1113,6 +1177,8 @@ int main(int argc, char **argv)
 	test_resp3();
 	test_inline_quotes();
 	test_redis_nits();
+	test_no_command();
+	test_echo_own();
 	test_http_request();
 	test_benchmark();
 	test_metrics();
