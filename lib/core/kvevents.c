@@ -16,6 +16,15 @@
  * sends [topic, seq, payload].  A full queue drops new events (counted:
  * a router that misses events sees stale state, never a stalled put).
  *
+ * Each quota group has its share of the queue (doc/kvevents.md "Per
+ * tenant"): events.queue_max over the groups with events queued, all of
+ * it for a group alone.  A group at its share drops its own new events;
+ * one under it finds room in a full queue by pushing out the oldest
+ * queued event of a group over its share (left in place as a hole, type
+ * 0, that the thread skips: the order of what stays is kept, and a put
+ * never moves the queue), so that one tenant's burst cannot drop
+ * another's events.
+ *
  * What a peer of a socket may cost is kvzap.c's, below this file and
  * kvreplay.c: ev->zap, opened on the context before any socket, sets the
  * peer bounds of every socket (kvzap_peer_bounds) and its thread watches
@@ -29,7 +38,8 @@
  * with one (kvreplay_keep); it guards its ROUTER sockets with ev->zap
  * as this file does its bound PUB sockets.
  *
- * Locks: ev->lock guards the filling array, stop and the wake flag;
+ * Locks: ev->lock guards the filling array and its groups' shares, stop
+ * and the wake flag;
  * ev->chan_lock the groups' sockets (kvreplay's ring lock is taken under
  * it, never the other way); everything else belongs to its thread (or
  * to open/close around them).
@@ -52,7 +62,14 @@
 struct evq {
 	struct kvevent *ev;
 	size_t n, cap;
+	size_t holes;                   /* of n, events pushed out (type 0) */
 };
+
+/* An event's group as the shares count it (KVEV_GROUP_ALL: none). */
+static inline uint32_t kvevents_gi(uint32_t group)
+{
+	return group < KVT_QUOTA_GROUPS ? group : 0;
+}
 
 /* A group's own socket. */
 struct kvev_chan {
@@ -84,6 +101,17 @@ struct kvevents {
 	struct evq fill;                /* lock */
 	bool stop;                      /* lock */
 
+	/* The groups' shares of fill (lock; kvevents_push): the events of
+	 * each group queued (clears not counted) and where its oldest is;
+	 * the groups with any (act[0..active)), and the share of each,
+	 * queue_max / active (at least 1). */
+	uint32_t gq_count[KVT_QUOTA_GROUPS];
+	uint32_t gq_first[KVT_QUOTA_GROUPS];
+	uint16_t gq_act[KVT_QUOTA_GROUPS];
+	uint32_t gq_active, gq_share;
+	uint32_t gq_hog;                /* the group holding the most, lately */
+	size_t holes_max;               /* events pushed out of fill at most */
+
 	/* publisher thread */
 	struct evq send;
 	struct evq sub;                 /* one group's share of send */
@@ -99,6 +127,9 @@ struct kvevents {
 	struct kvreplay_ep *main_rp;    /* the main socket's endpoint, or NULL */
 
 	_Atomic uint64_t c_events, c_dropped, c_batches, c_send_errors, c_bytes;
+	/* lock (counted where the drop is decided; read under it) */
+	uint64_t c_share_dropped;
+	uint64_t c_gdropped[KVT_QUOTA_GROUPS]; /* events.<g>.dropped */
 };
 
 /* ------------------------------------------------------------------------
@@ -241,30 +272,142 @@ int64_t kvevents_encode(const struct kvevent *evs, size_t n, double ts, const ch
  * Queueing (any thread)
  */
 
+/* An event of group dropped (KVEV_GROUP_ALL: a clear of everything, no
+ * group's); share: by the share rule.  The caller adds it to c_dropped
+ * (after the lock: a put holds it no longer for that). */
+static void kvevents_drop_locked(struct kvevents *ev, uint32_t group, bool share)
+{
+	if (group < KVT_QUOTA_GROUPS)
+		ev->c_gdropped[group]++;
+	if (share)
+		ev->c_share_dropped++;
+}
+
+/* gq_active groups have events queued: each one's share. */
+static void kvevents_share_set_locked(struct kvevents *ev)
+{
+	ev->gq_share = ev->cfg.queue_max / (ev->gq_active ? ev->gq_active : 1);
+	if (ev->gq_share == 0)
+		ev->gq_share = 1;
+}
+
+/* fill was handed to the thread: empty again, no group's events in it. */
+static void kvevents_share_reset_locked(struct kvevents *ev)
+{
+	for (uint32_t i = 0; i < ev->gq_active; i++)
+		ev->gq_count[ev->gq_act[i]] = 0;
+	ev->gq_active = 0;
+	kvevents_share_set_locked(ev);
+	ev->gq_hog = 0;
+	ev->fill.holes = 0;
+}
+
+/* Room for one more event at fill.n (below the physical bound, which the
+ * caller checked): false if the array cannot grow. */
+static bool kvevents_grow_locked(struct kvevents *ev)
+{
+	size_t max = ev->cfg.queue_max + ev->holes_max;
+	size_t nc = ev->fill.cap ? ev->fill.cap * 2 : 256;
+	struct kvevent *na;
+
+	if (ev->fill.n < ev->fill.cap)
+		return true;
+	if (nc > max)
+		nc = max;
+	if (nc <= ev->fill.cap)
+		return false;
+	na = kvt_mem_realloc(ev->mem, ev->fill.ev, ev->fill.cap * sizeof(*na), nc * sizeof(*na));
+	if (!na)
+		return false;
+	ev->fill.ev = na;
+	ev->fill.cap = nc;
+	return true;
+}
+
+/* The queue holds queue_max events and a group under its share (or a
+ * clear) needs one more place: the oldest queued event of a group over
+ * its share is pushed out (a hole the thread skips), counted as that
+ * group's.  false: no group is over its share (clears fill the queue), or
+ * holes_max events were pushed out of this array already. */
+static bool kvevents_push_out_locked(struct kvevents *ev)
+{
+	uint32_t h = ev->gq_hog;
+	size_t at;
+
+	if (ev->fill.holes >= ev->holes_max)
+		return false;
+	if (ev->gq_count[h] <= ev->gq_share) {
+		/* The one that held the most holds its share no more (or
+		 * never did): any other over its share. */
+		uint32_t i;
+		for (i = 0; i < ev->gq_active; i++)
+			if (ev->gq_count[ev->gq_act[i]] > ev->gq_share)
+				break;
+		if (i == ev->gq_active)
+			return false;
+		h = ev->gq_hog = ev->gq_act[i];
+	}
+	at = ev->gq_first[h];
+	kvevents_drop_locked(ev, ev->fill.ev[at].group, true);
+	atomic_fetch_add_explicit(&ev->c_dropped, 1, memory_order_relaxed);
+	ev->fill.ev[at].type = 0;
+	ev->fill.holes++;
+	/* Its next oldest: after this one (count > share >= 1 before). */
+	if (--ev->gq_count[h]) {
+		const struct kvevent *e = ev->fill.ev;
+		do
+			at++;
+		while (e[at].type == 0 || e[at].type == KVEV_CLEARED ||
+		       kvevents_gi(e[at].group) != h);
+		ev->gq_first[h] = (uint32_t)at;
+	}
+	return true;
+}
+
 static void kvevents_push(struct kvevents *ev, const struct kvevent *v)
 {
-	bool wake;
+	uint32_t g = kvevents_gi(v->group);
+	bool clear = v->type == KVEV_CLEARED, fresh, wake;
+	size_t at;
+
 	if (!atomic_load_explicit(&ev->listening, memory_order_relaxed))
 		return;
 	pthread_mutex_lock(&ev->lock);
-	if (ev->fill.n == ev->fill.cap) {
-		size_t nc = ev->fill.cap ? ev->fill.cap * 2 : 256;
-		struct kvevent *na;
-		if (nc > ev->cfg.queue_max)
-			nc = ev->cfg.queue_max;
-		na = nc > ev->fill.cap ? kvt_mem_realloc(ev->mem, ev->fill.ev,
-							 ev->fill.cap * sizeof(*na),
-							 nc * sizeof(*na))
-				       : NULL;
-		if (!na) {
-			pthread_mutex_unlock(&ev->lock);
-			atomic_fetch_add_explicit(&ev->c_dropped, 1, memory_order_relaxed);
-			return;
-		}
-		ev->fill.ev = na;
-		ev->fill.cap = nc;
+	/* A group at its share drops its own new events; a clear has no
+	 * share (and takes room as one under its share). */
+	if (!clear && ev->gq_count[g] >= ev->gq_share) {
+		/* (a group alone: the queue is full) */
+		kvevents_drop_locked(ev, v->group, ev->gq_active > 1);
+		pthread_mutex_unlock(&ev->lock);
+		atomic_fetch_add_explicit(&ev->c_dropped, 1, memory_order_relaxed);
+		return;
 	}
-	ev->fill.ev[ev->fill.n++] = *v;
+	fresh = !clear && ev->gq_count[g] == 0;
+	if (fresh) {
+		/* One more group with events queued: every share shrinks,
+		 * before this one looks for room. */
+		ev->gq_act[ev->gq_active++] = (uint16_t)g;
+		kvevents_share_set_locked(ev);
+	}
+	if (!kvevents_grow_locked(ev) ||
+	    (ev->fill.n - ev->fill.holes >= ev->cfg.queue_max && !kvevents_push_out_locked(ev))) {
+		if (fresh) {
+			ev->gq_active--;
+			kvevents_share_set_locked(ev);
+		}
+		kvevents_drop_locked(ev, v->group, false);
+		pthread_mutex_unlock(&ev->lock);
+		atomic_fetch_add_explicit(&ev->c_dropped, 1, memory_order_relaxed);
+		return;
+	}
+	at = ev->fill.n++;
+	ev->fill.ev[at] = *v;
+	if (!clear) {
+		if (fresh)
+			ev->gq_first[g] = (uint32_t)at;
+		if (++ev->gq_count[g] > ev->gq_count[ev->gq_hog])
+			ev->gq_hog = g;
+	}
 	wake = ev->fill.n == 1;
 	pthread_mutex_unlock(&ev->lock);
 	atomic_fetch_add_explicit(&ev->c_events, 1, memory_order_relaxed);
@@ -420,7 +563,17 @@ static void *kvevents_main(void *arg)
 		ev->fill = ev->send;
 		ev->fill.n = 0;
 		ev->send = t;
+		kvevents_share_reset_locked(ev);
 		pthread_mutex_unlock(&ev->lock);
+		if (ev->send.holes) {
+			/* What was pushed out: the rest, in order. */
+			size_t k = 0;
+			for (size_t i = 0; i < ev->send.n; i++)
+				if (ev->send.ev[i].type)
+					ev->send.ev[k++] = ev->send.ev[i];
+			ev->send.n = k;
+			ev->send.holes = 0;
+		}
 		if (ev->send.n)
 			kvevents_send(ev);
 		ev->send.n = 0;
@@ -524,6 +677,10 @@ int kvevents_open(struct kvevents **out, const struct kvevents_config *cfg,
 	ev->cfg = *cfg;
 	if (!ev->cfg.queue_max)
 		ev->cfg.queue_max = KVEVENTS_DEF_QUEUE_MAX;
+	ev->holes_max = ev->cfg.queue_max / KVEVENTS_PUSH_OUT_DIV;
+	if (ev->holes_max == 0)
+		ev->holes_max = 1;
+	kvevents_share_reset_locked(ev);
 	if (!ev->cfg.sub_max)
 		ev->cfg.sub_max = KVEVENTS_DEF_SUB_MAX;
 	if (!ev->cfg.replay_max)
@@ -712,6 +869,25 @@ void kvevents_stats(struct kvevents *ev, kvt_stats_fn fn, void *ctx)
 	S("send_errors", c_send_errors);
 	S("bytes", c_bytes);
 #undef S
+	/* Each group's, once it lost one: at most KVT_QUOTA_GROUPS rows,
+	 * read under the lock that counts them, reported after it. */
+	{
+		uint64_t *gd = kvt_mem_alloc(ev->mem, sizeof(ev->c_gdropped)), shd;
+		pthread_mutex_lock(&ev->lock);
+		shd = ev->c_share_dropped;
+		if (gd)
+			memcpy(gd, ev->c_gdropped, sizeof(ev->c_gdropped));
+		pthread_mutex_unlock(&ev->lock);
+		fn(ctx, "events.share_dropped", shd, NULL);
+		for (uint32_t g = 0; gd && g < KVT_QUOTA_GROUPS; g++) {
+			char name[40];
+			if (!gd[g])
+				continue;
+			snprintf(name, sizeof(name), "events.%u.dropped", g);
+			fn(ctx, name, gd[g], NULL);
+		}
+		kvt_mem_free(ev->mem, gd, sizeof(ev->c_gdropped));
+	}
 	fn(ctx, "events.refused", kvzap_refused(ev->zap), NULL);
 	if (ev->rep) {
 		if (ev->main_rp)

@@ -33,9 +33,10 @@
  *
  * Threads: kvevents_stored/removed/cleared from any thread (they queue
  * under a mutex and never block on the socket: past events.queue_max
- * queued events they drop, counted; with no socket at all they return at
- * once); one publisher thread sends on the sockets, under chan_lock for
- * the groups' (kvevents_group_endpoint opens and closes them under it);
+ * queued events, or past their group's share of it, they drop, counted
+ * per group; with no socket at all they return at once); one publisher
+ * thread sends on the sockets, under chan_lock for the groups'
+ * (kvevents_group_endpoint opens and closes them under it);
  * one ZAP thread answers libzmq's ZAP requests for the bound sockets
  * (KVEVENTS_DEF_SUB_MAX); with events.replay_endpoint or events.groups,
  * one replay thread answers replay requests from a ring of each replayed
@@ -69,6 +70,15 @@ struct kvevents_config {
 
 #define KVEVENTS_DEF_BATCH_MS 10
 #define KVEVENTS_DEF_QUEUE_MAX 65536
+
+/* Each quota group's share of the queue (doc/kvevents.md "Per tenant"):
+ * events.queue_max over the groups with events queued (the whole queue
+ * for a group alone).  A group at its share drops its own new events; a
+ * group under it (or a clear) finds room in a full queue by pushing out
+ * the oldest event of a group over its share, at most queue_max /
+ * KVEVENTS_PUSH_OUT_DIV of them a batch: the array holds at most that
+ * many more entries than queue_max (holes the thread skips). */
+#define KVEVENTS_PUSH_OUT_DIV 4
 
 /* How many peers a bound PUB socket holds at once (doc/kvevents.md "What a
  * subscriber can cost"): a ZAP handler (RFC 27) that libzmq consults during

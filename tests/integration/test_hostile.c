@@ -4110,6 +4110,86 @@ static void phase_kvevents_stuck(void)
 }
 
 /* ------------------------------------------------------------------------
+ * kvevents_share (session 37): one tenant's burst of puts fills the
+ * KV-events queue (events.queue_max 256 here, a batch every 200 ms) while
+ * another tenant puts 10 blocks, each after 1,024 of the first's: every one of the
+ * other's reaches its feed, and what was dropped is the flooder's,
+ * counted as its quota group's (events.<g>.dropped).  Before, the queue
+ * was every tenant's: full of alice's events, it dropped bob's blocks.
+ */
+static void phase_kvevents_share(void)
+{
+	const char *extra[] = { "--ssd", "0", "--set", "events.batch_ms=200", "--set",
+				"events.queue_max=256", NULL };
+	const char *who[2] = { "alice", "bob" };
+	char text[2000], ep[2][700], name[48];
+	void *zctx = zmq_ctx_new(), *sub;
+	static uint8_t got[1 << 20];
+	unsigned msgs = 0, own, other;
+	size_t n = 0;
+	uint64_t group[2], dropped[2];
+	struct kc c[2];
+	uint8_t ns[2][PROTO_DIGEST_LEN], v[256];
+
+	for (int t = 0; t < 2; t++)
+		snprintf(ep[t], sizeof(ep[t]), "ipc://%s/%s.events", base, who[t]);
+	snprintf(text, sizeof(text), "alice " SECRET_ALICE " tenant events=%s\n"
+		 "bob " SECRET_ALICE " tenant events=%s\n"
+		 "admin " SECRET_ADMIN " admin\n", ep[0], ep[1]);
+	start_with("kvevents_share", extra, text);
+	sub = ev_sub(zctx, ep[1]);
+	for (int t = 0; t < 2; t++) {
+		T_RC(kc_dial(&c[t], srv.port, who[t], SECRET_ALICE), 0);
+		T_RC(kc_register(&c[t], &desc, ns[t], NULL, 0), KVT_OK);
+		T_RC(kc_stat(&c[t], PROTO_SCOPE_TENANT, "tenant.quota_group", &group[t]), 0);
+	}
+	tsrv_sleep_ms(300); /* the subscription reaches the publisher */
+	for (int i = 0; i < EV_KEYS; i++) {
+		struct kvt_key k;
+		struct iovec p = { v, sizeof(v) };
+		/* alice's 1,024 puts (and the evictions they make), then one
+		 * of bob's: the queue full of hers (256 a batch).  bob's
+		 * events of a batch, his puts and the evictions of his blocks,
+		 * stay under the 64 a batch may push out. */
+		struct fq_seen seen = { 0 };
+		snprintf(name, sizeof(name), "alice-sh%d-", i);
+		frame_puts(&c[0], ns[0], 1024, 1024, 0, name, &seen);
+		snprintf(name, sizeof(name), "bob-share-key-%d", i);
+		kvt_key_set(&k, name, strlen(name));
+		tsrv_fill(v, sizeof(v), (uint32_t)i);
+		T_RC(kc_put(&c[1], ns[1], &k, &p, 1, NULL), KVT_OK);
+		n += ev_drain(sub, got + n, sizeof(got) - n, 5, &msgs);
+	}
+	n += ev_drain(sub, got + n, sizeof(got) - n, 500, &msgs);
+	/* each of his blocks stored (alice's puts may evict some: those
+	 * are reported too) */
+	own = 0;
+	for (int i = 0; i < EV_KEYS; i++) {
+		snprintf(name, sizeof(name), "bob-share-key-%d", i);
+		own += ev_count(got, n, name) > 0;
+	}
+	for (int t = 0; t < 2; t++) {
+		snprintf(name, sizeof(name), "events.%" PRIu64 ".dropped", group[t]);
+		dropped[t] = stat_opt(name);
+	}
+	other = ev_count(got, n, "alice-sh");
+	printf("kvevents_share: alice (group %" PRIu64 ") put %u, %" PRIu64 " of her events "
+	       "dropped, none on bob's feed (%u); bob's feed named %u of his %u blocks; bob's events dropped %" PRIu64
+	       "; events.dropped %" PRIu64 "\n", group[0], EV_KEYS * 1024, dropped[0], other, own,
+	       EV_KEYS, dropped[1], stat_of("events.dropped"));
+	T_EQ_INT(own, EV_KEYS);
+	T_EQ_INT(other, 0);
+	T_ASSERT(dropped[0] > 0);
+	T_EQ_U64(dropped[1], 0);
+	T_EQ_U64(dropped[0], stat_of("events.dropped"));
+	zmq_close(sub);
+	for (int t = 0; t < 2; t++)
+		kc_close(&c[t]);
+	zmq_ctx_term(zctx);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
+/* ------------------------------------------------------------------------
  * repair_table (hyg10): in a pod, every placed put is noted in the repair
  * thread's table, (namespace, key) -> (anchor, copies), ~100 bytes a
  * block, which grew outside --max-memory; an entry of an evicted block
@@ -9257,6 +9337,7 @@ static const struct tsrv_phase phases[] = {
 	{ "tomb_expiry", phase_tomb_expiry },
 	{ "fwd_copies", phase_fwd_copies },
 	{ "kvevents_stuck", phase_kvevents_stuck },
+	{ "kvevents_share", phase_kvevents_share },
 	{ "s3_scan", phase_s3_scan },
 	{ "native_edges", phase_native_edges },
 	{ "native_flood", phase_native_flood },

@@ -14,6 +14,8 @@
  */
 #include <errno.h>
 #include <poll.h>
+#include <pthread.h>
+#include <sched.h>
 #include <time.h>
 #include <unistd.h>
 #include <sys/socket.h>
@@ -1040,6 +1042,254 @@ static void test_replay_options(void)
 	kvt_store_destroy(s);
 }
 
+/* ------------------------------------------------------------------------
+ * Per tenant (doc/kvevents.md "Per tenant"): each quota group's share of
+ * the queue.
+ */
+
+struct ev_stat_find {
+	const char *name;
+	uint64_t v;
+};
+
+static void ev_stat_cb(void *ctx, const char *name, uint64_t value, const char *str)
+{
+	struct ev_stat_find *f = ctx;
+	if (!str && strcmp(name, f->name) == 0)
+		f->v = value;
+}
+
+/* A statistic of ev's; 0 if it is not reported. */
+static uint64_t ev_stat(struct kvevents *ev, const char *name)
+{
+	struct ev_stat_find f = { name, 0 };
+	kvevents_stats(ev, ev_stat_cb, &f);
+	return f.v;
+}
+
+/* The rule, one batch: a group alone takes the whole queue
+ * (events.queue_max 64) and is then at its share; a second group pushes
+ * out the first's oldest events, a quarter of the queue a batch at most,
+ * while the first, now over its share of 32, drops its own; each drop
+ * counted as its group's.  The batch that goes out holds what stayed, in
+ * order, and no hole.  Before the shares the second group's 16 were
+ * dropped (the queue full), and no group's drops were counted. */
+static void test_share_rule(void)
+{
+	struct kvt_mem mem;
+	struct kvt_logger lg = { 0 };
+	char dir[] = "/tmp/kvt-evshr-XXXXXX", ep[96];
+	struct kvevents_config cfg = { .endpoint = ep, .topic = "kvt1", .batch_ms = 500,
+				       .queue_max = 64 };
+	static struct rx_event evs[300];
+	struct kvevents *ev;
+	void *zctx = zmq_ctx_new(), *sub;
+	struct raw_msg m;
+	int n;
+
+	kvt_mem_init(&mem);
+	T_ASSERT(mkdtemp(dir) != NULL);
+	snprintf(ep, sizeof(ep), "ipc://%s/main", dir);
+	T_OK(kvevents_open(&ev, &cfg, &mem, &lg));
+	sub = rep_socket(zctx, ZMQ_SUB, ep);
+	/* Until the subscriber hears (one event of group 3 a batch): the
+	 * next batch is the one below, sent at close. */
+	for (uint64_t i = 0;; i++) {
+		struct kvt_key key = t_key(3000000 + i);
+		T_ASSERT(i < 20);
+		kvevents_stored(ev, 3, &key, NULL, 16);
+		if (rx_raw(sub, 2000, &m)) {
+			raw_free(&m);
+			break;
+		}
+	}
+	while (rx_raw(sub, 0, &m))
+		raw_free(&m);
+	T_EQ_U64(ev_stat(ev, "events.dropped"), 0);
+	for (uint64_t k = 0; k < 65; k++) {
+		struct kvt_key key = t_key(1000000 + k);
+		kvevents_stored(ev, 1, &key, NULL, 16);
+	}
+	/* Group 1 alone took all 64; the 65th was past its share. */
+	T_EQ_U64(ev_stat(ev, "events.dropped"), 1);
+	for (uint64_t k = 0; k < 16; k++) {
+		struct kvt_key key = t_key(2000000 + k);
+		kvevents_stored(ev, 2, &key, NULL, 16);
+	}
+	/* Each of group 2's took the place of group 1's oldest. */
+	T_EQ_U64(ev_stat(ev, "events.1.dropped"), 17);
+	T_EQ_U64(ev_stat(ev, "events.2.dropped"), 0);
+	{
+		struct kvt_key a = t_key(1000065), b = t_key(2000016);
+		kvevents_stored(ev, 1, &a, NULL, 16); /* 48 queued, its share 32 */
+		kvevents_stored(ev, 2, &b, NULL, 16); /* 16 pushed out: no more this batch */
+	}
+	T_EQ_U64(ev_stat(ev, "events.1.dropped"), 18);
+	T_EQ_U64(ev_stat(ev, "events.2.dropped"), 1);
+	T_EQ_U64(ev_stat(ev, "events.share_dropped"), 17); /* not the first: group 1 alone */
+	T_EQ_U64(ev_stat(ev, "events.dropped"), 19);
+	kvevents_close(ev);
+	have_seq = false;
+	n = rx_batch(sub, 5000, evs, 300);
+	T_EQ_INT(n, 64);
+	for (int i = 0; i < n; i++) {
+		struct kvt_key key = t_key(i < 48 ? 1000016 + (uint64_t)i : 2000000 + (uint64_t)i - 48);
+		T_EQ_STR(evs[i].type, "BlockStored");
+		T_EQ_INT(evs[i].hash_len, key.len);
+		T_EQ_MEM(evs[i].hash, key.bytes, key.len);
+	}
+	T_EQ_INT(rx_raw(sub, 100, &m), 0);
+	fprintf(stderr, "share rule: group 1 alone queued 64 of 65; group 2's 16 pushed out 16 "
+		"of group 1's, its 17th dropped; the batch held 48 + 16, in order\n");
+	zmq_close(sub);
+	T_EQ_INT(atomic_load(&mem.bytes), 0);
+	zmq_ctx_term(zctx);
+	unlink(ep + 6);
+	rmdir(dir);
+}
+
+struct share_flood {
+	struct kvevents *ev;
+	_Atomic bool stop;
+	uint64_t n;
+};
+
+static void *share_flood_main(void *arg)
+{
+	struct share_flood *f = arg;
+	struct kvt_key key = t_key(1000000);
+
+	while (!atomic_load_explicit(&f->stop, memory_order_relaxed)) {
+		uint64_t k = 1000000000 + f->n++;
+		memcpy(key.bytes, &k, sizeof(k));
+		kvevents_stored(f->ev, 1, &key, NULL, 16);
+	}
+	return NULL;
+}
+
+/* Of want[0..n) not seen[] yet, those whose key message m's payload
+ * holds: marked, and how many. */
+static int share_seen(const struct raw_msg *m, const struct kvt_key *want, bool *seen, int n)
+{
+	int got = 0;
+	T_EQ_INT(m->nf, 3);
+	for (int i = 0; i < n; i++)
+		if (!seen[i] && memmem(m->f[2], m->len[2], want[i].bytes, want[i].len)) {
+			seen[i] = true;
+			got++;
+		}
+	return got;
+}
+
+/* Group 1 floods the queue (events.queue_max 512) from a thread of its
+ * own while group 2 sends 20 events, each once the queue is dropping
+ * group 1's: every one of group 2's reaches group 2's feed and the main
+ * one; group 1's excess is dropped and counted as group 1's, none of
+ * group 2's.  Before the shares one tenant's burst filled the queue for
+ * every tenant: group 2's went with group 1's. */
+static void test_share_flood(void)
+{
+	enum { B_EVENTS = 20 };
+	struct kvt_mem mem;
+	struct kvt_logger lg = { 0 };
+	char dir[] = "/tmp/kvt-evshf-XXXXXX", ep[96], bep[96];
+	struct kvevents_config cfg = { .endpoint = ep, .topic = "kvt1", .batch_ms = 20,
+				       .queue_max = 512, .groups = true };
+	struct share_flood f = { 0 };
+	struct kvt_key bkey[B_EVENTS];
+	bool seen_main[B_EVENTS] = { false }, seen_b[B_EVENTS] = { false };
+	int got_main = 0, got_b = 0, msgs_main = 0;
+	void *zctx = zmq_ctx_new(), *sub, *bsub;
+	struct raw_msg m;
+	pthread_t th;
+	uint64_t d, t0 = t_now_ms();
+
+	kvt_mem_init(&mem);
+	T_ASSERT(mkdtemp(dir) != NULL);
+	snprintf(ep, sizeof(ep), "ipc://%s/main", dir);
+	snprintf(bep, sizeof(bep), "ipc://%s/b", dir);
+	T_OK(kvevents_open(&f.ev, &cfg, &mem, &lg));
+	T_OK(kvevents_group_endpoint(f.ev, 2, bep));
+	sub = rep_socket(zctx, ZMQ_SUB, ep);
+	bsub = rep_socket(zctx, ZMQ_SUB, bep);
+	/* Until both hear group 2's events. */
+	for (uint64_t i = 0, heard = 0; heard != 3; i++) {
+		struct kvt_key key = t_key(2900000 + i);
+		T_ASSERT(i < 500);
+		kvevents_stored(f.ev, 2, &key, NULL, 16);
+		if (rx_raw(sub, 10, &m)) {
+			heard |= 1;
+			raw_free(&m);
+		}
+		if (rx_raw(bsub, 10, &m)) {
+			heard |= 2;
+			raw_free(&m);
+		}
+	}
+	usleep(50000);
+	while (rx_raw(sub, 0, &m))
+		raw_free(&m);
+	while (rx_raw(bsub, 0, &m))
+		raw_free(&m);
+	T_EQ_U64(ev_stat(f.ev, "events.dropped"), 0);
+
+	T_EQ_INT(pthread_create(&th, NULL, share_flood_main, &f), 0);
+	d = ev_stat(f.ev, "events.dropped");
+	for (int i = 0; i < B_EVENTS; i++) {
+		/* Once group 1's are being dropped: the queue is full, or
+		 * group 1 at its share. */
+		for (uint64_t w = 0; ev_stat(f.ev, "events.dropped") == d; w++) {
+			T_ASSERT(w < 1000000);
+			sched_yield();
+		}
+		bkey[i] = t_key(2000000 + (uint64_t)i);
+		kvevents_stored(f.ev, 2, &bkey[i], NULL, 16);
+		d = ev_stat(f.ev, "events.dropped");
+		/* Read along: the subscribers keep up with the feeds. */
+		while (rx_raw(sub, 0, &m)) {
+			got_main += share_seen(&m, bkey, seen_main, i + 1);
+			msgs_main++;
+			raw_free(&m);
+		}
+		while (rx_raw(bsub, 0, &m)) {
+			got_b += share_seen(&m, bkey, seen_b, i + 1);
+			raw_free(&m);
+		}
+		usleep(2000);
+	}
+	atomic_store(&f.stop, true);
+	T_EQ_INT(pthread_join(th, NULL), 0);
+	while ((got_main < B_EVENTS || got_b < B_EVENTS) && t_now_ms() - t0 < 10000) {
+		if (rx_raw(sub, 10, &m)) {
+			got_main += share_seen(&m, bkey, seen_main, B_EVENTS);
+			msgs_main++;
+			raw_free(&m);
+		}
+		if (rx_raw(bsub, 10, &m)) {
+			got_b += share_seen(&m, bkey, seen_b, B_EVENTS);
+			raw_free(&m);
+		}
+	}
+	fprintf(stderr, "share flood: group 1 sent %" PRIu64 " events, %" PRIu64 " dropped "
+		"(%" PRIu64 " by its share); of group 2's %d, the main feed got %d (in %d "
+		"messages), group 2's feed %d; %" PRIu64 " ms\n", f.n,
+		ev_stat(f.ev, "events.1.dropped"), ev_stat(f.ev, "events.share_dropped"), B_EVENTS,
+		got_main, msgs_main, got_b, t_now_ms() - t0);
+	T_EQ_INT(got_b, B_EVENTS);
+	T_EQ_INT(got_main, B_EVENTS);
+	T_ASSERT(ev_stat(f.ev, "events.1.dropped") > 0);
+	T_EQ_U64(ev_stat(f.ev, "events.2.dropped"), 0);
+	T_EQ_U64(ev_stat(f.ev, "events.1.dropped"), ev_stat(f.ev, "events.dropped"));
+	kvevents_close(f.ev);
+	zmq_close(sub);
+	zmq_close(bsub);
+	T_EQ_INT(atomic_load(&mem.bytes), 0);
+	zmq_ctx_term(zctx);
+	unlink(ep + 6);
+	unlink(bep + 6);
+	rmdir(dir);
+}
+
 int main(void)
 {
 	test_encode();
@@ -1051,5 +1301,7 @@ int main(void)
 	test_replay_group();
 	test_peer_bounds();
 	test_replay_options();
+	test_share_rule();
+	test_share_flood();
 	return 0;
 }
