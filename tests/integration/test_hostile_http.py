@@ -54,7 +54,9 @@ list), tls_groups (ClientHellos naming finite-field groups: the loop's CPU),
 tls_sessions (TLS 1.2 sessions cached by the server), s3_answer_held (answers
 waiting behind a request in flight: charged), s3_pins_waiting (GETs waiting
 behind a request in flight: their pins capped), unauth_evict_stalled (an
-evicted unauthenticated connection that does not read: closed).
+evicted unauthenticated connection that does not read: closed), s3_vhost
+(virtual-hosted-style addressing with --s3-domain: every operation both
+ways, the Host header as attacker input).
 """
 import base64
 import datetime
