@@ -908,7 +908,7 @@ print("boto3 listings: ok")
 # test edits no /etc/hosts.  Every request's URL is checked to carry the
 # bucket in its host.
 VHOST_CLIENT = r'''
-import socket, sys
+import socket, sys, urllib.request
 import boto3, botocore
 from botocore.config import Config
 port = int(sys.argv[1])
@@ -925,7 +925,7 @@ def client(ak, sk):
     c = boto3.client("s3", endpoint_url="http://s3.test:%d" % port, aws_access_key_id=ak,
                      aws_secret_access_key=sk, region_name="us-east-1",
                      config=Config(s3={"addressing_style": "virtual"},
-                                   retries={"max_attempts": 1}))
+                                   signature_version="s3v4", retries={"max_attempts": 1}))
     c.meta.events.register("before-send.s3",
                            lambda request, **kw: seen.append((request.url,
                                                               request.headers.get("Host"))))
@@ -970,6 +970,11 @@ except botocore.exceptions.ClientError as e:
 a.put_object(Bucket="shared", Key="g", Body=b"granted")
 assert b.get_object(Bucket="alice.shared", Key="g")["Body"].read() == b"granted"
 assert seen[-1][0] == "http://alice.shared.s3.test:%d/g" % port, seen[-1]
+# a presigned URL on the bucket's host (SignedHeaders=host)
+url = a.generate_presigned_url("get_object", Params={"Bucket": "shared", "Key": "g"},
+                               ExpiresIn=60)
+assert url.startswith("http://shared.s3.test:%d/g?" % port), url
+assert urllib.request.urlopen(url).read() == b"granted"
 try:
     b.put_object(Bucket="alice.shared", Key="g", Body=b"x")
     raise AssertionError("a write by a grant was taken")
