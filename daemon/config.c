@@ -76,6 +76,65 @@ static int config_oom(char *err, size_t err_len)
 	return -ENOMEM;
 }
 
+/* --s3-domain NAME[,NAME...]: each NAME a DNS name (labels of 1..63
+ * letters, digits and '-', not starting or ending with '-'; 253 bytes at
+ * most; one trailing dot dropped), at most KVTD_S3_DOMAINS_MAX of them,
+ * into *slot lowercased and joined by ',' (what s3http.c s3h_vhost reads).
+ * 0, or -EINVAL with the message. */
+static int config_s3_domain(char **slot, const char *v, const char *where, char *err,
+			    size_t err_len)
+{
+	size_t n = strlen(v), o = 0, count = 0;
+	char *d = malloc(n + 1);
+
+	if (!d)
+		return config_oom(err, err_len);
+	for (size_t i = 0; i <= n;) {
+		size_t s = i, e, label = 0;
+		while (i < n && v[i] != ',')
+			i++;
+		e = i++;
+		while (s < e && (v[s] == ' ' || v[s] == '\t'))
+			s++;
+		while (e > s && (v[e - 1] == ' ' || v[e - 1] == '\t'))
+			e--;
+		if (e > s && v[e - 1] == '.')
+			e--;
+		if (e == s || e - s > 253 || ++count > KVTD_S3_DOMAINS_MAX)
+			goto bad;
+		if (o)
+			d[o++] = ',';
+		for (size_t k = s; k < e; k++) {
+			char ch = v[k];
+			if (ch == '.') {
+				if (label == 0 || v[k - 1] == '-')
+					goto bad;
+				label = 0;
+			} else if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+				   (ch >= '0' && ch <= '9') || (ch == '-' && label > 0)) {
+				if (++label > 63)
+					goto bad;
+				if (ch >= 'A' && ch <= 'Z')
+					ch = (char)(ch - 'A' + 'a');
+			} else {
+				goto bad;
+			}
+			d[o++] = ch;
+		}
+		if (v[e - 1] == '-')
+			goto bad;
+	}
+	d[o] = 0;
+	free(*slot);
+	*slot = d;
+	return 0;
+bad:
+	free(d);
+	return config_usage(err, err_len, "%s: --s3-domain: want NAME[,NAME...] (DNS names, at "
+			    "most %u, e.g. s3.example.com), got '%s'", where, KVTD_S3_DOMAINS_MAX,
+			    v);
+}
+
 /* --resp, --s3, --metrics, --metrics-token (respd.c, s3d.c, metrics.c), --tls-*
  * (tls.c): 1 if name is one of them and it applied, 0 if name is none of
  * them, < 0 an error. */
@@ -92,6 +151,9 @@ static int config_option_listeners(struct kvtd_config *cfg, const char *name, co
 		if (!*v)
 			return config_usage(err, err_len, "%s: --s3: want HOST:PORT", where);
 		slot = &cfg->s3_listen;
+	} else if (strcmp(name, "s3-domain") == 0) {
+		int rc = config_s3_domain(&cfg->s3_domain, v, where, err, err_len);
+		return rc < 0 ? rc : 1;
 	} else if (strcmp(name, "metrics") == 0) {
 		if (!*v)
 			return config_usage(err, err_len, "%s: --metrics: want [HOST:]PORT", where);
@@ -360,7 +422,8 @@ bool kvtd_config_is_option(const char *name)
 		"dir", "dram", "ssd", "listen", "unix", "threads", "tenants", "log",
 		"log-level", "log-format", "idle-timeout", "shutdown-timeout", "set", "config",
 		"check-config",
-		"resp", "s3", "metrics", "metrics-token", "max-conns", "tenant-conns", "max-memory",
+		"resp", "s3", "s3-domain", "metrics", "metrics-token", "max-conns", "tenant-conns",
+		"max-memory",
 		"conn-inflight", "conn-output", "tls-cert", "tls-key", "tls-ca", "tls-verify-client", "insecure",
 		"members", "etcd", "etcd-prefix", "etcd-ttl", "advertise", "repair-grace",
 		"peer-connect-timeout", "repair-rate", "repair-idle-rate", "drain-budget",
@@ -491,7 +554,8 @@ void kvtd_config_free(struct kvtd_config *cfg)
 {
 	char **strs[] = {
 		&cfg->dir, &cfg->listen, &cfg->unix_path, &cfg->tenants_path, &cfg->log_path,
-		&cfg->resp_listen, &cfg->s3_listen, &cfg->metrics_listen, &cfg->metrics_token_path,
+		&cfg->resp_listen, &cfg->s3_listen, &cfg->s3_domain, &cfg->metrics_listen,
+		&cfg->metrics_token_path,
 		&cfg->tls_cert, &cfg->tls_key, &cfg->tls_ca,
 		&cfg->members, &cfg->etcd, &cfg->etcd_prefix, &cfg->advertise,
 	};

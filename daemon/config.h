@@ -19,6 +19,7 @@
 #define KVTD_SET_MAX 32          /* --set options at most */
 #define KVTD_CONFIG_LINE_MAX 4096 /* a config line and its '\n' fit in LINE_MAX - 1 bytes */
 #define KVTD_CONFIG_FILE_MAX (16u << 20) /* bytes of a --config file */
+#define KVTD_S3_DOMAINS_MAX 16   /* names in --s3-domain */
 
 struct kvtd_config {
 	char *dir;              /* store directory */
@@ -37,6 +38,9 @@ struct kvtd_config {
 	unsigned shutdown_timeout_s;
 	char *resp_listen;      /* --resp HOST:PORT, or NULL (respd.c) */
 	char *s3_listen;        /* --s3 HOST:PORT, or NULL (s3d.c, doc/s3.md) */
+	char *s3_domain;        /* --s3-domain NAME[,NAME...]: virtual-hosted-style
+				 * buckets under these, lowercase, no trailing dot
+				 * (s3http.c s3h_vhost), or NULL: path-style only */
 	char *metrics_listen;   /* --metrics [HOST:]PORT, or NULL (metrics.c) */
 	char *metrics_token_path; /* --metrics-token FILE, or NULL */
 	char *tls_cert;         /* --tls-cert FILE: TLS on the TCP listeners, or NULL */

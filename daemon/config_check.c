@@ -409,6 +409,7 @@ static void check_print(FILE *out, const struct kvtd_config *cfg)
 		{ "log", cfg->log_path },
 		{ "resp", cfg->resp_listen },
 		{ "s3", cfg->s3_listen },
+		{ "s3-domain", cfg->s3_domain },
 		{ "metrics", cfg->metrics_listen },
 		{ "metrics-token", cfg->metrics_token_path },
 		{ "tls-cert", cfg->tls_cert },

@@ -388,8 +388,52 @@ static void s3d_body_done(struct s3d_req *rq)
  * Routing and authentication
  */
 
-/* Path and query into bucket, key and the sub-resources read.  0 or an
- * answer was written (-1). */
+/* The Host header: at most one (RFC 9112 3.2: two are 400, whatever
+ * they say -- a front end routing by one and kvtierd by the other would
+ * disagree on the bucket), and with --s3-domain the bucket it names
+ * (s3http.c s3h_vhost) into rq->bucket: 1 virtual-hosted, 0 path-style
+ * (no --s3-domain, no Host, a Host not under a domain), or an answer was
+ * written (-1). */
+static int s3d_vhost(struct s3d_req *rq)
+{
+	const char *domains = rq->conn->loop->srv->cfg.s3_domain, *hv = NULL;
+	size_t hvl = 0;
+	unsigned hosts = 0;
+	int r;
+
+	for (unsigned i = 0; i < rq->h.hdr_count; i++)
+		if (rq->hdrs[i].name_len == 4 && strncasecmp(rq->hdrs[i].name, "host", 4) == 0) {
+			hosts++;
+			hv = rq->hdrs[i].value;
+			hvl = rq->hdrs[i].value_len;
+		}
+	if (hosts > 1) {
+		s3d_fail(rq, 400, "InvalidArgument", "More than one Host header.");
+		return -1;
+	}
+	if (!domains || !hv)
+		return 0;
+	r = s3h_vhost(hv, hvl, domains, rq->bucket, sizeof(rq->bucket));
+	if (r == S3H_ETOOBIG && hvl <= S3H_HOST_MAX) {
+		rq->bucket[0] = 0;
+		s3d_fail(rq, 400, "InvalidBucketName", "The specified bucket is not valid.");
+		return -1;
+	}
+	if (r < 0) {
+		s3d_fail(rq, 400, "InvalidArgument", "The Host header is not a valid host[:port].");
+		return -1;
+	}
+	if (r > 0 && !s3d_bucket_ok(rq->bucket, (size_t)r)) {
+		rq->bucket[0] = 0;
+		s3d_fail(rq, 400, "InvalidBucketName", "The specified bucket is not valid.");
+		return -1;
+	}
+	return r > 0;
+}
+
+/* Path and query into bucket, key and the sub-resources read: path-style
+ * /BUCKET/KEY, or virtual-hosted style /KEY with the bucket in the Host
+ * (s3d_vhost).  0 or an answer was written (-1). */
 static int s3d_route(struct s3d_req *rq)
 {
 	const char *t = rq->h.target, *q;
@@ -403,6 +447,7 @@ static int s3d_route(struct s3d_req *rq)
 	bool post = ml == 4 && !memcmp(m, "POST", 4);
 	bool has_upload = false, has_part = false, other_sub = false;
 	size_t vl;
+	int vhost;
 
 	if (tl == 0 || t[0] != '/') {
 		s3d_fail(rq, 400, "InvalidURI", "Couldn't parse the specified URI.");
@@ -423,24 +468,38 @@ static int s3d_route(struct s3d_req *rq)
 		return -1;
 	}
 	dec[dl] = 0;
+	vhost = s3d_vhost(rq);
+	if (vhost < 0) {
+		free(dec);
+		return -1;
+	}
 	{
-		char *slash = memchr(dec, '/', (size_t)dl);
-		size_t bl = slash ? (size_t)(slash - dec) : (size_t)dl;
-		if (bl >= sizeof(rq->bucket) || (bl && !s3d_bucket_ok(dec, bl))) {
-			free(dec);
-			s3d_fail(rq, 400, "InvalidBucketName", "The specified bucket is not valid.");
-			return -1;
+		/* where the key starts in the path: virtual-hosted, after its
+		 * '/' (the whole path); path-style, after the bucket's '/' */
+		size_t koff = 0;
+		bool sep = vhost > 0;
+		if (!vhost) {
+			char *slash = memchr(dec, '/', (size_t)dl);
+			size_t bl = slash ? (size_t)(slash - dec) : (size_t)dl;
+			if (bl >= sizeof(rq->bucket) || (bl && !s3d_bucket_ok(dec, bl))) {
+				free(dec);
+				s3d_fail(rq, 400, "InvalidBucketName", "The specified bucket is not "
+					 "valid.");
+				return -1;
+			}
+			memcpy(rq->bucket, dec, bl);
+			rq->bucket[bl] = 0;
+			sep = slash != NULL;
+			koff = bl + 1;
 		}
-		memcpy(rq->bucket, dec, bl);
-		rq->bucket[bl] = 0;
-		if (slash && (size_t)dl > bl + 1) { /* a key, even one that starts with NUL */
-			rq->key_len = (size_t)dl - bl - 1;
+		if (sep && (size_t)dl > koff) { /* a key, even one that starts with NUL */
+			rq->key_len = (size_t)dl - koff;
 			if (rq->key_len > S3D_KEY_MAX) {
 				free(dec);
 				s3d_fail(rq, 400, "KeyTooLongError", "Your key is too long");
 				return -1;
 			}
-			memmove(dec, slash + 1, rq->key_len);
+			memmove(dec, dec + koff, rq->key_len);
 			dec[rq->key_len] = 0;
 			rq->key = dec;
 			dec = NULL;

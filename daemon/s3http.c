@@ -398,3 +398,71 @@ int64_t s3h_query(const char *target, size_t target_len, const char *name, char 
 	}
 	return -1;
 }
+
+/* ------------------------------------------------------------------------
+ * Virtual-hosted-style addressing: the Host header's value against the
+ * --s3-domain names
+ */
+int s3h_vhost(const char *host, size_t len, const char *domains, char *out, size_t cap)
+{
+	size_t hl = len, best = 0, bl;
+	const char *d = domains;
+	bool found = false;
+
+	if (len == 0)
+		return 0; /* no authority (RFC 9112 3.2): path-style */
+	if (len > S3H_HOST_MAX)
+		return S3H_ETOOBIG;
+	if (host[0] == '[') {
+		/* IP-literal [ ... ] [":" port]: never under a domain */
+		const char *rb = memchr(host, ']', len);
+		size_t i;
+		if (!rb)
+			return S3H_EMALFORMED;
+		i = (size_t)(rb - host) + 1;
+		if (i < len && host[i] != ':')
+			return S3H_EMALFORMED;
+		for (size_t k = i + 1; k < len; k++)
+			if (host[k] < '0' || host[k] > '9' || k - i > 5)
+				return S3H_EMALFORMED;
+		return 0;
+	}
+	{
+		const char *colon = memchr(host, ':', len);
+		if (colon) {
+			hl = (size_t)(colon - host);
+			if (len - hl - 1 > 5)
+				return S3H_EMALFORMED;
+			for (size_t k = hl + 1; k < len; k++)
+				if (host[k] < '0' || host[k] > '9')
+					return S3H_EMALFORMED;
+		}
+	}
+	if (hl > 0 && host[hl - 1] == '.')
+		hl--; /* the absolute form, "bucket.example.com." */
+	if (hl == 0)
+		return S3H_EMALFORMED;
+	while (*d) {
+		const char *e = strchr(d, ',');
+		size_t dl = e ? (size_t)(e - d) : strlen(d);
+		if (dl > 0 && dl == hl && strncasecmp(host, d, dl) == 0)
+			return 0; /* the domain itself: path-style */
+		if (dl > 0 && hl > dl + 1 && host[hl - dl - 1] == '.' &&
+		    strncasecmp(host + hl - dl, d, dl) == 0 && dl > best) {
+			best = dl;
+			found = true;
+		}
+		d += dl + (e ? 1 : 0);
+	}
+	if (!found)
+		return 0;
+	bl = hl - best - 1;
+	if (bl >= cap)
+		return S3H_ETOOBIG;
+	for (size_t i = 0; i < bl; i++) {
+		char ch = host[i];
+		out[i] = ch >= 'A' && ch <= 'Z' ? (char)(ch - 'A' + 'a') : ch;
+	}
+	out[bl] = 0;
+	return (int)bl;
+}

@@ -141,4 +141,25 @@ int64_t s3h_unescape(const char *src, size_t len, char *dst, size_t cap);
  * occurrence counts. */
 int64_t s3h_query(const char *target, size_t target_len, const char *name, char *out, size_t cap);
 
+/*
+ * Virtual-hosted-style addressing (doc/s3.md "Addressing"): the bucket a
+ * Host header's value names under domains, a comma-separated list of
+ * lowercase DNS names without a trailing dot (kvtierd's --s3-domain,
+ * config.c makes it so).  The value is host[:port]; the port (digits, at
+ * most 5, possibly none) and one trailing dot of the host are dropped and
+ * the host compared without regard to case.  A host BUCKET.DOMAIN gives
+ * BUCKET -- everything before the domain, dots included, lowercased --
+ * into out (cap bytes, NUL-terminated) and returns its length (> 0); the
+ * longest domain the host lies under counts.  0: the host is one of the
+ * domains, or under none (an IP literal, another name), or the value is
+ * empty (RFC 9112 3.2: no authority): path-style.  S3H_EMALFORMED: an
+ * empty host before a port, a port that is not digits, a bracket that is
+ * not an IP literal's; S3H_ETOOBIG: a value over S3H_HOST_MAX
+ * bytes, or a bucket of cap bytes or more.  The bucket is not checked
+ * against S3's naming rules here (s3ops.c s3d_bucket_ok does that, as for
+ * a path's bucket).
+ */
+#define S3H_HOST_MAX 260         /* a DNS name's 253 bytes, a dot, ":65535" */
+int s3h_vhost(const char *host, size_t len, const char *domains, char *out, size_t cap);
+
 #endif

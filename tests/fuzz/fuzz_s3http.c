@@ -13,10 +13,17 @@
  * is -1, -2 or a length within cap; a value found decodes the same into a
  * larger buffer.  Read in pieces with its search carried on
  * (s3h_parse_from), each prefix of the input is answered as s3h_parse
- * answers it.  Seed corpus: tests/fuzz/corpus/s3http/.
+ * answers it.  Each Host header's value is matched against fixed
+ * --s3-domain names (s3h_vhost, virtual-hosted-style addressing) into a
+ * buffer exactly cap bytes long: the result is one of the documented
+ * codes; a bucket found is NUL-terminated within cap, lowercase, and the
+ * host (port and one trailing dot dropped, case folded) is that bucket, a
+ * dot and one of the names; the same host with more room gives the same
+ * answer.  Seed corpus: tests/fuzz/corpus/s3http/.
  */
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "s3http.h"
 #include "fuzz.h"
@@ -28,6 +35,43 @@ static int fuzz_parse(const char *buf, size_t len, size_t max, unsigned hmax, st
 	FUZZ_CHECK(rc == S3H_OK || rc == S3H_NEED_MORE || rc == S3H_EMALFORMED ||
 		   rc == S3H_ETOOBIG || rc == S3H_ETOOMANY || rc == S3H_EUNSUPPORTED);
 	return rc;
+}
+
+/* s3h_vhost on one Host value: the properties in the header comment. */
+static void fuzz_vhost(const char *v, size_t vl, size_t cap)
+{
+	static const char domains[] = "s3.test,example.com,b.example.com";
+	char *out = malloc(cap ? cap : 1), big[S3H_HOST_MAX + 1];
+	int r, r2;
+
+	if (!out)
+		return;
+	r = s3h_vhost(v, vl, domains, out, cap);
+	FUZZ_CHECK(r >= 0 || r == S3H_EMALFORMED || r == S3H_ETOOBIG);
+	r2 = s3h_vhost(v, vl, domains, big, sizeof(big));
+	if (r >= 0 || r == S3H_EMALFORMED)
+		FUZZ_CHECK(r2 == r);
+	if (r > 0) {
+		size_t hl = vl, bl = (size_t)r;
+		const char *colon = memchr(v, ':', vl);
+		bool under = false;
+		FUZZ_CHECK(bl < cap && out[bl] == 0 && memcmp(out, big, bl + 1) == 0);
+		for (size_t i = 0; i < bl; i++)
+			FUZZ_CHECK(!(out[i] >= 'A' && out[i] <= 'Z'));
+		if (colon)
+			hl = (size_t)(colon - v);
+		if (hl && v[hl - 1] == '.')
+			hl--;
+		FUZZ_CHECK(hl > bl + 1 && v[bl] == '.' && strncasecmp(v, out, bl) == 0);
+		for (const char *d = domains; *d;) {
+			const char *e = strchr(d, ',');
+			size_t dl = e ? (size_t)(e - d) : strlen(d);
+			under |= dl == hl - bl - 1 && strncasecmp(v + bl + 1, d, dl) == 0;
+			d += dl + (e ? 1 : 0);
+		}
+		FUZZ_CHECK(under);
+	}
+	free(out);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -73,6 +117,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			FUZZ_CHECK(hd[i].value >= buf && hd[i].value + hd[i].value_len <= end);
 			FUZZ_CHECK(hd[i].name_len > 0);
 		}
+		/* virtual-hosted style: every Host header */
+		for (unsigned i = 0; i < rq.hdr_count; i++)
+			if (hd[i].name_len == 4 && strncasecmp(hd[i].name, "host", 4) == 0)
+				fuzz_vhost(hd[i].value, hd[i].value_len,
+					   size > 3 ? (size_t)data[3] % 80 : 64);
 		/* query parameters: bounded, and the same with more room */
 		{
 			static const char *const names[] = { "prefix", "delimiter", "max-keys",

@@ -54,7 +54,9 @@ list), tls_groups (ClientHellos naming finite-field groups: the loop's CPU),
 tls_sessions (TLS 1.2 sessions cached by the server), s3_answer_held (answers
 waiting behind a request in flight: charged), s3_pins_waiting (GETs waiting
 behind a request in flight: their pins capped), unauth_evict_stalled (an
-evicted unauthenticated connection that does not read: closed).
+evicted unauthenticated connection that does not read: closed), s3_vhost
+(virtual-hosted-style addressing with --s3-domain: every operation both
+ways, the Host header as attacker input).
 """
 import base64
 import datetime
@@ -493,6 +495,9 @@ def s3_head(ph):
     ph.case("absolute-form target", sm("GET", "http://127.0.0.1/hbkt/known"), 400, "InvalidURI")
     ph.case("asterisk-form", b"OPTIONS * HTTP/1.1\r\nHost: x\r\n\r\n", 400, "InvalidURI")
     ph.case("HTTP/0.9", b"GET /hbkt/known\r\n\r\n", 400, "BadRequest")
+    # two Host headers: 400 (RFC 9112 3.2), with or without --s3-domain
+    ph.case("two Host headers", ok.replace(b"\r\n\r\n", b"\r\nHost: other\r\n\r\n", 1), 400,
+            "InvalidArgument")
     ph.case("HTTP/1.0 signed: answered, then closed",
             ok.replace(b"HTTP/1.1\r\n", b"HTTP/1.0\r\n", 1), 200)
     # a request pipelined after one that closes the connection was run,
@@ -5079,6 +5084,146 @@ def unauth_evict_stalled(ph):
 
 unauth_evict_stalled.extra = ["--resp", "127.0.0.1:0", "--max-conns", str(EVICT_CONNS),
                               "--idle-timeout", str(EVICT_IDLE_S)]
+
+
+# ---------------------------------------------------------------------------
+# S3: virtual-hosted-style addressing (--s3-domain, doc/s3.md "Addressing")
+
+VHOST_DOMAINS = "s3.test,Other.Test."
+
+
+@phase
+def s3_vhost(ph):
+    """With --s3-domain s3.test,other.test a Host BUCKET.s3.test[:port]
+    names BUCKET and the path is the key; every operation works both ways,
+    the signature covers the Host and the path as sent, and the Host is
+    checked as attacker input: its case, its port, a bucket label S3
+    would refuse, dotted buckets (everything before the domain), a
+    granted bucket alice.shared, the domain itself (path-style), names
+    that are not under it (path-style), two Host headers (400)."""
+    P, ok, sm, req = ph.kit()
+
+    def vh(method, bucket, path, query="", host=None, who=ALICE, **kw):
+        """A signed virtual-hosted request for bucket (Host
+        BUCKET.s3.test:P unless host is given)."""
+        h = host if host is not None else "%s.s3.test:%d" % (bucket, P)
+        extra = dict(kw.pop("extra", None) or {}, host=h)
+        return signed_msg(P, method, path, query, extra=extra, who=who, **kw)
+
+    def run(msg, status, what, body=None):
+        st, hd, b = http(P, msg, src=PROBER)
+        ph.expect(st == status and (body is None or b == body), what, st, hd[:200], b[:300])
+        return st, hd, b
+
+    # objects: put one way, read the other, both ways each
+    run(vh("PUT", "hbkt", "/vk", body=b"virtual bytes"), 200, "vhost PUT")
+    run(sm("GET", "/hbkt/vk"), 200, "path-style GET of a vhost PUT", b"virtual bytes")
+    run(vh("GET", "hbkt", "/known"), 200, "vhost GET of a path-style PUT", b"known bytes")
+    st, hd, _ = http(P, vh("HEAD", "hbkt", "/vk"), src=PROBER)
+    ph.expect(st == 200 and re.search(r"(?i)content-length: 13(\r|$)", hd), "vhost HEAD", st, hd)
+    run(vh("GET", "hbkt", "/known", query="", extra={"range": "bytes=0-4"}), 206, "vhost range",
+        b"known")
+    run(vh("PUT", "hbkt", "/dir/sub/k", body=b"deep"), 200, "vhost key with slashes")
+    run(sm("GET", "/hbkt/dir/sub/k"), 200, "... path-style", b"deep")
+    run(vh("GET", "hbkt", "/nope"), 404, "vhost NoSuchKey")
+    run(vh("GET", "nobkt", "/k"), 404, "vhost NoSuchBucket")
+    # the Host compared without regard to case, a port or none, the
+    # absolute form's trailing dot, the second domain (given as Other.Test.)
+    for host in ("HBKT.S3.TEST:%d" % P, "hbkt.s3.test", "hbkt.s3.test.:%d" % P,
+                 "hbkt.other.test:%d" % P, "hbkt.s3.test:"):
+        run(vh("GET", "hbkt", "/known", host=host), 200, "Host " + host, b"known bytes")
+    # listings on the bucket's host: GET /?list-type=2, v1, uploads
+    st, _, b = run(vh("GET", "hbkt", "/", query="list-type=2&prefix=dir%2F"), 200, "vhost V2")
+    ph.expect(b"<Name>hbkt</Name>" in b and b"<Key>dir/sub/k</Key>" in b and
+              b"<Key>vk</Key>" not in b, "vhost ListObjectsV2", b[:400])
+    st, _, b = run(vh("GET", "hbkt", "/"), 200, "vhost ListObjects")
+    ph.expect(b"<Key>vk</Key>" in b and b"<Key>known</Key>" in b, "vhost ListObjects", b[:400])
+    run(vh("HEAD", "hbkt", "/"), 200, "vhost HeadBucket")
+    st, _, b = run(vh("GET", "hbkt", "/", query="location"), 200, "vhost GetBucketLocation")
+    # the domain itself: ListBuckets, and path-style
+    st, _, b = run(vh("GET", None, "/", host="s3.test:%d" % P), 200, "ListBuckets on the domain")
+    ph.expect(b"<Name>hbkt</Name>" in b, "ListBuckets on the domain", b[:300])
+    run(vh("GET", None, "/hbkt/known", host="S3.Test:%d" % P), 200, "path-style on the domain",
+        b"known bytes")
+    # names not under a domain: path-style as before
+    for host in ("127.0.0.1:%d" % P, "hbkt.s3.test.evil:%d" % P, "hbkts3.test:%d" % P,
+                 "[::1]:%d" % P, "localhost", ""):
+        run(vh("GET", None, "/hbkt/known", host=host), 200, "path-style, Host %r" % host,
+            b"known bytes")
+    # buckets: create, dotted (everything before the domain), delete
+    run(vh("PUT", "v.b.c", "/"), 200, "vhost CreateBucket of a dotted name")
+    run(vh("PUT", "v.b.c", "/k", body=b"dotted"), 200, "vhost PUT, dotted bucket")
+    run(sm("GET", "/v.b.c/k"), 200, "... path-style", b"dotted")
+    run(vh("DELETE", "v.b.c", "/k"), 204, "vhost DeleteObject")
+    run(sm("GET", "/v.b.c/k"), 404, "... gone")
+    run(vh("DELETE", "v.b.c", "/"), 204, "vhost DeleteBucket")
+    run(sm("HEAD", "/v.b.c"), 404, "... gone")
+    # CopyObject: the source still /bucket/key
+    run(vh("PUT", "hbkt", "/copy", extra={"x-amz-copy-source": "/hbkt/vk"}), 200, "vhost copy")
+    run(sm("GET", "/hbkt/copy"), 200, "... its bytes", b"virtual bytes")
+    # DeleteObjects
+    xml = b"<Delete><Object><Key>copy</Key></Object></Delete>"
+    md5 = base64.b64encode(hashlib.md5(xml).digest()).decode()
+    st, _, b = run(vh("POST", "hbkt", "/", query="delete", body=xml, extra={"content-md5": md5}),
+                   200, "vhost DeleteObjects")
+    ph.expect(b"<Deleted><Key>copy</Key>" in b, "vhost DeleteObjects", b[:300])
+    run(sm("GET", "/hbkt/copy"), 404, "... gone")
+    # multipart
+    st, _, b = run(vh("POST", "hbkt", "/mp", query="uploads"), 200, "vhost CreateMultipartUpload")
+    up = re.search(rb"<UploadId>([0-9a-f]+)</UploadId>", b).group(1).decode()
+    st, hd, _ = run(vh("PUT", "hbkt", "/mp", query="partNumber=1&uploadId=" + up, body=b"part"),
+                    200, "vhost UploadPart")
+    etag = re.search(r'(?i)etag: ("[^"]*")', hd).group(1)
+    st, _, b = run(vh("GET", "hbkt", "/mp", query="uploadId=" + up), 200, "vhost ListParts")
+    ph.expect(b"<PartNumber>1</PartNumber>" in b, "vhost ListParts", b[:300])
+    done = ("<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>%s</ETag></Part>"
+            "</CompleteMultipartUpload>" % etag).encode()
+    run(vh("POST", "hbkt", "/mp", query="uploadId=" + up, body=done), 200, "vhost Complete")
+    run(sm("GET", "/hbkt/mp"), 200, "... path-style GET", b"part")
+    st, _, b = run(vh("POST", "hbkt", "/mp2", query="uploads"), 200, "vhost upload 2")
+    up = re.search(rb"<UploadId>([0-9a-f]+)</UploadId>", b).group(1).decode()
+    run(vh("DELETE", "hbkt", "/mp2", query="uploadId=" + up), 204, "vhost Abort")
+    # a grant: bob reads alice's bucket "shared" as alice.shared.s3.test
+    run(sm("PUT", "/shared"), 200, "alice's shared bucket")
+    run(sm("PUT", "/shared/g", body=b"granted"), 200, "alice's shared object")
+    run(vh("GET", "alice.shared", "/g", who=BOB), 200, "bob's vhost GET by a grant", b"granted")
+    st, _, b = http(P, vh("PUT", "alice.shared", "/g", who=BOB, body=b"x"), src=PROBER)
+    ph.expect(st == 403 and code_of(b) == "AccessDenied", "bob's vhost PUT by a grant", st, b)
+    run(vh("GET", "alice.hbkt", "/known", who=BOB), 404, "no grant: NoSuchBucket")
+    # a presigned URL signs the Host too
+    m = presigned(P, "/known", 60).replace(b"Host: 127.0.0.1:%d" % P,
+                                            b"Host: hbkt.s3.test:%d" % P)
+    run(vh("GET", "hbkt", "/known", payload="UNSIGNED-PAYLOAD"), 200, "vhost unsigned payload",
+        b"known bytes")
+
+    # the signature covers the Host as sent: one signed for path-style
+    # 127.0.0.1 and sent to the bucket's host does not match
+    signed_ip = sm("GET", "/known")
+    ph.case("Host changed after signing", signed_ip.replace(
+        b"host: 127.0.0.1:%d" % P, b"host: hbkt.s3.test:%d" % P), 403, "SignatureDoesNotMatch")
+    ph.case("presigned, Host changed", m, 403, "SignatureDoesNotMatch")
+    # bucket labels S3 refuses
+    for label in ("Ab_c", "ab", "-ab", "ab-", "a" * 64, ".ab", "a b", "a/b"):
+        ph.case("bucket label %r" % label[:20], vh("GET", label, "/known"), 400,
+                "InvalidBucketName")
+    ph.case("bucket label of 200 bytes", vh("GET", "a" * 200, "/known"), 400,
+            "InvalidBucketName")
+    # Host values that are no host[:port]
+    for host in ("hbkt.s3.test:80x", "hbkt.s3.test:123456", ":%d" % P, "[::1", "[::1]x",
+                 "a" * 300 + ".s3.test", "hbkt.s3.test:%d:1" % P):
+        ph.case("Host %r" % host[:40], vh("GET", None, "/known", host=host), 400,
+                "InvalidArgument")
+    # two Host headers (RFC 9112 3.2), one under the domain
+    two = vh("GET", "hbkt", "/known").replace(b"\r\n\r\n", b"\r\nHost: 127.0.0.1\r\n\r\n", 1)
+    ph.case("two Host headers", two, 400, "InvalidArgument")
+    ph.case("a kept connection after vhost requests", vh("GET", "hbkt", "/known"), 200,
+            close=False, then=ok)
+
+
+s3_vhost.extra = ["--s3-domain", VHOST_DOMAINS]
+s3_vhost.tenants = ("alice %s tenant\nbob %s tenant\ngrant alice model=s3/shared to bob\n"
+                    % (ALICE[1], BOB[1]))
+
 
 
 def main():

@@ -6,10 +6,11 @@ corrupted bodies, pipelining), and NIXL's OBJ plugin (nixl-cu12 from
 PyPI) writing DRAM buffers, reading them back at offsets, checking
 existence, and reading again after a restart.
 
-Usage: test_s3_py.py PATH-TO-KVTIERD BUILD-DIR [boto|list|raw|cli|tls|nixl ...].
+Usage: test_s3_py.py PATH-TO-KVTIERD BUILD-DIR [boto|list|vhost|raw|cli|tls|nixl ...].
 "list": ListObjects(V2), ListParts, ListMultipartUploads, UploadPartCopy,
 BucketNotEmpty with boto3's paginators; "cli" also runs aws s3 ls, sync,
-rm --recursive and rb.
+rm --recursive and rb; "vhost" is boto3 with virtual-hosted-style
+addressing (--s3-domain).
 Installs into venvs under BUILD-DIR (once, tests/lib/pipvenv.py); exits
 77 only when a separate probe cannot reach the package index, and fails
 with the installer's log on any other failed install.  Starts a real kvtierd on 127.0.0.1 port 0 with a
@@ -898,6 +899,97 @@ assert code(a.head_bucket, Bucket="lst")[1] == 404
 print("boto3 listings: ok")
 '''
 
+
+# boto3 with addressing_style "virtual" (doc/s3.md "Addressing"): the
+# server runs with --s3-domain s3.test and the endpoint is
+# http://s3.test:PORT, so botocore sends Host BUCKET.s3.test:PORT and signs
+# it.  Those names resolve to loopback in this process only (getaddrinfo
+# wrapped): glibc here resolves "localhost" but no name under it, and the
+# test edits no /etc/hosts.  Every request's URL is checked to carry the
+# bucket in its host.
+VHOST_CLIENT = r'''
+import socket, sys, urllib.request
+import boto3, botocore
+from botocore.config import Config
+port = int(sys.argv[1])
+# *.s3.test resolves to loopback in this process only: no /etc/hosts edit
+# (glibc resolves "localhost" but not names under it on this machine)
+_gai = socket.getaddrinfo
+def _loopback(host, *a, **kw):
+    if isinstance(host, str) and (host == "s3.test" or host.endswith(".s3.test")):
+        host = "127.0.0.1"
+    return _gai(host, *a, **kw)
+socket.getaddrinfo = _loopback
+seen = []
+def client(ak, sk):
+    c = boto3.client("s3", endpoint_url="http://s3.test:%d" % port, aws_access_key_id=ak,
+                     aws_secret_access_key=sk, region_name="us-east-1",
+                     config=Config(s3={"addressing_style": "virtual"},
+                                   signature_version="s3v4", retries={"max_attempts": 1}))
+    c.meta.events.register("before-send.s3",
+                           lambda request, **kw: seen.append((request.url,
+                                                              request.headers.get("Host"))))
+    return c
+a = client("alice", "secret-of-alice-0123")
+b = client("bob", "s3-key-of-bob-0123456789")
+a.create_bucket(Bucket="vhb")
+assert seen[-1][0].startswith("http://vhb.s3.test:%d/" % port), seen[-1]
+a.put_object(Bucket="vhb", Key="d/k1", Body=b"one")
+assert seen[-1][0] == "http://vhb.s3.test:%d/d/k1" % port, seen[-1]
+assert a.get_object(Bucket="vhb", Key="d/k1")["Body"].read() == b"one"
+assert a.head_object(Bucket="vhb", Key="d/k1")["ContentLength"] == 3
+a.copy_object(Bucket="vhb", Key="k2", CopySource={"Bucket": "vhb", "Key": "d/k1"})
+r = a.list_objects_v2(Bucket="vhb")
+assert [o["Key"] for o in r["Contents"]] == ["d/k1", "k2"], r
+assert "list-type=2" in seen[-1][0] and "vhb.s3.test" in seen[-1][0], seen[-1]
+a.delete_objects(Bucket="vhb", Delete={"Objects": [{"Key": "k2"}]})
+big = bytes(range(256)) * (24 << 12)  # 6 MiB: two parts
+u = a.create_multipart_upload(Bucket="vhb", Key="mp")["UploadId"]
+e1 = a.upload_part(Bucket="vhb", Key="mp", UploadId=u, PartNumber=1, Body=big[:5 << 20])["ETag"]
+e2 = a.upload_part(Bucket="vhb", Key="mp", UploadId=u, PartNumber=2, Body=big[5 << 20:])["ETag"]
+a.complete_multipart_upload(Bucket="vhb", Key="mp", UploadId=u, MultipartUpload={
+    "Parts": [{"PartNumber": 1, "ETag": e1}, {"PartNumber": 2, "ETag": e2}]})
+assert a.get_object(Bucket="vhb", Key="mp", Range="bytes=5242870-5242889")["Body"].read() == \
+    big[5242870:5242890]
+a.delete_object(Bucket="vhb", Key="d/k1")
+a.delete_object(Bucket="vhb", Key="mp")
+assert a.list_objects_v2(Bucket="vhb")["KeyCount"] == 0
+assert "vhb" in [x["Name"] for x in a.list_buckets()["Buckets"]]
+assert seen[-1][0].startswith("http://s3.test:%d/" % port), seen[-1]
+a.delete_bucket(Bucket="vhb")
+try:
+    a.head_bucket(Bucket="vhb")
+    raise AssertionError("bucket still there")
+except botocore.exceptions.ClientError as e:
+    assert e.response["ResponseMetadata"]["HTTPStatusCode"] == 404
+# a grant: bob reads alice's bucket "shared" as alice.shared.s3.test
+try:
+    a.create_bucket(Bucket="shared")  # the "boto" part may have made it
+except botocore.exceptions.ClientError as e:
+    assert e.response["Error"]["Code"] == "BucketAlreadyOwnedByYou", e.response
+a.put_object(Bucket="shared", Key="g", Body=b"granted")
+assert b.get_object(Bucket="alice.shared", Key="g")["Body"].read() == b"granted"
+assert seen[-1][0] == "http://alice.shared.s3.test:%d/g" % port, seen[-1]
+# a presigned URL on the bucket's host (SignedHeaders=host)
+url = a.generate_presigned_url("get_object", Params={"Bucket": "shared", "Key": "g"},
+                               ExpiresIn=60)
+assert url.startswith("http://shared.s3.test:%d/g?" % port), url
+assert urllib.request.urlopen(url).read() == b"granted"
+try:
+    b.put_object(Bucket="alice.shared", Key="g", Body=b"x")
+    raise AssertionError("a write by a grant was taken")
+except botocore.exceptions.ClientError as e:
+    assert e.response["Error"]["Code"] == "AccessDenied", e.response
+# a wrong secret over virtual hosting: SignatureDoesNotMatch
+try:
+    client("alice", "wrong-secret-0000000").list_objects_v2(Bucket="shared")
+    raise AssertionError("a wrong secret was taken")
+except botocore.exceptions.ClientError as e:
+    assert e.response["Error"]["Code"] == "SignatureDoesNotMatch", e.response
+print("boto3 virtual-hosted: ok (%d requests)" % len(seen))
+'''
+
+
 NIXL_CLIENT = r'''
 import sys, numpy as np
 from nixl_cu12._api import nixl_agent, nixl_agent_config
@@ -941,10 +1033,10 @@ print("nixl %s: ok" % phase)
 
 def main():
     if len(sys.argv) < 3:
-        print("SKIP: usage: test_s3_py.py KVTIERD BUILD-DIR [boto|list|raw|cli|tls|nixl]")
+        print("SKIP: usage: test_s3_py.py KVTIERD BUILD-DIR [boto|list|vhost|raw|cli|tls|nixl]")
         return 77
     kvtierd, build = sys.argv[1], sys.argv[2]
-    parts = sys.argv[3:] or ["boto", "list", "raw", "cli", "tls", "nixl"]
+    parts = sys.argv[3:] or ["boto", "list", "vhost", "raw", "cli", "tls", "nixl"]
     py = venv(build, "venv-s3", BOTO)
     base = tempfile.mkdtemp(dir=os.environ.get("TMPDIR"))
     tenants = os.path.join(base, "tenants")
@@ -952,7 +1044,7 @@ def main():
         f.write("alice %s tenant\nbob %s tenant s3_secret=%s\n" % (ALICE[1], BOB[1], BOB_S3))
         f.write("grant alice model=s3/shared to bob\n")
     os.chmod(tenants, 0o600)
-    srv = Server(kvtierd, base, "srv", ["--tenants", tenants])
+    srv = Server(kvtierd, base, "srv", ["--tenants", tenants, "--s3-domain", "s3.test"])
     try:
         env = dict(os.environ, AWS_ACCESS_KEY_ID=ALICE[0], AWS_SECRET_ACCESS_KEY=ALICE[1],
                    AWS_DEFAULT_REGION="us-east-1", AWS_CONFIG_FILE="/dev/null",
@@ -965,6 +1057,10 @@ def main():
             client = os.path.join(base, "list_client.py")
             open(client, "w").write(LIST_CLIENT)
             subprocess.run([py, client, str(srv.port)], check=True, timeout=600)
+        if "vhost" in parts:
+            client = os.path.join(base, "vhost_client.py")
+            open(client, "w").write(VHOST_CLIENT)
+            subprocess.run([py, client, str(srv.port)], check=True, timeout=120)
         if "raw" in parts:
             test_raw(srv.port, None)
             print("raw SigV4 and HTTP: ok")

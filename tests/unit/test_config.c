@@ -54,6 +54,7 @@ static void test_every_option(void)
 		   "shutdown-timeout = 5\n"
 		   "resp = 127.0.0.1:6379\n"
 		   "s3 = 127.0.0.1:9000\n"
+		   "s3-domain = S3.Example.com., s3.localhost\n"
 		   "metrics = 9400\n"
 		   "metrics-token = /etc/tok\n"
 		   "max-conns = 100\n"
@@ -82,6 +83,7 @@ static void test_every_option(void)
 	T_EQ_INT(cfg.shutdown_timeout_s, 5);
 	T_EQ_STR(cfg.resp_listen, "127.0.0.1:6379");
 	T_EQ_STR(cfg.s3_listen, "127.0.0.1:9000");
+	T_EQ_STR(cfg.s3_domain, "s3.example.com,s3.localhost"); /* lowercase, no dot */
 	T_EQ_STR(cfg.metrics_listen, "127.0.0.1:9400");
 	T_EQ_STR(cfg.metrics_token_path, "/etc/tok");
 	T_EQ_INT(cfg.max_conns, 100);
@@ -138,6 +140,20 @@ static void test_mistakes(void)
 	bad("set = ssd.segmen=1M\n",
 	    "k.conf:1: --set: unknown option 'ssd.segmen' (kvtierd --help lists libkvtier's options)");
 	bad("dir =\n", "k.conf:1: --dir: empty directory");
+	/* --s3-domain: DNS names only (s3http.c s3h_vhost compares them) */
+	{
+		static const char *const names[] = {
+			"", "a..b", ".a", "a,,b", "-a.b", "a-.b", "a.b-", "a_b", "a b", "a:80",
+			"s3.test,",
+		};
+		char want[256], text[64];
+		for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+			snprintf(text, sizeof(text), "s3-domain = %s\n", names[i]);
+			snprintf(want, sizeof(want), "k.conf:1: --s3-domain: want NAME[,NAME...] (DNS "
+				 "names, at most 16, e.g. s3.example.com), got '%s'", names[i]);
+			bad(text, want);
+		}
+	}
 	bad("metrics =\n", "k.conf:1: --metrics: want [HOST:]PORT");
 	bad("tls-verify-client = maybe\n",
 	    "k.conf:1: --tls-verify-client: want yes or no, got 'maybe'");
