@@ -4693,6 +4693,55 @@ def resp_echo_big(ph):
 resp_echo_big.extra = ["--resp", "127.0.0.1:0"]
 
 
+def tls_echo_reset(ph, arg):
+    """resp_echo_balance over TLS (a server of its own): ECHOs unread,
+    reset with one partly written by SSL_write from the command's bytes,
+    then one read whole; mem_used back, the server stopped clean."""
+    import ssl
+    t = tls_server(ph, "resp_echo_balance")
+    if not t:
+        return
+    try:
+        R = tls_resp_port(t)
+        mem0 = t.metric("kvtier_server_memory_bytes")
+        for rcvbuf in (4096, None):
+            raw = socket.socket()
+            if rcvbuf:
+                raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+            raw.bind((ph.addr(), 0))
+            raw.connect(("127.0.0.1", R))
+            c = tls_ctx().wrap_socket(raw)
+            c.settimeout(10)
+            c.sendall(resp_cmd(b"AUTH", ALICE[0].encode(), ALICE[1].encode()))
+            ph.expect(c.recv(5) == b"+OK\r\n", "RESP AUTH over TLS")
+            want = b"$%d\r\n" % len(arg) + arg + b"\r\n"
+            if rcvbuf:
+                c.sendall(resp_cmd(b"ECHO", arg) * ECHO_UNREAD)
+                time.sleep(0.2)
+                got = c.recv(3000)
+                ph.expect(want.startswith(got), "an ECHO's answer over TLS, its start")
+                rst_close(c)
+                continue
+            c.sendall(resp_cmd(b"ECHO", arg))
+            got = b""
+            while len(got) < len(want):
+                try:
+                    b = c.recv(1 << 20)
+                except (ssl.SSLError, OSError):
+                    break
+                if not b:
+                    break
+                got += b
+            ph.expect(got == want, "an ECHO's answer over TLS", len(got))
+            c.close()
+        mem = settled(t, "kvtier_server_memory_bytes", mem0)
+        print("resp_echo_balance over TLS: %d ECHOs of 1 MiB unread, reset; one read whole; "
+              "mem_used after %d B (%d before)" % (ECHO_UNREAD, mem, mem0))
+        ph.expect(mem == mem0, "mem_used after the resets over TLS", mem0, mem)
+    finally:
+        t.stop()
+
+
 # resp_echo_balance: the ECHOs' argument (answered from the command's
 # bytes: RESPD_SEND_OWN_MIN is 4 KiB) and how many a reader that does not
 # read asks for (alice's output share is a quarter of --max-memory 32M)
@@ -4708,12 +4757,13 @@ def resp_echo_balance(ph):
     DEL (held by the slowed SSD writer: it answers once its tombstone is
     durable) and 2 ECHOs of 1 MiB behind it, reset while the DEL waits;
     4 ECHOs unread (a 4 KiB receive window) -- charged while queued, what
-    the kernel's send buffer took aside -- then reset with the first partly written; an inline ECHO of 5,000
-    quoted bytes (decoded in place in the command's bytes); a PING of
-    1 MiB read whole.  Each answer read is the argument; the unread ones
-    are charged once (their bytes, not also the commands'); after the
-    resets mem_used is back where it was (ASan: no leak, no double
-    free)."""
+    the kernel's send buffer took aside -- then reset with one partly
+    written; an inline ECHO of 5,000 quoted bytes (decoded in place in
+    the command's bytes); a PING of 1 MiB read whole; over TLS, unread
+    ECHOs reset with one partly written by SSL_write, and one read whole.
+    Each answer read is the argument; the unread ones are charged once
+    (their bytes, not also the commands'); after the resets mem_used is
+    back where it was (ASan: no leak, no double free)."""
     srv, P = ph.srv, ph.srv.port
     R = resp_port(srv)
     arg = bytes(range(256)) * (ECHO_ARG // 256)
@@ -4765,6 +4815,7 @@ def resp_echo_balance(ph):
     ph.expect(got == want, "the PING's answer", len(got))
     q.close()
     mem = settled(srv, "kvtier_server_memory_bytes", mem0)
+    tls_echo_reset(ph, arg)
     print("resp_echo_balance: a DEL and 2 ECHOs of 1 MiB reset %s; %d ECHOs unread: %.2f MiB "
           "charged, %.2f MiB in the kernel's send buffer; mem_used after the resets %d B (%d "
           "before)" % ("while the DEL waited" if waiting else "(the DEL DID NOT wait)",
