@@ -3,8 +3,10 @@
  * histograms, per-tenant counters, RESP command and HTTP request counts --
  * and the /metrics page in the Prometheus text format (doc/metrics.md
  * lists every metric; the server's own counters come from counters.c's
- * table, which STATS reads too); the --metrics-token file.  The HTTP listener that
- * serves the page is httpd.c.
+ * table, which STATS reads too; the KV-events ones, while events are on,
+ * from the store's events.* statistics, each quota group's drops named by
+ * its tenant); the --metrics-token file.  The HTTP listener that serves
+ * the page is httpd.c.
  *
  * Rendering reads kvt_store_stats and relaxed atomic counters; it never
  * waits for the store.
