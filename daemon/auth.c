@@ -581,6 +581,20 @@ uint32_t kvtd_tenant_group(const char *name, size_t len)
 	return g;
 }
 
+size_t kvtd_tenant_group_name(uint32_t group, char out[PROTO_TENANT_MAX + 1])
+{
+	size_t n = 0;
+
+	out[0] = 0;
+	pthread_mutex_lock(&group_lock);
+	if (group >= 1 && group <= group_count) {
+		n = strlen(group_names[group]);
+		memcpy(out, group_names[group], n + 1);
+	}
+	pthread_mutex_unlock(&group_lock);
+	return n;
+}
+
 bool kvtd_grant_allows(const char *owner, size_t owner_len, const char *model, size_t model_len,
 		       const uint8_t digest[PROTO_DIGEST_LEN], const char *grantee,
 		       size_t grantee_len)

@@ -1127,6 +1127,15 @@ static void kvtierd_log_started(const struct kvtd_server *srv)
 		else
 			snprintf(msg, sizeof(msg), "listening on %s%s", l->is_unix ? "unix:" : "",
 				 l->name);
+		/* The S3 listener's --s3-domain names (as it compares them:
+		 * lowercased, no trailing dot), which virtual-hosted requests
+		 * must be under: a typo shows here, not as path-style 404s. */
+		if (l->proto == KVTD_PROTO_S3 && cfg->s3_domain) {
+			char q[1024];
+			kvtd_log(KVTD_INFO, msg, "addr=%s s3_domain=%s", l->name,
+				 kvtd_log_quote(q, sizeof(q), cfg->s3_domain));
+			continue;
+		}
 		kvtd_log(KVTD_INFO, msg, "%s=%s", l->is_unix ? "unix" : "addr", l->name);
 	}
 }

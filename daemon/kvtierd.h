@@ -220,6 +220,10 @@ void kvtd_auth_open_conn(struct kvtd_conn *c);
 int kvtd_tenant_role(const char *name, size_t len, uint32_t *role);
 /* The installed table's quota group of a tenant (0: unknown, auth off). */
 uint32_t kvtd_tenant_group(const char *name, size_t len);
+/* The tenant quota group g is given to now (tenants loaded since start,
+ * removed ones' groups reused) into out: its name's length, 0 for none
+ * (group 0, a group given back).  Any thread (/metrics). */
+size_t kvtd_tenant_group_name(uint32_t group, char out[PROTO_TENANT_MAX + 1]);
 /* Does a grant of the installed table give grantee read access to owner's
  * namespace (model, digest)?  Any thread. */
 bool kvtd_grant_allows(const char *owner, size_t owner_len, const char *model, size_t model_len,

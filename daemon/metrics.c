@@ -3,8 +3,10 @@
  * histograms, per-tenant counters, RESP command and HTTP request counts --
  * and the /metrics page in the Prometheus text format (doc/metrics.md
  * lists every metric; the server's own counters come from counters.c's
- * table, which STATS reads too); the --metrics-token file.  The HTTP listener that
- * serves the page is httpd.c.
+ * table, which STATS reads too; the KV-events ones, while events are on,
+ * from the store's events.* statistics, each quota group's drops named by
+ * its tenant); the --metrics-token file.  The HTTP listener that serves
+ * the page is httpd.c.
  *
  * Rendering reads kvt_store_stats and relaxed atomic counters; it never
  * waits for the store.
@@ -196,8 +198,52 @@ bool kvtd_tenant_conn_admit(struct kvtd_conn *c, const char *tenant, size_t tena
  * Rendering /metrics
  */
 
+/* The KV-events feeds' counters (lib/core/kvevents.c, doc/stats.md
+ * "events"; replay's only with a replay endpoint or --tenants), exported
+ * only when the store reports them: only while events are on. */
+static const struct {
+	const char *stat, *metric, *type, *help;
+} metrics_events[] = {
+	{ "events.queued", "kvtier_events_queued_total", "counter",
+	  "KV events queued for publishing (one pushed out later counted here and in dropped)" },
+	{ "events.dropped", "kvtier_events_dropped_total", "counter",
+	  "KV events dropped: the queue was full (events.queue_max), their quota group "
+	  "held its share of it, or out of memory (a KV-aware router's view goes stale)" },
+	{ "events.share_dropped", "kvtier_events_share_dropped_total", "counter",
+	  "of those, events of a quota group at its share of the queue while other groups "
+	  "had events queued" },
+	{ "events.batches", "kvtier_events_batches_total", "counter",
+	  "KV event messages sent (one KVEventBatch each)" },
+	{ "events.send_errors", "kvtier_events_send_errors_total", "counter",
+	  "KV event messages ZeroMQ refused" },
+	{ "events.bytes", "kvtier_events_bytes_total", "counter", "KV event payload bytes sent" },
+	{ "events.refused", "kvtier_events_refused_total", "counter",
+	  "subscribers a bound events socket refused during the handshake" },
+	{ "events.replay_kept", "kvtier_events_replay_kept", "gauge",
+	  "KV event messages kept for replay" },
+	{ "events.replay_kept_bytes", "kvtier_events_replay_kept_bytes", "gauge",
+	  "payload bytes of the messages kept for replay" },
+	{ "events.replay_requests", "kvtier_events_replay_requests_total", "counter",
+	  "KV event replay requests read, malformed ones included" },
+	{ "events.replay_invalid", "kvtier_events_replay_invalid_total", "counter",
+	  "malformed KV event replay requests" },
+	{ "events.replay_busy", "kvtier_events_replay_busy_total", "counter",
+	  "KV event replay requests refused: events.max_subscribers replays under way" },
+	{ "events.replay_messages", "kvtier_events_replay_messages_total", "counter",
+	  "KV event messages replayed" },
+	{ "events.replay_bytes", "kvtier_events_replay_bytes_total", "counter",
+	  "payload bytes of the KV event messages replayed" },
+	{ "events.replay_waits", "kvtier_events_replay_waits_total", "counter",
+	  "times a replay waited at its peer's high-water mark" },
+};
+#define METRICS_EVENTS (sizeof(metrics_events) / sizeof(metrics_events[0]))
+
 struct metrics_stats {
 	uint64_t v[64];
+	bool events; /* events.endpoint seen: the KV-events publisher runs */
+	bool ev_seen[METRICS_EVENTS];
+	uint64_t ev[METRICS_EVENTS];
+	uint64_t *gdropped; /* events.<g>.dropped by group g (KVT_QUOTA_GROUPS), or NULL */
 };
 
 static const char *const metrics_stat_names[] = {
@@ -251,10 +297,44 @@ static const char *const metrics_stat_names[] = {
 	NULL,
 };
 
+/* An events.* statistic: the table's, or a group's drops
+ * ("events.<g>.dropped", reported once non-zero). */
+static void metrics_events_cb(struct metrics_stats *st, const char *name, uint64_t value,
+			      const char *str)
+{
+	const char *p = name + 7;
+	char *end;
+	unsigned long g;
+
+	if (strcmp(name, "events.endpoint") == 0) {
+		st->events = true;
+		if (!st->gdropped)
+			st->gdropped = calloc(KVT_QUOTA_GROUPS, sizeof(*st->gdropped));
+		return;
+	}
+	if (str)
+		return;
+	if (*p >= '0' && *p <= '9') {
+		g = strtoul(p, &end, 10);
+		if (st->gdropped && g < KVT_QUOTA_GROUPS && strcmp(end, ".dropped") == 0)
+			st->gdropped[g] = value;
+		return;
+	}
+	for (size_t i = 0; i < METRICS_EVENTS; i++)
+		if (strcmp(metrics_events[i].stat, name) == 0) {
+			st->ev[i] = value;
+			st->ev_seen[i] = true;
+		}
+}
+
 static void metrics_stats_cb(void *ctx, const char *name, uint64_t value, const char *str)
 {
 	struct metrics_stats *st = ctx;
 
+	if (strncmp(name, "events.", 7) == 0) {
+		metrics_events_cb(st, name, value, str);
+		return;
+	}
 	if (str || strncmp(name, "ns.", 3) == 0 || strncmp(name, "quota.", 6) == 0)
 		return; /* the rows that grow (none of ours): metrics_namespaces */
 	for (unsigned i = 0; metrics_stat_names[i]; i++)
@@ -541,6 +621,35 @@ static void metrics_namespaces(FILE *f, struct kvt_store *store)
 	free(ns.rows);
 }
 
+/* The KV-events counters, and each quota group's drops by the tenant it
+ * is given to: at most KVT_QUOTA_GROUPS series, as many as groups that
+ * dropped one (a removed tenant's group, no longer named, left out). */
+static void metrics_events_page(FILE *f, const struct metrics_stats *st)
+{
+	char name[PROTO_TENANT_MAX + 1];
+
+	if (!st->events)
+		return;
+	for (size_t i = 0; i < METRICS_EVENTS; i++)
+		if (st->ev_seen[i])
+			metrics_one(f, metrics_events[i].metric, metrics_events[i].type,
+				    metrics_events[i].help, st->ev[i]);
+	metrics_head(f, "kvtier_events_tenant_dropped_total", "counter",
+		     "of kvtier_events_dropped_total, a tenant's (its quota group's; tenant \"\": "
+		     "namespaces of no tenant, \"default\" without --tenants), once non-zero");
+	for (uint32_t g = 0; st->gdropped && g < KVT_QUOTA_GROUPS; g++) {
+		if (!st->gdropped[g])
+			continue;
+		if (g == 0)
+			snprintf(name, sizeof(name), "%s", kvtd_auth_enabled() ? "" : "default");
+		else if (!kvtd_tenant_group_name(g, name))
+			continue;
+		fputs("kvtier_events_tenant_dropped_total{tenant=\"", f);
+		metrics_label(f, name);
+		fprintf(f, "\"} %" PRIu64 "\n", st->gdropped[g]);
+	}
+}
+
 /* The whole /metrics page into a new buffer: 0 or -ENOMEM. */
 /* One per-tenant family: a series for each entry of the tenants table
  * (tstat.c), walked under its lock. */
@@ -708,6 +817,8 @@ int kvtd_metrics_render(struct kvtd_server *srv, char **out, size_t *out_len)
 		fprintf(f, "kvtier_errors_total{kind=\"%s\"} %" PRIu64 "\n", kvtd_err_names[k],
 			MGET(srv->ctr.errors[k]));
 
+	metrics_events_page(f, &st);
+	free(st.gdropped);
 	metrics_namespaces(f, srv->store);
 
 	metrics_one(f, "kvtier_tenant_table_entries", "gauge", "tenants with counters and "

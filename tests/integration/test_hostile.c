@@ -68,6 +68,9 @@
  *   resp_mget_held  MGETs of one stored byte named 65,535 times, left
  *                 unread on 4 connections: their replies' iovecs, pins and
  *                 text charged (as built and as queued), the budget holds
+ *   kvevents_metrics  a burst of puts drops KV events: /metrics (read
+ *                 strictly) has each events.* counter of STATS, and the
+ *                 tenant's drops with a tenant label
  *   ssd_read_share (by hand, not in the suite) one tenant's GETs of SSD-only
  *                 blocks on 24 connections beside another's single GET: the
  *                 latencies measured (doc/security.md "SSD reads between
@@ -106,6 +109,7 @@
 #include "client.h"
 #include "server.h"
 #include "t.h"
+#include "tprom.h"
 
 /* Sanitized builds (GCC says so with __SANITIZE_*__, clang with
  * __has_feature) do the same work several times slower and bigger. */
@@ -4186,6 +4190,95 @@ static void phase_kvevents_share(void)
 	for (int t = 0; t < 2; t++)
 		kc_close(&c[t]);
 	zmq_ctx_term(zctx);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
+/* ------------------------------------------------------------------------
+ * kvevents_metrics (session 37): the KV-events counters on /metrics.  A
+ * burst of alice's puts (2,048 in frames of 1,024) overflows the events
+ * queue (events.queue_max 256, a batch every 200 ms); once the publisher
+ * is idle, the page (read strictly, tests/lib/tprom.h) has every events.*
+ * counter of STATS as kvtier_events_*, and alice's drops as
+ * kvtier_events_tenant_dropped_total{tenant="alice"}, equal to her quota
+ * group's events.<g>.dropped; bob, who dropped none, has no series.
+ * Before, /metrics had none of them: a KV-aware router's feed could lose
+ * events and no dashboard showed it.
+ */
+static void phase_kvevents_metrics(void)
+{
+	static const char *const stats[] = {
+		"queued", "dropped", "share_dropped", "batches", "send_errors", "bytes", "refused",
+		"replay_kept", "replay_kept_bytes", "replay_requests", "replay_messages",
+	};
+	static const char *const metrics[] = {
+		"kvtier_events_queued_total", "kvtier_events_dropped_total",
+		"kvtier_events_share_dropped_total", "kvtier_events_batches_total",
+		"kvtier_events_send_errors_total", "kvtier_events_bytes_total",
+		"kvtier_events_refused_total", "kvtier_events_replay_kept",
+		"kvtier_events_replay_kept_bytes", "kvtier_events_replay_requests_total",
+		"kvtier_events_replay_messages_total",
+	};
+	enum { N = sizeof(stats) / sizeof(stats[0]) };
+	const char *extra[] = { "--ssd", "0", "--metrics", "127.0.0.1:0", "--set",
+				"events.batch_ms=200", "--set", "events.queue_max=256", NULL };
+	char text[2000], ep[2][700], name[64], *page = NULL;
+	uint64_t before[N + 1], after[N + 1], group;
+	struct fq_seen seen = { 0 };
+	uint8_t ns[PROTO_DIGEST_LEN];
+	unsigned samples = 0, tries;
+	uint16_t mport;
+	struct kc c;
+
+	snprintf(ep[0], sizeof(ep[0]), "ipc://%s/alice.events", base);
+	snprintf(ep[1], sizeof(ep[1]), "ipc://%s/bob.events", base);
+	snprintf(text, sizeof(text), "alice " SECRET_ALICE " tenant events=%s\n"
+		 "bob " SECRET_ALICE " tenant events=%s\n"
+		 "admin " SECRET_ADMIN " admin\n", ep[0], ep[1]);
+	start_with("kvevents_metrics", extra, text);
+	mport = tsrv_listener_port(srv.log, "metrics");
+	T_RC(kc_dial(&c, srv.port, "alice", SECRET_ALICE), 0);
+	T_RC(kc_register(&c, &desc, ns, NULL, 0), KVT_OK);
+	T_RC(kc_stat(&c, PROTO_SCOPE_TENANT, "tenant.quota_group", &group), 0);
+	frame_puts(&c, ns, 2048, 1024, 0, "alice-em-", &seen);
+	kc_close(&c);
+	snprintf(name, sizeof(name), "events.%" PRIu64 ".dropped", group);
+	/* The publisher drains the queue a batch each 200 ms: the counters
+	 * read the same before and after the scrape once it is done (they
+	 * only grow, so the page's are those too). */
+	for (tries = 0; tries < 40; tries++) {
+		tsrv_sleep_ms(100);
+		for (size_t i = 0; i < N; i++) {
+			char st[48];
+			snprintf(st, sizeof(st), "events.%s", stats[i]);
+			before[i] = stat_of(st);
+		}
+		before[N] = stat_opt(name);
+		free(page);
+		page = tsrv_http_body(mport, "/metrics");
+		for (size_t i = 0; i < N; i++) {
+			char st[48];
+			snprintf(st, sizeof(st), "events.%s", stats[i]);
+			after[i] = stat_of(st);
+		}
+		after[N] = stat_opt(name);
+		if (memcmp(before, after, sizeof(before)) == 0 && after[3] > 0)
+			break; /* still, and a batch sent */
+	}
+	T_ASSERT(tries < 40);
+	samples = t_prom_check(page);
+	for (size_t i = 0; i < N; i++)
+		T_EQ_U64(tsrv_metric(page, metrics[i]), after[i]);
+	T_ASSERT(after[1] > 0); /* events.dropped */
+	T_ASSERT(after[N] > 0);
+	T_EQ_U64(tsrv_metric(page, "kvtier_events_tenant_dropped_total{tenant=\"alice\"}"),
+		 after[N]);
+	T_ASSERT(strstr(page, "\n# TYPE kvtier_events_tenant_dropped_total counter\n"));
+	T_ASSERT(!strstr(page, "kvtier_events_tenant_dropped_total{tenant=\"bob\"}"));
+	printf("kvevents_metrics: %u samples parsed; events.queued %" PRIu64 ", dropped %" PRIu64
+	       " (alice's group %" PRIu64 ": %" PRIu64 "), batches %" PRIu64 ", bytes %" PRIu64
+	       ": the same on /metrics (%u tries)\n", samples, after[0], after[1], group, after[N],
+	       after[3], after[5], tries + 1);
+	free(page);
 	T_EQ_INT(tsrv_stop(&srv), 0);
 }
 
@@ -9338,6 +9431,7 @@ static const struct tsrv_phase phases[] = {
 	{ "fwd_copies", phase_fwd_copies },
 	{ "kvevents_stuck", phase_kvevents_stuck },
 	{ "kvevents_share", phase_kvevents_share },
+	{ "kvevents_metrics", phase_kvevents_metrics },
 	{ "s3_scan", phase_s3_scan },
 	{ "native_edges", phase_native_edges },
 	{ "native_flood", phase_native_flood },

@@ -5373,6 +5373,12 @@ def s3_vhost(ph):
     granted bucket alice.shared, the domain itself (path-style), names
     that are not under it (path-style), two Host headers (400)."""
     P, ok, sm, req = ph.kit()
+    # the startup line names the domains as compared (lowercased, no
+    # trailing dot)
+    m = re.search(r'msg="S3 listener on [0-9.:]+" addr=\S+ s3_domain=(\S+)\n',
+                  open(ph.srv.log).read())
+    ph.expect(m and m.group(1) == "s3.test,other.test", "the S3 listener's log line names "
+              "the --s3-domain names", m and m.group(0))
 
     def vh(method, bucket, path, query="", host=None, who=ALICE, **kw):
         """A signed virtual-hosted request for bucket (Host
