@@ -37,6 +37,7 @@ s3_tiny_chunks (signed aws-chunked bodies of 1-byte chunks beside another
 tenant), tls_records (S3 and RESP requests in one-byte TLS records),
 resp_share_answer (RESP commands refused by their tenant's share say so),
 tls_handshakes (canned ClientHellos from one address, throttled),
+tls_max_conns (a TLS connection refused past --max-conns: told, throttled),
 tls_tenant_records (one tenant's many connections of one-byte TLS records),
 tenants_past_32 (one tenant's pipelines seen after 38 others in each loop
 iteration), tls_partial_hello (partial ClientHellos held open: RSS, the
@@ -3380,6 +3381,88 @@ def tls_handshakes(ph):
         ph.expect(sanitized or ratio <= TLS_CHURN_RATIO, "loop CPU a ClientHello over a "
                   "connection of garbage", ratio)
         ph.cases += 1
+    finally:
+        t.stop()
+
+
+# tls_max_conns: canned ClientHellos from one address past --max-conns, how
+# many answered with the server's flight (a handshake's crypto) at most
+# (before: every one, 100; after: the throttle's 20 a second)
+TLS_REFUSED_CONNS = 100
+TLS_REFUSED_FLIGHTS = 40
+
+
+@phase
+def tls_max_conns(ph):
+    """A TLS connection past --max-conns is handshaken so that its refusal
+    can be said (RESP's -ERR, S3's 503, a native ERROR frame).  The refusal was queued before
+    the handshake and nothing wrote it once done: the client was never
+    told, and its connection and SSL stayed until --idle-timeout (30 s),
+    outside --max-conns.  And the queued answer's SSL_write drove the
+    handshake itself, past the first-record gate and the address's
+    throttle (loop.c loop_conn_handshake): from one address, a full
+    handshake for every connection.  Now nothing is written before the
+    handshake is done, and the answer right after it.  At --max-conns 8
+    (8 TLS RESP logins held): a real client's refusal over RESP, S3 and
+    the native protocol,
+    read and followed by the close at once; 100 canned ClientHellos from
+    one address, most throttled (the loop's CPU each printed)."""
+    import ssl
+    t = tls_server(ph, "tls_max_conns", ["--max-conns", "8", "--tenant-conns", "8"])
+    if not t:
+        return
+    try:
+        rport = tls_resp_port(t)
+        held = [tls_resp_login(ph, rport, ALICE) for _ in range(8)]
+        time.sleep(0.2)
+        nport = int(re.search(r"listening on 127\.0\.0\.1:(\d+)", open(t.log).read()).group(1))
+        # the native ERROR frame: its message in it
+        for port, told in ((rport, b"-ERR server at its connection limit"),
+                           (t.port, b"HTTP/1.1 503"), (nport, None)):
+            raw = socket.create_connection(("127.0.0.1", port), timeout=5,
+                                           source_address=(ph.addr(), 0))
+            t0 = time.monotonic()
+            try:
+                s = tls_ctx().wrap_socket(raw)
+                got = b""
+                while True:
+                    b = s.recv(4096)
+                    if not b:
+                        break
+                    got += b
+            except (OSError, ssl.SSLError) as e:
+                got = repr(e).encode()
+            took = time.monotonic() - t0
+            raw.close()
+            print("tls_max_conns: a TLS client past --max-conns told %r, closed after %.3f s"
+                  % (got[:70], took))
+            ph.expect(got.startswith(told) if told else b"at its connection limit" in got,
+                      "a refused TLS client told", port, got[:100])
+            ph.expect(took < 2, "a refused TLS client closed at once (s)", took)
+            ph.cases += 1
+        hello = client_hello()[3]
+        src = ph.addr()
+        flights = 0
+        c0 = loop_cpu_s(t)
+        for _ in range(TLS_REFUSED_CONNS):
+            c = socket.create_connection(("127.0.0.1", rport), source_address=(src, 0))
+            c.sendall(hello)
+            c.settimeout(5)
+            try:
+                flights += c.recv(1) == b"\x16"
+            except OSError:
+                pass
+            c.close()
+        time.sleep(0.3)
+        cpu = (loop_cpu_s(t) - c0) / TLS_REFUSED_CONNS
+        print("tls_max_conns: %d canned ClientHellos from one address past --max-conns: %d "
+              "answered with a flight; loop CPU %.0f us a connection" % (
+                  TLS_REFUSED_CONNS, flights, cpu * 1e6))
+        ph.expect(flights <= TLS_REFUSED_FLIGHTS, "refused handshakes from one address "
+                  "throttled: flights", flights)
+        ph.cases += 1
+        for c in held:
+            c.s.close()
     finally:
         t.stop()
 
