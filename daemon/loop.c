@@ -791,6 +791,13 @@ static void loop_conn_flush(struct kvtd_conn *c)
 	struct iovec iov[128];
 	bool unpinned = false;
 
+	/* Nothing is written before a TLS handshake is done: an SSL_write
+	 * would drive the handshake itself, past the first-record gate and
+	 * the address's throttle (loop_conn_handshake), and a refusal past
+	 * --max-conns did -- a full handshake for each connection from a
+	 * throttled address.  The answer waits for loop_conn_handshake. */
+	if (c->tls && !c->tls_ready)
+		return;
 	while (c->out_head && !c->dead) {
 		unsigned n = 0;
 		ssize_t w;
@@ -1075,7 +1082,9 @@ static void loop_reap(struct kvtd_loop *loop)
  * A connection past --max-conns: the protocol's last word (a native ERROR
  * frame, a RESP error, an HTTP 503), then it closes like any failed
  * connection (our side shut down first, so the peer reads it).  Its few
- * bytes of state live until then.
+ * bytes of state live until then.  Over TLS the word is written once the
+ * handshake is done (loop_conn_handshake; the address's throttle bounds
+ * those handshakes as any other's).
  */
 static void loop_conn_refuse(struct kvtd_conn *c)
 {
@@ -1900,6 +1909,17 @@ static void loop_conn_handshake(struct kvtd_conn *c)
 			kvtd_auth_failed(c);
 		loop_conn_close(c, "TLS handshake failed");
 		return;
+	}
+	/* An answer queued before the handshake was done -- the refusal past
+	 * --max-conns (loop_conn_refuse) -- is written now, and its
+	 * connection closed as its protocol asked.  Nothing wrote it before
+	 * session 37: a refused TLS client was never told, and its connection
+	 * (and SSL) stayed until --idle-timeout, outside --max-conns. */
+	if (rc > 0 && c->out_head) {
+		loop_conn_flush(c);
+		loop_conn_maybe_close(c);
+		if (c->dead || c->lingering || c->out_head)
+			return; /* closed, or its EPOLLOUT asked for by the flush */
 	}
 	loop_conn_events(c, false);
 	if (rc > 0)

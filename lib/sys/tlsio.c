@@ -80,6 +80,33 @@ static int tlsio_load_pair(SSL_CTX *ctx, const char *cert, const char *key, char
 	return 0;
 }
 
+/* tlsio.h says what is refused; a malformed list goes on, to fail in
+ * OpenSSL's own parse of the same bytes. */
+bool tlsio_share_refused(const unsigned char *ext, size_t ext_len)
+{
+	static const uint16_t ids[] = TLSIO_GROUP_IDS;
+	bool ours = false;
+	size_t off = 2;
+
+	if (ext_len < 2 || ((size_t)ext[0] << 8 | ext[1]) != ext_len - 2)
+		return false;
+	while (off < ext_len) {
+		unsigned g;
+		size_t key_len;
+
+		if (ext_len - off < 4)
+			return false; /* an entry's head cut short */
+		g = (unsigned)ext[off] << 8 | ext[off + 1];
+		key_len = (size_t)ext[off + 2] << 8 | ext[off + 3];
+		if (key_len == 0 || key_len > ext_len - off - 4)
+			return false; /* an empty key, or one past the list's end */
+		for (size_t i = 0; i < sizeof(ids) / sizeof(ids[0]); i++)
+			ours |= g == ids[i];
+		off += 4 + key_len;
+	}
+	return !ours;
+}
+
 /*
  * A TLS 1.3 ClientHello without a key share of a group the server takes
  * (TLSIO_GROUP_IDS) is refused, not answered with a HelloRetryRequest.
@@ -93,25 +120,20 @@ static int tlsio_load_pair(SSL_CTX *ctx, const char *cert, const char *key, char
  * review"), at no crypto on either side.  Every client of kvtierd's (this
  * file's client context, OpenSSL's, Go's, rustls, NSS, Java) sends a
  * share of X25519 or P-256 in its first ClientHello.  A ClientHello with
- * no key_share (TLS 1.2) or a malformed one goes on: OpenSSL decides.
+ * no key_share (TLS 1.2) or a malformed one goes on: OpenSSL decides, and
+ * refuses the malformed one itself (decode_error), before any retry
+ * (tlsio_share_refused; tests/unit/test_tlshello.c drives a server with
+ * each case).
  */
 static int tlsio_hello_share(SSL *s, int *al, void *arg)
 {
-	static const uint16_t ids[] = TLSIO_GROUP_IDS;
 	const unsigned char *p;
-	size_t len, off = 2;
+	size_t len;
 
 	(void)arg;
-	if (!SSL_client_hello_get0_ext(s, TLSEXT_TYPE_key_share, &p, &len) || len < 2 ||
-	    ((size_t)p[0] << 8 | p[1]) != len - 2)
+	if (!SSL_client_hello_get0_ext(s, TLSEXT_TYPE_key_share, &p, &len) ||
+	    !tlsio_share_refused(p, len))
 		return SSL_CLIENT_HELLO_SUCCESS;
-	while (off + 4 <= len) {
-		unsigned g = (unsigned)p[off] << 8 | p[off + 1];
-		for (size_t i = 0; i < sizeof(ids) / sizeof(ids[0]); i++)
-			if (g == ids[i])
-				return SSL_CLIENT_HELLO_SUCCESS;
-		off += 4 + ((size_t)p[off + 2] << 8 | p[off + 3]);
-	}
 	*al = SSL_AD_HANDSHAKE_FAILURE;
 	return SSL_CLIENT_HELLO_ERROR;
 }

@@ -44,6 +44,25 @@ enum { TLSIO_WANT_IN = 1, TLSIO_WANT_OUT = 2 };
 #define TLSIO_GROUP_IDS { 0x001d, 0x0017, 0x0018, 0x001e, 0x0019 }
 
 /*
+ * Is a ClientHello with this key_share extension refused (tlsio.c
+ * tlsio_hello_share, a server context's client-hello callback)?  ext is
+ * the extension's body, ext_len bytes (RFC 8446 4.2.8): a 2-byte list
+ * length, then entries of a 2-byte group, a 2-byte key length and that
+ * many bytes of key (1..65535).
+ *
+ * True only for a well-formed list -- the list is the body, every entry
+ * lies in it with a key of 1 byte at least, the last ends where the list
+ * does: the list OpenSSL's own parse takes -- in which no entry names a
+ * group of TLSIO_GROUP_IDS (the empty list included), which OpenSSL would
+ * answer with a HelloRetryRequest.  A malformed list, with or without a
+ * group of ours in it, is not refused here: OpenSSL parses the same bytes
+ * and fails the handshake with a decode_error alert, before any crypto or
+ * retry.  Pure: reads ext[0..ext_len) only, any bytes.  Fuzzed by
+ * tests/fuzz/fuzz_tlshello.c; the cases are tests/unit/test_tlshello.c's.
+ */
+bool tlsio_share_refused(const unsigned char *ext, size_t ext_len);
+
+/*
  * A server context: cert and key (PEM files); ca (may be NULL) is the CA
  * that client certificates must chain to, verify_client makes one
  * mandatory.  NULL on failure with a message in err.

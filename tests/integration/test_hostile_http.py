@@ -37,6 +37,7 @@ s3_tiny_chunks (signed aws-chunked bodies of 1-byte chunks beside another
 tenant), tls_records (S3 and RESP requests in one-byte TLS records),
 resp_share_answer (RESP commands refused by their tenant's share say so),
 tls_handshakes (canned ClientHellos from one address, throttled),
+tls_max_conns (a TLS connection refused past --max-conns: told, throttled),
 tls_tenant_records (one tenant's many connections of one-byte TLS records),
 tenants_past_32 (one tenant's pipelines seen after 38 others in each loop
 iteration), tls_partial_hello (partial ClientHellos held open: RSS, the
@@ -92,6 +93,33 @@ LIST_SORT_RATIO = 8.0
 # per-address limits are not what those cases are about); the probing
 # client and the test's own /metrics reads from these.
 PROBER, OBSERVER = "127.0.0.2", "127.0.0.3"
+_spares = [0]
+
+
+def spare_addr():
+    """A fresh source address for the Server's own reads, which have no
+    phase (127.0.200.1, ...: outside Phase.addr's)."""
+    _spares[0] += 1
+    return "127.0.%d.%d" % (200 + _spares[0] // 250, 1 + _spares[0] % 250)
+
+
+def from_fixed(what, src, attempt, fresh):
+    """A fixed address's request (PROBER's: another client; OBSERVER's: the
+    test's own /metrics reads) after a case's flooding or throttled
+    address: attempt(src) -> (result, refused), refused saying the server
+    refused it as it refuses that address.  Per-address limits count peers
+    in 4096 slots hashed with a random key (daemon/base.c kvtd_peer_slot):
+    1 run in 4096 the fixed address shares the flooding address's slot and
+    is refused early, as documented -- a test failing by chance.  Then
+    once more from fresh() (printed): a server refusing everyone fails
+    again.  (src, result) of the attempt that counts."""
+    r, refused = attempt(src)
+    if refused:
+        again = fresh()
+        print("%s: %s refused per address (a shared slot); again from %s" % (what, src, again))
+        src = again
+        r, _ = attempt(src)
+    return src, r
 
 
 class Server:
@@ -188,11 +216,20 @@ class Server:
         assert st == 200, (path, st, ans[:200])
         return hd
 
+    def metrics(self):
+        """The /metrics page, read from OBSERVER (from_fixed: the token's
+        throttle refuses a read from a throttled address's slot)."""
+        def attempt(src):
+            st, _, body = http(self.mport, b"GET /metrics HTTP/1.1\r\nAuthorization: Bearer "
+                               + TOKEN.encode() + b"\r\n\r\n", src=src)
+            return (st, body), st == 503 and b"from this address" in body
+        st, body = from_fixed("a /metrics read", OBSERVER, attempt, spare_addr)[1]
+        assert st == 200, (st, body[:200])
+        return body
+
     def metric(self, name):
         """One unlabelled series of /metrics."""
-        st, _, body = http(self.mport, b"GET /metrics HTTP/1.1\r\nAuthorization: Bearer "
-                           + TOKEN.encode() + b"\r\n\r\n", src=OBSERVER)
-        assert st == 200, (st, body[:200])
+        body = self.metrics()
         m = re.search(rb"^" + name.encode() + rb" (\S+)$", body, re.M)
         assert m, name
         return float(m.group(1))
@@ -394,19 +431,12 @@ class Phase:
         """Another client is served: a signed GET of a known object and
         /healthz, each on a fresh connection, timed."""
         t0 = time.monotonic()
-        src = PROBER
-        st, _, body = http(self.srv.port, signed_msg(self.srv.port, "GET", "/hbkt/known"),
-                           src=src)
-        if st == 503 and b"from this address" in body:
-            # Per-address limits count peers in 4096 slots hashed with a
-            # random key (daemon/loop.c): 1 run in 4096, PROBER shares the
-            # flooding address's slot and is refused early, as documented.
-            # Another address then: a server refusing everyone fails again.
-            src = self.addr()
-            print("probe after %s: %s refused per address (a shared slot); again from %s" % (
-                what, PROBER, src))
+
+        def attempt(src):
             st, _, body = http(self.srv.port, signed_msg(self.srv.port, "GET", "/hbkt/known"),
                                src=src)
+            return (st, body), st == 503 and b"from this address" in body
+        src, (st, body) = from_fixed("probe after " + what, PROBER, attempt, self.addr)
         assert st == 200 and body == b"known bytes", ("probe after", what, st, body[:200])
         st, _, body = http(self.srv.mport, b"GET /healthz HTTP/1.1\r\n\r\n", src=src)
         assert st == 200 and body == b"ok\n", ("healthz after", what, st, body)
@@ -1949,9 +1979,7 @@ def reload_tenants(srv, who):
 
 def tenant_metric(srv, family, tenant):
     """family{tenant="tenant"} on /metrics, or None when it has no series."""
-    st, _, body = http(srv.mport, b"GET /metrics HTTP/1.1\r\nAuthorization: Bearer "
-                       + TOKEN.encode() + b"\r\n\r\n", src=OBSERVER)
-    assert st == 200, (st, body[:200])
+    body = srv.metrics()
     m = re.search(rb"^" + family.encode() + rb'\{tenant="' + tenant.encode() + rb'"\} (\S+)$',
                   body, re.M)
     return float(m.group(1)) if m else None
@@ -2583,9 +2611,7 @@ def s3_list_mem(ph):
     assert st == 200 and len(keys) == n, (st, len(keys), own[:300])
 
     def scrape():
-        st, _, body = http(srv.mport, b"GET /metrics HTTP/1.1\r\nAuthorization: Bearer "
-                           + TOKEN.encode() + b"\r\n\r\n", src=OBSERVER)
-        assert st == 200, st
+        body = srv.metrics()
         got = {}
         for name in ("kvtier_meta_bytes", "kvtier_server_s3_header_reads_bytes",
                      "kvtier_server_memory_bytes", "kvtier_server_memory_limit_bytes"):
@@ -2901,9 +2927,7 @@ def s3_answer_held(ph):
 
     def page(name=b"ListObjectsV2"):
         """(requests of op name answered 200, the server's charge), one render."""
-        st, _, body = http(srv.mport, b"GET /metrics HTTP/1.1\r\nAuthorization: Bearer "
-                           + TOKEN.encode() + b"\r\n\r\n", src=OBSERVER)
-        assert st == 200, st
+        body = srv.metrics()
 
         def num(expr):
             return float(re.search(expr + rb" (\S+)$", body, re.M).group(1))
@@ -3446,6 +3470,21 @@ def tls_http(port, data, src=None, timeout=10):
     return ans
 
 
+def tls_from_prober(ph, t, what, data):
+    """tls_http(t.port, data) from PROBER after a flooding address's
+    handshakes (from_fixed): a connection the server closed before its
+    handshake while kvtier_tls_throttled_total rose was refused per
+    address.  (status, head, body); (None, None, why) where closed."""
+    def attempt(src):
+        thr = metric_or_0(t, "kvtier_tls_throttled_total")
+        try:
+            return tls_http(t.port, data, src), False
+        except OSError as e:  # ssl.SSLError too
+            return ((None, None, repr(e).encode()),
+                    metric_or_0(t, "kvtier_tls_throttled_total") > thr)
+    return from_fixed(what, PROBER, attempt, ph.addr)[1]
+
+
 def tls_server(ph, name, extra=(), quarantine_mb=32):
     """A server like ph.srv's with TLS on its S3 and RESP listeners (a
     self-signed certificate), or None (printed) without the openssl CLI;
@@ -3517,7 +3556,9 @@ def tls_handshakes(ph):
     address, 2000 connections each send a ClientHello and close; then 2000
     send garbage to the plain metrics listener as the control: loop CPU
     per connection compared, most of the 600 throttled, another address
-    served throughout, the flooding address again a second later.  Before
+    served throughout (PROBER, or a fresh one where PROBER's slot is the
+    flooding address's: from_fixed), the flooding address again a second
+    later.  Before
     that, 400 connections from the address that send nothing or plain text
     (a load balancer's TCP checks, a plain client: no crypto) throttle
     nothing."""
@@ -3565,7 +3606,8 @@ def tls_handshakes(ph):
             time.sleep(0.3)
             cpu[what] = (loop_cpu_s(t) - c0) / TLS_CHURN_CONNS
             if what.startswith("TLS"):
-                st, _, b = tls_http(P, signed_msg(P, "GET", "/tbkt/known"), PROBER)
+                st, _, b = tls_from_prober(ph, t, "another address meanwhile",
+                                           signed_msg(P, "GET", "/tbkt/known"))
                 ph.expect(st == 200 and b == b"known bytes", "another address meanwhile", st)
         thr = throttled() - thr0
         time.sleep(1.1)
@@ -3581,6 +3623,88 @@ def tls_handshakes(ph):
         ph.expect(sanitized or ratio <= TLS_CHURN_RATIO, "loop CPU a ClientHello over a "
                   "connection of garbage", ratio)
         ph.cases += 1
+    finally:
+        t.stop()
+
+
+# tls_max_conns: canned ClientHellos from one address past --max-conns, how
+# many answered with the server's flight (a handshake's crypto) at most
+# (before: every one, 100; after: the throttle's 20 a second)
+TLS_REFUSED_CONNS = 100
+TLS_REFUSED_FLIGHTS = 40
+
+
+@phase
+def tls_max_conns(ph):
+    """A TLS connection past --max-conns is handshaken so that its refusal
+    can be said (RESP's -ERR, S3's 503, a native ERROR frame).  The refusal was queued before
+    the handshake and nothing wrote it once done: the client was never
+    told, and its connection and SSL stayed until --idle-timeout (30 s),
+    outside --max-conns.  And the queued answer's SSL_write drove the
+    handshake itself, past the first-record gate and the address's
+    throttle (loop.c loop_conn_handshake): from one address, a full
+    handshake for every connection.  Now nothing is written before the
+    handshake is done, and the answer right after it.  At --max-conns 8
+    (8 TLS RESP logins held): a real client's refusal over RESP, S3 and
+    the native protocol,
+    read and followed by the close at once; 100 canned ClientHellos from
+    one address, most throttled (the loop's CPU each printed)."""
+    import ssl
+    t = tls_server(ph, "tls_max_conns", ["--max-conns", "8", "--tenant-conns", "8"])
+    if not t:
+        return
+    try:
+        rport = tls_resp_port(t)
+        held = [tls_resp_login(ph, rport, ALICE) for _ in range(8)]
+        time.sleep(0.2)
+        nport = int(re.search(r"listening on 127\.0\.0\.1:(\d+)", open(t.log).read()).group(1))
+        # the native ERROR frame: its message in it
+        for port, told in ((rport, b"-ERR server at its connection limit"),
+                           (t.port, b"HTTP/1.1 503"), (nport, None)):
+            raw = socket.create_connection(("127.0.0.1", port), timeout=5,
+                                           source_address=(ph.addr(), 0))
+            t0 = time.monotonic()
+            try:
+                s = tls_ctx().wrap_socket(raw)
+                got = b""
+                while True:
+                    b = s.recv(4096)
+                    if not b:
+                        break
+                    got += b
+            except (OSError, ssl.SSLError) as e:
+                got = repr(e).encode()
+            took = time.monotonic() - t0
+            raw.close()
+            print("tls_max_conns: a TLS client past --max-conns told %r, closed after %.3f s"
+                  % (got[:70], took))
+            ph.expect(got.startswith(told) if told else b"at its connection limit" in got,
+                      "a refused TLS client told", port, got[:100])
+            ph.expect(took < 2, "a refused TLS client closed at once (s)", took)
+            ph.cases += 1
+        hello = client_hello()[3]
+        src = ph.addr()
+        flights = 0
+        c0 = loop_cpu_s(t)
+        for _ in range(TLS_REFUSED_CONNS):
+            c = socket.create_connection(("127.0.0.1", rport), source_address=(src, 0))
+            c.sendall(hello)
+            c.settimeout(5)
+            try:
+                flights += c.recv(1) == b"\x16"
+            except OSError:
+                pass
+            c.close()
+        time.sleep(0.3)
+        cpu = (loop_cpu_s(t) - c0) / TLS_REFUSED_CONNS
+        print("tls_max_conns: %d canned ClientHellos from one address past --max-conns: %d "
+              "answered with a flight; loop CPU %.0f us a connection" % (
+                  TLS_REFUSED_CONNS, flights, cpu * 1e6))
+        ph.expect(flights <= TLS_REFUSED_FLIGHTS, "refused handshakes from one address "
+                  "throttled: flights", flights)
+        ph.cases += 1
+        for c in held:
+            c.s.close()
     finally:
         t.stop()
 
