@@ -17,11 +17,14 @@
  * and every connection is tenant "default" (kvtierd.c logs that loudly).
  *
  * Quotas: every tenant of a file has a libkvtier quota group (the same id
- * for the same name for the life of the process: group_names[]), with the
- * file's dram= and ssd= limits (none: counted, not limited).  kvtd_quota_apply
- * sets the limits and puts every namespace in its tenant's group; kvtierd
- * calls it after opening the store and after each reload, and the aux
- * thread puts each newly registered namespace in its group.
+ * while its name stays in the file; a removed tenant's group is given to
+ * the next new one: group_names[]), with the file's dram= and ssd= limits
+ * (none: counted, not limited).  Groups are given when a table is
+ * installed, never while a file is parsed: a refused reload changes
+ * nothing.  kvtd_quota_apply sets the limits and puts every namespace in
+ * its tenant's group; kvtierd calls it after opening the store and after
+ * each reload, and the aux thread puts each newly registered namespace in
+ * its group.
  *
  * Grants: WHAT is "*" (every namespace of OWNER), "model=NAME" (OWNER's
  * namespaces of that model) or a namespace digest in hex (64 digits);
@@ -94,11 +97,18 @@ static struct kvtd_tenants *auth_table; /* guarded by auth_lock */
 static _Atomic bool auth_on;
 static _Atomic uint64_t auth_gen = 1;   /* bumped by every install */
 
-/* Quota group of each tenant name ever loaded: group i is group_names[i]
- * (1-based; never reused, so a name keeps its group across reloads). */
+/* Quota group of each tenant of the installed table: group i is
+ * group_names[i] (1-based; "": given back, by a tenant removed from the
+ * file, and given to the next new tenant).  A name keeps its group across
+ * reloads while it stays in the file.  group_ev_base[i]: the group's
+ * events.<i>.dropped when it was given to its tenant (those of an earlier
+ * holder), subtracted on /metrics; group_handed[i]: given, that base not
+ * read yet (kvtd_quota_apply reads it; /metrics shows no series then). */
 static pthread_mutex_t group_lock = PTHREAD_MUTEX_INITIALIZER;
 static char group_names[KVT_QUOTA_GROUPS][PROTO_TENANT_MAX + 1]; /* group_lock */
 static uint32_t group_count;                                     /* group_lock */
+static bool group_handed[KVT_QUOTA_GROUPS];                      /* group_lock */
+static uint64_t group_ev_base[KVT_QUOTA_GROUPS];                 /* group_lock */
 static uint8_t auth_dummy[PROTO_SECRET_MIN]; /* for unknown tenants: same cost */
 
 void kvtd_tenants_free(struct kvtd_tenants *t)
@@ -364,7 +374,8 @@ static const struct kvtd_tenant *auth_find(const struct kvtd_tenants *t, const c
 }
 
 /* After the whole file: grants name known tenants (a typo must not pass
- * silently), and every tenant gets its quota group. */
+ * silently), and the tenants fit the quota groups (given at install,
+ * auth_groups_assign). */
 static int auth_finish(struct kvtd_tenants *t, char *errbuf, size_t errlen)
 {
 	for (unsigned i = 0; i < t->grant_count; i++) {
@@ -388,9 +399,23 @@ static int auth_finish(struct kvtd_tenants *t, char *errbuf, size_t errlen)
 			 t->count, KVT_QUOTA_GROUPS - 2);
 		return -EINVAL;
 	}
+	return 0;
+}
+
+/*
+ * The installed table's groups, given as t is installed -- never while a
+ * file is parsed, so that a file refused anywhere in the reload (a line,
+ * a grant, the count, a read error) leaves every group as it was: names
+ * no longer in t give their group back (kvtd_quota_apply moves their
+ * namespaces out of it), names still there keep theirs, new names take
+ * a free group.  A group given anew is marked handed until
+ * kvtd_quota_apply has read its KV-events drops so far, the previous
+ * holder's (group_ev_base), which /metrics does not count as the new
+ * tenant's.
+ */
+static void auth_groups_assign(struct kvtd_tenants *t)
+{
 	pthread_mutex_lock(&group_lock);
-	/* Names no longer in the file give their group back (kvtd_quota_apply
-	 * moves their namespaces out of it); names still there keep theirs. */
 	for (uint32_t gi = 1; gi <= group_count; gi++)
 		if (group_names[gi][0] && !auth_find(t, group_names[gi], strlen(group_names[gi])))
 			group_names[gi][0] = 0;
@@ -413,10 +438,10 @@ static int auth_finish(struct kvtd_tenants *t, char *errbuf, size_t errlen)
 		if (free_gi) {
 			e->group = free_gi;
 			memcpy(group_names[free_gi], e->name, e->name_len + 1);
+			group_handed[free_gi] = true;
 		}
 	}
 	pthread_mutex_unlock(&group_lock);
-	return 0;
 }
 
 int kvtd_tenants_parse(const char *text, size_t len, struct kvtd_tenants **out, char *errbuf,
@@ -537,6 +562,8 @@ void kvtd_auth_install(struct kvtd_tenants *t)
 			memset(auth_dummy, 0x5a, sizeof(auth_dummy));
 		dummy_done = true;
 	}
+	if (t)
+		auth_groups_assign(t); /* before any thread can see t */
 	pthread_mutex_lock(&auth_lock);
 	old = auth_table;
 	auth_table = t;
@@ -581,15 +608,18 @@ uint32_t kvtd_tenant_group(const char *name, size_t len)
 	return g;
 }
 
-size_t kvtd_tenant_group_name(uint32_t group, char out[PROTO_TENANT_MAX + 1])
+size_t kvtd_tenant_group_name(uint32_t group, char out[PROTO_TENANT_MAX + 1],
+			      uint64_t *events_base)
 {
 	size_t n = 0;
 
 	out[0] = 0;
+	*events_base = 0;
 	pthread_mutex_lock(&group_lock);
-	if (group >= 1 && group <= group_count) {
+	if (group >= 1 && group <= group_count && !group_handed[group]) {
 		n = strlen(group_names[group]);
 		memcpy(out, group_names[group], n + 1);
+		*events_base = group_ev_base[group];
 	}
 	pthread_mutex_unlock(&group_lock);
 	return n;
@@ -721,6 +751,57 @@ static void auth_warn_shared_dram(struct kvt_store *store, const struct auth_lim
 			 (unsigned long long)cap);
 }
 
+/* Each quota group's events.<g>.dropped (auth_events_base). */
+static void auth_events_base_cb(void *ctx, const char *name, uint64_t value, const char *str)
+{
+	uint64_t *dropped = ctx;
+	char *end;
+	unsigned long g;
+
+	(void)str;
+	if (strncmp(name, "events.", 7) != 0 || name[7] < '0' || name[7] > '9')
+		return;
+	g = strtoul(name + 7, &end, 10);
+	if (g < KVT_QUOTA_GROUPS && strcmp(end, ".dropped") == 0)
+		dropped[g] = value;
+}
+
+/*
+ * The groups given anew since the last call (auth_groups_assign): their
+ * KV-events drops so far were their earlier tenants' -- or, once their
+ * namespaces had moved, queued before -- and not the new tenant's, whose
+ * kvtier_events_tenant_dropped_total starts at 0 as its kvtier_tenant_*
+ * counters do.  Read once the namespaces are in their new groups; a
+ * store's counts only grow, so a count is never below its base.
+ */
+static void auth_events_base(struct kvt_store *store)
+{
+	uint64_t *dropped = calloc(KVT_QUOTA_GROUPS, sizeof(*dropped));
+	bool any = false;
+
+	pthread_mutex_lock(&group_lock);
+	for (uint32_t g = 1; g <= group_count && !any; g++)
+		any = group_handed[g];
+	pthread_mutex_unlock(&group_lock);
+	if (!any) {
+		free(dropped);
+		return;
+	}
+	/* Without memory the bases stay 0 and the groups are shown: a
+	 * counter that may hold an earlier tenant's drops, rather than none. */
+	if (dropped)
+		kvt_store_stats(store, auth_events_base_cb, dropped);
+	pthread_mutex_lock(&group_lock);
+	for (uint32_t g = 1; g <= group_count; g++) {
+		if (!group_handed[g])
+			continue;
+		group_ev_base[g] = dropped ? dropped[g] : 0;
+		group_handed[g] = false;
+	}
+	pthread_mutex_unlock(&group_lock);
+	free(dropped);
+}
+
 int kvtd_quota_apply(struct kvt_store *store)
 {
 	struct auth_limit *lim = NULL;
@@ -758,6 +839,7 @@ int kvtd_quota_apply(struct kvt_store *store)
 	if ((n && !lim) || !listed) {
 		free(lim);
 		free(listed);
+		auth_events_base(store); /* the groups given are shown still */
 		return -ENOMEM;
 	}
 	for (unsigned i = 0; i < n; i++) {
@@ -793,6 +875,7 @@ int kvtd_quota_apply(struct kvt_store *store)
 		if (r < 0 && rc == 0)
 			rc = r;
 	}
+	auth_events_base(store);
 	return rc;
 }
 

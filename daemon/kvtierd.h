@@ -165,8 +165,10 @@ struct kvtd_tenants;
  * Load a tenants file ("name secret role [dram=SIZE] [ssd=SIZE]" and
  * "grant OWNER WHAT to GRANTEE" lines, '#' comments; auth.c).  The file
  * must not be accessible by group or other.  Each tenant gets its quota
- * group (stable per name for the process's life).  On failure errbuf
- * gets a message.  0 or -errno / -EINVAL.  Main thread.
+ * group when the table is installed (kvtd_auth_install; kept while its
+ * name stays in the file), not here: a table loaded and freed, or a file
+ * refused, changes nothing.  On failure errbuf gets a message.  0 or
+ * -errno / -EINVAL.  Main thread.
  */
 int kvtd_tenants_load(const char *path, struct kvtd_tenants **out, char *errbuf,
 		      size_t errlen);
@@ -194,7 +196,9 @@ int kvtd_auth_peer_secret(const char *tenant, size_t tenant_len, uint8_t *out,
  * a question any tenant may ask (repair.c): its name in name[0..cap)
  * (NUL-terminated) and its secret, or PROTO_EAUTH (no tenants). */
 int kvtd_auth_any_peer(char *name, size_t cap, uint8_t *secret, uint32_t *secret_len);
-/* The table in use (replaced by SIGHUP); NULL when auth is off. */
+/* The table in use (replaced by SIGHUP); NULL when auth is off.  Gives
+ * t's tenants their quota groups first (the point of no return of a
+ * reload).  Main thread. */
 void kvtd_auth_install(struct kvtd_tenants *t);
 bool kvtd_auth_enabled(void);
 /*
@@ -222,8 +226,12 @@ int kvtd_tenant_role(const char *name, size_t len, uint32_t *role);
 uint32_t kvtd_tenant_group(const char *name, size_t len);
 /* The tenant quota group g is given to now (tenants loaded since start,
  * removed ones' groups reused) into out: its name's length, 0 for none
- * (group 0, a group given back).  Any thread (/metrics). */
-size_t kvtd_tenant_group_name(uint32_t group, char out[PROTO_TENANT_MAX + 1]);
+ * (group 0, a group given back, or one just given whose base is not read
+ * yet); *events_base: the group's events.<g>.dropped when it was given to
+ * that tenant, not the tenant's own (/metrics subtracts it).  Any thread
+ * (/metrics). */
+size_t kvtd_tenant_group_name(uint32_t group, char out[PROTO_TENANT_MAX + 1],
+			      uint64_t *events_base);
 /* Does a grant of the installed table give grantee read access to owner's
  * namespace (model, digest)?  Any thread. */
 bool kvtd_grant_allows(const char *owner, size_t owner_len, const char *model, size_t model_len,

@@ -623,10 +623,15 @@ static void metrics_namespaces(FILE *f, struct kvt_store *store)
 
 /* The KV-events counters, and each quota group's drops by the tenant it
  * is given to: at most KVT_QUOTA_GROUPS series, as many as groups that
- * dropped one (a removed tenant's group, no longer named, left out). */
+ * dropped one (a removed tenant's group, no longer named, left out).  A
+ * group given to a new tenant after a reload counts from the drops it had
+ * then (auth.c group_ev_base): the new tenant's series starts at 0, as its
+ * kvtier_tenant_* counters do, rather than at its group's earlier
+ * tenant's count; it appears once it drops one of its own. */
 static void metrics_events_page(FILE *f, const struct metrics_stats *st)
 {
 	char name[PROTO_TENANT_MAX + 1];
+	uint64_t base;
 
 	if (!st->events)
 		return;
@@ -638,15 +643,16 @@ static void metrics_events_page(FILE *f, const struct metrics_stats *st)
 		     "of kvtier_events_dropped_total, a tenant's (its quota group's; tenant \"\": "
 		     "namespaces of no tenant, \"default\" without --tenants), once non-zero");
 	for (uint32_t g = 0; st->gdropped && g < KVT_QUOTA_GROUPS; g++) {
+		base = 0;
 		if (!st->gdropped[g])
 			continue;
 		if (g == 0)
 			snprintf(name, sizeof(name), "%s", kvtd_auth_enabled() ? "" : "default");
-		else if (!kvtd_tenant_group_name(g, name))
+		else if (!kvtd_tenant_group_name(g, name, &base) || st->gdropped[g] <= base)
 			continue;
 		fputs("kvtier_events_tenant_dropped_total{tenant=\"", f);
 		metrics_label(f, name);
-		fprintf(f, "\"} %" PRIu64 "\n", st->gdropped[g]);
+		fprintf(f, "\"} %" PRIu64 "\n", st->gdropped[g] - base);
 	}
 }
 
