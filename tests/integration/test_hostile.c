@@ -71,6 +71,11 @@
  *   kvevents_metrics  a burst of puts drops KV events: /metrics (read
  *                 strictly) has each events.* counter of STATS, and the
  *                 tenant's drops with a tenant label
+ *   reload_refused  tenants files refused on SIGHUP (a bad line, a grant
+ *                 to no tenant) change no login, quota group, quota or
+ *                 series with a tenant label
+ *   events_reuse  a removed tenant's quota group given to a new tenant:
+ *                 the new one's KV-events drops count from 0
  *   ssd_read_share (by hand, not in the suite) one tenant's GETs of SSD-only
  *                 blocks on 24 connections beside another's single GET: the
  *                 latencies measured (doc/security.md "SSD reads between
@@ -891,9 +896,9 @@ static void phase_emfile(void)
  * revoke (item 7): a reloaded tenants file reaches open connections
  */
 
-/* Rewrite the tenants file, SIGHUP, and wait until the server says it
- * reloaded it (a fresh log to look in). */
-static void reload(const char *text)
+/* Rewrite the tenants file, SIGHUP, and wait until the server logs want
+ * (a fresh log to look in). */
+static void reload_wait(const char *text, const char *want)
 {
 	char path[700], rotated[720], buf[1 << 16];
 	static int n;
@@ -909,11 +914,17 @@ static void reload(const char *text)
 		if (fd >= 0)
 			close(fd);
 		buf[r > 0 ? r : 0] = 0;
-		if (strstr(buf, "tenants reloaded"))
+		if (strstr(buf, want))
 			return;
 		tsrv_sleep_ms(10);
 	}
-	T_FAIL("no reload in %s", srv.log);
+	T_FAIL("no \"%s\" in %s", want, srv.log);
+}
+
+/* The same until it says it reloaded the file. */
+static void reload(const char *text)
+{
+	reload_wait(text, "tenants reloaded");
 }
 
 static void phase_revoke(void)
@@ -4279,6 +4290,229 @@ static void phase_kvevents_metrics(void)
 	       ": the same on /metrics (%u tries)\n", samples, after[0], after[1], group, after[N],
 	       after[3], after[5], tries + 1);
 	free(page);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
+/* ------------------------------------------------------------------------
+ * reload_refused, events_reuse (session 37): what follows a tenant through
+ * its quota group across reloads.
+ */
+
+#define SECRET_CAROL "secret-of-carol-0123456789"
+
+/* The burst's KV-events drops counted and the publisher idle: the
+ * statistic name (events.<g>.dropped) once non-zero and the same 100 ms
+ * apart, as events.batches. */
+static uint64_t events_settled(const char *name)
+{
+	uint64_t v = 0, b = 0, pv = UINT64_MAX, pb = UINT64_MAX;
+
+	for (int tries = 0; tries < 40; tries++) {
+		tsrv_sleep_ms(100);
+		v = stat_opt(name);
+		b = stat_of("events.batches");
+		if (v > 0 && v == pv && b == pb)
+			return v;
+		pv = v;
+		pb = b;
+	}
+	T_FAIL("%s never settled (%" PRIu64 ")", name, v);
+}
+
+/* The page's series that name a tenant, without their values (the
+ * requests' counts move with the test's own STATS), one a line, sorted
+ * as rendered; the events drops with their values. */
+static void tenant_series(const char *page, char *out, size_t cap)
+{
+	size_t n = 0;
+
+	out[0] = 0;
+	for (const char *p = page; *p;) {
+		const char *nl = strchr(p, '\n'), *end = nl ? nl : p + strlen(p);
+		const char *sp = end;
+		if (*p != '#' && memmem(p, (size_t)(end - p), "tenant=\"", 8)) {
+			if (strncmp(p, "kvtier_events_tenant_dropped_total", 34) != 0)
+				while (sp > p && sp[-1] != ' ')
+					sp--;
+			T_ASSERT(n + (size_t)(sp - p) + 2 < cap);
+			memcpy(out + n, p, (size_t)(sp - p));
+			n += (size_t)(sp - p);
+			out[n++] = '\n';
+			out[n] = 0;
+		}
+		p = nl ? nl + 1 : end;
+	}
+}
+
+/*
+ * reload_refused: tenants files refused on SIGHUP -- a bad line after the
+ * first tenants, a grant naming no tenant -- each dropping alice and
+ * adding carol, leave the server as it was: alice and bob log in, carol
+ * does not, their quota groups and quotas (STATS) and every series with
+ * a tenant label (alice's KV-events drops among them) are the same, and
+ * the reload is said failed; the next good file gives carol a group of
+ * her own.  Before, quota groups were given while the file was parsed:
+ * a check after that (a mutant: the grant check after the groups) left
+ * alice's group named carol on /metrics, her drops counted as carol's.
+ */
+static void phase_reload_refused(void)
+{
+	const char *extra[] = { "--ssd", "0", "--metrics", "127.0.0.1:0", "--set",
+				"events.batch_ms=200", "--set", "events.queue_max=256", NULL };
+	static const char *const bad_tail[] = {
+		"admin " SECRET_ADMIN " admin\nnot a tenant line at all, five words\n",
+		"admin " SECRET_ADMIN " admin\ngrant bob * to nobody\n",
+	};
+	char good[2000], ep[700], bad[2400], name[64], before[8192], after[8192];
+	char *page;
+	uint64_t ga = 0, gb = 0, g = 0, q[2] = { 0 }, v = 0, dropped;
+	uint8_t ns[PROTO_DIGEST_LEN];
+	struct fq_seen seen = { 0 };
+	uint16_t mport;
+	struct kc c;
+
+	snprintf(ep, sizeof(ep), "ipc://%s/alice.events", base);
+	snprintf(good, sizeof(good), "alice " SECRET_ALICE " tenant dram=8M events=%s\n"
+		 "bob " SECRET_BOB " tenant dram=4M\n"
+		 "admin " SECRET_ADMIN " admin\n", ep);
+	start_with("reload_refused", extra, good);
+	mport = tsrv_listener_port(srv.log, "metrics");
+	T_RC(kc_dial(&c, srv.port, "alice", SECRET_ALICE), 0);
+	T_RC(kc_register(&c, &desc, ns, NULL, 0), KVT_OK);
+	T_RC(kc_stat(&c, PROTO_SCOPE_TENANT, "tenant.quota_group", &ga), 0);
+	frame_puts(&c, ns, 2048, 1024, 0, "alice-rr-", &seen);
+	kc_close(&c);
+	T_RC(kc_dial(&c, srv.port, "bob", SECRET_BOB), 0);
+	T_RC(kc_register(&c, &desc, ns, NULL, 0), KVT_OK);
+	T_RC(kc_stat(&c, PROTO_SCOPE_TENANT, "tenant.quota_group", &gb), 0);
+	kc_close(&c);
+	snprintf(name, sizeof(name), "events.%" PRIu64 ".dropped", ga);
+	dropped = events_settled(name);
+	page = tsrv_http_body(mport, "/metrics");
+	tenant_series(page, before, sizeof(before));
+	T_EQ_U64(tsrv_metric(page, "kvtier_events_tenant_dropped_total{tenant=\"alice\"}"),
+		 dropped);
+	free(page);
+	snprintf(name, sizeof(name), "quota.%" PRIu64 ".dram_limit", ga);
+	T_EQ_U64(stat_of(name), 8u << 20);
+	snprintf(name, sizeof(name), "quota.%" PRIu64 ".dram_limit", gb);
+	T_EQ_U64(stat_of(name), 4u << 20);
+	for (size_t i = 0; i < sizeof(bad_tail) / sizeof(bad_tail[0]); i++) {
+		/* carol first: were groups given while parsing, alice's would
+		 * be hers (alice's given back, carol the first new name). */
+		snprintf(bad, sizeof(bad), "carol " SECRET_CAROL " tenant dram=1M events=%s\n"
+			 "bob " SECRET_BOB " tenant dram=2M\n%s", ep, bad_tail[i]);
+		reload_wait(bad, "tenants file refused");
+		T_EQ_U64(stat_of("server.tenants_reload_ok"), 0);
+		T_ASSERT(kc_dial(&c, srv.port, "carol", SECRET_CAROL) != 0);
+		T_RC(kc_dial(&c, srv.port, "alice", SECRET_ALICE), 0);
+		T_RC(kc_stat(&c, PROTO_SCOPE_TENANT, "tenant.quota_group", &g), 0);
+		T_EQ_U64(g, ga);
+		kc_close(&c);
+		T_RC(kc_dial(&c, srv.port, "bob", SECRET_BOB), 0);
+		T_RC(kc_stat(&c, PROTO_SCOPE_TENANT, "tenant.quota_group", &g), 0);
+		T_EQ_U64(g, gb);
+		kc_close(&c);
+		snprintf(name, sizeof(name), "quota.%" PRIu64 ".dram_limit", ga);
+		q[0] = stat_of(name);
+		snprintf(name, sizeof(name), "quota.%" PRIu64 ".dram_limit", gb);
+		q[1] = stat_of(name);
+		T_EQ_U64(q[0], 8u << 20);
+		T_EQ_U64(q[1], 4u << 20);
+		snprintf(name, sizeof(name), "events.%" PRIu64 ".dropped", ga);
+		T_EQ_U64(stat_opt(name), dropped);
+		page = tsrv_http_body(mport, "/metrics");
+		tenant_series(page, after, sizeof(after));
+		if (strcmp(before, after) != 0)
+			T_FAIL("file %zu: series before:\n%safter:\n%s", i, before, after);
+		T_EQ_U64(tsrv_metric(page, "kvtier_tenants_last_reload_successful"), 0);
+		free(page);
+	}
+	/* The next good file: carol in, alice out; carol's group neither
+	 * alice's (given back only now) nor bob's, alice's drops not hers. */
+	snprintf(bad, sizeof(bad), "bob " SECRET_BOB " tenant dram=4M\n"
+		 "carol " SECRET_CAROL " tenant dram=1M\nadmin " SECRET_ADMIN " admin\n"
+		 "alice " SECRET_ALICE " tenant dram=8M events=%s\n", ep);
+	reload(bad);
+	T_RC(kc_dial(&c, srv.port, "carol", SECRET_CAROL), 0);
+	T_RC(kc_stat(&c, PROTO_SCOPE_TENANT, "tenant.quota_group", &v), 0);
+	kc_close(&c);
+	T_ASSERT(v != ga && v != gb && v != 0);
+	page = tsrv_http_body(mport, "/metrics");
+	T_EQ_U64(tsrv_metric(page, "kvtier_tenants_last_reload_successful"), 1);
+	T_EQ_U64(tsrv_metric(page, "kvtier_events_tenant_dropped_total{tenant=\"alice\"}"),
+		 dropped);
+	T_ASSERT(!strstr(page, "kvtier_events_tenant_dropped_total{tenant=\"carol\"}"));
+	free(page);
+	printf("reload_refused: alice (group %" PRIu64 ", %" PRIu64 " events dropped) and bob "
+	       "(group %" PRIu64 ") unchanged by 2 refused files; carol then group %" PRIu64
+	       "\n%s", ga, dropped, gb, v, before);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
+/*
+ * events_reuse: alice drops KV events (a burst past events.queue_max);
+ * a reload removes her and adds carol, who is given alice's quota group.
+ * carol's kvtier_events_tenant_dropped_total is absent (none of hers),
+ * as her kvtier_tenant_* counters start at 0; after a burst of her own
+ * it counts hers alone, events.<g>.dropped less alice's.  Before, carol's
+ * series appeared at once with alice's count.
+ */
+static void phase_events_reuse(void)
+{
+	const char *extra[] = { "--ssd", "0", "--metrics", "127.0.0.1:0", "--set",
+				"events.batch_ms=200", "--set", "events.queue_max=256", NULL };
+	char text[2000], ep[2][700], name[64], *page;
+	uint64_t ga = 0, gc = 0, alice_drops, all_drops;
+	uint8_t ns[PROTO_DIGEST_LEN];
+	struct fq_seen seen = { 0 };
+	uint16_t mport;
+	struct kc c;
+
+	snprintf(ep[0], sizeof(ep[0]), "ipc://%s/alice.events", base);
+	snprintf(ep[1], sizeof(ep[1]), "ipc://%s/carol.events", base);
+	snprintf(text, sizeof(text), "admin " SECRET_ADMIN " admin\n"
+		 "alice " SECRET_ALICE " tenant events=%s\n", ep[0]);
+	start_with("events_reuse", extra, text);
+	mport = tsrv_listener_port(srv.log, "metrics");
+	T_RC(kc_dial(&c, srv.port, "alice", SECRET_ALICE), 0);
+	T_RC(kc_register(&c, &desc, ns, NULL, 0), KVT_OK);
+	T_RC(kc_stat(&c, PROTO_SCOPE_TENANT, "tenant.quota_group", &ga), 0);
+	frame_puts(&c, ns, 2048, 1024, 0, "alice-er-", &seen);
+	kc_close(&c);
+	snprintf(name, sizeof(name), "events.%" PRIu64 ".dropped", ga);
+	alice_drops = events_settled(name);
+	page = tsrv_http_body(mport, "/metrics");
+	T_EQ_U64(tsrv_metric(page, "kvtier_events_tenant_dropped_total{tenant=\"alice\"}"),
+		 alice_drops);
+	free(page);
+
+	snprintf(text, sizeof(text), "admin " SECRET_ADMIN " admin\n"
+		 "carol " SECRET_CAROL " tenant events=%s\n", ep[1]);
+	reload(text);
+	T_RC(kc_dial(&c, srv.port, "carol", SECRET_CAROL), 0);
+	T_RC(kc_stat(&c, PROTO_SCOPE_TENANT, "tenant.quota_group", &gc), 0);
+	T_EQ_U64(gc, ga); /* alice's group, given back, is carol's */
+	T_EQ_U64(stat_opt(name), alice_drops); /* the store's count is the group's */
+	page = tsrv_http_body(mport, "/metrics");
+	t_prom_check(page);
+	T_ASSERT(!strstr(page, "kvtier_events_tenant_dropped_total{tenant=\"carol\"}"));
+	T_ASSERT(!strstr(page, "kvtier_events_tenant_dropped_total{tenant=\"alice\"}"));
+	T_EQ_U64(tsrv_metric(page, "kvtier_tenant_requests_total{tenant=\"carol\"}"), 1);
+	free(page);
+
+	T_RC(kc_register(&c, &desc, ns, NULL, 0), KVT_OK);
+	frame_puts(&c, ns, 2048, 1024, 0, "carol-er-", &seen);
+	kc_close(&c);
+	all_drops = events_settled(name);
+	T_ASSERT(all_drops > alice_drops);
+	page = tsrv_http_body(mport, "/metrics");
+	T_EQ_U64(tsrv_metric(page, "kvtier_events_tenant_dropped_total{tenant=\"carol\"}"),
+		 all_drops - alice_drops);
+	free(page);
+	printf("events_reuse: group %" PRIu64 ": alice dropped %" PRIu64 ", then carol %" PRIu64
+	       " (events.%" PRIu64 ".dropped %" PRIu64 "): carol's series counts hers alone\n",
+	       ga, alice_drops, all_drops - alice_drops, ga, all_drops);
 	T_EQ_INT(tsrv_stop(&srv), 0);
 }
 
@@ -9432,6 +9666,8 @@ static const struct tsrv_phase phases[] = {
 	{ "kvevents_stuck", phase_kvevents_stuck },
 	{ "kvevents_share", phase_kvevents_share },
 	{ "kvevents_metrics", phase_kvevents_metrics },
+	{ "reload_refused", phase_reload_refused },
+	{ "events_reuse", phase_events_reuse },
 	{ "s3_scan", phase_s3_scan },
 	{ "native_edges", phase_native_edges },
 	{ "native_flood", phase_native_flood },
