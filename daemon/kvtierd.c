@@ -829,13 +829,15 @@ static void kvtierd_reload(struct kvtd_server *srv)
 	rc = kvtd_tenants_load(srv->cfg.tenants_path, &t, err, sizeof(err));
 	if (rc < 0) {
 		char q[300];
-		kvtd_log(KVTD_ERROR, "SIGHUP: tenants file refused; keeping the old one",
-			 "file=%s error=%s", srv->cfg.tenants_path, kvtd_log_quote(q, sizeof(q), err));
 		/* Said to monitoring too (kvtier_tenants_last_reload_successful,
 		 * alert KvtierTenantsReloadFailed): the log line alone let a
-		 * broken file sit unnoticed until the next restart refused it. */
+		 * broken file sit unnoticed until the next restart refused it.
+		 * Counted before the line, so that it holds once the line is
+		 * read (test_hostile reload_refused reads STATS after it). */
 		atomic_store(&srv->ctr.tenants_reload_ok, 0);
 		KVTD_COUNT(srv, tenants_reload_failures, 1);
+		kvtd_log(KVTD_ERROR, "SIGHUP: tenants file refused; keeping the old one",
+			 "file=%s error=%s", srv->cfg.tenants_path, kvtd_log_quote(q, sizeof(q), err));
 		return;
 	}
 	atomic_store(&srv->ctr.tenants_reload_ok, 1);
