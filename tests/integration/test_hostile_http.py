@@ -3309,6 +3309,7 @@ def s3_pins_signers(ph):
                   b"".join(signed_msg(P, "GET", g) for g in objs) +
                   signed_msg(P, "GET", "/bobbkt/b", who=BOB))
         conns.append(c)
+    t_sent = time.monotonic()
     waited = all(held(c) for c in conns)
     import select
     end = time.monotonic() + 10
@@ -3324,8 +3325,11 @@ def s3_pins_signers(ph):
             break
         time.sleep(0.05)
     bob = http(P, signed_msg(P, "GET", "/bobbkt/b", who=BOB), src=PROBER)
+    t_sent = time.monotonic() - t_sent
     sts, bad = [], []
+    t_read = time.monotonic()
     for c in conns:
+        c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)  # read faster
         row = [read_answer(c, 20)[0]]
         for g in objs:
             st, _, body = read_answer(c, 20)
@@ -3339,6 +3343,7 @@ def s3_pins_signers(ph):
             bad.append(("bob's", st, body[:100]))
         sts.append(row)
         c.close()
+    t_read = time.monotonic() - t_read
     pins = settled(srv, "kvtier_pins_active", pins0)
     # alice's count, exactly: 6 unread answers of 6 MiB fit her 32 MiB, a
     # 7th does not (one leaked 2 MiB: 5; given back twice: 0)
@@ -3360,6 +3365,7 @@ def s3_pins_signers(ph):
     for s in socks:
         rst_close(s)
     pins_end = settled(srv, "kvtier_pins_active", pins0)
+    print("s3_pins_signers: sent to probed %.2f s, read %.2f s" % (t_sent, t_read))
     print("s3_pins_signers: %d pipelines of alice's DELETE, 2 GETs of 6 MiB, bob's GET "
           "(%s): while queued unread, a fresh GET of bob's %d, of alice's %d; answers %s; "
           "pins %d after (%d before); then 7 unread GETs of alice's %s, bob's %d; pins %d" % (
