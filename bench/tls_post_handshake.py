@@ -63,8 +63,8 @@ def scenario(srv, flood, rport, what, conns, read, secs, rate=0):
         while not stop.is_set():
             t0 = time.monotonic()
             try:
-                st, _, _ = H.http(srv.mport, b"GET /healthz HTTP/1.1\r\n\r\n", src=H.PROBER,
-                                  timeout=10)
+                st, _, _ = H.http(srv.mport, b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n",
+                                  src=H.PROBER, timeout=10)
                 assert st == 200
                 hz.append(time.monotonic() - t0)
                 t0 = time.monotonic()

@@ -98,6 +98,8 @@ int http_parse_request_from(const char *buf, size_t len, size_t max, struct http
 		if (colon - ls == 13 && strncasecmp(buf + ls, "Authorization", 13) == 0) {
 			req->auth = buf + vs;
 			req->auth_len = ve - vs;
+		} else if (colon - ls == 4 && strncasecmp(buf + ls, "Host", 4) == 0) {
+			req->host_count++;
 		}
 	}
 	req->head_len = end;

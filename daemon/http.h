@@ -1,7 +1,7 @@
 /*
  * http.h - a bounded parser for the HTTP/1.x requests kvtierd's metrics
- * listener answers (GET /metrics, GET /healthz): the request line and the
- * one header it reads (Authorization).  No allocation, no I/O; "need more
+ * listener answers (GET /metrics, GET /healthz): the request line, the
+ * one header it reads (Authorization) and how many Host headers it has.  No allocation, no I/O; "need more
  * bytes" is a normal result.  Debian 12 packages no C HTTP parser that
  * fits (llhttp is shipped for Node.js only), so this stays minimal:
  * anything it does not understand is an error, answered 400.
@@ -28,6 +28,7 @@ struct http_req {
 	int minor;                 /* HTTP/1.<minor> */
 	const char *auth;          /* the Authorization header's value, or NULL */
 	size_t auth_len;
+	unsigned host_count;       /* Host headers (RFC 9112 3.2: one in HTTP/1.1) */
 	size_t head_len;           /* HTTP_OK: bytes up to and including the blank line */
 };
 

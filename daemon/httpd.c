@@ -166,6 +166,16 @@ static void httpd_handle(struct kvtd_conn *c, const struct http_req *rq)
 	if (q)
 		pl = (size_t)(q - rq->path);
 	kvtd_metrics_http(srv, KVTD_HTTP_REQUEST);
+	/* RFC 9112 3.2: an HTTP/1.1 request has one Host header (it may be
+	 * empty), HTTP/1.0 one at most; else 400, as the S3 listener
+	 * answers.  Every probe and scraper sends it (kubelet's, Prometheus,
+	 * curl); one without was served. */
+	if (rq->host_count > 1 || (rq->minor >= 1 && rq->host_count == 0)) {
+		kvtd_metrics_http(srv, KVTD_HTTP_BAD);
+		KVTD_COUNT(srv, errors[KVTD_ERR_MALFORMED], 1);
+		httpd_text(c, 400, "Bad Request", "a request has one Host header\n", NULL);
+		return;
+	}
 	/* /healthz needs no token: kubelet's and load balancers' probes cannot
 	 * carry a secret, and "ok" or "stopping" tells nothing (doc/deploy.md). */
 	if ((get || head) && pl == 8 && memcmp(rq->path, "/healthz", 8) == 0) {

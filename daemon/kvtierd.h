@@ -464,9 +464,10 @@ struct kvtd_out {
 	uint64_t bytes;        /* total bytes of this frame */
 	uint64_t mem_len;      /* bytes charged to mem_used (kvtd_conn_queue) */
 	uint64_t pin_len;      /* value bytes behind its pins (kvtd_conn.pin_bytes) */
-	struct kvtd_tstat *pin_tstat; /* the tenant pin_len counts in (pinned): the
-				       * connection's when queued (an S3
-				       * connection's tenant is its latest signer) */
+	struct kvtd_tstat *pin_tstat; /* the tenant pin_len counts in (pinned): set
+				       * before kvtd_conn_queue by a protocol whose
+				       * connection has several (S3: the GET's
+				       * signer), else the connection's then */
 	uint64_t copy_len;     /* of them, private SSD copies of quiet GETs behind
 				* pins (charged before it was queued; also in the
 				* connection's copy_bytes until written) */

@@ -735,10 +735,13 @@ void kvtd_conn_queue(struct kvtd_conn *c, struct kvtd_out *o)
 		/* given back to the tenant it was counted in, not to the
 		 * connection's tenant when written: two S3 signers on one
 		 * connection wrapped the second's count below zero
-		 * (test_hostile_http s3_signers) */
-		o->pin_tstat = c->tstat;
-		if (c->tstat)
-			atomic_fetch_add_explicit(&c->tstat->pinned, o->pin_len,
+		 * (test_hostile_http s3_signers).  The S3 listener names
+		 * the tenant (the GET's signer: s3reply.c s3d_out); the
+		 * others' is the connection's. */
+		if (!o->pin_tstat)
+			o->pin_tstat = c->tstat;
+		if (o->pin_tstat)
+			atomic_fetch_add_explicit(&o->pin_tstat->pinned, o->pin_len,
 						  memory_order_relaxed);
 	}
 	/* Encoded bytes and the entry itself are charged; pinned DRAM runs

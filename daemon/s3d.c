@@ -390,7 +390,8 @@ static void s3d_body_done(struct s3d_req *rq)
 
 /* The Host header: at most one (RFC 9112 3.2: two are 400, whatever
  * they say -- a front end routing by one and kvtierd by the other would
- * disagree on the bucket), and with --s3-domain the bucket it names
+ * disagree on the bucket), at least one in HTTP/1.1 (HTTP/1.0 may omit
+ * it), and with --s3-domain the bucket it names
  * (s3http.c s3h_vhost) into rq->bucket: 1 virtual-hosted, 0 path-style
  * (no --s3-domain, no Host, a Host not under a domain), or an answer was
  * written (-1). */
@@ -411,6 +412,14 @@ static int s3d_vhost(struct s3d_req *rq)
 		s3d_fail(rq, 400, "InvalidArgument", "More than one Host header.");
 		return -1;
 	}
+	/* and at least one in HTTP/1.1 (RFC 9112 3.2: 400, as S3 answers;
+	 * it may be empty), which every client kvtierd documents sends:
+	 * one without was served path-style */
+	if (!hosts && rq->h.minor >= 1) {
+		s3d_fail(rq, 400, "InvalidArgument", "An HTTP/1.1 request must have a Host "
+			 "header.");
+		return -1;
+	}
 	if (!domains || !hv)
 		return 0;
 	r = s3h_vhost(hv, hvl, domains, rq->bucket, sizeof(rq->bucket));
@@ -423,7 +432,7 @@ static int s3d_vhost(struct s3d_req *rq)
 		s3d_fail(rq, 400, "InvalidArgument", "The Host header is not a valid host[:port].");
 		return -1;
 	}
-	if (r > 0 && !s3d_bucket_ok(rq->bucket, (size_t)r)) {
+	if (r > 0 && !s3d_bucket_ok(rq->bucket, (size_t)r, false)) {
 		rq->bucket[0] = 0;
 		s3d_fail(rq, 400, "InvalidBucketName", "The specified bucket is not valid.");
 		return -1;
@@ -481,7 +490,7 @@ static int s3d_route(struct s3d_req *rq)
 		if (!vhost) {
 			char *slash = memchr(dec, '/', (size_t)dl);
 			size_t bl = slash ? (size_t)(slash - dec) : (size_t)dl;
-			if (bl >= sizeof(rq->bucket) || (bl && !s3d_bucket_ok(dec, bl))) {
+			if (bl >= sizeof(rq->bucket) || (bl && !s3d_bucket_ok(dec, bl, false))) {
 				free(dec);
 				s3d_fail(rq, 400, "InvalidBucketName", "The specified bucket is not "
 					 "valid.");

@@ -226,7 +226,7 @@ struct s3d_req {
 	uint64_t pin_held;         /* value bytes behind its pins, counted in
 				    * s3d_conn.pin_held and pin_tstat's pinned
 				    * until queued or released (s3d_keep_pin) */
-	struct kvtd_tstat *pin_tstat;
+	struct kvtd_tstat *pin_tstat; /* in_tstat, the signer's, while pin_held */
 	bool copy_refused;         /* a quiet read's copy was over its bounds */
 	bool oom;
 	char etag[48];
@@ -334,7 +334,7 @@ void s3d_fail(struct s3d_req *rq, int status, const char *code, const char *msg)
 /* s3ops.c: keys, buckets, object headers and the operations. */
 void s3d_key(struct kvt_key *k, char tag, const void *p, size_t len);
 void s3d_part_key(struct kvt_key *k, const char *upload_id, uint32_t part);
-bool s3d_bucket_ok(const char *b, size_t n);
+bool s3d_bucket_ok(const char *b, size_t n, bool create);
 /* The bucket's namespace into rq->ns: 0, KVT_MISS (no such bucket), or an
  * error.  create: register it if new, and do not ask for the marker. */
 int s3d_bucket_ns(struct s3d_req *rq, bool create);

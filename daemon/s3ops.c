@@ -61,9 +61,51 @@ void s3d_part_key(struct kvt_key *k, const char *upload_id, uint32_t part)
 	s3d_key(k, 'p', b, (size_t)n);
 }
 
-/* S3's bucket naming rules (the DNS-compatible ones). */
-bool s3d_bucket_ok(const char *b, size_t n)
+/* Is s[0, n) a dotted-quad IPv4 address's shape (four runs of 1-3
+ * digits between three periods)?  S3 refuses such a bucket name. */
+static bool s3d_bucket_ipv4(const char *s, size_t n)
 {
+	unsigned runs = 0, digits = 0;
+
+	for (size_t i = 0; i <= n; i++) {
+		if (i < n && s[i] >= '0' && s[i] <= '9') {
+			if (++digits > 3)
+				return false;
+		} else if (i == n || s[i] == '.') {
+			if (!digits || ++runs > 4)
+				return false;
+			digits = 0;
+		} else {
+			return false;
+		}
+	}
+	return runs == 4;
+}
+
+static bool s3d_bucket_ends(const char *b, size_t n, const char *suffix)
+{
+	size_t sl = strlen(suffix);
+	return n >= sl && memcmp(b + n - sl, suffix, sl) == 0;
+}
+
+/*
+ * S3's bucket naming rules (the general purpose buckets', doc/s3.md
+ * "Buckets"): 3 to 63 of a-z 0-9 . -, a letter or digit first and last --
+ * the rules every request's bucket is held to, path-style or in the Host
+ * (s3d.c s3d_route, s3d_vhost), as kvtierd created buckets under them
+ * until 2026-12-06.  create: CreateBucket's name also has none of what S3
+ * refuses for a new bucket: two adjacent periods, an IPv4 address's
+ * shape, a prefix (xn--, sthree-, amzn-s3-demo-) or suffix (-s3alias,
+ * --ol-s3, .mrap, --x-s3, --table-s3) S3 reserves.  Not for the other
+ * requests, so that a bucket an older kvtierd created (a..b) stays
+ * readable and deletable; such a name that names none is NoSuchBucket.
+ */
+bool s3d_bucket_ok(const char *b, size_t n, bool create)
+{
+	static const char *const prefixes[] = { "xn--", "sthree-", "amzn-s3-demo-" };
+	static const char *const suffixes[] = { "-s3alias", "--ol-s3", ".mrap", "--x-s3",
+						"--table-s3" };
+
 	if (n < 3 || n > 63)
 		return false;
 	for (size_t i = 0; i < n; i++) {
@@ -72,7 +114,22 @@ bool s3d_bucket_ok(const char *b, size_t n)
 		      ch == '.'))
 			return false;
 	}
-	return b[0] != '-' && b[0] != '.' && b[n - 1] != '-' && b[n - 1] != '.';
+	if (b[0] == '-' || b[0] == '.' || b[n - 1] == '-' || b[n - 1] == '.')
+		return false;
+	if (!create)
+		return true;
+	for (size_t i = 0; i + 1 < n; i++)
+		if (b[i] == '.' && b[i + 1] == '.')
+			return false;
+	if (s3d_bucket_ipv4(b, n))
+		return false;
+	for (size_t i = 0; i < sizeof(prefixes) / sizeof(prefixes[0]); i++)
+		if (n >= strlen(prefixes[i]) && memcmp(b, prefixes[i], strlen(prefixes[i])) == 0)
+			return false;
+	for (size_t i = 0; i < sizeof(suffixes) / sizeof(suffixes[0]); i++)
+		if (s3d_bucket_ends(b, n, suffixes[i]))
+			return false;
+	return true;
 }
 
 static void s3d_bucket_desc(struct kvt_ns_desc *d, char *model, size_t mcap, const char *bucket,
@@ -137,7 +194,7 @@ static int s3d_bucket_granted(struct s3d_req *rq)
 	ol = (size_t)(dot - rq->bucket);
 	memcpy(owner, rq->bucket, ol);
 	owner[ol] = 0;
-	if (!s3d_bucket_ok(dot + 1, strlen(dot + 1)) ||
+	if (!s3d_bucket_ok(dot + 1, strlen(dot + 1), false) ||
 	    (ol == rq->tenant_len && memcmp(owner, rq->tenant, ol) == 0))
 		return KVT_MISS;
 	s3d_bucket_desc(&d, model, sizeof(model), dot + 1, owner);
@@ -2623,6 +2680,10 @@ void s3d_run(struct s3d_req *rq)
 		s3d_finish(rq);
 		return;
 	}
+	if (rq->op == S3_CREATE_BUCKET && !s3d_bucket_ok(rq->bucket, strlen(rq->bucket), true)) {
+		s3d_fail(rq, 400, "InvalidBucketName", "The specified bucket is not valid.");
+		return;
+	}
 	r = s3d_bucket_ns(rq, rq->op == S3_CREATE_BUCKET);
 	if (r == KVT_MISS) {
 		s3d_fail(rq, 404, "NoSuchBucket", "The specified bucket does not exist");
@@ -2808,7 +2869,7 @@ void s3d_run(struct s3d_req *rq)
 			uint32_t dst_ns = rq->ns;
 			int br;
 			memcpy(dst, rq->bucket, sizeof(dst));
-			if (strlen(b) >= sizeof(rq->bucket) || !s3d_bucket_ok(b, strlen(b)))
+			if (strlen(b) >= sizeof(rq->bucket) || !s3d_bucket_ok(b, strlen(b), false))
 				br = KVT_MISS;
 			else {
 				snprintf(rq->bucket, sizeof(rq->bucket), "%s", b);

@@ -118,10 +118,12 @@ void s3d_keep_pin(struct s3d_req *rq, struct s3d_item *it, uint64_t len)
 	rq->pins[rq->npin++] = it->req.pin;
 	it->pinned = false;
 	/* counted from here, whether the answer is queued now or waits for
-	 * earlier ones (s3d_pin_unhold gives it back) */
+	 * earlier ones (s3d_pin_unhold gives it back), in the tenant that
+	 * signed the GET: the connection's (its latest signer) counted one
+	 * tenant's pins against another's cap when two signed requests on
+	 * it (test_hostile_http s3_pins_signers) */
 	if (len) {
-		if (!rq->pin_held)
-			rq->pin_tstat = c->tstat;
+		rq->pin_tstat = rq->in_tstat;
 		rq->pin_held += len;
 		s3d_of(c)->pin_held += len;
 		if (rq->pin_tstat)
@@ -423,7 +425,10 @@ static struct kvtd_out *s3d_out(struct kvtd_server *srv, struct s3d_req *rq)
 	o->copy_len = rq->pins_copy;
 	o->copy_tstat = rq->pins_copy_tstat;
 	rq->pins_copy = 0;
-	s3d_pin_unhold(rq); /* counted by the entry from now (kvtd_conn_queue) */
+	/* counted by the entry from now (kvtd_conn_queue), in the same
+	 * tenant: the GET's signer, not the connection's latest */
+	o->pin_tstat = rq->in_tstat;
+	s3d_pin_unhold(rq);
 	rq->text = NULL;
 	rq->pins = NULL;
 	rq->npin = 0;
@@ -464,8 +469,14 @@ void s3d_flush_done(struct kvtd_conn *c)
  * is answered from its object's pinned DRAM, counted in its connection's
  * and its tenant's pinned bytes from the moment its answer keeps the pin
  * (s3d_keep_pin: sc->pin_held, the tenant's pinned) -- moved to
- * c->pin_bytes once queued -- until it is released.  A connection whose
- * answers pin past KVTD_PIN_CONN_MAX, or past its tenant's
+ * c->pin_bytes once queued -- until it is released.  The tenant is the
+ * GET's signer (rq->in_tstat), kept to the output entry (pin_tstat): a
+ * connection's tenant is its latest signer, and two tenants' GETs
+ * pipelined on one connection (a proxy's pool) counted the first's
+ * pins against the second's cap, once queued behind a slow request,
+ * and the second's GETs elsewhere were refused for them
+ * (test_hostile_http s3_pins_signers).  A connection whose answers pin
+ * past KVTD_PIN_CONN_MAX, or past its latest signer's
  * KVTD_PIN_TENANT_MAX, or with S3D_GETS_MAX GETs not yet answered,
  * parses no more heads until that changes (its answers queued or
  * drained: s3d_flush_done, the written hook).  Pipelined GETs left
@@ -487,8 +498,10 @@ bool s3d_pin_admit(struct s3d_req *rq, const char **why)
 	struct kvtd_server *srv = c->loop->srv;
 	struct s3d_conn *sc = s3d_of(c);
 	uint64_t mine = c->pin_bytes + sc->pin_held;
-	bool tenant = c->tstat && atomic_load_explicit(&c->tstat->pinned, memory_order_relaxed) >=
-					  KVTD_PIN_TENANT_MAX(srv);
+	/* the GET's signer's pins: its connection's may be another tenant's */
+	struct kvtd_tstat *t = rq->in_tstat;
+	bool tenant = t && atomic_load_explicit(&t->pinned, memory_order_relaxed) >=
+				   KVTD_PIN_TENANT_MAX(srv);
 
 	if (!mine && tenant && kvtd_auth_enabled())
 		*why = "The tenant's answers being sent pin its share of kvtierd's DRAM tier; "
@@ -512,6 +525,8 @@ void s3d_pin_flow(struct kvtd_conn *c)
 
 	if (c->dead || !sc)
 		return;
+	/* the tenant: the latest signer's, whose next request is likeliest
+	 * (each GET is still checked against its own signer's: s3d_pin_admit) */
 	if (c->pin_bytes + sc->pin_held)
 		pins = c->pin_bytes + sc->pin_held >= KVTD_PIN_CONN_MAX(srv) ||
 		       (c->tstat && atomic_load_explicit(&c->tstat->pinned, memory_order_relaxed) >=
