@@ -38,6 +38,7 @@ tenant), tls_records (S3 and RESP requests in one-byte TLS records),
 resp_share_answer (RESP commands refused by their tenant's share say so),
 tls_handshakes (canned ClientHellos from one address, throttled),
 tls_max_conns (a TLS connection refused past --max-conns: told, throttled),
+tls_unauth_refused (the same past the unauthenticated limits),
 tls_tenant_records (one tenant's many connections of one-byte TLS records),
 tenants_past_32 (one tenant's pipelines seen after 38 others in each loop
 iteration), tls_partial_hello (partial ClientHellos held open: RSS, the
@@ -3781,6 +3782,125 @@ def tls_handshakes(ph):
         t.stop()
 
 
+def tls_told(port, src, placed=None, timeout=5):
+    """A TLS client from src that sends nothing once its handshake is
+    done: (what the server said before it closed the connection, or the
+    error, and the seconds from the handshake's start to the close).
+    placed(raw): called with the connected socket before the handshake."""
+    import ssl
+    raw = socket.create_connection(("127.0.0.1", port), timeout=timeout,
+                                   source_address=(src, 0))
+    if placed:
+        placed(raw)
+    t0 = time.monotonic()
+    got = b""
+    try:
+        s = tls_ctx().wrap_socket(raw)
+        while True:
+            b = s.recv(4096)
+            if not b:
+                break
+            got += b
+    except (OSError, ssl.SSLError) as e:
+        got += repr(e).encode()
+    took = time.monotonic() - t0
+    raw.close()
+    return got, took
+
+
+def hello_flights(port, src, n):
+    """n connections from src, each sending the same canned ClientHello
+    and closing after the server's first byte: how many were answered
+    with a handshake flight (a record of type 22: the server's crypto)."""
+    hello = client_hello()[3]
+    flights = 0
+    for _ in range(n):
+        c = socket.create_connection(("127.0.0.1", port), source_address=(src, 0))
+        c.sendall(hello)
+        c.settimeout(5)
+        try:
+            flights += c.recv(1) == b"\x16"
+        except OSError:
+            pass
+        c.close()
+    return flights
+
+
+def tls_said(c, wait=0.05):
+    """What the server said on TlsRecords c within wait seconds (a session
+    ticket is no word), and the error where it closed it: b"" if
+    nothing."""
+    import ssl
+    got, end = b"", time.monotonic() + wait
+    try:
+        while not got and time.monotonic() < end:
+            try:
+                got += c.t.read(4096)
+            except ssl.SSLWantReadError:
+                c.feed(max(0.005, end - time.monotonic()))
+    except socket.timeout:
+        pass
+    except (EOFError, OSError, ssl.SSLError) as e:
+        got += repr(e).encode()
+    return got
+
+
+def tls_held(port, src):
+    """A TLS connection from src, its handshake done, that sends nothing
+    (an unauthenticated one the server holds): the TlsRecords, or None
+    (closed) where the server refused it at once or closed it before its
+    handshake (printed: a shared slot's per-address limits)."""
+    import ssl
+    try:
+        c = TlsRecords(port, src)
+    except (EOFError, OSError, ssl.SSLError) as e:
+        print("a held TLS connection from %s: no handshake: %r" % (src, e))
+        return None
+    got = tls_said(c)
+    if not got:
+        return c
+    print("a held TLS connection from %s refused: %r" % (src, got[:100]))
+    c.s.close()
+    return None
+
+
+def server_loop_of(pid, sport, cport, wait=2.0):
+    """The event loop of server pid that holds our connection from port
+    cport to its port sport -- the loop's epoll descriptor, whose interest
+    list has the server's socket of it (/proc/net/tcp, /proc/PID/fd,
+    /proc/PID/fdinfo) -- once it is there (an accepted connection is
+    handed to its loop); None after wait seconds."""
+    end = time.monotonic() + wait
+    while True:
+        inode = None
+        for line in open("/proc/net/tcp").read().splitlines()[1:]:
+            f = line.split()
+            if (int(f[1].split(":")[1], 16) == sport and
+                    int(f[2].split(":")[1], 16) == cport):
+                inode = f[9]
+        sock, epolls = None, []
+        d = "/proc/%d/fd" % pid
+        for n in os.listdir(d):
+            try:
+                link = os.readlink(d + "/" + n)
+            except OSError:
+                continue
+            if inode and link == "socket:[%s]" % inode:
+                sock = int(n)
+            elif link == "anon_inode:[eventpoll]":
+                epolls.append(int(n))
+        for e in epolls:
+            try:
+                info = open("/proc/%d/fdinfo/%d" % (pid, e)).read()
+            except OSError:
+                continue
+            if sock is not None and re.search(r"^tfd:\s+%d\s" % sock, info, re.M):
+                return e
+        if time.monotonic() > end:
+            return None
+        time.sleep(0.005)
+
+
 # tls_max_conns: canned ClientHellos from one address past --max-conns, how
 # many answered with the server's flight (a handshake's crypto) at most
 # (before: every one, 100; after: the throttle's 20 a second)
@@ -3803,7 +3923,6 @@ def tls_max_conns(ph):
     the native protocol,
     read and followed by the close at once; 100 canned ClientHellos from
     one address, most throttled (the loop's CPU each printed)."""
-    import ssl
     t = tls_server(ph, "tls_max_conns", ["--max-conns", "8", "--tenant-conns", "8"])
     if not t:
         return
@@ -3815,40 +3934,15 @@ def tls_max_conns(ph):
         # the native ERROR frame: its message in it
         for port, told in ((rport, b"-ERR server at its connection limit"),
                            (t.port, b"HTTP/1.1 503"), (nport, None)):
-            raw = socket.create_connection(("127.0.0.1", port), timeout=5,
-                                           source_address=(ph.addr(), 0))
-            t0 = time.monotonic()
-            try:
-                s = tls_ctx().wrap_socket(raw)
-                got = b""
-                while True:
-                    b = s.recv(4096)
-                    if not b:
-                        break
-                    got += b
-            except (OSError, ssl.SSLError) as e:
-                got = repr(e).encode()
-            took = time.monotonic() - t0
-            raw.close()
+            got, took = tls_told(port, ph.addr())
             print("tls_max_conns: a TLS client past --max-conns told %r, closed after %.3f s"
                   % (got[:70], took))
             ph.expect(got.startswith(told) if told else b"at its connection limit" in got,
                       "a refused TLS client told", port, got[:100])
             ph.expect(took < 2, "a refused TLS client closed at once (s)", took)
             ph.cases += 1
-        hello = client_hello()[3]
-        src = ph.addr()
-        flights = 0
         c0 = loop_cpu_s(t)
-        for _ in range(TLS_REFUSED_CONNS):
-            c = socket.create_connection(("127.0.0.1", rport), source_address=(src, 0))
-            c.sendall(hello)
-            c.settimeout(5)
-            try:
-                flights += c.recv(1) == b"\x16"
-            except OSError:
-                pass
-            c.close()
+        flights = hello_flights(rport, ph.addr(), TLS_REFUSED_CONNS)
         time.sleep(0.3)
         cpu = (loop_cpu_s(t) - c0) / TLS_REFUSED_CONNS
         print("tls_max_conns: %d canned ClientHellos from one address past --max-conns: %d "
@@ -3858,6 +3952,117 @@ def tls_max_conns(ph):
                   "throttled: flights", flights)
         ph.cases += 1
         for c in held:
+            c.s.close()
+    finally:
+        t.stop()
+
+
+# tls_unauth_refused: at --max-conns 8 (kvtd_unauth_max 4 unauthenticated
+# connections, kvtd_unauth_peer_max 2 from one address)
+TLS_UNAUTH_MAX, TLS_UNAUTH_PEER_MAX = 4, 2
+
+
+@phase
+def tls_unauth_refused(ph):
+    """The two other refusals queued at a connection's accept, before its
+    TLS handshake (loop.c loop_unauth_add), said as tls_max_conns's is
+    (loop_conn_handshake writes what was queued once the handshake is
+    done): past its address's cap of unauthenticated connections, and past
+    the unauthenticated half of --max-conns where its loop has none older
+    to close in its place (loop_unauth_evict).  Before session 37 the
+    refused client heard nothing until --idle-timeout, and the queued
+    answer's SSL_write drove each handshake past the address's throttle.
+    At --max-conns 8, 2 loops: (1) an address holds 2 unauthenticated TLS
+    connections; its next, over RESP, S3 and the native protocol, is told
+    so and closed at once, and 100 canned ClientHellos from it are mostly
+    throttled.  (2) One loop holds the 4 unauthenticated connections
+    (where each connection went read from /proc: server_loop_of), the
+    other none: a new one there, over each protocol, is told that the
+    server is at its limit and closed at once; 100 ClientHellos from one
+    address through that path, mostly throttled; nothing evicted."""
+    t = tls_server(ph, "tls_unauth_refused", ["--max-conns", "8", "--tenant-conns", "8",
+                                              "--threads", "2"])
+    if not t:
+        return
+    try:
+        rport = tls_resp_port(t)
+        nport = int(re.search(r"listening on 127\.0\.0\.1:(\d+)", open(t.log).read()).group(1))
+        ports = ((rport, b"-ERR "), (t.port, b"HTTP/1.1 503"), (nport, None))
+
+        def told(case, port, lead, words, got, took):
+            print("tls_unauth_refused: %s, port %d: told %r, closed after %.3f s"
+                  % (case, port, got[:90], took))
+            ph.expect((not lead or got.startswith(lead)) and words in got,
+                      "a refused TLS client told", case, port, got[:120])
+            ph.expect(took < 2, "a refused TLS client closed at once (s)", case, took)
+            ph.cases += 1
+
+        def flood(case, src):
+            c0 = loop_cpu_s(t)
+            flights = hello_flights(rport, src, TLS_REFUSED_CONNS)
+            cpu = (loop_cpu_s(t) - c0) / TLS_REFUSED_CONNS
+            print("tls_unauth_refused: %s: %d canned ClientHellos from one address: %d "
+                  "answered with a flight; loop CPU %.0f us a connection"
+                  % (case, TLS_REFUSED_CONNS, flights, cpu * 1e6))
+            ph.expect(flights <= TLS_REFUSED_FLIGHTS, "refused handshakes from one address "
+                      "throttled: flights", case, flights)
+            ph.cases += 1
+
+        # (1) past its address's cap: src's own connections (a fresh
+        # server: no other address has a count to share src's slot with)
+        src = ph.addr()
+        held = [tls_held(rport, src) for _ in range(TLS_UNAUTH_PEER_MAX)]
+        ph.expect(all(held), "an address's first connections held", held)
+        for port, lead in ports:
+            got, took = tls_told(port, src)
+            told("past its address's cap", port, lead,
+                 b"unauthenticated connections from this address", got, took)
+        flood("past its address's cap", src)
+        for c in held:
+            c.s.close()
+        time.sleep(0.3)  # closed on the server's side too
+        # (2) the half: TLS_UNAUTH_MAX held on one loop (x), each from an
+        # address of its own (another where one shares a slot with one
+        # before it: tls_held says, refused per address); the connections
+        # the other loop is dealt (the one with the fewer) log in, until x
+        # has them all; then they close: x keeps 4, the other none.
+        pid, x, xs, others = t.p.pid, None, [], []
+        for _ in range(3 * TLS_UNAUTH_MAX):
+            if len(xs) == TLS_UNAUTH_MAX:
+                break
+            c = tls_held(rport, ph.addr())
+            if c is None:
+                continue
+            e = server_loop_of(pid, rport, c.s.getsockname()[1])
+            assert e is not None, "no loop holds our connection"
+            x = e if x is None else x
+            if e == x:
+                xs.append(c)
+                continue
+            c.s.sendall(c.records(resp_cmd(b"AUTH", ALICE[0].encode(), ALICE[1].encode()),
+                                  16384))
+            ph.expect(c.read(5) == b"+OK\r\n", "RESP AUTH over TLS on the other loop")
+            others.append(c)
+        ph.expect(len(xs) == TLS_UNAUTH_MAX, "unauthenticated connections held on one loop",
+                  len(xs), len(others))
+        for c in others:
+            c.s.close()
+        time.sleep(0.3)
+
+        def placed(raw):
+            e = server_loop_of(pid, raw.getpeername()[1], raw.getsockname()[1])
+            assert e is not None and e != x, ("a new connection on the other loop", e, x)
+        for port, lead in ports:
+            got, took = tls_told(port, ph.addr(), placed)
+            told("past the unauthenticated half", port, lead,
+                 b"at its limit of %d unauthenticated connections" % TLS_UNAUTH_MAX, got, took)
+        flood("past the unauthenticated half", ph.addr())
+        # (no /metrics read: the metrics listener's connection would be
+        # refused as these are) the 4 still held, none closed to admit one
+        said = [tls_said(c) for c in xs]
+        ph.expect(said == [b""] * len(xs), "nothing evicted: the refusals were the half's",
+                  said)
+        for c in xs:
             c.s.close()
     finally:
         t.stop()

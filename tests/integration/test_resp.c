@@ -27,6 +27,7 @@
 
 #include "server.h"
 #include "t.h"
+#include "tprom.h"
 #include "tstore.h"
 
 static const char *bin;
@@ -811,16 +812,6 @@ static void test_benchmark(void)
  * /metrics
  */
 
-static bool metric_name_ok(const char *s, size_t n)
-{
-	if (n == 0 || !(isalpha((unsigned char)s[0]) || s[0] == '_' || s[0] == ':'))
-		return false;
-	for (size_t i = 1; i < n; i++)
-		if (!(isalnum((unsigned char)s[i]) || s[i] == '_' || s[i] == ':'))
-			return false;
-	return true;
-}
-
 struct scrape {
 	char names[512][96];
 	double values[512];
@@ -828,94 +819,34 @@ struct scrape {
 };
 
 /*
- * Parse every line of a Prometheus text page: "# HELP name text", "# TYPE
- * name counter|gauge|histogram", and samples "name{l="v",...} value" whose
- * family was declared by a TYPE line before it.  Counters end in _total;
- * fills s with the unlabeled samples and the labeled ones as name{labels}.
+ * Check every line of a Prometheus text page (tests/lib/tprom.h: HELP and
+ * TYPE lines, samples of declared families, counters ending in _total)
+ * and fill s with its samples, unlabeled as name and labeled as
+ * name{labels}: every value >= 0, more than 50 lines.
  */
 static void parse_metrics(const char *body, struct scrape *s)
 {
-	char types[256][128];
-	int nt = 0, lines = 0;
-	const char *p = body;
+	int lines = 0;
 
+	t_prom_check(body);
 	s->n = 0;
-	while (*p) {
-		const char *e = strchr(p, '\n');
-		char line[1024];
-		size_t l;
+	for (const char *p = body, *e; *p; p = e + 1) {
+		const char *sp;
+		char *end;
+		double v;
 
-		T_ASSERT(e); /* every line ends with \n */
-		l = (size_t)(e - p);
-		T_ASSERT(l > 0 && l < sizeof(line));
-		memcpy(line, p, l);
-		line[l] = 0;
-		p = e + 1;
+		e = strchr(p, '\n'); /* there: t_prom_check */
 		lines++;
-		if (line[0] == '#') {
-			char kw[8], name[128], rest[512];
-			T_ASSERT(sscanf(line, "# %7s %127s %511[^\n]", kw, name, rest) == 3);
-			T_ASSERT(metric_name_ok(name, strlen(name)));
-			if (strcmp(kw, "TYPE") == 0) {
-				T_ASSERT(!strcmp(rest, "counter") || !strcmp(rest, "gauge") ||
-					 !strcmp(rest, "histogram"));
-				if (!strcmp(rest, "counter"))
-					T_ASSERT(strlen(name) > 6 && !strcmp(name + strlen(name) - 6, "_total"));
-				T_ASSERT(nt < 256);
-				snprintf(types[nt++], sizeof(types[0]), "%s", name);
-			} else {
-				T_ASSERT(strcmp(kw, "HELP") == 0);
-			}
+		if (p[0] == '#')
 			continue;
-		}
-		/* a sample */
-		size_t nl = strcspn(line, "{ ");
-		char *q = line + nl, *end;
-		bool declared = false;
-		T_ASSERT(metric_name_ok(line, nl));
-		for (int i = 0; i < nt; i++) {
-			size_t tl = strlen(types[i]);
-			if ((nl == tl && !strncmp(line, types[i], tl)) ||
-			    (nl > tl && !strncmp(line, types[i], tl) &&
-			     (!strcmp(line + tl, "_bucket") || !strncmp(line + tl, "_bucket{", 8) ||
-			      !strncmp(line + tl, "_sum", 4) || !strncmp(line + tl, "_count", 6))))
-				declared = true;
-		}
-		if (!declared)
-			T_FAIL("sample without TYPE: %s", line);
-		if (*q == '{') {
-			/* name="value" pairs, comma separated */
-			q++;
-			while (*q != '}') {
-				size_t ln = strcspn(q, "=");
-				T_ASSERT(metric_name_ok(q, ln));
-				q += ln;
-				T_ASSERT(q[0] == '=' && q[1] == '"');
-				q += 2;
-				while (*q && *q != '"') {
-					if (*q == '\\')
-						q++;
-					T_ASSERT(*q);
-					q++;
-				}
-				T_ASSERT(*q == '"');
-				q++;
-				if (*q == ',')
-					q++;
-				else
-					T_ASSERT(*q == '}');
-			}
-			q++;
-		}
-		T_ASSERT(*q == ' ');
-		q++;
-		errno = 0;
-		double v = strtod(q, &end);
-		T_ASSERT(end != q && *end == 0 && errno == 0);
-		T_ASSERT(!isnan(v) && v >= 0);
+		/* the value follows the line's last space (a label's value
+		 * may hold spaces, the number none) */
+		for (sp = e - 1; *sp != ' '; sp--)
+			;
+		v = strtod(sp + 1, &end);
+		T_ASSERT(end == e && v >= 0);
 		if (s->n < 512) {
-			size_t kl = (size_t)(q - 1 - line);
-			snprintf(s->names[s->n], sizeof(s->names[0]), "%.*s", (int)kl, line);
+			snprintf(s->names[s->n], sizeof(s->names[0]), "%.*s", (int)(sp - p), p);
 			s->values[s->n++] = v;
 		}
 	}
