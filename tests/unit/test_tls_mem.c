@@ -37,6 +37,7 @@
 #include <openssl/x509.h>
 
 #include "t.h"
+#include "tpki.h"
 #include "tlsio.h"
 #include "tlsmem.h"
 
@@ -189,36 +190,6 @@ static void conn_stages(SSL_CTX *sctx, SSL_CTX *cctx, struct stages *st)
 	close(sv[1]);
 }
 
-/* A self-signed P-256 certificate and its key, as PEM files in dir. */
-static void make_pki(const char *dir, char *cert, char *key, size_t len)
-{
-	EVP_PKEY *pk = EVP_EC_gen("P-256");
-	X509 *x = X509_new();
-	X509_NAME *name;
-	FILE *f;
-
-	T_ASSERT(pk && x);
-	ASN1_INTEGER_set(X509_get_serialNumber(x), 1);
-	X509_gmtime_adj(X509_getm_notBefore(x), 0);
-	X509_gmtime_adj(X509_getm_notAfter(x), 86400);
-	X509_set_pubkey(x, pk);
-	name = X509_get_subject_name(x);
-	X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC, (const unsigned char *)"localhost",
-				   -1, -1, 0);
-	X509_set_issuer_name(x, name);
-	T_ASSERT(X509_sign(x, pk, EVP_sha256()) > 0);
-	snprintf(cert, len, "%s/cert.pem", dir);
-	snprintf(key, len, "%s/key.pem", dir);
-	T_ASSERT((f = fopen(cert, "w")) != NULL);
-	T_ASSERT(PEM_write_X509(f, x) == 1);
-	fclose(f);
-	T_ASSERT((f = fopen(key, "w")) != NULL);
-	T_ASSERT(PEM_write_PrivateKey(f, pk, NULL, NULL, 0, NULL, NULL) == 1);
-	fclose(f);
-	X509_free(x);
-	EVP_PKEY_free(pk);
-}
-
 static void check(const char *stage, long long held, long long charged)
 {
 	printf("%-36s %6lld bytes held, %6lld charged\n", stage, held, charged);
@@ -241,7 +212,7 @@ int main(void)
 		T_FAIL("CRYPTO_set_mem_functions: OpenSSL allocated before main");
 	snprintf(dir, sizeof(dir), "%s/test_tls_mem.XXXXXX", tmp ? tmp : "/tmp");
 	T_ASSERT(mkdtemp(dir));
-	make_pki(dir, cert, key, sizeof(cert));
+	t_make_pki(dir, cert, key, sizeof(cert));
 	sctx = tlsio_ctx_server(cert, key, NULL, false, err, sizeof(err));
 	if (!sctx)
 		T_FAIL("server context: %s", err);
