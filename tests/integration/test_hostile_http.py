@@ -205,6 +205,21 @@ class Server:
         while self.metric("kvtier_ssd_writedown_pending_bytes") > 0 and time.monotonic() < end:
             time.sleep(0.05)
 
+    def slow_writer(self, ms, trigger):
+        """Restarted, once what it holds is written down, with its SSD
+        writer slowed to ms a write (ssd.debug_write_delay_ms), then
+        alice's PUT of path trigger in the writer's way, so that a write
+        after it waits about ms: kvtier_pins_active before that PUT."""
+        self.written_down()
+        self.argv += ["--set", "ssd.debug_write_delay_ms=%d" % ms]
+        self.restart()
+        self.written_down()
+        pins0 = self.metric("kvtier_pins_active")
+        P = self.port
+        st, _, body = http(P, signed_msg(P, "PUT", trigger, body=b"t" * 1024), src=PROBER)
+        assert st == 200, (st, body)
+        return pins0
+
     def put_written(self, path, body, extra=None):
         """alice's signed PUT from PROBER, again after each write-down
         while it is 503 (her quota full of blocks being written down to
@@ -3064,14 +3079,8 @@ def s3_pins_waiting(ph):
     objs.update({"/hbkt/wv%d" % i: b"victim" for i in range(5)})
     for path, v in objs.items():
         srv.put_written(path, v)
-    srv.written_down()
-    srv.argv += ["--set", "ssd.debug_write_delay_ms=%d" % WAIT_MS]
-    srv.restart()
+    pins0 = srv.slow_writer(WAIT_MS, "/hbkt/wtrigger")
     P = srv.port
-    srv.written_down()
-    pins0 = srv.metric("kvtier_pins_active")
-    st, _, body = http(P, signed_msg(P, "PUT", "/hbkt/wtrigger", body=b"t" * 1024), src=PROBER)
-    assert st == 200, (st, body)
     t0 = time.monotonic()
     conns, wanted = [], []
     for i in range(5):
@@ -3292,14 +3301,8 @@ def s3_pins_signers(ph):
         srv.put_written(path, v)
     for i in range(SIG_CONNS):
         srv.put_written("/hbkt/sgv%d" % i, b"victim")
-    srv.written_down()
-    srv.argv += ["--set", "ssd.debug_write_delay_ms=%d" % SIG_WAIT_MS]
-    srv.restart()
+    pins0 = srv.slow_writer(SIG_WAIT_MS, "/hbkt/sgtrigger")
     P = srv.port
-    srv.written_down()
-    pins0 = srv.metric("kvtier_pins_active")
-    st, _, b = http(P, signed_msg(P, "PUT", "/hbkt/sgtrigger", body=b"t" * 1024), src=PROBER)
-    assert st == 200, (st, b)
     conns = []
     for i in range(SIG_CONNS):
         c = socket.socket()
