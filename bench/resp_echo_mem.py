@@ -23,10 +23,7 @@ import sys
 import threading
 import time
 
-
-def cpu_s(pid):
-    f = open(f'/proc/{pid}/stat').read().split(')')[-1].split()
-    return (int(f[11]) + int(f[12])) / os.sysconf('SC_CLK_TCK')
+from respd_bench import cpu_s
 
 
 def status_kib(pid, field):

@@ -14,18 +14,12 @@ server's CPU time (utime + stime from /proc) over the lines, per line:
 
 doc/resp.md "Inline commands" records a run.
 """
-import os
 import shutil
 import socket
-import subprocess
 import sys
 import threading
-import time
 
-
-def cpu_s(pid):
-    f = open(f'/proc/{pid}/stat').read().split(')')[-1].split()
-    return (int(f[11]) + int(f[12])) / os.sysconf('SC_CLK_TCK')
+from respd_bench import cpu_s, start_resp
 
 
 def one_reply(s):
@@ -36,18 +30,7 @@ def one_reply(s):
 
 
 def run(binary, port, lines, count):
-    d = f'/tmp/resp-inline-cost-{port}'
-    shutil.rmtree(d, ignore_errors=True)
-    os.makedirs(d)
-    p = subprocess.Popen([binary, '--dir', d, '--unix', d + '/s', '--listen', '127.0.0.1:0',
-                          '--resp', f'127.0.0.1:{port}', '--dram', '256M', '--ssd', '0',
-                          '--threads', '1'], stderr=subprocess.DEVNULL)
-    for _ in range(100):  # listening within 10 s
-        try:
-            socket.create_connection(('127.0.0.1', port)).close()
-            break
-        except OSError:
-            time.sleep(0.1)
+    p, d = start_resp(binary, port, 'resp-inline-cost')
     out = {}
     try:
         for name, line in lines.items():

@@ -21,18 +21,13 @@ stime from /proc) until the PONG, a MB of input:
 A kvtierd that closes the connection at `*0` (before 2026-12-06) shows
 "closed".  doc/security.md "Session 37" records a run.
 """
-import os
 import shutil
 import socket
-import subprocess
 import sys
 import threading
 import time
 
-
-def cpu_s(pid):
-    f = open(f'/proc/{pid}/stat').read().split(')')[-1].split()
-    return (int(f[11]) + int(f[12])) / os.sysconf('SC_CLK_TCK')
+from respd_bench import cpu_s, start_resp
 
 
 KINDS = {
@@ -79,18 +74,7 @@ def one(port, pid, unit, mb):
 
 
 def run(binary, port, mb):
-    d = f'/tmp/resp-skip-cost-{port}'
-    shutil.rmtree(d, ignore_errors=True)
-    os.makedirs(d)
-    p = subprocess.Popen([binary, '--dir', d, '--unix', d + '/s', '--listen', '127.0.0.1:0',
-                          '--resp', f'127.0.0.1:{port}', '--dram', '256M', '--ssd', '0',
-                          '--threads', '1'], stderr=subprocess.DEVNULL)
-    for _ in range(100):  # listening within 10 s
-        try:
-            socket.create_connection(('127.0.0.1', port)).close()
-            break
-        except OSError:
-            time.sleep(0.1)
+    p, d = start_resp(binary, port, 'resp-skip-cost')
     out = {}
     try:
         for name, unit in KINDS.items():
