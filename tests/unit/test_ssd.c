@@ -6427,10 +6427,10 @@ int main(void)
 		 * reads, reclamation and record reuse -- the paths whose I/O
 		 * depends on the record alignment (ssd_read_copy, part reads,
 		 * carries, promotion).  TSan's test_ssd_4k runs these alone
-		 * (tests/meson.build): TSan's test_ssd runs every case, the
-		 * same threads meeting at the same locks, and the rest change
-		 * at 4096 in the records' layout, which ASan's test_ssd_4k
-		 * runs in full. */
+		 * (tests/meson.build): TSan's test_ssd runs every case (on
+		 * psync), the same threads meeting at the same locks, and the
+		 * rest change at 4096 in the records' layout, which ASan's
+		 * test_ssd_4k runs in full. */
 		if (test_only("races")) {
 			test_persistent_wait();
 			test_delete_race();
