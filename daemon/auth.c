@@ -99,9 +99,10 @@ static _Atomic bool auth_on;
 static _Atomic uint64_t auth_gen = 1;   /* bumped by every install */
 
 /* Quota group of each tenant of the installed table: group i is
- * group_names[i] (1-based; "": given back, by a tenant removed from the
- * file, and given to the next new tenant).  A name keeps its group across
- * reloads while it stays in the file.  group_ev_base[i]: the group's
+ * group_names[i] (1-based, 1..group_count given at least once; "": given
+ * back, by a tenant removed from the file, for a new tenant once no group
+ * is left that was never given: auth_group_pick).  A name keeps its group
+ * across reloads while it stays in the file.  group_ev_base[i]: the group's
  * events.<i>.dropped when it was given to its tenant (those of an earlier
  * holder), subtracted on /metrics; group_handed[i]: given, that base not
  * read yet (kvtd_quota_apply reads it; /metrics shows no series then). */
