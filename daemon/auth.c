@@ -768,10 +768,11 @@ static bool auth_group_handed(uint32_t g)
 
 /*
  * A group given to a new tenant: its feed, if any, is closed before the
- * new tenant's opens, even on the same endpoint string -- the library
- * keeps a feed whose endpoint is unchanged, with its socket (whose
- * subscribers are the earlier tenant's) and its replay ring (the earlier
- * tenant's messages).  The new socket binds the same address again: an
+ * namespaces move and the new tenant's feed opens, even on the same
+ * endpoint string -- the library keeps a feed whose endpoint is
+ * unchanged, with its socket (whose subscribers are the earlier tenant's)
+ * and its replay ring (the earlier tenant's messages); a feed opened
+ * anew gets none of the events queued before it.  The new socket binds the same address again: an
  * ipc:// path is unlinked by the bind (libzmq 4.3 leaves it at close), a
  * tcp:// port the closing socket still holds is retried by the caller.
  */
@@ -782,7 +783,7 @@ static void auth_events_close(struct kvt_store *store, uint32_t g)
 
 /* Each tenant's KV-events feed on its group (doc/kvevents.md "Per
  * tenant"); groups of tenants without one, or removed, have none; a
- * group given anew has its feed reopened (auth_events_close). */
+ * group given anew had its feed closed (auth_events_close). */
 static int auth_events_apply(struct kvt_store *store, const struct auth_limit *lim, unsigned n,
 			     const bool *listed, uint32_t groups)
 {
@@ -791,8 +792,6 @@ static int auth_events_apply(struct kvt_store *store, const struct auth_limit *l
 	for (unsigned i = 0; i < n; i++) {
 		if (!lim[i].group)
 			continue;
-		if (auth_group_handed(lim[i].group))
-			auth_events_close(store, lim[i].group);
 		r = kvt_events_group_endpoint(store, lim[i].group, lim[i].events);
 		for (int k = 0; r < 0 && lim[i].events && auth_group_handed(lim[i].group) && k < 50;
 		     k++) {
@@ -968,6 +967,18 @@ int kvtd_quota_apply(struct kvt_store *store)
 		}
 	}
 	auth_warn_shared_dram(store, lim, n);
+	/* A group given anew: its feed closed before its namespaces change,
+	 * opened after (auth_events_close). */
+	for (unsigned i = 0; i < n; i++)
+		if (lim[i].group && auth_group_handed(lim[i].group))
+			auth_events_close(store, lim[i].group);
+	kvt_store_stat(store, "store.namespaces", &total);
+	/* Ids run 1..count (doc/keys.md). */
+	for (uint64_t k = 1; k <= total; k++) {
+		r = kvtd_ns_apply_group(store, (uint32_t)k);
+		if (r < 0 && rc == 0)
+			rc = r;
+	}
 	r = auth_events_apply(store, lim, n, listed, groups);
 	if (r < 0 && rc == 0)
 		rc = r;
@@ -977,13 +988,6 @@ int kvtd_quota_apply(struct kvt_store *store)
 	}
 	free(lim);
 	free(listed);
-	kvt_store_stat(store, "store.namespaces", &total);
-	/* Ids run 1..count (doc/keys.md). */
-	for (uint64_t k = 1; k <= total; k++) {
-		r = kvtd_ns_apply_group(store, (uint32_t)k);
-		if (r < 0 && rc == 0)
-			rc = r;
-	}
 	auth_events_base(store);
 	return rc;
 }
