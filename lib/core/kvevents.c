@@ -41,8 +41,8 @@
  * Locks: ev->lock guards the filling array and its groups' shares, stop
  * and the wake flag;
  * ev->chan_lock the groups' sockets (kvreplay's ring lock is taken under
- * it, never the other way; ev->lock too, reading batches); everything else belongs to its thread (or
- * to open/close around them).
+ * it, never the other way; ev->lock too, reading batches); everything
+ * else belongs to its thread (or to open/close around them).
  */
 #include <errno.h>
 #include <inttypes.h>
