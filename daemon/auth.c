@@ -17,8 +17,9 @@
  * and every connection is tenant "default" (kvtierd.c logs that loudly).
  *
  * Quotas: every tenant of a file has a libkvtier quota group (the same id
- * while its name stays in the file; a removed tenant's group is given to
- * the next new one: group_names[]), with the file's dram= and ssd= limits
+ * while its name stays in the file; a new name is given a group never
+ * given, else a free one holding none of an earlier tenant's DRAM blocks
+ * if it can: auth_group_pick), with the file's dram= and ssd= limits
  * (none: counted, not limited).  Groups are given when a table is
  * installed, never while a file is parsed: a refused reload changes
  * nothing.  kvtd_quota_apply sets the limits and puts every namespace in
@@ -98,9 +99,10 @@ static _Atomic bool auth_on;
 static _Atomic uint64_t auth_gen = 1;   /* bumped by every install */
 
 /* Quota group of each tenant of the installed table: group i is
- * group_names[i] (1-based; "": given back, by a tenant removed from the
- * file, and given to the next new tenant).  A name keeps its group across
- * reloads while it stays in the file.  group_ev_base[i]: the group's
+ * group_names[i] (1-based, 1..group_count given at least once; "": given
+ * back, by a tenant removed from the file, for a new tenant once no group
+ * is left that was never given: auth_group_pick).  A name keeps its group
+ * across reloads while it stays in the file.  group_ev_base[i]: the group's
  * events.<i>.dropped when it was given to its tenant (those of an earlier
  * holder), subtracted on /metrics; group_handed[i]: given, that base not
  * read yet (kvtd_quota_apply reads it; /metrics shows no series then). */
@@ -109,6 +111,9 @@ static char group_names[KVT_QUOTA_GROUPS][PROTO_TENANT_MAX + 1]; /* group_lock *
 static uint32_t group_count;                                     /* group_lock */
 static bool group_handed[KVT_QUOTA_GROUPS];                      /* group_lock */
 static uint64_t group_ev_base[KVT_QUOTA_GROUPS];                 /* group_lock */
+/* The store kvtd_quota_apply last applied to (whose groups' DRAM bytes
+ * auth_group_pick reads on the next reload). */
+static struct kvt_store *group_store;                            /* group_lock */
 static uint8_t auth_dummy[PROTO_SECRET_MIN]; /* for unknown tenants: same cost */
 
 void kvtd_tenants_free(struct kvtd_tenants *t)
@@ -413,8 +418,73 @@ static int auth_finish(struct kvtd_tenants *t, char *errbuf, size_t errlen)
  * holder's (group_ev_base), which /metrics does not count as the new
  * tenant's.
  */
+/* Each free group's DRAM bytes (dram_bytes + dram_leaving_bytes) into
+ * ctx[g]: an earlier tenant's blocks, charged to the group until they
+ * leave. */
+static void auth_dram_cb(void *ctx, const char *name, uint64_t value, const char *str)
+{
+	uint64_t *bytes = ctx;
+	const char *f = strchr(name + 6, '.'); /* "quota.<g>.field" */
+
+	(void)str;
+	if (f && (strcmp(f, ".dram_bytes") == 0 || strcmp(f, ".dram_leaving_bytes") == 0))
+		*bytes += value;
+}
+
+/*
+ * A group for a new tenant: one never given while groups remain, else
+ * the free group holding the fewest DRAM bytes (lowest number first):
+ * an earlier tenant's blocks stay charged to its group until they leave
+ * (kvt_ns_set_group), and the next holder would count them against its
+ * dram= limit and see them in its tenant.dram_bytes.  Only once every
+ * group has been given can a group still holding some be given; that is
+ * logged.  dram[]: each free group's bytes, read once (UINT64_MAX: not
+ * read yet).  0: none free.
+ */
+static uint32_t auth_group_pick(uint64_t *dram)
+{
+	uint32_t best = 0;
+
+	if (group_count + 1 < KVT_QUOTA_GROUPS)
+		return ++group_count;
+	for (uint32_t gi = 1; gi <= group_count; gi++) {
+		if (group_names[gi][0])
+			continue;
+		if (dram[gi] == UINT64_MAX) {
+			dram[gi] = 0;
+			if (group_store)
+				kvt_quota_stats(group_store, gi, auth_dram_cb, &dram[gi]);
+		}
+		if (!best || dram[gi] < dram[best])
+			best = gi;
+		if (dram[gi] == 0)
+			break;
+	}
+	if (best && dram[best])
+		kvtd_log(KVTD_WARN,
+			 "every quota group was given: a new tenant's group still holds "
+			 "an earlier tenant's DRAM blocks, charged to it until they leave",
+			 "group=%u dram_bytes=%llu", best, (unsigned long long)dram[best]);
+	return best;
+}
+
+/*
+ * The installed table's groups, given as t is installed -- never while a
+ * file is parsed, so that a file refused anywhere in the reload (a line,
+ * a grant, the count, a read error) leaves every group as it was: names
+ * no longer in t give their group back (kvtd_quota_apply moves their
+ * namespaces out of it), names still there keep theirs, new names take
+ * a group (auth_group_pick).  A group given anew is marked handed until
+ * kvtd_quota_apply has reopened its KV-events feed and read its drops so
+ * far, the previous holder's (group_ev_base), which /metrics does not
+ * count as the new tenant's.
+ */
 static void auth_groups_assign(struct kvtd_tenants *t)
 {
+	uint64_t *dram = malloc(KVT_QUOTA_GROUPS * sizeof(*dram));
+
+	if (dram)
+		memset(dram, 0xff, KVT_QUOTA_GROUPS * sizeof(*dram));
 	pthread_mutex_lock(&group_lock);
 	for (uint32_t gi = 1; gi <= group_count; gi++)
 		if (group_names[gi][0] && !auth_find(t, group_names[gi], strlen(group_names[gi])))
@@ -433,8 +503,9 @@ static void auth_groups_assign(struct kvtd_tenants *t)
 		}
 		if (e->group)
 			continue;
-		if (!free_gi && group_count + 1 < KVT_QUOTA_GROUPS)
-			free_gi = ++group_count;
+		/* Without memory to note the groups' bytes: the lowest free. */
+		if (dram || group_count + 1 < KVT_QUOTA_GROUPS)
+			free_gi = dram ? auth_group_pick(dram) : ++group_count;
 		if (free_gi) {
 			e->group = free_gi;
 			memcpy(group_names[free_gi], e->name, e->name_len + 1);
@@ -442,6 +513,7 @@ static void auth_groups_assign(struct kvtd_tenants *t)
 		}
 	}
 	pthread_mutex_unlock(&group_lock);
+	free(dram);
 }
 
 int kvtd_tenants_parse(const char *text, size_t len, struct kvtd_tenants **out, char *errbuf,
@@ -684,8 +756,34 @@ struct auth_limit {
 	char *events_replay; /* and of its events_replay= */
 };
 
+static bool auth_group_handed(uint32_t g)
+{
+	bool h;
+
+	pthread_mutex_lock(&group_lock);
+	h = group_handed[g];
+	pthread_mutex_unlock(&group_lock);
+	return h;
+}
+
+/*
+ * A group given to a new tenant: its feed, if any, is closed before the
+ * namespaces move and the new tenant's feed opens, even on the same
+ * endpoint string -- the library keeps a feed whose endpoint is
+ * unchanged, with its socket (whose subscribers are the earlier tenant's)
+ * and its replay ring (the earlier tenant's messages); a feed opened
+ * anew gets none of the events queued before it.  The new socket binds the same address again: an
+ * ipc:// path is unlinked by the bind (libzmq 4.3 leaves it at close), a
+ * tcp:// port the closing socket still holds is retried by the caller.
+ */
+static void auth_events_close(struct kvt_store *store, uint32_t g)
+{
+	kvt_events_group_endpoint(store, g, NULL);
+}
+
 /* Each tenant's KV-events feed on its group (doc/kvevents.md "Per
- * tenant"); groups of tenants without one, or removed, have none. */
+ * tenant"); groups of tenants without one, or removed, have none; a
+ * group given anew had its feed closed (auth_events_close). */
 static int auth_events_apply(struct kvt_store *store, const struct auth_limit *lim, unsigned n,
 			     const bool *listed, uint32_t groups)
 {
@@ -695,6 +793,11 @@ static int auth_events_apply(struct kvt_store *store, const struct auth_limit *l
 		if (!lim[i].group)
 			continue;
 		r = kvt_events_group_endpoint(store, lim[i].group, lim[i].events);
+		for (int k = 0; r < 0 && lim[i].events && auth_group_handed(lim[i].group) && k < 50;
+		     k++) {
+			usleep(10000); /* the old socket's port, closing */
+			r = kvt_events_group_endpoint(store, lim[i].group, lim[i].events);
+		}
 		if (r < 0 && lim[i].events) {
 			kvtd_log(KVTD_ERROR, "cannot publish a tenant's KV events", "endpoint=%s error=\"%s\"",
 				 lim[i].events, kvt_strerror(r));
@@ -834,9 +937,14 @@ int kvtd_quota_apply(struct kvt_store *store)
 	pthread_mutex_unlock(&auth_lock);
 	pthread_mutex_lock(&group_lock);
 	groups = group_count;
+	group_store = store;
 	pthread_mutex_unlock(&group_lock);
 	listed = calloc((size_t)groups + 1, sizeof(*listed));
 	if ((n && !lim) || !listed) {
+		for (unsigned i = 0; lim && i < n; i++) {
+			free(lim[i].events);
+			free(lim[i].events_replay);
+		}
 		free(lim);
 		free(listed);
 		auth_events_base(store); /* the groups given are shown still */
@@ -859,6 +967,18 @@ int kvtd_quota_apply(struct kvt_store *store)
 		}
 	}
 	auth_warn_shared_dram(store, lim, n);
+	/* A group given anew: its feed closed before its namespaces change,
+	 * opened after (auth_events_close). */
+	for (unsigned i = 0; i < n; i++)
+		if (lim[i].group && auth_group_handed(lim[i].group))
+			auth_events_close(store, lim[i].group);
+	kvt_store_stat(store, "store.namespaces", &total);
+	/* Ids run 1..count (doc/keys.md). */
+	for (uint64_t k = 1; k <= total; k++) {
+		r = kvtd_ns_apply_group(store, (uint32_t)k);
+		if (r < 0 && rc == 0)
+			rc = r;
+	}
 	r = auth_events_apply(store, lim, n, listed, groups);
 	if (r < 0 && rc == 0)
 		rc = r;
@@ -868,13 +988,6 @@ int kvtd_quota_apply(struct kvt_store *store)
 	}
 	free(lim);
 	free(listed);
-	kvt_store_stat(store, "store.namespaces", &total);
-	/* Ids run 1..count (doc/keys.md). */
-	for (uint64_t k = 1; k <= total; k++) {
-		r = kvtd_ns_apply_group(store, (uint32_t)k);
-		if (r < 0 && rc == 0)
-			rc = r;
-	}
 	auth_events_base(store);
 	return rc;
 }

@@ -41,8 +41,8 @@
  * Locks: ev->lock guards the filling array and its groups' shares, stop
  * and the wake flag;
  * ev->chan_lock the groups' sockets (kvreplay's ring lock is taken under
- * it, never the other way); everything else belongs to its thread (or
- * to open/close around them).
+ * it, never the other way; ev->lock too, reading batches); everything
+ * else belongs to its thread (or to open/close around them).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -78,6 +78,9 @@ struct kvev_chan {
 	void *pub;
 	struct kvreplay_ep *rp;         /* its replay endpoint, or NULL */
 	uint64_t seq;
+	uint64_t from_batch;            /* the first batch it gets: none queued
+					 * before it opened (a group's feed that
+					 * was closed is another tenant's now) */
 	char want[256];                 /* the endpoint asked for */
 };
 
@@ -100,6 +103,7 @@ struct kvevents {
 	pthread_cond_t cond;
 	struct evq fill;                /* lock */
 	bool stop;                      /* lock */
+	uint64_t batches;               /* lock: fill handed to send, so far */
 
 	/* The groups' shares of fill (lock; kvevents_push): the events of
 	 * each group queued (clears not counted) and where its oldest is;
@@ -113,7 +117,8 @@ struct kvevents {
 	size_t holes_max;               /* events pushed out of fill at most */
 
 	/* publisher thread */
-	struct evq send;
+	struct evq send;                /* batch number send_batch */
+	uint64_t send_batch;
 	struct evq sub;                 /* one group's share of send */
 	uint8_t *buf;
 	size_t buf_cap;
@@ -523,6 +528,8 @@ static void kvevents_send(struct kvevents *ev)
 	}
 	for (size_t c = 0; c < ev->chan_n && ev->sub.cap >= ev->send.n; c++) {
 		struct kvev_chan *ch = &ev->chans[c];
+		if (ev->send_batch < ch->from_batch)
+			continue;
 		ev->sub.n = 0;
 		for (size_t i = 0; i < ev->send.n; i++)
 			if (ev->send.ev[i].group == ch->group ||
@@ -563,6 +570,7 @@ static void *kvevents_main(void *arg)
 		ev->fill = ev->send;
 		ev->fill.n = 0;
 		ev->send = t;
+		ev->send_batch = ++ev->batches;
 		kvevents_share_reset_locked(ev);
 		pthread_mutex_unlock(&ev->lock);
 		if (ev->send.holes) {
@@ -797,6 +805,14 @@ int kvevents_group_endpoint(struct kvevents *ev, uint32_t group, const char *end
 		ch = &ev->chans[ev->chan_n++];
 		memset(ch, 0, sizeof(*ch));
 		ch->group = group;
+		/* A new feed: nothing queued before it, which may be an earlier
+		 * feed's of the group (another tenant's), gets on it: from the
+		 * next batch if none is queued now, else the one after (what
+		 * is queued after this and before the next batch is lost to
+		 * it, a batch_ms at most). */
+		pthread_mutex_lock(&ev->lock);
+		ch->from_batch = ev->batches + (ev->fill.n ? 2 : 1);
+		pthread_mutex_unlock(&ev->lock);
 	} else if (ch) {
 		kvzap_close_socket(ev->zap, ch->pub, ch->zap_id);
 		if (ch->rp && !pub) {

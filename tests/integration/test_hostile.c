@@ -74,8 +74,14 @@
  *   reload_refused  tenants files refused on SIGHUP (a bad line, a grant
  *                 to no tenant) change no login, quota group, quota or
  *                 series with a tenant label
- *   events_reuse  a removed tenant's quota group given to a new tenant:
- *                 the new one's KV-events drops count from 0
+ *   events_reuse  a removed tenant's quota group given to a new tenant
+ *                 (every group given): the new one's KV-events drops
+ *                 count from 0
+ *   group_drain   a new tenant is not given a group holding a removed
+ *                 tenant's DRAM blocks while another is free
+ *   events_handover  a group given to a new tenant on the same events=
+ *                 endpoints: the old subscribers and the replay ring
+ *                 give it nothing of the earlier tenant's, nor it theirs
  *   ssd_read_share (by hand, not in the suite) one tenant's GETs of SSD-only
  *                 blocks on 24 connections beside another's single GET: the
  *                 latencies measured (doc/security.md "SSD reads between
@@ -1785,6 +1791,40 @@ static char *tenants_text(const char *prefix, unsigned n)
 		len += (size_t)snprintf(t + len, cap - len, "%s%u " SECRET_ALICE " tenant dram=1M\n",
 					prefix, i);
 	return t;
+}
+
+/* A tenants file of line (so group 1 on a fresh server), admin and 1020
+ * others, "f<from>".."f<from + 1019>": 1022 tenants, the most.  Given
+ * from 0, then from 1 (groups_exhaust), every one of the 1023 groups has
+ * been given, f0's free: a new tenant is then given a free group, the
+ * one holding the fewest DRAM bytes, lowest first. */
+static char *tenants_filled(const char *line, unsigned from)
+{
+	size_t cap = strlen(line) + 200 + (size_t)(KVT_QUOTA_GROUPS - 4) * 80, len;
+	char *t = malloc(cap);
+
+	T_ASSERT(t != NULL);
+	len = (size_t)snprintf(t, cap, "%sadmin " SECRET_ADMIN " admin\n", line);
+	for (unsigned i = from; i < from + KVT_QUOTA_GROUPS - 4; i++)
+		len += (size_t)snprintf(t + len, cap - len, "f%u " SECRET_ALICE " tenant dram=1M\n",
+					i);
+	return t;
+}
+
+/* Start name with line's tenant and the others, then reload with f0
+ * replaced by f1020: every group given. */
+static void groups_exhaust(const char *name, const char *const *extra, const char *line,
+			   uint16_t *mport)
+{
+	char *t = tenants_filled(line, 0);
+
+	start_with(name, extra, t);
+	free(t);
+	if (mport) /* before the reload moves the log */
+		*mport = tsrv_listener_port(srv.log, "metrics");
+	t = tenants_filled(line, 1);
+	reload(t);
+	free(t);
 }
 
 static void phase_quota_groups(void)
@@ -4486,11 +4526,32 @@ static void phase_reload_refused(void)
  * it counts hers alone, events.<g>.dropped less alice's.  Before, carol's
  * series appeared at once with alice's count.
  */
+/* events_settled on /metrics (port mport): series once non-zero and the
+ * same 100 ms apart, as kvtier_events_batches_total. */
+static uint64_t metric_settled(uint16_t mport, const char *series)
+{
+	uint64_t v = 0, b = 0, pv = UINT64_MAX, pb = UINT64_MAX;
+
+	for (int tries = 0; tries < 40; tries++) {
+		char *page;
+		tsrv_sleep_ms(100);
+		page = tsrv_http_body(mport, "/metrics");
+		v = tsrv_metric(page, series);
+		b = tsrv_metric(page, "kvtier_events_batches_total");
+		free(page);
+		if (v > 0 && v == pv && b == pb)
+			return v;
+		pv = v;
+		pb = b;
+	}
+	T_FAIL("%s never settled (%" PRIu64 ")", series, v);
+}
+
 static void phase_events_reuse(void)
 {
 	const char *extra[] = { "--ssd", "0", "--metrics", "127.0.0.1:0", "--set",
 				"events.batch_ms=200", "--set", "events.queue_max=256", NULL };
-	char text[2000], ep[2][700], name[64], *page;
+	char text[2000], ep[2][700], *page, *t;
 	uint64_t ga = 0, gc = 0, alice_drops, all_drops;
 	uint8_t ns[PROTO_DIGEST_LEN];
 	struct fq_seen seen = { 0 };
@@ -4499,31 +4560,39 @@ static void phase_events_reuse(void)
 
 	snprintf(ep[0], sizeof(ep[0]), "ipc://%s/alice.events", base);
 	snprintf(ep[1], sizeof(ep[1]), "ipc://%s/carol.events", base);
-	snprintf(text, sizeof(text), "admin " SECRET_ADMIN " admin\n"
-		 "alice " SECRET_ALICE " tenant events=%s\n", ep[0]);
-	start_with("events_reuse", extra, text);
-	mport = tsrv_listener_port(srv.log, "metrics");
+	/* With every group given, alice's drained (her clear) and the
+	 * lowest, carol is given alice's (group_drain: not while another is
+	 * free and drained). */
+	snprintf(text, sizeof(text), "alice " SECRET_ALICE " tenant events=%s\n", ep[0]);
+	groups_exhaust("events_reuse", extra, text, &mport);
 	T_RC(kc_dial(&c, srv.port, "alice", SECRET_ALICE), 0);
 	T_RC(kc_register(&c, &desc, ns, NULL, 0), KVT_OK);
 	T_RC(kc_stat(&c, PROTO_SCOPE_TENANT, "tenant.quota_group", &ga), 0);
 	frame_puts(&c, ns, 2048, 1024, 0, "alice-er-", &seen);
+	{
+		uint64_t removed = 0;
+		T_RC(kc_clear(&c, PROTO_SCOPE_NS, ns, NULL, &removed), 0);
+	}
 	kc_close(&c);
-	snprintf(name, sizeof(name), "events.%" PRIu64 ".dropped", ga);
-	alice_drops = events_settled(name);
+	/* STATS ALL, past 1024 items with 1022 groups, is too long for the
+	 * test client: the drops are read on /metrics, all of them alice's
+	 * (events.<g>.dropped = kvtier_events_dropped_total). */
+	alice_drops = metric_settled(mport, "kvtier_events_dropped_total");
 	page = tsrv_http_body(mport, "/metrics");
 	T_EQ_U64(tsrv_metric(page, "kvtier_events_tenant_dropped_total{tenant=\"alice\"}"),
 		 alice_drops);
 	free(page);
 
-	snprintf(text, sizeof(text), "admin " SECRET_ADMIN " admin\n"
-		 "carol " SECRET_CAROL " tenant events=%s\n", ep[1]);
-	reload(text);
+	snprintf(text, sizeof(text), "carol " SECRET_CAROL " tenant events=%s\n", ep[1]);
+	t = tenants_filled(text, 1);
+	reload(t);
+	free(t);
 	T_RC(kc_dial(&c, srv.port, "carol", SECRET_CAROL), 0);
 	T_RC(kc_stat(&c, PROTO_SCOPE_TENANT, "tenant.quota_group", &gc), 0);
 	T_EQ_U64(gc, ga); /* alice's group, given back, is carol's */
-	T_EQ_U64(stat_opt(name), alice_drops); /* the store's count is the group's */
 	page = tsrv_http_body(mport, "/metrics");
 	t_prom_check(page);
+	T_EQ_U64(tsrv_metric(page, "kvtier_events_dropped_total"), alice_drops);
 	T_ASSERT(!strstr(page, "kvtier_events_tenant_dropped_total{tenant=\"carol\"}"));
 	T_ASSERT(!strstr(page, "kvtier_events_tenant_dropped_total{tenant=\"alice\"}"));
 	T_EQ_U64(tsrv_metric(page, "kvtier_tenant_requests_total{tenant=\"carol\"}"), 1);
@@ -4532,7 +4601,7 @@ static void phase_events_reuse(void)
 	T_RC(kc_register(&c, &desc, ns, NULL, 0), KVT_OK);
 	frame_puts(&c, ns, 2048, 1024, 0, "carol-er-", &seen);
 	kc_close(&c);
-	all_drops = events_settled(name);
+	all_drops = metric_settled(mport, "kvtier_events_dropped_total");
 	T_ASSERT(all_drops > alice_drops);
 	page = tsrv_http_body(mport, "/metrics");
 	T_EQ_U64(tsrv_metric(page, "kvtier_events_tenant_dropped_total{tenant=\"carol\"}"),
@@ -4541,6 +4610,173 @@ static void phase_events_reuse(void)
 	printf("events_reuse: group %" PRIu64 ": alice dropped %" PRIu64 ", then carol %" PRIu64
 	       " (events.%" PRIu64 ".dropped %" PRIu64 "): carol's series counts hers alone\n",
 	       ga, alice_drops, all_drops - alice_drops, ga, all_drops);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
+/* ------------------------------------------------------------------------
+ * group_drain: a removed tenant's blocks still in DRAM stay charged to its
+ * quota group until they leave; that group given at once to the next new
+ * tenant had the new tenant count them against its dram= limit and see
+ * them in its tenant.dram_bytes (the old tenant's cache use).  Now a new
+ * tenant is given a group never given while there is one, else a free
+ * group holding no DRAM bytes.  alice puts 10 blocks; a reload replaces
+ * her by carol, whose group must hold none of them.
+ */
+static void phase_group_drain(void)
+{
+	const char *extra[] = { "--ssd", "0", NULL };
+	const char *text0 = "admin " SECRET_ADMIN " admin\n"
+			    "alice " SECRET_ALICE " tenant dram=1M\n";
+	const char *text1 = "admin " SECRET_ADMIN " admin\n"
+			    "carol " SECRET_CAROL " tenant dram=1M\n";
+	uint64_t ga = 0, gc = 0, da = 0, dc = 1;
+	uint8_t ns[PROTO_DIGEST_LEN];
+	char name[64];
+	struct kc c;
+
+	start_with("group_drain", extra, text0);
+	T_RC(kc_dial(&c, srv.port, "alice", SECRET_ALICE), 0);
+	T_RC(kc_register(&c, &desc, ns, NULL, 0), KVT_OK);
+	ev_put_keys(&c, ns, "alice-gd-");
+	T_RC(kc_stat(&c, PROTO_SCOPE_TENANT, "tenant.quota_group", &ga), 0);
+	T_RC(kc_stat(&c, PROTO_SCOPE_TENANT, "tenant.dram_bytes", &da), 0);
+	kc_close(&c);
+	T_GE_INT(da, EV_KEYS * 256);
+	reload(text1);
+	T_RC(kc_dial(&c, srv.port, "carol", SECRET_CAROL), 0);
+	T_RC(kc_stat(&c, PROTO_SCOPE_TENANT, "tenant.quota_group", &gc), 0);
+	T_RC(kc_stat(&c, PROTO_SCOPE_TENANT, "tenant.dram_bytes", &dc), 0);
+	kc_close(&c);
+	snprintf(name, sizeof(name), "quota.%" PRIu64 ".dram_bytes", ga);
+	printf("group_drain: alice (group %" PRIu64 ") holds %" PRIu64 " DRAM bytes; after the "
+	       "reload carol has group %" PRIu64 " with %" PRIu64 " (alice's group: %" PRIu64
+	       ")\n", ga, da, gc, dc, stat_opt(name));
+	T_ASSERT(gc != 0 && gc != ga);
+	T_EQ_U64(dc, 0);
+	T_EQ_U64(stat_opt(name), da); /* alice's blocks: still in her old group */
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
+/* ------------------------------------------------------------------------
+ * events_handover: a group given to a new tenant with the same events= /
+ * events_replay= endpoints as its earlier tenant's kept the feed as it
+ * was -- its socket, whose subscribers were the earlier tenant's, and its
+ * replay ring, the earlier tenant's messages (block hashes).  Now the
+ * feed is closed and reopened when its group changes hands.  Every group
+ * given (groups_exhaust) and alice's drained, a reload replaces alice by carol on alice's group
+ * and endpoints: alice's subscriber, still connected (no reconnect), gets
+ * none of carol's events, and the replay from 0 none of alice's.
+ */
+
+/* The replay endpoint rep asked from seq 0: its messages' payloads into
+ * buf; returns their bytes, *msgs their count. */
+static size_t ev_replay(void *zctx, const char *rep, uint8_t *buf, size_t cap, unsigned *msgs)
+{
+	void *d = zmq_socket(zctx, ZMQ_DEALER);
+	size_t rn = 0;
+
+	*msgs = 0;
+	T_ASSERT(d != NULL);
+	T_EQ_INT(zmq_connect(d, rep), 0);
+	T_EQ_INT(zmq_send(d, "", 0, ZMQ_SNDMORE), 0);
+	T_EQ_INT(zmq_send(d, "\0\0\0\0\0\0\0\0", 8, 0), 8);
+	for (;;) {
+		zmq_pollitem_t p = { .socket = d, .events = ZMQ_POLLIN };
+		zmq_msg_t fr[4];
+		int nf = 0, more = 1;
+		bool end;
+		T_ASSERT(zmq_poll(&p, 1, 5000) == 1);
+		while (more) {
+			T_ASSERT(nf < 4);
+			zmq_msg_init(&fr[nf]);
+			T_ASSERT(zmq_msg_recv(&fr[nf], d, 0) >= 0);
+			more = zmq_msg_more(&fr[nf]);
+			nf++;
+		}
+		T_EQ_INT(nf, 4); /* "", topic, seq, payload */
+		end = zmq_msg_size(&fr[3]) == 0;
+		if (!end && rn + zmq_msg_size(&fr[3]) <= cap) {
+			memcpy(buf + rn, zmq_msg_data(&fr[3]), zmq_msg_size(&fr[3]));
+			rn += zmq_msg_size(&fr[3]);
+		}
+		for (int i = 0; i < nf; i++)
+			zmq_msg_close(&fr[i]);
+		if (end)
+			break;
+		(*msgs)++;
+	}
+	zmq_close(d);
+	return rn;
+}
+
+static void phase_events_handover(void)
+{
+	const char *extra[] = { "--ssd", "0", "--set", "events.batch_ms=1", NULL };
+	char line[2000], ep[700], rep[700], *t;
+	void *zctx = zmq_ctx_new(), *old, *fresh;
+	static uint8_t got[1 << 18];
+	size_t n;
+	unsigned msgs = 0, fmsgs = 0, rmsgs = 0, a, c_old, c_new, r_alice, r_carol;
+	uint64_t ga = 0, gc = 0;
+	uint8_t ns[PROTO_DIGEST_LEN];
+	int no = -1;
+	struct kc c;
+
+	snprintf(ep, sizeof(ep), "ipc://%s/shared.events", base);
+	snprintf(rep, sizeof(rep), "ipc://%s/shared.replay", base);
+	snprintf(line, sizeof(line), "alice " SECRET_ALICE " tenant events=%s events_replay=%s\n",
+		 ep, rep);
+	groups_exhaust("events_handover", extra, line, NULL);
+	old = zmq_socket(zctx, ZMQ_SUB); /* its connection, not a new one */
+	T_ASSERT(old != NULL);
+	T_EQ_INT(zmq_setsockopt(old, ZMQ_RECONNECT_IVL, &no, sizeof(no)), 0);
+	T_EQ_INT(zmq_setsockopt(old, ZMQ_SUBSCRIBE, "", 0), 0);
+	T_EQ_INT(zmq_connect(old, ep), 0);
+	T_RC(kc_dial(&c, srv.port, "alice", SECRET_ALICE), 0);
+	T_RC(kc_register(&c, &desc, ns, NULL, 0), KVT_OK);
+	T_RC(kc_stat(&c, PROTO_SCOPE_TENANT, "tenant.quota_group", &ga), 0);
+	tsrv_sleep_ms(200); /* the subscription reaches the publisher */
+	ev_put_keys(&c, ns, "alice-eh-");
+	{
+		uint64_t removed = 0; /* her group drained: the one carol is given */
+		T_RC(kc_clear(&c, PROTO_SCOPE_NS, ns, NULL, &removed), 0);
+	}
+	kc_close(&c);
+	n = ev_drain(old, got, sizeof(got), 300, &msgs);
+	a = ev_count(got, n, "alice-eh-");
+	T_EQ_INT(a, EV_KEYS); /* the feed works */
+
+	snprintf(line, sizeof(line), "carol " SECRET_CAROL " tenant events=%s events_replay=%s\n",
+		 ep, rep);
+	t = tenants_filled(line, 1);
+	reload(t);
+	free(t);
+	fresh = ev_sub(zctx, ep);
+	T_RC(kc_dial(&c, srv.port, "carol", SECRET_CAROL), 0);
+	T_RC(kc_stat(&c, PROTO_SCOPE_TENANT, "tenant.quota_group", &gc), 0);
+	T_EQ_U64(gc, ga); /* the lowest free group holding no DRAM bytes */
+	T_RC(kc_register(&c, &desc, ns, NULL, 0), KVT_OK);
+	tsrv_sleep_ms(200);
+	ev_put_keys(&c, ns, "carol-eh-");
+	kc_close(&c);
+	n = ev_drain(old, got, sizeof(got), 300, &msgs);
+	c_old = ev_count(got, n, "carol-eh-");
+	n = ev_drain(fresh, got, sizeof(got), 100, &fmsgs);
+	c_new = ev_count(got, n, "carol-eh-");
+	n = ev_replay(zctx, rep, got, sizeof(got), &rmsgs);
+	r_alice = ev_count(got, n, "alice-eh-");
+	r_carol = ev_count(got, n, "carol-eh-");
+	printf("events_handover: group %" PRIu64 " from alice to carol, same endpoints: alice's "
+	       "subscriber got %u of carol's blocks, a new one %u; replay from 0: %u messages, "
+	       "%u of alice's blocks, %u of carol's\n", ga, c_old, c_new, rmsgs, r_alice,
+	       r_carol);
+	T_EQ_INT(c_old, 0);
+	T_EQ_INT(c_new, EV_KEYS);
+	T_EQ_INT(r_alice, 0);
+	T_EQ_INT(r_carol, EV_KEYS);
+	zmq_close(old);
+	zmq_close(fresh);
+	zmq_ctx_term(zctx);
 	T_EQ_INT(tsrv_stop(&srv), 0);
 }
 
@@ -9749,6 +9985,8 @@ static const struct tsrv_phase phases[] = {
 	{ "kvevents_metrics", phase_kvevents_metrics },
 	{ "reload_refused", phase_reload_refused },
 	{ "events_reuse", phase_events_reuse },
+	{ "group_drain", phase_group_drain },
+	{ "events_handover", phase_events_handover },
 	{ "s3_scan", phase_s3_scan },
 	{ "native_edges", phase_native_edges },
 	{ "native_flood", phase_native_flood },
