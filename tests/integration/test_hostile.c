@@ -2226,6 +2226,47 @@ static unsigned ev_count(const uint8_t *buf, size_t n, const char *what)
 	return c;
 }
 
+/* The replay endpoint rep asked from seq 0: its messages' payloads into
+ * buf; returns their bytes, *msgs their count. */
+static size_t ev_replay(void *zctx, const char *rep, uint8_t *buf, size_t cap, unsigned *msgs)
+{
+	void *d = zmq_socket(zctx, ZMQ_DEALER);
+	size_t rn = 0;
+
+	*msgs = 0;
+	T_ASSERT(d != NULL);
+	T_EQ_INT(zmq_connect(d, rep), 0);
+	T_EQ_INT(zmq_send(d, "", 0, ZMQ_SNDMORE), 0);
+	T_EQ_INT(zmq_send(d, "\0\0\0\0\0\0\0\0", 8, 0), 8);
+	for (;;) {
+		zmq_pollitem_t p = { .socket = d, .events = ZMQ_POLLIN };
+		zmq_msg_t fr[4];
+		int nf = 0, more = 1;
+		bool end;
+		T_ASSERT(zmq_poll(&p, 1, 5000) == 1);
+		while (more) {
+			T_ASSERT(nf < 4);
+			zmq_msg_init(&fr[nf]);
+			T_ASSERT(zmq_msg_recv(&fr[nf], d, 0) >= 0);
+			more = zmq_msg_more(&fr[nf]);
+			nf++;
+		}
+		T_EQ_INT(nf, 4); /* "", topic, seq, payload */
+		end = zmq_msg_size(&fr[3]) == 0;
+		if (!end && rn + zmq_msg_size(&fr[3]) <= cap) {
+			memcpy(buf + rn, zmq_msg_data(&fr[3]), zmq_msg_size(&fr[3]));
+			rn += zmq_msg_size(&fr[3]);
+		}
+		for (int i = 0; i < nf; i++)
+			zmq_msg_close(&fr[i]);
+		if (end)
+			break;
+		(*msgs)++;
+	}
+	zmq_close(d);
+	return rn;
+}
+
 #define EV_KEYS 10
 
 /* A SUB socket of zctx subscribed to everything on ep. */
@@ -2308,38 +2349,9 @@ static void phase_kvevents_tenant(void)
 	/* Each replay endpoint, asked from 0, gives its feed's messages
 	 * back: the tenant's own blocks, none of the other's. */
 	for (int t = 0; t < 2; t++) {
-		void *d = zmq_socket(zctx, ZMQ_DEALER);
-		unsigned rmsgs = 0, rown, rother;
-		size_t rn = 0;
-		T_ASSERT(d != NULL);
-		T_EQ_INT(zmq_connect(d, rep[t]), 0);
-		T_EQ_INT(zmq_send(d, "", 0, ZMQ_SNDMORE), 0);
-		T_EQ_INT(zmq_send(d, "\0\0\0\0\0\0\0\0", 8, 0), 8);
-		for (;;) {
-			zmq_pollitem_t p = { .socket = d, .events = ZMQ_POLLIN };
-			zmq_msg_t fr[4];
-			int nf = 0, more = 1;
-			bool end;
-			T_ASSERT(zmq_poll(&p, 1, 5000) == 1);
-			while (more) {
-				T_ASSERT(nf < 4);
-				zmq_msg_init(&fr[nf]);
-				T_ASSERT(zmq_msg_recv(&fr[nf], d, 0) >= 0);
-				more = zmq_msg_more(&fr[nf]);
-				nf++;
-			}
-			T_EQ_INT(nf, 4); /* "", topic, seq, payload */
-			end = zmq_msg_size(&fr[3]) == 0;
-			if (!end && rn + zmq_msg_size(&fr[3]) <= sizeof(got[t])) {
-				memcpy(got[t] + rn, zmq_msg_data(&fr[3]), zmq_msg_size(&fr[3]));
-				rn += zmq_msg_size(&fr[3]);
-			}
-			for (int i = 0; i < nf; i++)
-				zmq_msg_close(&fr[i]);
-			if (end)
-				break;
-			rmsgs++;
-		}
+		unsigned rmsgs, rown, rother;
+		size_t rn = ev_replay(zctx, rep[t], got[t], sizeof(got[t]), &rmsgs);
+
 		rown = ev_count(got[t], rn, t == 0 ? "alice-ev-key-" : "bob-ev-key-");
 		rother = ev_count(got[t], rn, t == 0 ? "bob-ev-key-" : "alice-ev-key-");
 		printf("kvevents_tenant: %s's replay from 0: %u messages, %u of the own blocks, "
@@ -2347,7 +2359,6 @@ static void phase_kvevents_tenant(void)
 		T_EQ_INT(rmsgs, msgs[t]);
 		T_EQ_INT(rown, own[t]);
 		T_EQ_INT(rother, 0);
-		zmq_close(d);
 	}
 	for (int t = 0; t < 2; t++) {
 		zmq_close(sub[t]);
@@ -4667,47 +4678,6 @@ static void phase_group_drain(void)
  * and endpoints: alice's subscriber, still connected (no reconnect), gets
  * none of carol's events, and the replay from 0 none of alice's.
  */
-
-/* The replay endpoint rep asked from seq 0: its messages' payloads into
- * buf; returns their bytes, *msgs their count. */
-static size_t ev_replay(void *zctx, const char *rep, uint8_t *buf, size_t cap, unsigned *msgs)
-{
-	void *d = zmq_socket(zctx, ZMQ_DEALER);
-	size_t rn = 0;
-
-	*msgs = 0;
-	T_ASSERT(d != NULL);
-	T_EQ_INT(zmq_connect(d, rep), 0);
-	T_EQ_INT(zmq_send(d, "", 0, ZMQ_SNDMORE), 0);
-	T_EQ_INT(zmq_send(d, "\0\0\0\0\0\0\0\0", 8, 0), 8);
-	for (;;) {
-		zmq_pollitem_t p = { .socket = d, .events = ZMQ_POLLIN };
-		zmq_msg_t fr[4];
-		int nf = 0, more = 1;
-		bool end;
-		T_ASSERT(zmq_poll(&p, 1, 5000) == 1);
-		while (more) {
-			T_ASSERT(nf < 4);
-			zmq_msg_init(&fr[nf]);
-			T_ASSERT(zmq_msg_recv(&fr[nf], d, 0) >= 0);
-			more = zmq_msg_more(&fr[nf]);
-			nf++;
-		}
-		T_EQ_INT(nf, 4); /* "", topic, seq, payload */
-		end = zmq_msg_size(&fr[3]) == 0;
-		if (!end && rn + zmq_msg_size(&fr[3]) <= cap) {
-			memcpy(buf + rn, zmq_msg_data(&fr[3]), zmq_msg_size(&fr[3]));
-			rn += zmq_msg_size(&fr[3]);
-		}
-		for (int i = 0; i < nf; i++)
-			zmq_msg_close(&fr[i]);
-		if (end)
-			break;
-		(*msgs)++;
-	}
-	zmq_close(d);
-	return rn;
-}
 
 static void phase_events_handover(void)
 {
