@@ -407,17 +407,6 @@ static int auth_finish(struct kvtd_tenants *t, char *errbuf, size_t errlen)
 	return 0;
 }
 
-/*
- * The installed table's groups, given as t is installed -- never while a
- * file is parsed, so that a file refused anywhere in the reload (a line,
- * a grant, the count, a read error) leaves every group as it was: names
- * no longer in t give their group back (kvtd_quota_apply moves their
- * namespaces out of it), names still there keep theirs, new names take
- * a free group.  A group given anew is marked handed until
- * kvtd_quota_apply has read its KV-events drops so far, the previous
- * holder's (group_ev_base), which /metrics does not count as the new
- * tenant's.
- */
 /* Each free group's DRAM bytes (dram_bytes + dram_leaving_bytes) into
  * ctx[g]: an earlier tenant's blocks, charged to the group until they
  * leave. */
