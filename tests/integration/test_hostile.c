@@ -3820,6 +3820,19 @@ static void fq_item(void *ctx, const struct kc_resp *r, const struct proto_item 
 	}
 }
 
+/* c logged in as who, namespace desc registered (its digest into ns):
+ * who's quota group. */
+static uint64_t login_group(struct kc *c, const char *who, const char *secret,
+			    uint8_t ns[PROTO_DIGEST_LEN])
+{
+	uint64_t g = 0;
+
+	T_RC(kc_dial(c, srv.port, who, secret), 0);
+	T_RC(kc_register(c, &desc, ns, NULL, 0), KVT_OK);
+	T_RC(kc_stat(c, PROTO_SCOPE_TENANT, "tenant.quota_group", &g), 0);
+	return g;
+}
+
 /* The copies frame_puts' placed puts ask (fwd_copies: 8). */
 static uint32_t fp_copies = 2;
 
@@ -4326,9 +4339,7 @@ static void phase_kvevents_metrics(void)
 		 "admin " SECRET_ADMIN " admin\n", ep[0], ep[1]);
 	start_with("kvevents_metrics", extra, text);
 	mport = tsrv_listener_port(srv.log, "metrics");
-	T_RC(kc_dial(&c, srv.port, "alice", SECRET_ALICE), 0);
-	T_RC(kc_register(&c, &desc, ns, NULL, 0), KVT_OK);
-	T_RC(kc_stat(&c, PROTO_SCOPE_TENANT, "tenant.quota_group", &group), 0);
+	group = login_group(&c, "alice", SECRET_ALICE, ns);
 	frame_puts(&c, ns, 2048, 1024, 0, "alice-em-", &seen);
 	kc_close(&c);
 	snprintf(name, sizeof(name), "events.%" PRIu64 ".dropped", group);
@@ -4456,14 +4467,10 @@ static void phase_reload_refused(void)
 		 "admin " SECRET_ADMIN " admin\n", ep);
 	start_with("reload_refused", extra, good);
 	mport = tsrv_listener_port(srv.log, "metrics");
-	T_RC(kc_dial(&c, srv.port, "alice", SECRET_ALICE), 0);
-	T_RC(kc_register(&c, &desc, ns, NULL, 0), KVT_OK);
-	T_RC(kc_stat(&c, PROTO_SCOPE_TENANT, "tenant.quota_group", &ga), 0);
+	ga = login_group(&c, "alice", SECRET_ALICE, ns);
 	frame_puts(&c, ns, 2048, 1024, 0, "alice-rr-", &seen);
 	kc_close(&c);
-	T_RC(kc_dial(&c, srv.port, "bob", SECRET_BOB), 0);
-	T_RC(kc_register(&c, &desc, ns, NULL, 0), KVT_OK);
-	T_RC(kc_stat(&c, PROTO_SCOPE_TENANT, "tenant.quota_group", &gb), 0);
+	gb = login_group(&c, "bob", SECRET_BOB, ns);
 	kc_close(&c);
 	snprintf(name, sizeof(name), "events.%" PRIu64 ".dropped", ga);
 	dropped = events_settled(name);
@@ -4576,9 +4583,7 @@ static void phase_events_reuse(void)
 	 * free and drained). */
 	snprintf(text, sizeof(text), "alice " SECRET_ALICE " tenant events=%s\n", ep[0]);
 	groups_exhaust("events_reuse", extra, text, &mport);
-	T_RC(kc_dial(&c, srv.port, "alice", SECRET_ALICE), 0);
-	T_RC(kc_register(&c, &desc, ns, NULL, 0), KVT_OK);
-	T_RC(kc_stat(&c, PROTO_SCOPE_TENANT, "tenant.quota_group", &ga), 0);
+	ga = login_group(&c, "alice", SECRET_ALICE, ns);
 	frame_puts(&c, ns, 2048, 1024, 0, "alice-er-", &seen);
 	{
 		uint64_t removed = 0;
@@ -4702,9 +4707,7 @@ static void phase_events_handover(void)
 	T_EQ_INT(zmq_setsockopt(old, ZMQ_RECONNECT_IVL, &no, sizeof(no)), 0);
 	T_EQ_INT(zmq_setsockopt(old, ZMQ_SUBSCRIBE, "", 0), 0);
 	T_EQ_INT(zmq_connect(old, ep), 0);
-	T_RC(kc_dial(&c, srv.port, "alice", SECRET_ALICE), 0);
-	T_RC(kc_register(&c, &desc, ns, NULL, 0), KVT_OK);
-	T_RC(kc_stat(&c, PROTO_SCOPE_TENANT, "tenant.quota_group", &ga), 0);
+	ga = login_group(&c, "alice", SECRET_ALICE, ns);
 	tsrv_sleep_ms(200); /* the subscription reaches the publisher */
 	ev_put_keys(&c, ns, "alice-eh-");
 	{
