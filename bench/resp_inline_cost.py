@@ -14,12 +14,11 @@ server's CPU time (utime + stime from /proc) over the lines, per line:
 
 doc/resp.md "Inline commands" records a run.
 """
-import shutil
 import socket
 import sys
 import threading
 
-from respd_bench import cpu_s, start_resp
+from respd_bench import cpu_s, resp_server
 
 
 def one_reply(s):
@@ -30,9 +29,8 @@ def one_reply(s):
 
 
 def run(binary, port, lines, count):
-    p, d = start_resp(binary, port, 'resp-inline-cost')
     out = {}
-    try:
+    with resp_server(binary, port, 'resp-inline-cost') as p:
         for name, line in lines.items():
             s = socket.create_connection(('127.0.0.1', port))
             s.sendall(line)
@@ -53,10 +51,6 @@ def run(binary, port, lines, count):
             th.join()
             out[name] = (cpu_s(p.pid) - c0) / count * 1e6
             s.close()
-    finally:
-        p.terminate()
-        p.wait()
-        shutil.rmtree(d, ignore_errors=True)
     return out
 
 

@@ -21,13 +21,12 @@ stime from /proc) until the PONG, a MB of input:
 A kvtierd that closes the connection at `*0` (before 2026-12-06) shows
 "closed".  doc/security.md "Session 37" records a run.
 """
-import shutil
 import socket
 import sys
 import threading
 import time
 
-from respd_bench import cpu_s, start_resp
+from respd_bench import cpu_s, resp_server
 
 
 KINDS = {
@@ -74,15 +73,10 @@ def one(port, pid, unit, mb):
 
 
 def run(binary, port, mb):
-    p, d = start_resp(binary, port, 'resp-skip-cost')
     out = {}
-    try:
+    with resp_server(binary, port, 'resp-skip-cost') as p:
         for name, unit in KINDS.items():
             out[name] = one(port, p.pid, unit, mb)
-    finally:
-        p.terminate()
-        p.wait()
-        shutil.rmtree(d, ignore_errors=True)
     return out
 
 
