@@ -1,0 +1,374 @@
+/*
+ * test_crashloop.c - a randomized crash loop of kvtierd with DRAM and a
+ * small SSD tier that wraps (doc/ssd.md "Durability and recovery",
+ * "What survives what"): exact bytes or a miss, and nothing deleted back.
+ *
+ * Each round starts kvtierd on the same directory (8 MiB of DRAM, 16
+ * segments of 1 MiB: the log wraps and reclaims within a round), with
+ * SSD options drawn from the seed (format 2 or 3, reuse progressive or
+ * whole, admission victim or always, io_uring or psync), checks every key
+ * (below), lets client threads put, get, delete and probe for a random
+ * while, then ends the server one of four ways:
+ *   kill     SIGKILL
+ *   term     SIGTERM, then SIGKILL 0-150 ms later (during the graceful
+ *            stop's write-down of DRAM, its flushes and its checkpoint)
+ *   stop     SIGTERM, waited for
+ *   clear    as kill, after a CLEAR of the namespace at the round's start
+ * Each client thread owns its keys (one writer per key), so it knows every
+ * version a key may hold: a value carries its key, its version and bytes
+ * derived from both, so every GET is checked -- other bytes are corruption,
+ * and a version put before the key's last answered DELETE (or CLEAR) is a
+ * deleted value come back (doc/ssd.md "Deletes and clears": "nothing
+ * deleted comes back"; kvtierd.md "Durability of deletes": a DELETE is
+ * answered once its tombstone is durable).  A put whose answer was lost
+ * in a kill may or may not have landed: both are allowed.  Values of 16
+ * bytes to 48 KiB go down batched at format 3; one in 16 is 260-300 KiB,
+ * a record of its own, some of several parts.
+ *
+ * KVT_CRASH_SEED picks the run (default: the time; printed, with each
+ * round's draw, to reproduce a failure); KVT_CRASH_ROUNDS (default 6,
+ * about 6-8 s under ASan) or KVT_CRASH_SECONDS (at least the rounds, then
+ * until that many seconds passed) make the long mode.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "client.h"
+#include "server.h"
+#include "t.h"
+
+#define KEYS 512
+#define THREADS 4
+#define VAL_MAX (300u << 10)
+#define MAGIC 0x4c435643u /* "CVCL" */
+
+static const struct kvt_ns_desc desc = {
+	.model = "crash-model", .dtype = "bf16", .layout = "vllm-flash-nhd",
+	.block_tokens = 16, .tp_size = 1, .pp_size = 1,
+};
+
+/*
+ * A key's versions: hi is the newest put tried (its answer may be lost),
+ * lo the first not removed by an answered DELETE or CLEAR: a value of a
+ * version below lo is a deleted value come back.  Written by the key's
+ * owner thread only while clients run, by the main thread between.
+ */
+struct keyst {
+	uint32_t lo, hi;
+};
+
+static struct keyst keys[KEYS];
+static struct tsrv srv;
+static _Atomic bool stop;
+static _Atomic uint64_t n_get, n_hit, n_put, n_del, n_del_ok, n_exists;
+static _Atomic uint64_t n_corrupt, n_back;
+static uint64_t v_hits, v_misses; /* of the checks after each restart */
+
+static uint32_t mix(uint32_t x)
+{
+	x ^= x >> 16, x *= 0x7feb352d, x ^= x >> 15, x *= 0x846ca68b, x ^= x >> 16;
+	return x;
+}
+
+static size_t value_len(uint32_t id, uint32_t ver)
+{
+	uint32_t r = mix(id * 2654435761u ^ ver);
+	if (r % 16 == 0)
+		return (260u << 10) + r % (40u << 10);
+	return 16 + (r >> 4) % (48u << 10);
+}
+
+static void value_fill(uint8_t *b, size_t n, uint32_t id, uint32_t ver)
+{
+	uint32_t h[4] = { MAGIC, id, ver, (uint32_t)n };
+	memcpy(b, h, 16);
+	tsrv_fill(b + 16, n - 16, mix(id ^ mix(ver + 0x9e3779b9u)) | 1);
+}
+
+static void key_of(struct kvt_key *k, uint32_t id)
+{
+	char name[32];
+	snprintf(name, sizeof(name), "crash-%u", id);
+	kvt_key_set(k, name, strlen(name));
+}
+
+/*
+ * Check a GET's answer for key id against its versions.  scratch holds
+ * VAL_MAX bytes.  Returns true on a hit (the bytes exact, a version
+ * allowed); counts and reports anything else.
+ */
+static bool check_value(uint32_t id, const struct kc_value *v, uint8_t *scratch, const char *who)
+{
+	uint32_t h[4];
+	struct keyst ks = keys[id];
+
+	if (v->len < 16 || !v->crc_ok) {
+		atomic_fetch_add(&n_corrupt, 1);
+		fprintf(stderr, "%s: key %u: %" PRIu64 " bytes, crc_ok %d\n", who, id, v->len,
+			v->crc_ok);
+		return false;
+	}
+	memcpy(h, v->bytes, 16);
+	if (h[0] != MAGIC || h[1] != id || h[3] != v->len || h[2] > ks.hi ||
+	    value_len(id, h[2]) != v->len) {
+		atomic_fetch_add(&n_corrupt, 1);
+		fprintf(stderr, "%s: key %u: header %08x %u %u %u of %" PRIu64 " bytes (hi %u)\n",
+			who, id, h[0], h[1], h[2], h[3], v->len, ks.hi);
+		return false;
+	}
+	value_fill(scratch, v->len, id, h[2]);
+	if (memcmp(scratch, v->bytes, v->len) != 0) {
+		atomic_fetch_add(&n_corrupt, 1);
+		fprintf(stderr, "%s: key %u version %u: other bytes\n", who, id, h[2]);
+		return false;
+	}
+	if (h[2] < ks.lo) {
+		atomic_fetch_add(&n_back, 1);
+		fprintf(stderr, "%s: key %u: version %u back, deleted (versions from %u on live)\n",
+			who, id, h[2], ks.lo);
+		return false;
+	}
+	return true;
+}
+
+static bool login(struct kc *c, uint8_t ns[PROTO_DIGEST_LEN])
+{
+	if (kc_connect_unix(c, srv.sock) != 0)
+		return false;
+	if (kc_login(c, "default", NULL) == 0 && kc_register(c, &desc, ns, NULL, 0) == KVT_OK)
+		return true;
+	kc_close(c);
+	return false;
+}
+
+struct client {
+	pthread_t th;
+	unsigned idx;
+	uint32_t seed;
+};
+
+/* A put of id's next version, of one part or (a large value, some of
+ * them) three. */
+static int client_put(struct kc *c, const uint8_t ns[PROTO_DIGEST_LEN], uint32_t id,
+		      uint8_t *val)
+{
+	struct kvt_key k;
+	uint32_t ver = ++keys[id].hi;
+	size_t n = value_len(id, ver);
+	struct iovec p[3];
+	unsigned np = 1;
+
+	key_of(&k, id);
+	value_fill(val, n, id, ver);
+	p[0] = (struct iovec){ val, n };
+	if (n > (256u << 10) && (ver & 1)) {
+		size_t a = (n / 3) & ~(size_t)4095;
+		p[0].iov_len = a;
+		p[1] = (struct iovec){ val + a, a };
+		p[2] = (struct iovec){ val + 2 * a, n - 2 * a };
+		np = 3;
+	}
+	atomic_fetch_add(&n_put, 1);
+	return kc_put(c, ns, &k, p, np, NULL);
+}
+
+static void *client_thread(void *arg)
+{
+	struct client *cl = arg;
+	uint8_t ns[PROTO_DIGEST_LEN];
+	uint8_t *val = malloc(VAL_MAX), *scratch = malloc(VAL_MAX);
+	struct kc c;
+
+	T_ASSERT(val && scratch);
+	if (!login(&c, ns))
+		goto out;
+	while (!atomic_load(&stop)) {
+		uint32_t r = mix(cl->seed++);
+		uint32_t id = (r % (KEYS / THREADS)) * THREADS + cl->idx, op = (r >> 16) % 100;
+		struct kvt_key k;
+		int rc;
+
+		key_of(&k, id);
+		if (op < 40) {
+			rc = client_put(&c, ns, id, val);
+		} else if (op < 75) {
+			struct kc_value v;
+			rc = kc_get(&c, ns, &k, 0, 0, 0, 0, &v);
+			atomic_fetch_add(&n_get, 1);
+			if (rc == KVT_OK) {
+				if (check_value(id, &v, scratch, "client"))
+					atomic_fetch_add(&n_hit, 1);
+				kc_value_free(&v);
+			}
+		} else if (op < 92) {
+			uint32_t hi = keys[id].hi;
+			rc = kc_delete(&c, ns, &k);
+			atomic_fetch_add(&n_del, 1);
+			if (rc == KVT_OK || rc == KVT_MISS) {
+				keys[id].lo = hi + 1;
+				atomic_fetch_add(&n_del_ok, rc == KVT_OK);
+			}
+		} else {
+			uint32_t tier;
+			rc = kc_exists(&c, ns, &k, &tier);
+			atomic_fetch_add(&n_exists, 1);
+		}
+		if (rc < 0 && rc > -4096)
+			break; /* the connection broke: the server is going */
+	}
+	kc_close(&c);
+out:
+	free(val);
+	free(scratch);
+	return NULL;
+}
+
+/* Every key through a connection of the main thread. */
+static void check_all(unsigned round)
+{
+	uint8_t ns[PROTO_DIGEST_LEN];
+	uint8_t *scratch = malloc(VAL_MAX);
+	char who[32];
+	struct kc c;
+
+	T_ASSERT(scratch);
+	T_ASSERT(login(&c, ns));
+	snprintf(who, sizeof(who), "round %u check", round);
+	for (uint32_t id = 0; id < KEYS; id++) {
+		struct kvt_key k;
+		struct kc_value v;
+		int rc;
+
+		key_of(&k, id);
+		rc = kc_get(&c, ns, &k, 0, 0, 0, 0, &v);
+		if (rc == KVT_OK) {
+			v_hits += check_value(id, &v, scratch, who);
+			kc_value_free(&v);
+		} else if (rc == KVT_MISS) {
+			v_misses++;
+		} else {
+			T_FAIL("%s: GET key %u: %d", who, id, rc);
+		}
+	}
+	kc_close(&c);
+	free(scratch);
+}
+
+static void clear_ns(void)
+{
+	uint8_t ns[PROTO_DIGEST_LEN];
+	uint64_t removed = 0;
+	struct kc c;
+
+	T_ASSERT(login(&c, ns));
+	T_OK(kc_clear(&c, PROTO_SCOPE_NS, ns, NULL, &removed));
+	kc_close(&c);
+	for (uint32_t id = 0; id < KEYS; id++)
+		keys[id].lo = keys[id].hi + 1;
+}
+
+enum { END_KILL, END_TERM, END_STOP, END_CLEAR, END__COUNT };
+static const char *const end_names[END__COUNT] = { "kill", "term", "stop", "clear" };
+
+int main(int argc, char **argv)
+{
+	const char *bin = argc > 1 ? argv[1] : "daemon/kvtierd";
+	const char *tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+	const char *e_seed = getenv("KVT_CRASH_SEED"), *e_rounds = getenv("KVT_CRASH_ROUNDS");
+	const char *e_sec = getenv("KVT_CRASH_SECONDS");
+	unsigned rounds = e_rounds ? (unsigned)atoi(e_rounds) : 6;
+	uint64_t seconds = e_sec ? (uint64_t)atoll(e_sec) : 0, t0 = t_now_ms();
+	uint32_t seed = e_seed ? (uint32_t)strtoul(e_seed, NULL, 0) : (uint32_t)time(NULL);
+	uint32_t rng = seed;
+	unsigned ends[END__COUNT] = { 0 }, round;
+	char base[512], dir[600];
+
+	signal(SIGPIPE, SIG_IGN);
+	printf("test_crashloop: KVT_CRASH_SEED=%u\n", seed);
+	fflush(stdout);
+	snprintf(base, sizeof(base), "%s/test_crashloop.XXXXXX", tmp);
+	T_ASSERT(mkdtemp(base));
+	snprintf(dir, sizeof(dir), "%s/data", base);
+
+	for (round = 0; round < rounds || t_now_ms() - t0 < seconds * 1000; round++) {
+		uint32_t r = mix(rng++), run_ms = 100 + mix(rng++) % 700;
+		int end = r % 100 < 45 ? END_KILL : r % 100 < 70 ? END_TERM :
+			  r % 100 < 85 ? END_STOP : END_CLEAR;
+		const char *args[] = {
+			"--dram", "8M", "--ssd", "16M", "--set", "ssd.segment=1M",
+			"--set", (r >> 8) & 1 ? "ssd.format=3" : "ssd.format=2",
+			"--set", (r >> 9) & 1 ? "ssd.reuse=progressive" : "ssd.reuse=whole",
+			"--set", (r >> 10) & 3 ? "ssd.admission=victim" : "ssd.admission=always",
+			"--set", (r >> 12) & 1 ? "ssd.io=uring" : "ssd.io=psync",
+			"--log-level", "info", NULL,
+		};
+		struct client cl[THREADS];
+
+		printf("round %u: %s after %u ms; %s %s %s %s\n", round, end_names[end], run_ms,
+		       args[7], args[9], args[11], args[13]);
+		fflush(stdout);
+		tsrv_start(&srv, bin, base, dir, NULL, args);
+		check_all(round);
+		if (end == END_CLEAR)
+			clear_ns();
+		atomic_store(&stop, false);
+		for (unsigned i = 0; i < THREADS; i++) {
+			cl[i] = (struct client){ .idx = i, .seed = mix(rng++) };
+			T_ASSERT(pthread_create(&cl[i].th, NULL, client_thread, &cl[i]) == 0);
+		}
+		tsrv_sleep_ms(run_ms);
+		if (end == END_STOP) {
+			atomic_store(&stop, true);
+			for (unsigned i = 0; i < THREADS; i++)
+				pthread_join(cl[i].th, NULL);
+			T_EQ_INT(tsrv_stop(&srv), 0);
+		} else {
+			if (end == END_TERM) {
+				kill(srv.pid, SIGTERM);
+				tsrv_sleep_ms(mix(rng++) % 150);
+			}
+			tsrv_kill9(&srv);
+			atomic_store(&stop, true);
+			for (unsigned i = 0; i < THREADS; i++)
+				pthread_join(cl[i].th, NULL);
+		}
+		ends[end]++;
+		T_EQ_U64(atomic_load(&n_corrupt), 0);
+		T_EQ_U64(atomic_load(&n_back), 0);
+	}
+	/* The last restart's check. */
+	{
+		const char *args[] = { "--dram", "8M", "--ssd", "16M", "--set", "ssd.segment=1M",
+				       "--log-level", "info", NULL };
+		tsrv_start(&srv, bin, base, dir, NULL, args);
+		check_all(round);
+		T_EQ_INT(tsrv_stop(&srv), 0);
+	}
+	tsrv_check_reports(base);
+
+	printf("crashloop: seed %u, %u rounds in %" PRIu64 " ms: kill %u, term+kill %u, stop %u, "
+	       "clear+kill %u\n", seed, round, t_now_ms() - t0, ends[END_KILL], ends[END_TERM],
+	       ends[END_STOP], ends[END_CLEAR]);
+	printf("clients: put %" PRIu64 ", get %" PRIu64 " (hits %" PRIu64 "), delete %" PRIu64
+	       " (deleted %" PRIu64 "), exists %" PRIu64 "\n", atomic_load(&n_put),
+	       atomic_load(&n_get), atomic_load(&n_hit), atomic_load(&n_del),
+	       atomic_load(&n_del_ok), atomic_load(&n_exists));
+	printf("checks after restarts: %" PRIu64 " hits, %" PRIu64 " misses\n", v_hits, v_misses);
+	printf("other bytes: %" PRIu64 ", deleted values back: %" PRIu64 "\n",
+	       atomic_load(&n_corrupt), atomic_load(&n_back));
+	T_EQ_U64(atomic_load(&n_corrupt), 0);
+	T_EQ_U64(atomic_load(&n_back), 0);
+	T_GE_INT(v_hits, 1);
+	t_rmtree(base);
+	printf("ok\n");
+	return 0;
+}
