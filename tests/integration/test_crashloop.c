@@ -1,7 +1,8 @@
 /*
  * test_crashloop.c - a randomized crash loop of kvtierd with DRAM and a
  * small SSD tier that wraps (doc/ssd.md "Durability and recovery",
- * "What survives what"): exact bytes or a miss, and nothing deleted back.
+ * policies.md "Warm restarts"): exact bytes or a miss, and nothing deleted
+ * back.
  *
  * Each round starts kvtierd on the same directory (8 MiB of DRAM, 16
  * segments of 1 MiB: the log wraps and reclaims within a round), with
@@ -14,6 +15,7 @@
  *            stop's write-down of DRAM, its flushes and its checkpoint)
  *   stop     SIGTERM, waited for
  *   clear    as kill, after a CLEAR of the namespace at the round's start
+ *   damage   as kill, then the files damaged (below)
  * Each client thread owns its keys (one writer per key), so it knows every
  * version a key may hold: a value carries its key, its version and bytes
  * derived from both, so every GET is checked -- other bytes are corruption,
@@ -25,12 +27,25 @@
  * bytes to 48 KiB go down batched at format 3; one in 16 is 260-300 KiB,
  * a record of its own, some of several parts.
  *
+ * After every round kvt_store_fsck must find no damage (a kill tears
+ * nothing before the checkpoint's write point) unless a damage round came
+ * before and fsck has not found the store clean since.  In a damage round
+ * the stopped store's files are damaged (damage(): bytes flipped, a
+ * segment header flipped or zeroed, a range zeroed, a segment cut short,
+ * the checkpoint flipped, cut or removed), fsck runs (its finding is
+ * counted), and after the restart every GET must still be exact or a
+ * miss; a deleted version back is allowed there alone (its tombstone may
+ * lie in the damaged bytes: doc/ssd.md "What damage costs"), counted, and
+ * deleted again.
+ *
  * KVT_CRASH_SEED picks the run (default: the time; printed, with each
- * round's draw, to reproduce a failure); KVT_CRASH_ROUNDS (default 6,
- * about 6-8 s under ASan) or KVT_CRASH_SECONDS (at least the rounds, then
- * until that many seconds passed) make the long mode.
+ * round's draw, to reproduce a failure); KVT_CRASH_ROUNDS (default 5:
+ * each way of ending once; 6-7 s under ASan) or
+ * KVT_CRASH_SECONDS (at least the rounds, then until that many seconds
+ * passed) make the long mode.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <signal.h>
@@ -72,6 +87,7 @@ static _Atomic bool stop;
 static _Atomic uint64_t n_get, n_hit, n_put, n_del, n_del_ok, n_exists;
 static _Atomic uint64_t n_corrupt, n_back;
 static uint64_t v_hits, v_misses; /* of the checks after each restart */
+static uint64_t n_back_damage;    /* deleted versions back after damage */
 
 static uint32_t mix(uint32_t x)
 {
@@ -103,10 +119,11 @@ static void key_of(struct kvt_key *k, uint32_t id)
 
 /*
  * Check a GET's answer for key id against its versions.  scratch holds
- * VAL_MAX bytes.  Returns true on a hit (the bytes exact, a version
- * allowed); counts and reports anything else.
+ * VAL_MAX bytes.  Returns 1 on a hit (the bytes exact, a version
+ * allowed), 0 on other bytes (counted and reported), -1 on a deleted
+ * version's exact bytes (reported; the caller counts).
  */
-static bool check_value(uint32_t id, const struct kc_value *v, uint8_t *scratch, const char *who)
+static int check_value(uint32_t id, const struct kc_value *v, uint8_t *scratch, const char *who)
 {
 	uint32_t h[4];
 	struct keyst ks = keys[id];
@@ -115,7 +132,7 @@ static bool check_value(uint32_t id, const struct kc_value *v, uint8_t *scratch,
 		atomic_fetch_add(&n_corrupt, 1);
 		fprintf(stderr, "%s: key %u: %" PRIu64 " bytes, crc_ok %d\n", who, id, v->len,
 			v->crc_ok);
-		return false;
+		return 0;
 	}
 	memcpy(h, v->bytes, 16);
 	if (h[0] != MAGIC || h[1] != id || h[3] != v->len || h[2] > ks.hi ||
@@ -123,21 +140,20 @@ static bool check_value(uint32_t id, const struct kc_value *v, uint8_t *scratch,
 		atomic_fetch_add(&n_corrupt, 1);
 		fprintf(stderr, "%s: key %u: header %08x %u %u %u of %" PRIu64 " bytes (hi %u)\n",
 			who, id, h[0], h[1], h[2], h[3], v->len, ks.hi);
-		return false;
+		return 0;
 	}
 	value_fill(scratch, v->len, id, h[2]);
 	if (memcmp(scratch, v->bytes, v->len) != 0) {
 		atomic_fetch_add(&n_corrupt, 1);
 		fprintf(stderr, "%s: key %u version %u: other bytes\n", who, id, h[2]);
-		return false;
+		return 0;
 	}
 	if (h[2] < ks.lo) {
-		atomic_fetch_add(&n_back, 1);
 		fprintf(stderr, "%s: key %u: version %u back, deleted (versions from %u on live)\n",
 			who, id, h[2], ks.lo);
-		return false;
+		return -1;
 	}
-	return true;
+	return 1;
 }
 
 static bool login(struct kc *c, uint8_t ns[PROTO_DIGEST_LEN])
@@ -205,8 +221,11 @@ static void *client_thread(void *arg)
 			rc = kc_get(&c, ns, &k, 0, 0, 0, 0, &v);
 			atomic_fetch_add(&n_get, 1);
 			if (rc == KVT_OK) {
-				if (check_value(id, &v, scratch, "client"))
+				int ok = check_value(id, &v, scratch, "client");
+				if (ok > 0)
 					atomic_fetch_add(&n_hit, 1);
+				else if (ok < 0)
+					atomic_fetch_add(&n_back, 1);
 				kc_value_free(&v);
 			}
 		} else if (op < 92) {
@@ -232,8 +251,13 @@ out:
 	return NULL;
 }
 
-/* Every key through a connection of the main thread. */
-static void check_all(unsigned round)
+/*
+ * Every key through a connection of the main thread.  damaged: the files
+ * were damaged while the server was down, and a deleted version may be
+ * back (its tombstone in the damaged bytes: doc/ssd.md "What damage
+ * costs"): counted in n_back_damage and deleted again, not a failure.
+ */
+static void check_all(unsigned round, bool damaged)
 {
 	uint8_t ns[PROTO_DIGEST_LEN];
 	uint8_t *scratch = malloc(VAL_MAX);
@@ -251,8 +275,16 @@ static void check_all(unsigned round)
 		key_of(&k, id);
 		rc = kc_get(&c, ns, &k, 0, 0, 0, 0, &v);
 		if (rc == KVT_OK) {
-			v_hits += check_value(id, &v, scratch, who);
+			int ok = check_value(id, &v, scratch, who);
 			kc_value_free(&v);
+			v_hits += ok > 0;
+			if (ok < 0 && !damaged) {
+				atomic_fetch_add(&n_back, 1);
+			} else if (ok < 0) {
+				n_back_damage++;
+				T_OK(kc_delete(&c, ns, &k));
+				keys[id].lo = keys[id].hi + 1;
+			}
 		} else if (rc == KVT_MISS) {
 			v_misses++;
 		} else {
@@ -276,8 +308,127 @@ static void clear_ns(void)
 		keys[id].lo = keys[id].hi + 1;
 }
 
-enum { END_KILL, END_TERM, END_STOP, END_CLEAR, END__COUNT };
-static const char *const end_names[END__COUNT] = { "kill", "term", "stop", "clear" };
+enum { END_KILL, END_TERM, END_STOP, END_CLEAR, END_DAMAGE, END__COUNT };
+static const char *const end_names[END__COUNT] = { "kill", "term", "stop", "clear", "damage" };
+
+static void fsck_problem(void *ctx, int kind, const char *msg)
+{
+	const char *what = ctx;
+	if (kind != KVT_FSCK_WARN)
+		fprintf(stderr, "fsck %s: %d %s\n", what, kind, msg);
+}
+
+/* kvt_store_fsck of dir: its return value, f its counts. */
+static int fsck(const char *dir, const char *what, struct kvt_fsck *f)
+{
+	*f = (struct kvt_fsck){ .problem = fsck_problem, .ctx = (void *)what,
+				.ssd_capacity = 16u << 20, .ssd_segment = 1u << 20 };
+	return kvt_store_fsck(dir, f);
+}
+
+/* A random segment file of dir/ssd into path (false: none). */
+static bool pick_segment(const char *dir, uint32_t r, char *path, size_t len)
+{
+	char d[700];
+	struct stat st;
+
+	for (unsigned i = 0; i < 32; i++) {
+		snprintf(d, sizeof(d), "%s/ssd/seg-%06u", dir, (r + i) % 16);
+		if (stat(d, &st) == 0 && S_ISREG(st.st_mode)) {
+			snprintf(path, len, "%s", d);
+			return true;
+		}
+	}
+	return false;
+}
+
+static uint32_t draw(uint32_t *rng)
+{
+	return mix((*rng)++);
+}
+
+static void flip(int fd, off_t off, uint32_t r)
+{
+	uint8_t b;
+	if (pread(fd, &b, 1, off) == 1) {
+		b ^= (uint8_t)(1u << (r % 8));
+		T_ASSERT(pwrite(fd, &b, 1, off) == 1);
+	}
+}
+
+/*
+ * Damage the stopped store's files, one way of seven drawn from rng:
+ * bytes flipped anywhere in segment files; a segment's header (its
+ * first 4096 bytes) flipped or zeroed; a range of 4 KiB to 128 KiB
+ * zeroed; a segment file cut short (to a whole number of 4 KiB, maybe
+ * 0); the checkpoint's bytes flipped, cut short, or removed.  Its name.
+ */
+static const char *damage(const char *dir, uint32_t *rng)
+{
+	static const char *const names[] = { "flip", "header", "zero", "truncate",
+					     "ckpt-flip", "ckpt-cut", "ckpt-rm" };
+	uint32_t kind = draw(rng) % 7;
+	char path[800];
+	struct stat st;
+	int fd;
+
+	if (kind >= 4)
+		snprintf(path, sizeof(path), "%s/ssd/checkpoint", dir);
+	else if (!pick_segment(dir, draw(rng), path, sizeof(path)))
+		return "none";
+	if (stat(path, &st) != 0)
+		return "none";
+	if (kind == 6) {
+		T_ASSERT(unlink(path) == 0);
+		return names[kind];
+	}
+	fd = open(path, O_RDWR | O_CLOEXEC);
+	T_ASSERT(fd >= 0);
+	switch (kind) {
+	case 0: /* flip, in three segments */
+		for (unsigned f = 0; f < 3; f++) {
+			for (unsigned i = 0; i < 16 && st.st_size > 0; i++)
+				flip(fd, (off_t)(draw(rng) % (uint64_t)st.st_size), draw(rng));
+			close(fd);
+			fd = -1;
+			if (!pick_segment(dir, draw(rng), path, sizeof(path)) ||
+			    stat(path, &st) != 0)
+				break;
+			fd = open(path, O_RDWR | O_CLOEXEC);
+			T_ASSERT(fd >= 0);
+		}
+		break;
+	case 1: /* the header */
+		if (draw(rng) & 1) {
+			static const uint8_t zero[4096];
+			T_ASSERT(pwrite(fd, zero, sizeof(zero), 0) == (ssize_t)sizeof(zero));
+		} else {
+			flip(fd, (off_t)(draw(rng) % 4096), draw(rng));
+		}
+		break;
+	case 2: { /* a range zeroed */
+		static const uint8_t zero[128 << 10];
+		size_t n = (1 + draw(rng) % 32) * 4096;
+		off_t off = (off_t)(draw(rng) % (uint32_t)(st.st_size / 4096 + 1)) * 4096;
+		T_ASSERT(pwrite(fd, zero, n, off) == (ssize_t)n);
+		break;
+	}
+	case 3: /* cut short */
+		T_ASSERT(ftruncate(fd, (off_t)(draw(rng) % (uint32_t)(st.st_size / 4096 + 1)) *
+				       4096) == 0);
+		break;
+	case 4: /* the checkpoint's bytes */
+		for (unsigned i = 0; i < 4 && st.st_size > 0; i++)
+			flip(fd, (off_t)(draw(rng) % (uint64_t)st.st_size), draw(rng));
+		break;
+	case 5:
+		T_ASSERT(ftruncate(fd, (off_t)(draw(rng) % (uint64_t)(st.st_size + 1))) == 0);
+		break;
+	}
+	if (fd >= 0)
+		close(fd);
+	return names[kind];
+}
 
 int main(int argc, char **argv)
 {
@@ -285,11 +436,13 @@ int main(int argc, char **argv)
 	const char *tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
 	const char *e_seed = getenv("KVT_CRASH_SEED"), *e_rounds = getenv("KVT_CRASH_ROUNDS");
 	const char *e_sec = getenv("KVT_CRASH_SECONDS");
-	unsigned rounds = e_rounds ? (unsigned)atoi(e_rounds) : 6;
+	unsigned rounds = e_rounds ? (unsigned)atoi(e_rounds) : END__COUNT;
 	uint64_t seconds = e_sec ? (uint64_t)atoll(e_sec) : 0, t0 = t_now_ms();
 	uint32_t seed = e_seed ? (uint32_t)strtoul(e_seed, NULL, 0) : (uint32_t)time(NULL);
 	uint32_t rng = seed;
-	unsigned ends[END__COUNT] = { 0 }, round;
+	unsigned ends[END__COUNT] = { 0 }, round, fscks = 0, fsck_clean = 0;
+	unsigned fsck_damage = 0;
+	bool damaged = false, scarred = false;
 	char base[512], dir[600];
 
 	signal(SIGPIPE, SIG_IGN);
@@ -301,8 +454,10 @@ int main(int argc, char **argv)
 
 	for (round = 0; round < rounds || t_now_ms() - t0 < seconds * 1000; round++) {
 		uint32_t r = mix(rng++), run_ms = 100 + mix(rng++) % 700;
-		int end = r % 100 < 45 ? END_KILL : r % 100 < 70 ? END_TERM :
-			  r % 100 < 85 ? END_STOP : END_CLEAR;
+		/* Each way in the first rounds (CI's short run), then drawn. */
+		int end = round < END__COUNT ? (int)((round + seed) % END__COUNT) :
+			  r % 100 < 40 ? END_KILL : r % 100 < 60 ? END_TERM :
+			  r % 100 < 70 ? END_STOP : r % 100 < 80 ? END_CLEAR : END_DAMAGE;
 		const char *args[] = {
 			"--dram", "8M", "--ssd", "16M", "--set", "ssd.segment=1M",
 			"--set", (r >> 8) & 1 ? "ssd.format=3" : "ssd.format=2",
@@ -317,7 +472,8 @@ int main(int argc, char **argv)
 		       args[7], args[9], args[11], args[13]);
 		fflush(stdout);
 		tsrv_start(&srv, bin, base, dir, NULL, args);
-		check_all(round);
+		check_all(round, damaged);
+		damaged = false;
 		if (end == END_CLEAR)
 			clear_ns();
 		atomic_store(&stop, false);
@@ -342,6 +498,32 @@ int main(int argc, char **argv)
 				pthread_join(cl[i].th, NULL);
 		}
 		ends[end]++;
+		/* A kill -9 leaves nothing fsck calls damage (what a kill tore
+		 * lies past the checkpoint's write point: a warning), unless a
+		 * round damaged the files and fsck has not found them clean
+		 * since (a damaged record stays until its slot is reused, an
+		 * ignored checkpoint until the next one is written). */
+		{
+			struct kvt_fsck f;
+			int rc = fsck(dir, scarred ? "after the server (damaged before)" :
+				     "after the server", &f);
+			if (rc == 0)
+				scarred = false, fsck_clean++;
+			else if (!scarred)
+				T_FAIL("round %u: fsck after %s: %d (%" PRIu64 " damaged, %" PRIu64
+				       " orphans)", round, end_names[end], rc, f.damaged, f.orphans);
+			fscks++;
+		}
+		if (end == END_DAMAGE) {
+			struct kvt_fsck f;
+			const char *how = damage(dir, &rng);
+			int rc = fsck(dir, "after damage", &f);
+			printf("round %u: damage %s: fsck %d, %" PRIu64 " damaged\n", round, how, rc,
+			       f.damaged);
+			T_ASSERT(rc == 0 || rc == KVT_ECORRUPT);
+			fsck_damage += rc == KVT_ECORRUPT;
+			damaged = scarred = true;
+		}
 		T_EQ_U64(atomic_load(&n_corrupt), 0);
 		T_EQ_U64(atomic_load(&n_back), 0);
 	}
@@ -350,21 +532,23 @@ int main(int argc, char **argv)
 		const char *args[] = { "--dram", "8M", "--ssd", "16M", "--set", "ssd.segment=1M",
 				       "--log-level", "info", NULL };
 		tsrv_start(&srv, bin, base, dir, NULL, args);
-		check_all(round);
+		check_all(round, damaged);
 		T_EQ_INT(tsrv_stop(&srv), 0);
 	}
 	tsrv_check_reports(base);
 
 	printf("crashloop: seed %u, %u rounds in %" PRIu64 " ms: kill %u, term+kill %u, stop %u, "
-	       "clear+kill %u\n", seed, round, t_now_ms() - t0, ends[END_KILL], ends[END_TERM],
-	       ends[END_STOP], ends[END_CLEAR]);
+	       "clear+kill %u, kill+damage %u\n", seed, round, t_now_ms() - t0, ends[END_KILL],
+	       ends[END_TERM], ends[END_STOP], ends[END_CLEAR], ends[END_DAMAGE]);
+	printf("fsck: clean after the server %u of %u times (the others after damage); after "
+	       "damage %u of %u found it\n", fsck_clean, fscks, fsck_damage, ends[END_DAMAGE]);
 	printf("clients: put %" PRIu64 ", get %" PRIu64 " (hits %" PRIu64 "), delete %" PRIu64
 	       " (deleted %" PRIu64 "), exists %" PRIu64 "\n", atomic_load(&n_put),
 	       atomic_load(&n_get), atomic_load(&n_hit), atomic_load(&n_del),
 	       atomic_load(&n_del_ok), atomic_load(&n_exists));
 	printf("checks after restarts: %" PRIu64 " hits, %" PRIu64 " misses\n", v_hits, v_misses);
-	printf("other bytes: %" PRIu64 ", deleted values back: %" PRIu64 "\n",
-	       atomic_load(&n_corrupt), atomic_load(&n_back));
+	printf("other bytes: %" PRIu64 ", deleted values back: %" PRIu64 " (after damage: %" PRIu64
+	       ", allowed)\n", atomic_load(&n_corrupt), atomic_load(&n_back), n_back_damage);
 	T_EQ_U64(atomic_load(&n_corrupt), 0);
 	T_EQ_U64(atomic_load(&n_back), 0);
 	T_GE_INT(v_hits, 1);
