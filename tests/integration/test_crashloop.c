@@ -38,6 +38,9 @@
  * lie in the damaged bytes: doc/ssd.md "What damage costs"), counted, and
  * deleted again.
  *
+ * With argv[2] "resize": run_resize's deterministic sequence instead
+ * (a store reopened with another ssd.segment or ssd.capacity and back).
+ *
  * KVT_CRASH_SEED picks the run (default: the time; printed, with each
  * round's draw, to reproduce a failure); KVT_CRASH_ROUNDS (default 5:
  * each way of ending once; 6-7 s under ASan) or
@@ -430,6 +433,84 @@ static const char *damage(const char *dir, uint32_t *rng)
 	return names[kind];
 }
 
+/* Put the next version of keys [from, to), then (del) delete each. */
+static void put_range(uint32_t from, uint32_t to, bool del)
+{
+	uint8_t ns[PROTO_DIGEST_LEN];
+	uint8_t *val = malloc(VAL_MAX);
+	struct kc c;
+
+	T_ASSERT(val);
+	T_ASSERT(login(&c, ns));
+	for (uint32_t id = from; id < to; id++) {
+		int rc = client_put(&c, ns, id, val);
+		if (rc != KVT_OK && rc != KVT_EXISTS)
+			T_FAIL("PUT key %u: %d", id, rc);
+	}
+	for (uint32_t id = from; del && id < to; id++) {
+		struct kvt_key k;
+		uint32_t hi = keys[id].hi;
+		int rc;
+		key_of(&k, id);
+		rc = kc_delete(&c, ns, &k);
+		if (rc != KVT_OK && rc != KVT_MISS) /* a miss: shed, evicted from DRAM */
+			T_FAIL("DELETE key %u: %d", id, rc);
+		keys[id].lo = hi + 1;
+	}
+	kc_close(&c);
+	free(val);
+}
+
+/*
+ * resize: a store reopened with another ssd.segment, or a smaller
+ * ssd.capacity, leaves the segments it does not read on disk (a later open
+ * with the old settings reads them again).  Its deletes must hold there:
+ *   A  1M x 16 slots: keys 0..255 put (written through);
+ *   B  2M x 8: new versions put and deleted (answered deleted);
+ *   C  1M x 16 again: every key exact or a miss, no deleted version --
+ *      before 2026-12-06, 192 and 214 of the 256 were back with A's bytes
+ *      (B's tombstones lie in 2M segments C does not read); C puts them
+ *      again;
+ *   D  1M x 8 (--ssd 8M): new versions put and deleted, then keys
+ *      256..511 put three times over, so that the log wraps past the
+ *      tombstones;
+ *   E  1M x 16: every key exact or a miss, no deleted version (C's
+ *      records in slots 8..15 were not read by D; 49 back before, in a
+ *      run where C passed).
+ */
+static void run_resize(const char *bin, const char *base, const char *dir)
+{
+	static const char *const set[][6] = {
+		{ "--ssd", "16M", "--set", "ssd.segment=1M" }, { "--ssd", "16M", "--set", "ssd.segment=2M" },
+		{ "--ssd", "8M", "--set", "ssd.segment=1M" },
+	};
+	static const int plan[] = { 0, 1, 0, 2, 0 };
+
+	for (unsigned step = 0; step < 5; step++) {
+		const char *const *o = set[plan[step]];
+		const char *args[] = { "--dram", "8M", o[0], o[1], o[2], o[3], "--set",
+				       "ssd.admission=always", "--log-level", "info", NULL };
+		printf("resize %c: %s %s\n", 'A' + step, o[1], o[3]);
+		fflush(stdout);
+		tsrv_start(&srv, bin, base, dir, NULL, args);
+		check_all(step, false);
+		T_EQ_U64(atomic_load(&n_back), 0);
+		T_EQ_U64(atomic_load(&n_corrupt), 0);
+		if (step == 0 || step == 2)
+			put_range(0, 256, false);
+		else if (step == 1)
+			put_range(0, 256, true);
+		else if (step == 3) {
+			put_range(0, 256, true);
+			for (int lap = 0; lap < 3; lap++)
+				put_range(256, KEYS, false);
+		}
+		T_EQ_INT(tsrv_stop(&srv), 0);
+	}
+	printf("resize: %" PRIu64 " hits, %" PRIu64 " misses, deleted values back %" PRIu64 "\n",
+	       v_hits, v_misses, atomic_load(&n_back));
+}
+
 int main(int argc, char **argv)
 {
 	const char *bin = argc > 1 ? argv[1] : "daemon/kvtierd";
@@ -451,6 +532,13 @@ int main(int argc, char **argv)
 	snprintf(base, sizeof(base), "%s/test_crashloop.XXXXXX", tmp);
 	T_ASSERT(mkdtemp(base));
 	snprintf(dir, sizeof(dir), "%s/data", base);
+	if (argc > 2 && strcmp(argv[2], "resize") == 0) {
+		run_resize(bin, base, dir);
+		tsrv_check_reports(base);
+		t_rmtree(base);
+		printf("ok\n");
+		return 0;
+	}
 
 	for (round = 0; round < rounds || t_now_ms() - t0 < seconds * 1000; round++) {
 		uint32_t r = mix(rng++), run_ms = 100 + mix(rng++) % 700;

@@ -1104,8 +1104,13 @@ again:
 static int seg_open_next_locked(struct ssd *s)
 {
 	uint32_t noroom0 = atomic_load_explicit(&s->noroom_slots, memory_order_relaxed), noroom;
-	bool retried = noroom0 && seg_room_retry_locked(s);
-	int r = seg_open_slot_locked(s);
+	bool retried;
+	int r;
+
+	/* The open's first segment: the files it does not read go first. */
+	ssd_void_unread_locked(s);
+	retried = noroom0 && seg_room_retry_locked(s);
+	r = seg_open_slot_locked(s);
 
 	noroom = atomic_load_explicit(&s->noroom_slots, memory_order_relaxed);
 	if (noroom0 == 0 && noroom > 0) {

@@ -297,6 +297,10 @@ struct ssd {
 	struct ssd_seg *segs;
 	uint32_t slot_count;
 	int32_t open_slot;          /* -1: none */
+	/* segment files of this store that this open does not read (another
+	 * ssd.segment, a slot past the count) remain to be voided before its
+	 * first record (ssd_void_unread_locked); seg_lock */
+	bool unread_pending;
 	uint64_t next_seq, next_gen;
 	uint64_t *clear_seq;        /* per namespace id; [0] is "all" */
 	uint32_t clear_cap;
@@ -524,5 +528,11 @@ int ssd_recover(struct ssd *s);
 /* Read ssd/id, or make and persist a random one. */
 int ssd_store_id(struct ssd *s);
 void ssd_seal_leftovers(struct ssd *s);
+/* Void the segment files of this store that this open does not read (their
+ * header zeroed and synced), so that no tombstone this open logs is undone
+ * by their records when a later open reads them.  Before the first new
+ * segment of the open; seg_lock held.  0, or the first error (retried at
+ * the next new segment). */
+int ssd_void_unread_locked(struct ssd *s);
 
 #endif

@@ -8,6 +8,8 @@
  * other thread exists (recovery), so the slot table and clear table it
  * touches need seg_lock only for the checkpoint snapshot.
  */
+#include <dirent.h>
+
 #include "ssd_int.h"
 
 /* ------------------------------------------------------------------------
@@ -723,11 +725,12 @@ int ssd_recover(struct ssd *s)
 			 "ssd: %llu segments of an older format (before version %u) dropped: "
 			 "their blocks are misses, the space is reused",
 			 (unsigned long long)s->rec_old_format, SSD_FMT_VERSION);
+	s->unread_pending = true; /* ssd_void_unread_locked looks */
 	if (s->rec_other_size)
 		kvt_logf(s->log, KVT_LOG_WARN,
 			 "ssd: %llu segments were written with ssd.segment=%llu, not this "
-			 "store's %llu: their blocks are not recovered and their space is reused "
-			 "(to keep them, stop now and open with ssd.segment=%llu)",
+			 "store's %llu: their blocks are not recovered and their files are voided "
+			 "at the first write (to keep them, stop now and open with ssd.segment=%llu)",
 			 (unsigned long long)s->rec_other_size,
 			 (unsigned long long)s->rec_other_seg, (unsigned long long)s->cfg.seg_size,
 			 (unsigned long long)s->rec_other_seg);
@@ -748,6 +751,87 @@ out:
 	kvt_mem_free(s->mem, rc.ck_off, s->slot_count * sizeof(uint64_t));
 	if (buf)
 		kvt_mem_free(s->mem, buf, SSD_ALIGN);
+	return r;
+}
+
+/*
+ * The segment files this open does not read: a slot's file whose header is
+ * this store's under another ssd.segment, and a file of this store past the
+ * slot count (ssd.capacity lowered).  Recovery leaves them alone, so that
+ * an operator who stops at the warning and opens with the old settings
+ * keeps their blocks.  But a tombstone this open logs lies in segments a
+ * later open with the old settings does not read (another size), or may
+ * have been evicted by then (a smaller log), while their records are
+ * read again: a block deleted in between, its delete answered, came back
+ * with its older bytes (test_crashloop_resize: 192 and 214 of 256 keys).  So they are voided -- header zeroed, synced -- before this
+ * open's first new segment, which comes before any record it writes.
+ */
+static int void_one(struct ssd *s, int fd, uint32_t slot, uint8_t *buf, bool any_size)
+{
+	struct ssd_seg_hdr h;
+	int why;
+
+	if (ssd_pread_full(s, fd, buf, SSD_ALIGN, 0) < 0 || ssd_seg_hdr_decode(buf, &h) < 0)
+		return 0; /* no header of this version: nothing to read there */
+	why = ssd_seg_hdr_ours(&h, slot, any_size ? h.seg_size : s->cfg.seg_size, s->store_id);
+	if (why != (any_size ? 0 : SSD_SEG_OTHER_SIZE))
+		return 0;
+	memset(buf, 0, SSD_ALIGN);
+	if (pwrite(fd, buf, SSD_ALIGN, 0) != SSD_ALIGN || fdatasync(fd) < 0)
+		return -EIO;
+	kvt_logf(s->log, KVT_LOG_INFO,
+		 "ssd: segment file seg-%06u (ssd.segment=%llu%s) voided before the first write",
+		 slot, (unsigned long long)h.seg_size, slot >= s->slot_count ? ", past the count" : "");
+	return 0;
+}
+
+int ssd_void_unread_locked(struct ssd *s)
+{
+	uint8_t *buf;
+	struct dirent *e;
+	DIR *d = NULL;
+	int fd, r = 0;
+
+	if (!s->unread_pending)
+		return 0;
+	buf = kvt_mem_alloc_aligned(s->mem, SSD_ALIGN, SSD_ALIGN);
+	if (!buf)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < s->slot_count && r == 0; i++)
+		if (s->segs[i].state == SEG_FREE && s->segs[i].fd >= 0)
+			r = void_one(s, s->segs[i].fd, i, buf, false);
+	fd = r == 0 ? fcntl(s->dir_fd, F_DUPFD_CLOEXEC, 0) : -1;
+	if (fd >= 0) {
+		d = fdopendir(fd);
+		if (!d)
+			close(fd);
+	}
+	if (r == 0 && !d)
+		r = -errno;
+	while (d && r == 0 && (e = readdir(d))) {
+		unsigned slot;
+		char tail;
+		int sfd;
+
+		if (sscanf(e->d_name, "seg-%6u%c", &slot, &tail) != 1 || slot < s->slot_count ||
+		    strlen(e->d_name) != 10)
+			continue;
+		sfd = openat(s->dir_fd, e->d_name, O_RDWR | O_CLOEXEC);
+		if (sfd < 0)
+			continue;
+		r = void_one(s, sfd, slot, buf, true);
+		close(sfd);
+	}
+	if (d)
+		closedir(d);
+	kvt_mem_free(s->mem, buf, SSD_ALIGN);
+	if (r < 0)
+		kvt_logf(s->log, KVT_LOG_WARN,
+			 "ssd: could not void a segment file this store does not read: %s (tried "
+			 "again at the next segment; until then a delete may not hold if the store "
+			 "is reopened with the old ssd.segment or ssd.capacity)", kvt_strerror(r));
+	else
+		s->unread_pending = false;
 	return r;
 }
 
