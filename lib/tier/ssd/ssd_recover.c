@@ -763,8 +763,9 @@ out:
  * later open with the old settings does not read (another size), or may
  * have been evicted by then (a smaller log), while their records are
  * read again: a block deleted in between, its delete answered, came back
- * with its older bytes (test_crashloop_resize: 192 and 214 of 256 keys).  So they are voided -- header zeroed, synced -- before this
- * open's first new segment, which comes before any record it writes.
+ * with its older bytes (test_crashloop_resize: 192 and 214 of 256 keys).
+ * So they are voided -- header zeroed, synced -- before this open's first
+ * new segment, which comes before any record it writes.
  */
 static int void_one(struct ssd *s, int fd, uint32_t slot, uint8_t *buf, bool any_size)
 {
