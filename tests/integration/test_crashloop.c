@@ -9,13 +9,16 @@
  * SSD options drawn from the seed (format 2 or 3, reuse progressive or
  * whole, admission victim or always, io_uring or psync), checks every key
  * (below), lets client threads put, get, delete and probe for a random
- * while, then ends the server one of four ways:
+ * while, then ends the server one of five ways:
  *   kill     SIGKILL
  *   term     SIGTERM, then SIGKILL 0-150 ms later (during the graceful
  *            stop's write-down of DRAM, its flushes and its checkpoint)
  *   stop     SIGTERM, waited for
  *   clear    as kill, after a CLEAR of the namespace at the round's start
  *   damage   as kill, then the files damaged (below)
+ * and in a third of the rounds (the second always) a start is killed
+ * 1-150 ms in (under ASan the store opens 20-100 ms in, and its recovery
+ * takes a few ms to 50), before the round's own start.
  * Each client thread owns its keys (one writer per key), so it knows every
  * version a key may hold: a value carries its key, its version and bytes
  * derived from both, so every GET is checked -- other bytes are corruption,
@@ -57,6 +60,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -311,6 +315,56 @@ static void clear_ns(void)
 		keys[id].lo = keys[id].hi + 1;
 }
 
+/*
+ * Start bin on dir with tsrv_start's settings and args, and SIGKILL it
+ * after ms: while it recovers (reads the checkpoint and segments, seals
+ * the segments a crash left open, voids what it does not read).
+ */
+static void start_killed(const char *bin, const char *base, const char *dir,
+			 const char *const *args, unsigned ms)
+{
+	char log[700], sock[700];
+	const char *argv[64];
+	int n = 0;
+	pid_t pid;
+
+	snprintf(log, sizeof(log), "%s/aborted.log", base);
+	snprintf(sock, sizeof(sock), "%s/aborted.sock", base);
+	argv[n++] = bin;
+	argv[n++] = "--dir";
+	argv[n++] = dir;
+	argv[n++] = "--set";
+	argv[n++] = "dram.prefault=off";
+	argv[n++] = "--listen";
+	argv[n++] = "127.0.0.1:0";
+	argv[n++] = "--unix";
+	argv[n++] = sock;
+	argv[n++] = "--threads";
+	argv[n++] = "2";
+	argv[n++] = "--log";
+	argv[n++] = log;
+	for (int i = 0; args[i] && n < 63; i++)
+		argv[n++] = args[i];
+	argv[n] = NULL;
+	pid = fork();
+	T_ASSERT(pid >= 0);
+	if (pid == 0) {
+		char out[800];
+		int fd;
+		snprintf(out, sizeof(out), "%s.stderr", log);
+		fd = open(out, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+		if (fd >= 0) {
+			dup2(fd, 1);
+			dup2(fd, 2);
+		}
+		execv(bin, (char *const *)argv);
+		_exit(127);
+	}
+	tsrv_sleep_ms(ms);
+	kill(pid, SIGKILL);
+	T_ASSERT(waitpid(pid, NULL, 0) == pid);
+}
+
 enum { END_KILL, END_TERM, END_STOP, END_CLEAR, END_DAMAGE, END__COUNT };
 static const char *const end_names[END__COUNT] = { "kill", "term", "stop", "clear", "damage" };
 
@@ -522,7 +576,7 @@ int main(int argc, char **argv)
 	uint32_t seed = e_seed ? (uint32_t)strtoul(e_seed, NULL, 0) : (uint32_t)time(NULL);
 	uint32_t rng = seed;
 	unsigned ends[END__COUNT] = { 0 }, round, fscks = 0, fsck_clean = 0;
-	unsigned fsck_damage = 0;
+	unsigned fsck_damage = 0, starts_killed = 0;
 	bool damaged = false, scarred = false;
 	char base[512], dir[600];
 
@@ -556,9 +610,20 @@ int main(int argc, char **argv)
 		};
 		struct client cl[THREADS];
 
-		printf("round %u: %s after %u ms; %s %s %s %s\n", round, end_names[end], run_ms,
+		/* A start killed during recovery first, in a third of the rounds
+		 * (the second always). */
+		unsigned abort_ms = round == 1 || (r >> 14) % 3 == 0 ? 1 + mix(rng++) % 150 : 0;
+
+		printf("round %u: %s after %u ms; %s %s %s %s", round, end_names[end], run_ms,
 		       args[7], args[9], args[11], args[13]);
+		if (abort_ms)
+			printf("; a start killed at %u ms before", abort_ms);
+		printf("\n");
 		fflush(stdout);
+		if (abort_ms) {
+			start_killed(bin, base, dir, args, abort_ms);
+			starts_killed++;
+		}
 		tsrv_start(&srv, bin, base, dir, NULL, args);
 		check_all(round, damaged);
 		damaged = false;
@@ -628,6 +693,7 @@ int main(int argc, char **argv)
 	printf("crashloop: seed %u, %u rounds in %" PRIu64 " ms: kill %u, term+kill %u, stop %u, "
 	       "clear+kill %u, kill+damage %u\n", seed, round, t_now_ms() - t0, ends[END_KILL],
 	       ends[END_TERM], ends[END_STOP], ends[END_CLEAR], ends[END_DAMAGE]);
+	printf("starts killed during recovery: %u\n", starts_killed);
 	printf("fsck: clean after the server %u of %u times (the others after damage); after "
 	       "damage %u of %u found it\n", fsck_clean, fscks, fsck_damage, ends[END_DAMAGE]);
 	printf("clients: put %" PRIu64 ", get %" PRIu64 " (hits %" PRIu64 "), delete %" PRIu64
