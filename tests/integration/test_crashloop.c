@@ -595,7 +595,7 @@ int main(int argc, char **argv)
 	}
 
 	for (round = 0; round < rounds || t_now_ms() - t0 < seconds * 1000; round++) {
-		uint32_t r = mix(rng++), run_ms = 100 + mix(rng++) % 700;
+		uint32_t r = mix(rng++), run_ms = 100 + mix(rng++) % 400;
 		/* Each way in the first rounds (CI's short run), then drawn. */
 		int end = round < END__COUNT ? (int)((round + seed) % END__COUNT) :
 			  r % 100 < 40 ? END_KILL : r % 100 < 60 ? END_TERM :
