@@ -2367,7 +2367,7 @@ static void s3d_step(struct s3d_req *rq)
 			return;
 		}
 		/* items[0]: the source, whose name is in rq->buf */
-		if (!s3d_obj_check(&it[0].req, rq->buf, strlen((char *)rq->buf), &ob)) {
+		if (!s3d_obj_check(&it[0].req, rq->buf, (size_t)rq->buf_len, &ob)) {
 			s3d_fail(rq, 404, "NoSuchKey", "The specified source key does not exist.");
 			return;
 		}
@@ -2836,6 +2836,15 @@ void s3d_run(struct s3d_req *rq)
 			rq->copy_range = true;
 		}
 		v = s3h_header(&rq->h, "x-amz-copy-source", &vl);
+		/* A query (?versionId=...) is cut from the value as sent, before
+		 * it is decoded: a key's own '?' arrives as %3F, and was cut
+		 * after -- a copy of "a?b" copied "a" (redhttp).  The key is
+		 * taken by its length, so a %00 in it stays in it. */
+		{
+			const char *qm = memchr(v, '?', vl);
+			if (qm)
+				vl = (size_t)(qm - v);
+		}
 		dec = malloc(vl + 1);
 		if (!dec)
 			break;
@@ -2848,11 +2857,10 @@ void s3d_run(struct s3d_req *rq)
 		}
 		dec[dl] = 0;
 		char *b = dec[0] == '/' ? dec + 1 : dec;
-		char *q = strchr(b, '?');
-		if (q)
-			*q = 0;
-		char *slash = strchr(b, '/');
-		if (!slash || slash[1] == 0 || strlen(slash + 1) > S3D_KEY_MAX) {
+		size_t bn = (size_t)(dec + dl - b), kl;
+		char *slash = memchr(b, '/', bn);
+		kl = slash ? bn - (size_t)(slash - b) - 1 : 0;
+		if (!slash || kl == 0 || kl > S3D_KEY_MAX || memchr(b, 0, (size_t)(slash - b))) {
 			free(dec);
 			s3d_fail(rq, 400, "InvalidArgument", "Copy Source must mention the source "
 				 "bucket and key: sourcebucket/sourcekey.");
@@ -2886,14 +2894,16 @@ void s3d_run(struct s3d_req *rq)
 				return;
 			}
 		}
-		/* the source's name goes to rq->buf (owned) */
-		memmove(dec, slash + 1, strlen(slash + 1) + 1);
+		/* the source's name goes to rq->buf (owned), its length to
+		 * buf_len (a copy's body is not buffered) */
+		memmove(dec, slash + 1, kl + 1);
 		free(rq->buf);
 		rq->buf = (uint8_t *)dec;
+		rq->buf_len = kl;
 		it = s3d_items(rq, 1);
 		if (!it)
 			break;
-		s3d_key(&k, 'o', dec, strlen(dec));
+		s3d_key(&k, 'o', dec, kl);
 		s3d_item_init(rq, it, KVT_OP_GET_PINNED, &k);
 		it->req.ns = src_ns;
 		if (src_quiet) {

@@ -63,7 +63,8 @@ given back once on every path: reset connections, requests in the
 store, answers half written), resp_echo_balance (ECHOs answered from the
 command's bytes, reset while waiting or half written: charged once,
 given back), s3_pins_signers (two tenants' GETs pipelined on one
-connection behind a slow request: each GET's pins in its signer's cap).
+connection behind a slow request: each GET's pins in its signer's cap),
+s3_copy_key (x-amz-copy-source keys with '?' and NUL: the object named).
 """
 import base64
 import datetime
@@ -6011,6 +6012,48 @@ def s3_vhost(ph):
 s3_vhost.extra = ["--s3-domain", VHOST_DOMAINS]
 s3_vhost.tenants = ("alice %s tenant\nbob %s tenant\ngrant alice model=s3/shared to bob\n"
                     % (ALICE[1], BOB[1]))
+
+
+@phase
+def s3_copy_key(ph):
+    """x-amz-copy-source names a key by its bytes: a key's own '?' (sent
+    as %3F, as botocore quotes it) and %00 are the key's, and only a '?'
+    as sent starts a query (?versionId=).  The query was cut after the
+    value was decoded and the key read up to its first NUL, so a
+    CopyObject or UploadPartCopy of "a?b" (or "c\0d") copied the object
+    "a" ("c"): bytes other than those put under the name asked for
+    (redhttp, 2026-12-06)."""
+    P, ok, sm, req = ph.kit()
+    objs = {"a": b"bytes of a", "a%3Fb": b"bytes of a?b", "c": b"bytes of c",
+            "c%00d": b"bytes of c NUL d", "e%3Ff": b"bytes of e?f"}
+    for k, v in objs.items():
+        st, _, b = req("PUT", "/hbkt/" + k, body=v)
+        assert st == 200, (k, st, b)
+    # (e?f has no "e" beside it: the old server's copy was NoSuchKey)
+    for src, want in (("/hbkt/a%3Fb", "a%3Fb"), ("hbkt/a%3Fb", "a%3Fb"),
+                      ("/hbkt/a%3Fb?versionId=null", "a%3Fb"), ("/hbkt/c%00d", "c%00d"),
+                      ("/hbkt/e%3Ff", "e%3Ff"), ("/hbkt/a?versionId=x%3Fb", "a")):
+        st, _, b = ph.case("CopyObject of " + src, sm("PUT", "/hbkt/dst", extra={
+            "x-amz-copy-source": src}), 200, close=False, then=ok)
+        st, _, b = req("GET", "/hbkt/dst")
+        ph.expect(st == 200 and b == objs[want], "copy of", src, st, b[:200])
+        req("DELETE", "/hbkt/dst")
+    for src in ("/hbkt%00x/a", "/hbkt%00/a", "/hbkt/", "/hbkt?x/a"):
+        ph.case("CopyObject of " + src, sm("PUT", "/hbkt/dst", extra={
+            "x-amz-copy-source": src}), 400, "InvalidArgument", close=False, then=ok)
+    # UploadPartCopy, then Complete: the object is the source's bytes
+    st, _, body = req("POST", "/hbkt/mpc", query="uploads")
+    assert st == 200, (st, body)
+    uid = re.search(rb"<UploadId>([0-9a-f]{32})</UploadId>", body).group(1).decode()
+    ph.case("UploadPartCopy of e%3Ff", sm("PUT", "/hbkt/mpc", query="partNumber=1&uploadId=" +
+                                         uid, extra={"x-amz-copy-source": "/hbkt/e%3Ff"}),
+            200, close=False, then=ok)
+    xml = ("<CompleteMultipartUpload><Part><PartNumber>1</PartNumber></Part>"
+           "</CompleteMultipartUpload>").encode()
+    st, _, b = req("POST", "/hbkt/mpc", query="uploadId=" + uid, body=xml)
+    ph.expect(st == 200, "Complete", st, b[:200])
+    st, _, b = req("GET", "/hbkt/mpc")
+    ph.expect(st == 200 and b == objs["e%3Ff"], "UploadPartCopy's object", st, b[:200])
 
 
 
