@@ -911,6 +911,37 @@ oom:
 	return -1;
 }
 
+/*
+ * A condition on a write that kvtierd does not evaluate: its name, or
+ * NULL.  S3 keeps them (PutObject's If-Match, CopyObject's
+ * x-amz-copy-source-if-*, CompleteMultipartUpload's If-None-Match); a
+ * client that sends one relies on the write not happening when it does
+ * not hold (a compare-and-swap, a copy of the version it looked at).
+ * Ignored, each such write went ahead: a PUT with a stale If-Match
+ * replaced the object (redhttp).  Refused instead, before the body, as
+ * the checksums kvtierd does not compute.  PutObject's If-None-Match: *
+ * is kept (s3d_put_sink: the reservation is the lock).
+ */
+static const char *s3d_cond_refused(const struct s3d_req *rq)
+{
+	size_t vl;
+	const char *v;
+
+	if (rq->op != S3_PUT && rq->op != S3_COPY && rq->op != S3_MPU_PART_COPY &&
+	    rq->op != S3_MPU_COMPLETE)
+		return NULL;
+	if (s3h_header(&rq->h, "if-match", &vl))
+		return "If-Match";
+	v = s3h_header(&rq->h, "if-none-match", &vl);
+	if (v && (rq->op != S3_PUT || vl != 1 || v[0] != '*'))
+		return "If-None-Match";
+	for (unsigned i = 0; i < rq->h.hdr_count; i++)
+		if (rq->hdrs[i].name_len > 21 &&
+		    strncasecmp(rq->hdrs[i].name, "x-amz-copy-source-if-", 21) == 0)
+			return "x-amz-copy-source-if-*";
+	return NULL;
+}
+
 /* Payload mode, lengths, checksums and the sink: 0, or an answer was
  * written and the connection closes (-1), or 1: a PutObject or UploadPart
  * would wait for write-down room (the caller parks it). */
@@ -923,6 +954,14 @@ static int s3d_body_setup(struct s3d_req *rq)
 	size_t cel;
 	bool streaming = false;
 
+	if ((ce = s3d_cond_refused(rq))) {
+		char m[160];
+		snprintf(m, sizeof(m), "kvtierd does not evaluate %s on this operation: the "
+			 "write would not be conditional (doc/s3.md).", ce);
+		rq->close_after = true; /* its body is not read */
+		s3d_fail(rq, 501, "NotImplemented", m);
+		return -1;
+	}
 	rq->payload = PL_UNSIGNED;
 	if (v && vl == 64) {
 		rq->payload = PL_SIGNED;

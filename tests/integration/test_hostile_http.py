@@ -64,7 +64,8 @@ store, answers half written), resp_echo_balance (ECHOs answered from the
 command's bytes, reset while waiting or half written: charged once,
 given back), s3_pins_signers (two tenants' GETs pipelined on one
 connection behind a slow request: each GET's pins in its signer's cap),
-s3_copy_key (x-amz-copy-source keys with '?' and NUL: the object named).
+s3_copy_key (x-amz-copy-source keys with '?' and NUL: the object named),
+s3_write_conds (conditions on writes kvtierd does not evaluate: refused).
 """
 import base64
 import datetime
@@ -6054,6 +6055,54 @@ def s3_copy_key(ph):
     ph.expect(st == 200, "Complete", st, b[:200])
     st, _, b = req("GET", "/hbkt/mpc")
     ph.expect(st == 200 and b == objs["e%3Ff"], "UploadPartCopy's object", st, b[:200])
+
+
+@phase
+def s3_write_conds(ph):
+    """A write's condition kvtierd does not evaluate is refused (501
+    NotImplemented, before the body), never ignored: PutObject's If-Match
+    and If-None-Match other than *, CopyObject's and UploadPartCopy's
+    x-amz-copy-source-if-* and If-(None-)Match, CompleteMultipartUpload's
+    If-(None-)Match.  Ignored, each write went ahead: a PUT with a stale
+    If-Match replaced the object, a copy with If-None-Match: * replaced an
+    existing one (redhttp, 2026-12-06).  PutObject's If-None-Match: *
+    still holds (412)."""
+    P, ok, sm, req = ph.kit()
+    st, _, b = req("PUT", "/hbkt/o", body=b"v1")
+    assert st == 200, (st, b)
+    st, _, b = req("POST", "/hbkt/mpw", query="uploads")
+    assert st == 200, (st, b)
+    uid = re.search(rb"<UploadId>([0-9a-f]{32})</UploadId>", b).group(1).decode()
+    st, _, b = req("PUT", "/hbkt/mpw", query="partNumber=1&uploadId=" + uid, body=b"part")
+    assert st == 200, (st, b)
+    xml = ("<CompleteMultipartUpload><Part><PartNumber>1</PartNumber></Part>"
+           "</CompleteMultipartUpload>").encode()
+    src = {"x-amz-copy-source": "/hbkt/known"}
+    cases = [("PUT If-Match", sm("PUT", "/hbkt/o", body=b"v2", extra={"if-match": '"x"'})),
+             ("PUT If-Match *", sm("PUT", "/hbkt/o", body=b"v2", extra={"if-match": "*"})),
+             ("PUT If-None-Match ETag", sm("PUT", "/hbkt/o", body=b"v2",
+                                          extra={"if-none-match": '"x"'}))]
+    for h, v in (("x-amz-copy-source-if-match", '"x"'), ("x-amz-copy-source-if-none-match",
+                 '"x"'), ("x-amz-copy-source-if-modified-since", "Sat, 1 Jan 2050 00:00:00 GMT"),
+                 ("x-amz-copy-source-if-unmodified-since", "Sat, 1 Jan 2000 00:00:00 GMT"),
+                 ("if-none-match", "*"), ("if-match", '"x"')):
+        cases.append(("CopyObject " + h, sm("PUT", "/hbkt/o", extra=dict(src, **{h: v}))))
+        cases.append(("UploadPartCopy " + h, sm("PUT", "/hbkt/mpw", query="partNumber=2&"
+                                                "uploadId=" + uid, extra=dict(src, **{h: v}))))
+    for h, v in (("if-none-match", "*"), ("if-match", '"x"')):
+        cases.append(("Complete " + h, sm("POST", "/hbkt/o", query="uploadId=" + uid,
+                                          body=xml, extra={h: v})))
+    for what, msg in cases:
+        ph.case(what, msg, 501, "NotImplemented")
+        st, _, b = req("GET", "/hbkt/o")
+        ph.expect(st == 200 and b == b"v1", what, "the object after it", st, b[:200])
+    st, _, b = req("GET", "/hbkt/mpw", query="uploadId=" + uid)
+    ph.expect(st == 200 and re.findall(rb"<PartNumber>(\d+)</PartNumber>", b) == [b"1"],
+              "the upload's parts", st, b[:300])
+    ph.case("PUT If-None-Match * of an existing key", sm("PUT", "/hbkt/o", body=b"v2", extra={
+        "if-none-match": "*"}), 412, "PreconditionFailed", close=False, then=ok)
+    ph.case("PUT If-None-Match * of a new key", sm("PUT", "/hbkt/o2", body=b"v2", extra={
+        "if-none-match": "*"}), 200, close=False, then=ok)
 
 
 
