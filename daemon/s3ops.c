@@ -955,7 +955,13 @@ whole:
 			left -= take;
 			off = 0;
 		}
-		s3d_keep_pin(rq, it, end - start);
+		/* counted as the whole object its pin holds, not the range
+		 * sent: GETs of one byte each (Range: bytes=0-0) of ten 6 MiB
+		 * objects, left unread behind a whole one, pinned 60 MiB of a
+		 * 64 MiB tier on one connection counted as 6 MiB and 9 bytes,
+		 * and another tenant's PUT was refused (test_hostile_http
+		 * s3_pins_range) */
+		s3d_keep_pin(rq, it, it->req.length);
 	}
 	s3d_finish(rq);
 }

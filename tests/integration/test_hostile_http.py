@@ -65,7 +65,8 @@ command's bytes, reset while waiting or half written: charged once,
 given back), s3_pins_signers (two tenants' GETs pipelined on one
 connection behind a slow request: each GET's pins in its signer's cap),
 s3_copy_key (x-amz-copy-source keys with '?' and NUL: the object named),
-s3_write_conds (conditions on writes kvtierd does not evaluate: refused).
+s3_write_conds (conditions on writes kvtierd does not evaluate: refused),
+s3_pins_range (unread one-byte Range GETs: their whole objects in the pin caps).
 """
 import base64
 import datetime
@@ -6103,6 +6104,84 @@ def s3_write_conds(ph):
         "if-none-match": "*"}), 412, "PreconditionFailed", close=False, then=ok)
     ph.case("PUT If-None-Match * of a new key", sm("PUT", "/hbkt/o2", body=b"v2", extra={
         "if-none-match": "*"}), 200, close=False, then=ok)
+
+
+@phase
+def s3_pins_range(ph):
+    """One connection GETs a 6 MiB object whole and, behind it, one byte
+    (Range: bytes=0-0) of each of 9 others, and never reads (--dram 64M:
+    a connection's pins 8 MiB).  Each answer keeps its whole object
+    pinned; the caps counted the bytes sent, 6 MiB and 9 bytes, so all
+    10 objects stayed pinned (60 MiB of the tier) and another tenant's
+    PUT of 8 MiB was refused 503 (redhttp, 2026-12-06).  Now an answer
+    counts the object its pin holds: at most 4 pinned, as for whole
+    GETs (s3_pins), and the PUT is served.  Ranges read as they come are
+    the objects' bytes, and their pins go back."""
+    srv, P = ph.srv, ph.srv.port
+    st, _, body = http(P, signed_msg(P, "PUT", "/bobbkt", who=BOB), src=PROBER)
+    assert st == 200, (st, body)
+    big = 6 << 20
+    for i in range(10):
+        st, _, body = http(P, signed_msg(P, "PUT", "/hbkt/pin%d" % i, body=b"%d" % i * big),
+                           src=PROBER, timeout=20)
+        assert st == 200, (i, st, body[:200])
+    # ranges read as they come: the bytes asked for, pins given back
+    s = socket.create_connection(("127.0.0.1", P), source_address=(ph.addr(), 0))
+    rs = [("bytes=0-0", 0, 1), ("bytes=5-9", 5, 10), ("bytes=-3", big - 3, big),
+          ("bytes=%d-" % (big - 2), big - 2, big)]
+    s.sendall(b"".join(signed_msg(P, "GET", "/hbkt/pin%d" % (2 + k), extra={"range": r})
+                       for k, (r, _, _) in enumerate(rs)))
+    for k, (r, a, z) in enumerate(rs):
+        st, _, body = read_answer(s, 10.0)
+        ph.expect(st == 206 and body == (b"%d" % (2 + k) * big)[a:z], "range", r, st,
+                  body[:40])
+    s.close()
+    end = time.monotonic() + 5
+    while srv.metric("kvtier_pins_active") > 0 and time.monotonic() < end:
+        time.sleep(0.1)
+    ph.expect(srv.metric("kvtier_pins_active") == 0, "pins given back")
+    pins0 = srv.metric("kvtier_pins_active")
+    s = socket.create_connection(("127.0.0.1", P), source_address=(ph.addr(), 0))
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    s.sendall(signed_msg(P, "GET", "/hbkt/pin0") + b"".join(
+        signed_msg(P, "GET", "/hbkt/pin%d" % i, extra={"range": "bytes=0-0"})
+        for i in range(1, 10)))
+    time.sleep(1.0)
+    pins = srv.metric("kvtier_pins_active") - pins0
+    print("a whole GET and 9 one-byte ranges of 6 MiB objects, unread: %d pins" % pins)
+    ph.expect(pins <= 4, "pins of one connection's unread ranges", pins)
+    v = os.urandom(8 << 20)
+    st, _, body = http(P, signed_msg(P, "PUT", "/bobbkt/big", body=v, who=BOB), src=PROBER,
+                       timeout=20)
+    print("the other tenant's PUT of 8 MiB beside them: %d %s" % (st, code_of(body)))
+    ph.expect(st == 200, "the other tenant's PUT beside pinned ranges", st, body[:200])
+    s.close()
+    # (with --ssd 0 the PUT evicted what was not pinned, bucket markers
+    # included: the buckets and the probe's object are made again)
+    http(P, signed_msg(P, "PUT", "/bobbkt", who=BOB), src=PROBER)
+    setup_bucket(srv)
+    # what the ranges counted went back: her 3 fresh unread GETs of 6 MiB
+    # (18 MiB, past her 16 MiB cap only with the third) are each answered
+    end = time.monotonic() + 5
+    while srv.metric("kvtier_pins_active") > pins0 and time.monotonic() < end:
+        time.sleep(0.1)
+    socks, sts = [], []
+    for i in range(3):
+        st, _, body = http(P, signed_msg(P, "PUT", "/hbkt/after%d" % i, body=b"a" * big),
+                           src=PROBER, timeout=20)
+        assert st == 200, (i, st, body[:200])
+    for i in range(3):
+        s = socket.create_connection(("127.0.0.1", P), source_address=(ph.addr(), 0))
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        s.sendall(signed_msg(P, "GET", "/hbkt/after%d" % i))
+        s.settimeout(5)
+        sts.append(int(s.recv(12, socket.MSG_PEEK).split(b" ")[1]))
+        socks.append(s)
+    ph.expect(sts == [200] * 3, "fresh unread GETs after the ranges", sts)
+    for s in socks:
+        s.close()
+    ph.cases += 1
+    ph.probe("pinned ranges")
 
 
 
