@@ -138,6 +138,8 @@ struct s3d_req {
 	bool keep_alive;
 	/* target */
 	char bucket[64];
+	bool vhost;                /* the bucket named by the Host header (--s3-domain):
+				    * Host must be signed (s3d.c s3d_auth) */
 	char *key;                 /* decoded, NUL-terminated, owned */
 	size_t key_len;
 	char upload_id[40];

@@ -6007,6 +6007,31 @@ def s3_vhost(ph):
     # two Host headers (RFC 9112 3.2), one under the domain
     two = vh("GET", "hbkt", "/known").replace(b"\r\n\r\n", b"\r\nHost: 127.0.0.1\r\n\r\n", 1)
     ph.case("two Host headers", two, 400, "InvalidArgument")
+    # Host names the bucket, so it must be signed: a DELETE of hbkt's
+    # /victim signed without it was taken, and sent again with another
+    # Host deleted other's /victim (redhttp, 2026-12-06); path-style, a
+    # signature without host is still taken (doc/security.md)
+    run(sm("PUT", "/other"), 200, "CreateBucket other")
+    for b in ("hbkt", "other"):
+        run(sm("PUT", "/%s/victim" % b, body=b"victim of " + b.encode()), 200, "PUT victim")
+
+    def unsigned_host(method, path, host, sent_host=None):
+        """signed for host, without it in SignedHeaders; sent with
+        sent_host"""
+        h = {"host": host}
+        ph_ = hashlib.sha256(b"").hexdigest()
+        auth = sign(method, path, "", h, ph_, signed=["x-amz-content-sha256", "x-amz-date"])
+        return ("%s %s HTTP/1.1\r\nhost: %s\r\nx-amz-date: %s\r\nx-amz-content-sha256: %s"
+                "\r\nauthorization: %s\r\n\r\n" % (method, path, sent_host or host,
+                                                      h["x-amz-date"], ph_, auth)).encode()
+    for sent in ("hbkt", "other"):
+        ph.case("vhost DELETE for hbkt, host not signed, sent to " + sent,
+                unsigned_host("DELETE", "/victim", "hbkt.s3.test:%d" % P,
+                              "%s.s3.test:%d" % (sent, P)), 403, "AccessDenied")
+    for b in ("hbkt", "other"):
+        run(sm("GET", "/%s/victim" % b), 200, "victim kept", b"victim of " + b.encode())
+    run(unsigned_host("GET", "/other/victim", "127.0.0.1:%d" % P), 200,
+        "path-style GET, host not signed", b"victim of other")
     ph.case("a kept connection after vhost requests", vh("GET", "hbkt", "/known"), 200,
             close=False, then=ok)
 
