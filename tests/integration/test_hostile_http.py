@@ -66,7 +66,8 @@ given back), s3_pins_signers (two tenants' GETs pipelined on one
 connection behind a slow request: each GET's pins in its signer's cap),
 s3_copy_key (x-amz-copy-source keys with '?' and NUL: the object named),
 s3_write_conds (conditions on writes kvtierd does not evaluate: refused),
-s3_pins_range (unread one-byte Range GETs: their whole objects in the pin caps).
+s3_pins_range (unread one-byte Range GETs: their whole objects in the pin caps),
+s3_abort_parts (AbortMultipartUpload deletes the upload's parts).
 """
 import base64
 import datetime
@@ -6207,6 +6208,57 @@ def s3_pins_range(ph):
         s.close()
     ph.cases += 1
     ph.probe("pinned ranges")
+
+
+@phase
+def s3_abort_parts(ph):
+    """AbortMultipartUpload deletes the upload's parts, not only its
+    marker: the parts of an aborted upload (or of one with parts past the
+    1023 a Complete takes) were reachable by no request and held their
+    DRAM until evicted or the bucket was deleted -- 4 parts of 1 MiB, 4
+    MiB of DRAM used after the Abort (redhttp, 2026-12-06).  Another
+    upload of the same key beside it keeps its part and completes."""
+    srv = ph.srv
+    P, ok, sm, req = ph.kit()
+
+    def upload():
+        st, _, b = req("POST", "/hbkt/ab", query="uploads")
+        assert st == 200, (st, b)
+        return re.search(rb"<UploadId>([0-9a-f]{32})</UploadId>", b).group(1).decode()
+    keep = upload()
+    kept = os.urandom(1 << 20)
+    st, _, b = req("PUT", "/hbkt/ab", query="partNumber=3&uploadId=" + keep, body=kept)
+    assert st == 200, (st, b)
+    uid = upload()
+    used0 = srv.metric("kvtier_dram_used_bytes")
+    for pn in (1, 2, 7, 10000):
+        st, _, b = req("PUT", "/hbkt/ab", query="partNumber=%d&uploadId=%s" % (pn, uid),
+                       body=os.urandom(1 << 20))
+        assert st == 200, (pn, st, b)
+    used1 = srv.metric("kvtier_dram_used_bytes")
+    t0 = time.monotonic()
+    ph.case("AbortMultipartUpload of 4 parts", sm("DELETE", "/hbkt/ab", query="uploadId=" + uid),
+            204, close=False, then=ok)
+    took = time.monotonic() - t0
+    used2 = srv.metric("kvtier_dram_used_bytes")
+    print("4 parts of 1 MiB: DRAM used %+d KiB, after the Abort %+d KiB (its answer %.1f ms)" % (
+        (used1 - used0) / 1024, (used2 - used0) / 1024, took * 1e3))
+    ph.expect(used1 - used0 >= 4 << 20, "the parts in DRAM", used1 - used0)
+    ph.expect(used2 - used0 <= 256 << 10, "the aborted parts' DRAM", used2 - used0)
+    ph.case("AbortMultipartUpload again", sm("DELETE", "/hbkt/ab", query="uploadId=" + uid),
+            404, "NoSuchUpload", close=False, then=ok)
+    ph.case("UploadPart after the Abort", sm("PUT", "/hbkt/ab", query="partNumber=1&uploadId=" +
+                                            uid, body=b"late"), 404, "NoSuchUpload")
+    # the other upload of the key: its part kept, completed exactly
+    st, _, b = req("GET", "/hbkt/ab", query="uploadId=" + keep)
+    ph.expect(st == 200 and re.findall(rb"<PartNumber>(\d+)</PartNumber>", b) == [b"3"],
+              "the other upload's parts", st, b[:300])
+    xml = b"<CompleteMultipartUpload><Part><PartNumber>3</PartNumber></Part>" \
+          b"</CompleteMultipartUpload>"
+    st, _, b = req("POST", "/hbkt/ab", query="uploadId=" + keep, body=xml)
+    ph.expect(st == 200, "Complete of the other upload", st, b[:200])
+    st, _, b = req("GET", "/hbkt/ab")
+    ph.expect(st == 200 and b == kept, "the completed object", st, len(b))
 
 
 
