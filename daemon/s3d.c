@@ -993,8 +993,13 @@ static int s3d_body_setup(struct s3d_req *rq)
 	rq->transport_chunked = rq->h.chunked;
 	ce = s3h_header(&rq->h, "content-encoding", &cel);
 	rq->aws_chunked = streaming || (ce && cel >= 11 && memmem(ce, cel, "aws-chunked", 11));
-	if (rq->aws_chunked && !streaming)
-		/* aws-chunked without a streaming mode: unsigned */
+	/* aws-chunked without a streaming mode: unsigned -- unless the
+	 * request signed its content's SHA-256, which the decoded content
+	 * must then match.  Content-Encoding need not be signed: added to a
+	 * PUT that signed sha256("good") (and x-amz-decoded-content-length),
+	 * it turned the hash off, and an aws-chunked body "evil" was stored
+	 * under that signature (redhttp). */
+	if (rq->aws_chunked && !streaming && rq->payload != PL_SIGNED)
 		rq->payload = PL_STREAM_TRAILER;
 	if (rq->aws_chunked || rq->transport_chunked) {
 		const char *d = s3h_header(&rq->h, "x-amz-decoded-content-length", &vl);

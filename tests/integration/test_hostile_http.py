@@ -814,6 +814,27 @@ def s3_body(ph):
     ph.case("aws-chunked: bytes past its end",
             trailer("/hbkt/trbad", b"3\r\nabc\r\n0\r\n\r\nEXTRA", 3), 400, "IncompleteBody")
     assert get("/hbkt/trbad")[0] == 404
+    # A PUT that signed its content's SHA-256 (and its decoded length),
+    # sent again with an aws-chunked body of other bytes and an unsigned
+    # Content-Encoding: aws-chunked (or Transfer-Encoding: chunked): the
+    # hash still holds.  Content-Encoding turned it off, and "evil" was
+    # stored under a signature of "good" (redhttp, 2026-12-06)
+    for what, enc in (("Content-Encoding: aws-chunked", "content-encoding: aws-chunked"),
+                      ("Transfer-Encoding: chunked", "transfer-encoding: chunked")):
+        for body, status in ((b"evil", 400), (b"good", 200)):
+            h = {"host": "127.0.0.1:%d" % P, "x-amz-decoded-content-length": "4"}
+            auth = sign("PUT", "/hbkt/sha", "", h, hashlib.sha256(b"good").hexdigest())
+            wire = b"4\r\n" + body + b"\r\n0\r\n\r\n"
+            length = "" if enc.startswith("transfer") else "content-length: %d\r\n" % len(wire)
+            msg = ("PUT /hbkt/sha HTTP/1.1\r\n" + "".join("%s: %s\r\n" % kv for kv in h.items())
+                   + "authorization: %s\r\n%s\r\n%s\r\n" % (auth, enc, length)).encode() + wire
+            ph.case("signed sha256(good), %s, %s" % (what, body.decode()), msg, status,
+                    "XAmzContentSHA256Mismatch" if status == 400 else None, close=False,
+                    then=ok)
+            st, _, b = get("/hbkt/sha")
+            ph.expect(st == 404 if status == 400 else (st, b) == (200, b"good"), what, body,
+                      "stored", st, b[:40])
+            http(P, signed_msg(P, "DELETE", "/hbkt/sha"), src=PROBER)
 
 
 # ---------------------------------------------------------------------------
