@@ -1827,6 +1827,23 @@ def metrics(ph):
         # one request a connection, always closed after its answer
         return ph.case(what, data, st, port=M, src=kw.pop("src", None) or ph.addr(), **kw)
     mc("/healthz without a token", b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n", 200)
+    # a HEAD's answer is its headers alone (RFC 9110 9.3.2): HEAD
+    # /healthz was answered "ok\n" after them (redhttp, 2026-12-06); its
+    # Content-Length is a GET's (/metrics: the page's, was 0).  The case
+    # reads none and asserts the close comes next
+    for what, data, st in (("HEAD /healthz", b"HEAD /healthz HTTP/1.1\r\nHost: x\r\n\r\n", 200),
+                           ("HEAD of a path not there",
+                            good.replace(b"GET /metrics", b"HEAD /nope"), 404),
+                           ("HEAD /metrics", good.replace(b"GET", b"HEAD"), 200)):
+        s = socket.create_connection(("127.0.0.1", M), source_address=(ph.addr(), 0))
+        s.sendall(data)
+        out, _ = read_until(s, b"\0never", 5.0)  # all of it, to the close
+        s.close()
+        head, _, rest = out.partition(b"\r\n\r\n")
+        m = re.search(rb"content-length: *(\d+)", head, re.I)
+        ph.expect(head.startswith(b"HTTP/1.1 %d " % st) and rest == b"" and m and
+                  (int(m.group(1)) > 1000 or what != "HEAD /metrics"), what, out[:300])
+        ph.cases += 1
     # a Host in HTTP/1.1, once (RFC 9112 3.2: 400, as the S3 listener;
     # hostfix: one without was served), none needed in HTTP/1.0
     mc("HTTP/1.1 without Host", b"GET /healthz HTTP/1.1\r\n\r\n", 400)
