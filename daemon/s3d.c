@@ -730,8 +730,17 @@ static int s3d_auth(struct s3d_req *rq)
 		return -1;
 	}
 	/* Guessing is throttled per peer address, as native and RESP AUTH
-	 * (doc/security.md): past the limit nothing is checked this second. */
-	if (kvtd_auth_throttled(c)) {
+	 * (doc/security.md): past the limit nothing is checked this second.
+	 * Not a request of the signer this connection has proven already
+	 * (its tenant, READY): every S3 request is signed, and the throttle
+	 * an unauthenticated client's failures set on an address refused
+	 * (and closed) the authenticated connections of every tenant there
+	 * -- 21 bad signatures a second kept alice's keep-alive GETs at 503
+	 * (redhttp).  Native and RESP check it once, at AUTH; here so does a
+	 * connection, for its signer.  Another access key on it is checked. */
+	if (!(c->state == KVTD_CS_READY && c->tenant_len == strlen(rq->cred.access_key) &&
+	      memcmp(c->tenant, rq->cred.access_key, c->tenant_len) == 0) &&
+	    kvtd_auth_throttled(c)) {
 		KVTD_COUNT(srv, errors[KVTD_ERR_AUTH], 1);
 		kvtd_auth_failed(c);
 		s3d_fail(rq, 503, "SlowDown", "Too many failed authentications from this address; "

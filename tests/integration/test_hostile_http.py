@@ -67,7 +67,8 @@ connection behind a slow request: each GET's pins in its signer's cap),
 s3_copy_key (x-amz-copy-source keys with '?' and NUL: the object named),
 s3_write_conds (conditions on writes kvtierd does not evaluate: refused),
 s3_pins_range (unread one-byte Range GETs: their whole objects in the pin caps),
-s3_abort_parts (AbortMultipartUpload deletes the upload's parts).
+s3_abort_parts (AbortMultipartUpload deletes the upload's parts),
+s3_throttle_kept (an address's auth throttle spares its proven connections).
 """
 import base64
 import datetime
@@ -6297,6 +6298,48 @@ def s3_abort_parts(ph):
     ph.expect(st == 200, "Complete of the other upload", st, b[:200])
     st, _, b = req("GET", "/hbkt/ab")
     ph.expect(st == 200 and b == kept, "the completed object", st, len(b))
+
+
+@phase
+def s3_throttle_kept(ph):
+    """An address's failed-signature throttle (20 a second) refuses the
+    unproven, not a connection's own signer: every S3 request is signed,
+    and 30 bad signatures from an address (no secret needed) had alice's
+    authenticated keep-alive connection from it answered 503 SlowDown and
+    closed, each second the flood went on (redhttp, 2026-12-06; native
+    and RESP consult it once, at AUTH).  A request of another access key
+    on her connection is still refused unchecked while it holds."""
+    P = ph.srv.port
+    A = ph.addr()
+    s = socket.create_connection(("127.0.0.1", P), source_address=(A, 0))
+    s.sendall(signed_msg(P, "GET", "/hbkt/known"))
+    ph.expect(read_answer(s)[0] == 200, "alice's first GET")
+    # the throttle counts per second of CLOCK_MONOTONIC (Python's
+    # monotonic on Linux): all of it in one, from its start
+    time.sleep(1.02 - time.monotonic() % 1.0)
+    sts = [http(P, signed_msg(P, "GET", "/hbkt/known", who=("eve", "guess")), src=A)[0]
+           for _ in range(30)]
+    print("30 bad signatures from her address: %d 403, %d 503" % (sts.count(403),
+                                                                 sts.count(503)))
+    ph.expect(sts.count(503) >= 5, "the address throttled", sts)
+    got = []
+    for _ in range(5):
+        s.sendall(signed_msg(P, "GET", "/hbkt/known"))
+        st, _, body = read_answer(s)
+        got.append(st)
+        if st != 200:
+            break
+    ph.expect(got == [200] * 5, "alice's GETs on her connection, throttled address", got)
+    # within the same second: a guess of bob's secret on her connection
+    # is refused unchecked, and closes it
+    s.sendall(signed_msg(P, "GET", "/hbkt/known", who=("bob", "guess")))
+    st, _, body = read_answer(s)
+    ph.expect(st == 503 and code_of(body) == "SlowDown" or st == 403,
+              "another key on her connection", st, body[:200])
+    ph.expect(closed_after(s), "her connection closed after it")
+    s.close()
+    ph.cases += 1
+    ph.probe("a throttled address")
 
 
 
