@@ -6256,7 +6256,8 @@ def s3_abort_parts(ph):
     1023 a Complete takes) were reachable by no request and held their
     DRAM until evicted or the bucket was deleted -- 4 parts of 1 MiB, 4
     MiB of DRAM used after the Abort (redhttp, 2026-12-06).  Another
-    upload of the same key beside it keeps its part and completes."""
+    upload of the same key beside it keeps its part and completes.  A
+    Complete deletes the parts it does not list, as S3 does."""
     srv = ph.srv
     P, ok, sm, req = ph.kit()
 
@@ -6298,6 +6299,26 @@ def s3_abort_parts(ph):
     ph.expect(st == 200, "Complete of the other upload", st, b[:200])
     st, _, b = req("GET", "/hbkt/ab")
     ph.expect(st == 200 and b == kept, "the completed object", st, len(b))
+    # a Complete deletes the parts it does not list (S3 does): parts 2
+    # and 3 of 1 MiB were left, reachable by no request (redhttp)
+    cu = upload()
+    parts = [os.urandom(1 << 20) for _ in range(3)]
+    used0 = srv.metric("kvtier_dram_used_bytes")
+    for pn, body in enumerate(parts, 1):
+        st, _, b = req("PUT", "/hbkt/ab", query="partNumber=%d&uploadId=%s" % (pn, cu),
+                       body=body)
+        assert st == 200, (pn, st, b)
+    t0 = time.monotonic()
+    st, _, b = req("POST", "/hbkt/ab", query="uploadId=" + cu, body=xml.replace(b"3", b"1"))
+    took = time.monotonic() - t0
+    ph.expect(st == 200, "Complete of part 1 of 3", st, b[:200])
+    used2 = srv.metric("kvtier_dram_used_bytes")
+    print("Complete of part 1 of 3 parts of 1 MiB: %.1f ms; DRAM used then %+d KiB" % (
+        took * 1e3, (used2 - used0) / 1024))
+    ph.expect(used2 - used0 <= (1 << 20) + (256 << 10), "the unlisted parts' DRAM",
+              used2 - used0)
+    st, _, b = req("GET", "/hbkt/ab")
+    ph.expect(st == 200 and b == parts[0], "the object of part 1", st, len(b))
 
 
 @phase
