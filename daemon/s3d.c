@@ -623,10 +623,7 @@ static int s3d_route(struct s3d_req *rq)
 	return 0;
 }
 
-/* Is every x-amz-* header of the request among those it signed?  S3
- * refuses one that is not (AccessDenied): else whoever holds a presigned
- * URL (only host signed) could add, say, x-amz-copy-source, and turn the
- * PUT it was given into a copy of another of the signer's objects. */
+/* Is header name (n bytes) among those the request signed? */
 static bool s3d_is_signed(const struct s3d_req *rq, const char *name, size_t n)
 {
 	const char *p = rq->cred.signed_headers;
@@ -641,6 +638,10 @@ static bool s3d_is_signed(const struct s3d_req *rq, const char *name, size_t n)
 	return false;
 }
 
+/* Is every x-amz-* header of the request among those it signed?  S3
+ * refuses one that is not (AccessDenied): else whoever holds a presigned
+ * URL (only host signed) could add, say, x-amz-copy-source, and turn the
+ * PUT it was given into a copy of another of the signer's objects. */
 static bool s3d_amz_signed(const struct s3d_req *rq)
 {
 	for (unsigned i = 0; i < rq->h.hdr_count; i++) {

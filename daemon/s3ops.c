@@ -1325,8 +1325,7 @@ struct s3d_scan {
 };
 
 /* Take one of the tenant's walk slots for rq (held until it is answered);
- * false: answered SlowDown. */
-/* The same, answering nothing: false, no slot free. */
+ * false: none is free (nothing answered). */
 static bool s3d_scan_try(struct s3d_req *rq)
 {
 	struct kvtd_tstat *ts = kvtd_tstat_of(rq->conn);
@@ -1342,6 +1341,7 @@ static bool s3d_scan_try(struct s3d_req *rq)
 	return true;
 }
 
+/* s3d_scan_try, or false: answered SlowDown. */
 static bool s3d_scan_acquire(struct s3d_req *rq)
 {
 	if (s3d_scan_try(rq))
@@ -1468,8 +1468,8 @@ static int64_t s3d_query(const struct s3d_req *rq, const char *name, char *out, 
 static bool s3d_list_page(struct s3d_req *rq);
 
 /* A listing's state for up to max_keys entries (one more is kept, to tell
- * a truncated answer), charged to the server's memory; NULL when the
- * request was answered (503). */
+ * a truncated answer), charged to the server's memory; NULL: no memory
+ * (nothing answered). */
 static struct s3d_list *s3d_list_new(struct s3d_req *rq, uint32_t max_keys)
 {
 	struct kvtd_server *srv = rq->conn->loop->srv;
@@ -1495,6 +1495,7 @@ static struct s3d_list *s3d_list_new(struct s3d_req *rq, uint32_t max_keys)
 	return L;
 }
 
+/* s3d_list_new, or NULL: the request was answered (503). */
 static struct s3d_list *s3d_list_alloc(struct s3d_req *rq, uint32_t max_keys)
 {
 	struct s3d_list *L = s3d_list_new(rq, max_keys);
