@@ -44,6 +44,7 @@
 
 struct httpd_conn {
 	bool answered;
+	bool head;        /* a HEAD: its answer's headers alone (RFC 9110 9.3.2) */
 	size_t head_scan; /* of the head, bytes searched (http_parse_request_from) */
 };
 
@@ -84,6 +85,13 @@ static void httpd_reply(struct kvtd_conn *c, int code, const char *reason, const
 		free(body);
 		kvtd_conn_stop_input(c);
 		return;
+	}
+	if (hc->head) {
+		/* Content-Length says what a GET would carry; no bytes follow
+		 * (a HEAD /healthz was answered "ok\n" after its headers) */
+		free(body);
+		body = NULL;
+		body_len = 0;
 	}
 	o->iov = o->iov_small;
 	o->iov[0] = (struct iovec){ head, (size_t)hl };
@@ -165,6 +173,7 @@ static void httpd_handle(struct kvtd_conn *c, const struct http_req *rq)
 
 	if (q)
 		pl = (size_t)(q - rq->path);
+	((struct httpd_conn *)c->alt)->head = head;
 	kvtd_metrics_http(srv, KVTD_HTTP_REQUEST);
 	/* RFC 9112 3.2: an HTTP/1.1 request has one Host header (it may be
 	 * empty), HTTP/1.0 one at most; else 400, as the S3 listener
@@ -221,11 +230,6 @@ static void httpd_handle(struct kvtd_conn *c, const struct http_req *rq)
 		if (httpd_metrics_page(c, &body, &bl) < 0) {
 			httpd_text(c, 500, "Internal Server Error", "out of memory\n", NULL);
 			return;
-		}
-		if (head) {
-			free(body);
-			body = NULL;
-			bl = 0;
 		}
 		httpd_reply(c, 200, "OK", "text/plain; version=0.0.4; charset=utf-8", body, bl, NULL,
 			    head ? NULL : &c->loop->metrics_out);

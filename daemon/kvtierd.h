@@ -464,6 +464,10 @@ struct kvtd_out {
 	uint64_t bytes;        /* total bytes of this frame */
 	uint64_t mem_len;      /* bytes charged to mem_used (kvtd_conn_queue) */
 	uint64_t pin_len;      /* value bytes behind its pins (kvtd_conn.pin_bytes) */
+	uint64_t pin_held;     /* the values its pins hold, when more than pin_len:
+				* an S3 answer of a Range keeps its whole object
+				* pinned, and is counted so in the pin caps
+				* (kvtd_out_pinned); 0: pin_len */
 	struct kvtd_tstat *pin_tstat; /* the tenant pin_len counts in (pinned): set
 				       * before kvtd_conn_queue by a protocol whose
 				       * connection has several (S3: the GET's
@@ -480,6 +484,14 @@ struct kvtd_out {
 			        * (httpd: the loop's metrics_out), or NULL */
 	struct iovec iov_small[2];
 };
+
+/* What an output entry counts in its connection's pin_bytes and its
+ * tenant's pinned: the values its pins hold (pin_held), at least the
+ * bytes it sends from them. */
+static inline uint64_t kvtd_out_pinned(const struct kvtd_out *o)
+{
+	return o->pin_held > o->pin_len ? o->pin_held : o->pin_len;
+}
 
 /* One namespace a connection has named: the check "is it this tenant's?"
  * is done once per connection and digest. */

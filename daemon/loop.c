@@ -638,10 +638,10 @@ static void loop_out_done(struct kvtd_conn *c, struct kvtd_out *o)
 	if (o->tstat)
 		atomic_fetch_sub_explicit(&o->tstat->out_charged, o->tenant_len,
 					  memory_order_relaxed);
-	if (o->pin_len) {
-		c->pin_bytes -= o->pin_len;
+	if (kvtd_out_pinned(o)) {
+		c->pin_bytes -= kvtd_out_pinned(o);
 		if (o->pin_tstat)
-			atomic_fetch_sub_explicit(&o->pin_tstat->pinned, o->pin_len,
+			atomic_fetch_sub_explicit(&o->pin_tstat->pinned, kvtd_out_pinned(o),
 						  memory_order_relaxed);
 	}
 	kvtd_out_free(c->loop->srv, o);
@@ -726,12 +726,12 @@ void kvtd_conn_queue(struct kvtd_conn *c, struct kvtd_out *o)
 		kvtd_out_free(srv, o);
 		return;
 	}
-	if (o->pin_len) {
+	if (kvtd_out_pinned(o)) {
 		if (!c->pin_bytes) {
 			c->drain_mark_ns = c->loop->now_ns;
 			c->drain_mark_out = c->bytes_out;
 		}
-		c->pin_bytes += o->pin_len;
+		c->pin_bytes += kvtd_out_pinned(o);
 		/* given back to the tenant it was counted in, not to the
 		 * connection's tenant when written: two S3 signers on one
 		 * connection wrapped the second's count below zero
@@ -741,7 +741,7 @@ void kvtd_conn_queue(struct kvtd_conn *c, struct kvtd_out *o)
 		if (!o->pin_tstat)
 			o->pin_tstat = c->tstat;
 		if (o->pin_tstat)
-			atomic_fetch_add_explicit(&o->pin_tstat->pinned, o->pin_len,
+			atomic_fetch_add_explicit(&o->pin_tstat->pinned, kvtd_out_pinned(o),
 						  memory_order_relaxed);
 	}
 	/* Encoded bytes and the entry itself are charged; pinned DRAM runs
@@ -859,7 +859,7 @@ static void loop_conn_flush(struct kvtd_conn *c)
 			if (!c->out_head)
 				c->out_tail = NULL;
 			KVTD_COUNT(srv, frames_out, 1);
-			if (o->pin_len)
+			if (kvtd_out_pinned(o))
 				unpinned = true;
 			loop_out_done(c, o);
 		}

@@ -138,6 +138,8 @@ struct s3d_req {
 	bool keep_alive;
 	/* target */
 	char bucket[64];
+	bool vhost;                /* the bucket named by the Host header (--s3-domain):
+				    * Host must be signed (s3d.c s3d_auth) */
 	char *key;                 /* decoded, NUL-terminated, owned */
 	size_t key_len;
 	char upload_id[40];
@@ -289,8 +291,9 @@ static inline uint64_t s3d_get64(const uint8_t *p)
 void s3d_text(struct s3d_req *rq, const void *p, size_t len);
 void s3d_printf(struct s3d_req *rq, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void s3d_xml_str(struct s3d_req *rq, const char *s, size_t n);
-/* The answer keeps its item's pin (len value bytes behind it), counted
- * against the pin caps from now: s3reply.c "Pinned answers". */
+/* The answer keeps its item's pin (len: the bytes of the value it holds,
+ * the whole object's whatever range is sent), counted against the pin
+ * caps from now: s3reply.c "Pinned answers". */
 void s3d_keep_pin(struct s3d_req *rq, struct s3d_item *it, uint64_t len);
 /* Whether rq's GET, done, may keep its pins (false: a cap refuses it,
  * *why says which): s3reply.c "Pinned answers". */

@@ -420,6 +420,9 @@ static struct kvtd_out *s3d_out(struct kvtd_server *srv, struct s3d_req *rq)
 	 * parses no new request. */
 	if (rq->npin)
 		o->pin_len = o->bytes - rq->tlen;
+	/* the caps count the objects its pins hold (s3d_keep_pin), not the
+	 * bytes sent from them: a Range of one byte kept a whole object */
+	o->pin_held = rq->pin_held;
 	/* private SSD copies behind the pins: their charge goes with them
 	 * (given back when written, loop.c) */
 	o->copy_len = rq->pins_copy;

@@ -63,7 +63,12 @@ given back once on every path: reset connections, requests in the
 store, answers half written), resp_echo_balance (ECHOs answered from the
 command's bytes, reset while waiting or half written: charged once,
 given back), s3_pins_signers (two tenants' GETs pipelined on one
-connection behind a slow request: each GET's pins in its signer's cap).
+connection behind a slow request: each GET's pins in its signer's cap),
+s3_copy_key (x-amz-copy-source keys with '?' and NUL: the object named),
+s3_write_conds (conditions on writes kvtierd does not evaluate: refused),
+s3_pins_range (unread one-byte Range GETs: their whole objects in the pin caps),
+s3_abort_parts (AbortMultipartUpload deletes the upload's parts),
+s3_throttle_kept (an address's auth throttle spares its proven connections).
 """
 import base64
 import datetime
@@ -810,6 +815,27 @@ def s3_body(ph):
     ph.case("aws-chunked: bytes past its end",
             trailer("/hbkt/trbad", b"3\r\nabc\r\n0\r\n\r\nEXTRA", 3), 400, "IncompleteBody")
     assert get("/hbkt/trbad")[0] == 404
+    # A PUT that signed its content's SHA-256 (and its decoded length),
+    # sent again with an aws-chunked body of other bytes and an unsigned
+    # Content-Encoding: aws-chunked (or Transfer-Encoding: chunked): the
+    # hash still holds.  Content-Encoding turned it off, and "evil" was
+    # stored under a signature of "good" (redhttp, 2026-12-06)
+    for what, enc in (("Content-Encoding: aws-chunked", "content-encoding: aws-chunked"),
+                      ("Transfer-Encoding: chunked", "transfer-encoding: chunked")):
+        for body, status in ((b"evil", 400), (b"good", 200)):
+            h = {"host": "127.0.0.1:%d" % P, "x-amz-decoded-content-length": "4"}
+            auth = sign("PUT", "/hbkt/sha", "", h, hashlib.sha256(b"good").hexdigest())
+            wire = b"4\r\n" + body + b"\r\n0\r\n\r\n"
+            length = "" if enc.startswith("transfer") else "content-length: %d\r\n" % len(wire)
+            msg = ("PUT /hbkt/sha HTTP/1.1\r\n" + "".join("%s: %s\r\n" % kv for kv in h.items())
+                   + "authorization: %s\r\n%s\r\n%s\r\n" % (auth, enc, length)).encode() + wire
+            ph.case("signed sha256(good), %s, %s" % (what, body.decode()), msg, status,
+                    "XAmzContentSHA256Mismatch" if status == 400 else None, close=False,
+                    then=ok)
+            st, _, b = get("/hbkt/sha")
+            ph.expect(st == 404 if status == 400 else (st, b) == (200, b"good"), what, body,
+                      "stored", st, b[:40])
+            http(P, signed_msg(P, "DELETE", "/hbkt/sha"), src=PROBER)
 
 
 # ---------------------------------------------------------------------------
@@ -1802,6 +1828,23 @@ def metrics(ph):
         # one request a connection, always closed after its answer
         return ph.case(what, data, st, port=M, src=kw.pop("src", None) or ph.addr(), **kw)
     mc("/healthz without a token", b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n", 200)
+    # a HEAD's answer is its headers alone (RFC 9110 9.3.2): HEAD
+    # /healthz was answered "ok\n" after them (redhttp, 2026-12-06); its
+    # Content-Length is a GET's (/metrics: the page's, was 0).  The case
+    # reads none and asserts the close comes next
+    for what, data, st in (("HEAD /healthz", b"HEAD /healthz HTTP/1.1\r\nHost: x\r\n\r\n", 200),
+                           ("HEAD of a path not there",
+                            good.replace(b"GET /metrics", b"HEAD /nope"), 404),
+                           ("HEAD /metrics", good.replace(b"GET", b"HEAD"), 200)):
+        s = socket.create_connection(("127.0.0.1", M), source_address=(ph.addr(), 0))
+        s.sendall(data)
+        out, _ = read_until(s, b"\0never", 5.0)  # all of it, to the close
+        s.close()
+        head, _, rest = out.partition(b"\r\n\r\n")
+        m = re.search(rb"content-length: *(\d+)", head, re.I)
+        ph.expect(head.startswith(b"HTTP/1.1 %d " % st) and rest == b"" and m and
+                  (int(m.group(1)) > 1000 or what != "HEAD /metrics"), what, out[:300])
+        ph.cases += 1
     # a Host in HTTP/1.1, once (RFC 9112 3.2: 400, as the S3 listener;
     # hostfix: one without was served), none needed in HTTP/1.0
     mc("HTTP/1.1 without Host", b"GET /healthz HTTP/1.1\r\n\r\n", 400)
@@ -6004,6 +6047,31 @@ def s3_vhost(ph):
     # two Host headers (RFC 9112 3.2), one under the domain
     two = vh("GET", "hbkt", "/known").replace(b"\r\n\r\n", b"\r\nHost: 127.0.0.1\r\n\r\n", 1)
     ph.case("two Host headers", two, 400, "InvalidArgument")
+    # Host names the bucket, so it must be signed: a DELETE of hbkt's
+    # /victim signed without it was taken, and sent again with another
+    # Host deleted other's /victim (redhttp, 2026-12-06); path-style, a
+    # signature without host is still taken (doc/security.md)
+    run(sm("PUT", "/other"), 200, "CreateBucket other")
+    for b in ("hbkt", "other"):
+        run(sm("PUT", "/%s/victim" % b, body=b"victim of " + b.encode()), 200, "PUT victim")
+
+    def unsigned_host(method, path, host, sent_host=None):
+        """signed for host, without it in SignedHeaders; sent with
+        sent_host"""
+        h = {"host": host}
+        ph_ = hashlib.sha256(b"").hexdigest()
+        auth = sign(method, path, "", h, ph_, signed=["x-amz-content-sha256", "x-amz-date"])
+        return ("%s %s HTTP/1.1\r\nhost: %s\r\nx-amz-date: %s\r\nx-amz-content-sha256: %s"
+                "\r\nauthorization: %s\r\n\r\n" % (method, path, sent_host or host,
+                                                      h["x-amz-date"], ph_, auth)).encode()
+    for sent in ("hbkt", "other"):
+        ph.case("vhost DELETE for hbkt, host not signed, sent to " + sent,
+                unsigned_host("DELETE", "/victim", "hbkt.s3.test:%d" % P,
+                              "%s.s3.test:%d" % (sent, P)), 403, "AccessDenied")
+    for b in ("hbkt", "other"):
+        run(sm("GET", "/%s/victim" % b), 200, "victim kept", b"victim of " + b.encode())
+    run(unsigned_host("GET", "/other/victim", "127.0.0.1:%d" % P), 200,
+        "path-style GET, host not signed", b"victim of other")
     ph.case("a kept connection after vhost requests", vh("GET", "hbkt", "/known"), 200,
             close=False, then=ok)
 
@@ -6011,6 +6079,288 @@ def s3_vhost(ph):
 s3_vhost.extra = ["--s3-domain", VHOST_DOMAINS]
 s3_vhost.tenants = ("alice %s tenant\nbob %s tenant\ngrant alice model=s3/shared to bob\n"
                     % (ALICE[1], BOB[1]))
+
+
+@phase
+def s3_copy_key(ph):
+    """x-amz-copy-source names a key by its bytes: a key's own '?' (sent
+    as %3F, as botocore quotes it) and %00 are the key's, and only a '?'
+    as sent starts a query (?versionId=).  The query was cut after the
+    value was decoded and the key read up to its first NUL, so a
+    CopyObject or UploadPartCopy of "a?b" (or "c\0d") copied the object
+    "a" ("c"): bytes other than those put under the name asked for
+    (redhttp, 2026-12-06)."""
+    P, ok, sm, req = ph.kit()
+    objs = {"a": b"bytes of a", "a%3Fb": b"bytes of a?b", "c": b"bytes of c",
+            "c%00d": b"bytes of c NUL d", "e%3Ff": b"bytes of e?f"}
+    for k, v in objs.items():
+        st, _, b = req("PUT", "/hbkt/" + k, body=v)
+        assert st == 200, (k, st, b)
+    # (e?f has no "e" beside it: the old server's copy was NoSuchKey)
+    for src, want in (("/hbkt/a%3Fb", "a%3Fb"), ("hbkt/a%3Fb", "a%3Fb"),
+                      ("/hbkt/a%3Fb?versionId=null", "a%3Fb"), ("/hbkt/c%00d", "c%00d"),
+                      ("/hbkt/e%3Ff", "e%3Ff"), ("/hbkt/a?versionId=x%3Fb", "a")):
+        st, _, b = ph.case("CopyObject of " + src, sm("PUT", "/hbkt/dst", extra={
+            "x-amz-copy-source": src}), 200, close=False, then=ok)
+        st, _, b = req("GET", "/hbkt/dst")
+        ph.expect(st == 200 and b == objs[want], "copy of", src, st, b[:200])
+        req("DELETE", "/hbkt/dst")
+    for src in ("/hbkt%00x/a", "/hbkt%00/a", "/hbkt/", "/hbkt?x/a"):
+        ph.case("CopyObject of " + src, sm("PUT", "/hbkt/dst", extra={
+            "x-amz-copy-source": src}), 400, "InvalidArgument", close=False, then=ok)
+    # UploadPartCopy, then Complete: the object is the source's bytes
+    st, _, body = req("POST", "/hbkt/mpc", query="uploads")
+    assert st == 200, (st, body)
+    uid = re.search(rb"<UploadId>([0-9a-f]{32})</UploadId>", body).group(1).decode()
+    ph.case("UploadPartCopy of e%3Ff", sm("PUT", "/hbkt/mpc", query="partNumber=1&uploadId=" +
+                                         uid, extra={"x-amz-copy-source": "/hbkt/e%3Ff"}),
+            200, close=False, then=ok)
+    xml = ("<CompleteMultipartUpload><Part><PartNumber>1</PartNumber></Part>"
+           "</CompleteMultipartUpload>").encode()
+    st, _, b = req("POST", "/hbkt/mpc", query="uploadId=" + uid, body=xml)
+    ph.expect(st == 200, "Complete", st, b[:200])
+    st, _, b = req("GET", "/hbkt/mpc")
+    ph.expect(st == 200 and b == objs["e%3Ff"], "UploadPartCopy's object", st, b[:200])
+
+
+@phase
+def s3_write_conds(ph):
+    """A write's condition kvtierd does not evaluate is refused (501
+    NotImplemented, before the body), never ignored: PutObject's If-Match
+    and If-None-Match other than *, CopyObject's and UploadPartCopy's
+    x-amz-copy-source-if-* and If-(None-)Match, CompleteMultipartUpload's
+    If-(None-)Match.  Ignored, each write went ahead: a PUT with a stale
+    If-Match replaced the object, a copy with If-None-Match: * replaced an
+    existing one (redhttp, 2026-12-06).  PutObject's If-None-Match: *
+    still holds (412)."""
+    P, ok, sm, req = ph.kit()
+    st, _, b = req("PUT", "/hbkt/o", body=b"v1")
+    assert st == 200, (st, b)
+    st, _, b = req("POST", "/hbkt/mpw", query="uploads")
+    assert st == 200, (st, b)
+    uid = re.search(rb"<UploadId>([0-9a-f]{32})</UploadId>", b).group(1).decode()
+    st, _, b = req("PUT", "/hbkt/mpw", query="partNumber=1&uploadId=" + uid, body=b"part")
+    assert st == 200, (st, b)
+    xml = ("<CompleteMultipartUpload><Part><PartNumber>1</PartNumber></Part>"
+           "</CompleteMultipartUpload>").encode()
+    src = {"x-amz-copy-source": "/hbkt/known"}
+    cases = [("PUT If-Match", sm("PUT", "/hbkt/o", body=b"v2", extra={"if-match": '"x"'})),
+             ("PUT If-Match *", sm("PUT", "/hbkt/o", body=b"v2", extra={"if-match": "*"})),
+             ("PUT If-None-Match ETag", sm("PUT", "/hbkt/o", body=b"v2",
+                                          extra={"if-none-match": '"x"'}))]
+    for h, v in (("x-amz-copy-source-if-match", '"x"'), ("x-amz-copy-source-if-none-match",
+                 '"x"'), ("x-amz-copy-source-if-modified-since", "Sat, 1 Jan 2050 00:00:00 GMT"),
+                 ("x-amz-copy-source-if-unmodified-since", "Sat, 1 Jan 2000 00:00:00 GMT"),
+                 ("if-none-match", "*"), ("if-match", '"x"')):
+        cases.append(("CopyObject " + h, sm("PUT", "/hbkt/o", extra=dict(src, **{h: v}))))
+        cases.append(("UploadPartCopy " + h, sm("PUT", "/hbkt/mpw", query="partNumber=2&"
+                                                "uploadId=" + uid, extra=dict(src, **{h: v}))))
+    for h, v in (("if-none-match", "*"), ("if-match", '"x"')):
+        cases.append(("Complete " + h, sm("POST", "/hbkt/o", query="uploadId=" + uid,
+                                          body=xml, extra={h: v})))
+    for what, msg in cases:
+        ph.case(what, msg, 501, "NotImplemented")
+        st, _, b = req("GET", "/hbkt/o")
+        ph.expect(st == 200 and b == b"v1", what, "the object after it", st, b[:200])
+    st, _, b = req("GET", "/hbkt/mpw", query="uploadId=" + uid)
+    ph.expect(st == 200 and re.findall(rb"<PartNumber>(\d+)</PartNumber>", b) == [b"1"],
+              "the upload's parts", st, b[:300])
+    ph.case("PUT If-None-Match * of an existing key", sm("PUT", "/hbkt/o", body=b"v2", extra={
+        "if-none-match": "*"}), 412, "PreconditionFailed", close=False, then=ok)
+    ph.case("PUT If-None-Match * of a new key", sm("PUT", "/hbkt/o2", body=b"v2", extra={
+        "if-none-match": "*"}), 200, close=False, then=ok)
+
+
+@phase
+def s3_pins_range(ph):
+    """One connection GETs a 6 MiB object whole and, behind it, one byte
+    (Range: bytes=0-0) of each of 9 others, and never reads (--dram 64M:
+    a connection's pins 8 MiB).  Each answer keeps its whole object
+    pinned; the caps counted the bytes sent, 6 MiB and 9 bytes, so all
+    10 objects stayed pinned (60 MiB of the tier) and another tenant's
+    PUT of 8 MiB was refused 503 (redhttp, 2026-12-06).  Now an answer
+    counts the object its pin holds: at most 4 pinned, as for whole
+    GETs (s3_pins), and the PUT is served.  Ranges read as they come are
+    the objects' bytes, and their pins go back."""
+    srv, P = ph.srv, ph.srv.port
+    st, _, body = http(P, signed_msg(P, "PUT", "/bobbkt", who=BOB), src=PROBER)
+    assert st == 200, (st, body)
+    big = 6 << 20
+    for i in range(10):
+        st, _, body = http(P, signed_msg(P, "PUT", "/hbkt/pin%d" % i, body=b"%d" % i * big),
+                           src=PROBER, timeout=20)
+        assert st == 200, (i, st, body[:200])
+    # ranges read as they come: the bytes asked for, pins given back
+    s = socket.create_connection(("127.0.0.1", P), source_address=(ph.addr(), 0))
+    rs = [("bytes=0-0", 0, 1), ("bytes=5-9", 5, 10), ("bytes=-3", big - 3, big),
+          ("bytes=%d-" % (big - 2), big - 2, big)]
+    s.sendall(b"".join(signed_msg(P, "GET", "/hbkt/pin%d" % (2 + k), extra={"range": r})
+                       for k, (r, _, _) in enumerate(rs)))
+    for k, (r, a, z) in enumerate(rs):
+        st, _, body = read_answer(s, 10.0)
+        ph.expect(st == 206 and body == (b"%d" % (2 + k) * big)[a:z], "range", r, st,
+                  body[:40])
+    s.close()
+    end = time.monotonic() + 5
+    while srv.metric("kvtier_pins_active") > 0 and time.monotonic() < end:
+        time.sleep(0.1)
+    ph.expect(srv.metric("kvtier_pins_active") == 0, "pins given back")
+    pins0 = srv.metric("kvtier_pins_active")
+    s = socket.create_connection(("127.0.0.1", P), source_address=(ph.addr(), 0))
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    s.sendall(signed_msg(P, "GET", "/hbkt/pin0") + b"".join(
+        signed_msg(P, "GET", "/hbkt/pin%d" % i, extra={"range": "bytes=0-0"})
+        for i in range(1, 10)))
+    time.sleep(1.0)
+    pins = srv.metric("kvtier_pins_active") - pins0
+    print("a whole GET and 9 one-byte ranges of 6 MiB objects, unread: %d pins" % pins)
+    ph.expect(pins <= 4, "pins of one connection's unread ranges", pins)
+    v = os.urandom(8 << 20)
+    st, _, body = http(P, signed_msg(P, "PUT", "/bobbkt/big", body=v, who=BOB), src=PROBER,
+                       timeout=20)
+    print("the other tenant's PUT of 8 MiB beside them: %d %s" % (st, code_of(body)))
+    ph.expect(st == 200, "the other tenant's PUT beside pinned ranges", st, body[:200])
+    s.close()
+    # (with --ssd 0 the PUT evicted what was not pinned, bucket markers
+    # included: the buckets and the probe's object are made again)
+    http(P, signed_msg(P, "PUT", "/bobbkt", who=BOB), src=PROBER)
+    setup_bucket(srv)
+    # what the ranges counted went back: her 3 fresh unread GETs of 6 MiB
+    # (18 MiB, past her 16 MiB cap only with the third) are each answered
+    end = time.monotonic() + 5
+    while srv.metric("kvtier_pins_active") > pins0 and time.monotonic() < end:
+        time.sleep(0.1)
+    socks, sts = [], []
+    for i in range(3):
+        st, _, body = http(P, signed_msg(P, "PUT", "/hbkt/after%d" % i, body=b"a" * big),
+                           src=PROBER, timeout=20)
+        assert st == 200, (i, st, body[:200])
+    for i in range(3):
+        s = socket.create_connection(("127.0.0.1", P), source_address=(ph.addr(), 0))
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        s.sendall(signed_msg(P, "GET", "/hbkt/after%d" % i))
+        s.settimeout(5)
+        sts.append(int(s.recv(12, socket.MSG_PEEK).split(b" ")[1]))
+        socks.append(s)
+    ph.expect(sts == [200] * 3, "fresh unread GETs after the ranges", sts)
+    for s in socks:
+        s.close()
+    ph.cases += 1
+    ph.probe("pinned ranges")
+
+
+@phase
+def s3_abort_parts(ph):
+    """AbortMultipartUpload deletes the upload's parts, not only its
+    marker: the parts of an aborted upload (or of one with parts past the
+    1023 a Complete takes) were reachable by no request and held their
+    DRAM until evicted or the bucket was deleted -- 4 parts of 1 MiB, 4
+    MiB of DRAM used after the Abort (redhttp, 2026-12-06).  Another
+    upload of the same key beside it keeps its part and completes.  A
+    Complete deletes the parts it does not list, as S3 does."""
+    srv = ph.srv
+    P, ok, sm, req = ph.kit()
+
+    def upload():
+        st, _, b = req("POST", "/hbkt/ab", query="uploads")
+        assert st == 200, (st, b)
+        return re.search(rb"<UploadId>([0-9a-f]{32})</UploadId>", b).group(1).decode()
+    keep = upload()
+    kept = os.urandom(1 << 20)
+    st, _, b = req("PUT", "/hbkt/ab", query="partNumber=3&uploadId=" + keep, body=kept)
+    assert st == 200, (st, b)
+    uid = upload()
+    used0 = srv.metric("kvtier_dram_used_bytes")
+    for pn in (1, 2, 7, 10000):
+        st, _, b = req("PUT", "/hbkt/ab", query="partNumber=%d&uploadId=%s" % (pn, uid),
+                       body=os.urandom(1 << 20))
+        assert st == 200, (pn, st, b)
+    used1 = srv.metric("kvtier_dram_used_bytes")
+    t0 = time.monotonic()
+    ph.case("AbortMultipartUpload of 4 parts", sm("DELETE", "/hbkt/ab", query="uploadId=" + uid),
+            204, close=False, then=ok)
+    took = time.monotonic() - t0
+    used2 = srv.metric("kvtier_dram_used_bytes")
+    print("4 parts of 1 MiB: DRAM used %+d KiB, after the Abort %+d KiB (its answer %.1f ms)" % (
+        (used1 - used0) / 1024, (used2 - used0) / 1024, took * 1e3))
+    ph.expect(used1 - used0 >= 4 << 20, "the parts in DRAM", used1 - used0)
+    ph.expect(used2 - used0 <= 256 << 10, "the aborted parts' DRAM", used2 - used0)
+    ph.case("AbortMultipartUpload again", sm("DELETE", "/hbkt/ab", query="uploadId=" + uid),
+            404, "NoSuchUpload", close=False, then=ok)
+    ph.case("UploadPart after the Abort", sm("PUT", "/hbkt/ab", query="partNumber=1&uploadId=" +
+                                            uid, body=b"late"), 404, "NoSuchUpload")
+    # the other upload of the key: its part kept, completed exactly
+    st, _, b = req("GET", "/hbkt/ab", query="uploadId=" + keep)
+    ph.expect(st == 200 and re.findall(rb"<PartNumber>(\d+)</PartNumber>", b) == [b"3"],
+              "the other upload's parts", st, b[:300])
+    xml = b"<CompleteMultipartUpload><Part><PartNumber>3</PartNumber></Part>" \
+          b"</CompleteMultipartUpload>"
+    st, _, b = req("POST", "/hbkt/ab", query="uploadId=" + keep, body=xml)
+    ph.expect(st == 200, "Complete of the other upload", st, b[:200])
+    st, _, b = req("GET", "/hbkt/ab")
+    ph.expect(st == 200 and b == kept, "the completed object", st, len(b))
+    # a Complete deletes the parts it does not list (S3 does): parts 2
+    # and 3 of 1 MiB were left, reachable by no request (redhttp)
+    cu = upload()
+    parts = [os.urandom(1 << 20) for _ in range(3)]
+    used0 = srv.metric("kvtier_dram_used_bytes")
+    for pn, body in enumerate(parts, 1):
+        st, _, b = req("PUT", "/hbkt/ab", query="partNumber=%d&uploadId=%s" % (pn, cu),
+                       body=body)
+        assert st == 200, (pn, st, b)
+    t0 = time.monotonic()
+    st, _, b = req("POST", "/hbkt/ab", query="uploadId=" + cu, body=xml.replace(b"3", b"1"))
+    took = time.monotonic() - t0
+    ph.expect(st == 200, "Complete of part 1 of 3", st, b[:200])
+    used2 = srv.metric("kvtier_dram_used_bytes")
+    print("Complete of part 1 of 3 parts of 1 MiB: %.1f ms; DRAM used then %+d KiB" % (
+        took * 1e3, (used2 - used0) / 1024))
+    ph.expect(used2 - used0 <= (1 << 20) + (256 << 10), "the unlisted parts' DRAM",
+              used2 - used0)
+    st, _, b = req("GET", "/hbkt/ab")
+    ph.expect(st == 200 and b == parts[0], "the object of part 1", st, len(b))
+
+
+@phase
+def s3_throttle_kept(ph):
+    """An address's failed-signature throttle (20 a second) refuses the
+    unproven, not a connection's own signer: every S3 request is signed,
+    and 30 bad signatures from an address (no secret needed) had alice's
+    authenticated keep-alive connection from it answered 503 SlowDown and
+    closed, each second the flood went on (redhttp, 2026-12-06; native
+    and RESP consult it once, at AUTH).  A request of another access key
+    on her connection is still refused unchecked while it holds."""
+    P = ph.srv.port
+    A = ph.addr()
+    s = socket.create_connection(("127.0.0.1", P), source_address=(A, 0))
+    s.sendall(signed_msg(P, "GET", "/hbkt/known"))
+    ph.expect(read_answer(s)[0] == 200, "alice's first GET")
+    # the throttle counts per second of CLOCK_MONOTONIC (Python's
+    # monotonic on Linux): all of it in one, from its start
+    time.sleep(1.02 - time.monotonic() % 1.0)
+    sts = [http(P, signed_msg(P, "GET", "/hbkt/known", who=("eve", "guess")), src=A)[0]
+           for _ in range(30)]
+    print("30 bad signatures from her address: %d 403, %d 503" % (sts.count(403),
+                                                                 sts.count(503)))
+    ph.expect(sts.count(503) >= 5, "the address throttled", sts)
+    got = []
+    for _ in range(5):
+        s.sendall(signed_msg(P, "GET", "/hbkt/known"))
+        st, _, body = read_answer(s)
+        got.append(st)
+        if st != 200:
+            break
+    ph.expect(got == [200] * 5, "alice's GETs on her connection, throttled address", got)
+    # within the same second: a guess of bob's secret on her connection
+    # is refused unchecked, and closes it
+    s.sendall(signed_msg(P, "GET", "/hbkt/known", who=("bob", "guess")))
+    st, _, body = read_answer(s)
+    ph.expect(st == 503 and code_of(body) == "SlowDown" or st == 403,
+              "another key on her connection", st, body[:200])
+    ph.expect(closed_after(s), "her connection closed after it")
+    s.close()
+    ph.cases += 1
+    ph.probe("a throttled address")
 
 
 
