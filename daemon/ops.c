@@ -1688,8 +1688,24 @@ static void ops_stats(struct kvtd_frame *fr)
 		kvtd_reply_error(fr, -ENOMEM, "server out of memory");
 		goto out;
 	}
-	kvtd_resp_init(fr, &rf, 0);
-	kvtd_reply(fr, &rf, st.v, st.n);
+	/* At most the items_max HELLO announced a frame (KVTD_FRAME_ITEMS_MAX),
+	 * the rest in more frames of the tag (doc/protocol.md section 2): a
+	 * client checks an answer against the limits announced, and one frame
+	 * of every figure -- ~8 a quota group, ~20 a namespace row -- was
+	 * refused PROTO_ECOUNT past ~130 tenants (STATS ALL) or ~50
+	 * namespaces (a tenant's), by the daemon's own peer too (repair.c's
+	 * drain poll, daemon/peer.c). */
+	for (uint32_t start = 0;;) {
+		uint32_t n = st.n - start > KVTD_FRAME_ITEMS_MAX ? KVTD_FRAME_ITEMS_MAX
+								 : st.n - start;
+		kvtd_resp_init(fr, &rf, 0);
+		if (start + n < st.n)
+			rf.flags |= PROTO_F_MORE;
+		kvtd_reply(fr, &rf, st.v + start, n);
+		start += n;
+		if (start >= st.n)
+			break;
+	}
 	/* A STATS of a tenant's 256 namespace rows is ~5,000 figures, 1 ms
 	 * of the loop (release), for a 48-byte frame: counted as its figures,
 	 * so a connection (and a tenant) answers one such a loop iteration,

@@ -8539,6 +8539,94 @@ static void phase_stats_flood(void)
 }
 
 /* ------------------------------------------------------------------------
+ * stats_frames (redbin): a STATS answer is every figure -- ~8 a quota
+ * group (STATS ALL), ~20 a namespace row (a tenant's) -- and went out as
+ * one frame, while HELLO announces items_max 1024: a client that checks
+ * an answer against the limits announced (the tests' client, the
+ * daemon's own peer: repair.c's drain poll) was refused it, PROTO_ECOUNT,
+ * past ~130 tenants or ~50 namespaces.  Now it comes in frames of at
+ * most 1024 items, MORE on all but the last.
+ */
+
+#define STF_TENANTS 200u
+#define STF_NS 100u
+
+struct stf_count {
+	uint64_t items, max_frame, groups;
+};
+
+static void stf_item(void *ctx, const struct kc_resp *r, const struct proto_item *it)
+{
+	struct stf_count *n = ctx;
+	static const char tail[] = ".dram_limit";
+
+	n->items++;
+	if (r->f.item_count > n->max_frame)
+		n->max_frame = r->f.item_count;
+	if (it->name_len > 6 + sizeof(tail) - 1 && memcmp(it->name, "quota.", 6) == 0 &&
+	    memcmp(it->name + it->name_len - (sizeof(tail) - 1), tail, sizeof(tail) - 1) == 0)
+		n->groups++;
+}
+
+static int stf_stats(struct kc *c, uint32_t scope, struct stf_count *n)
+{
+	struct proto_frame f = { .op = PROTO_OP_STATS };
+	int32_t status = 0;
+	int frames;
+
+	memset(n, 0, sizeof(*n));
+	f.scope.scope = scope;
+	if (kc_request(c, &f, NULL, 0, NULL, 0) < 0)
+		return -EIO;
+	frames = kc_recv_items(c, 5000, stf_item, n, &status);
+	return frames < 0 ? frames : status < 0 ? status : frames;
+}
+
+static void phase_stats_frames(void)
+{
+	const char *extra[] = { "--ssd", "0", "--set", "stats.namespaces=256", NULL };
+	char *t = tenants_text("t", STF_TENANTS), name[64];
+	struct stf_count n;
+	uint64_t v = 0, group = 0;
+	int frames;
+	struct kc a, m;
+
+	start_with("stats_frames", extra, t);
+	free(t);
+	T_RC(kc_dial(&a, srv.port, "admin", SECRET_ADMIN), 0);
+	T_RC(kc_dial(&m, srv.port, "t199", SECRET_ALICE), 0);
+	cf_register(&m, "stf", STF_NS);
+	frames = stf_stats(&a, PROTO_SCOPE_ALL, &n);
+	printf("stats_frames: STATS ALL of %u tenants: %d frames, %" PRIu64 " items (%" PRIu64
+	       " quota groups), at most %" PRIu64 " a frame (items_max %u)\n",
+	       STF_TENANTS + 1, frames, n.items, n.groups, n.max_frame, a.lim.items_max);
+	T_GE_INT(frames, 2);
+	T_LE_INT(n.max_frame, a.lim.items_max);
+	T_GE_INT(n.groups, STF_TENANTS + 1);
+	/* the figures of the last group, in the last frames */
+	T_RC(kc_stat(&m, PROTO_SCOPE_TENANT, "tenant.quota_group", &group), 0);
+	snprintf(name, sizeof(name), "quota.%" PRIu64 ".dram_limit", group);
+	T_RC(kc_stat(&a, PROTO_SCOPE_ALL, name, &v), 0);
+	T_EQ_U64(v, 1u << 20);
+	/* a tenant's own, 100 namespace rows */
+	frames = stf_stats(&m, PROTO_SCOPE_TENANT, &n);
+	printf("stats_frames: a tenant's STATS of %u namespaces: %d frames, %" PRIu64
+	       " items, at most %" PRIu64 " a frame\n", STF_NS, frames, n.items, n.max_frame);
+	T_GE_INT(frames, 2);
+	T_LE_INT(n.max_frame, m.lim.items_max);
+	T_RC(kc_stat(&m, PROTO_SCOPE_TENANT, "tenant.namespaces", &v), 0);
+	T_EQ_U64(v, STF_NS);
+	T_RC(kc_stat(&m, PROTO_SCOPE_TENANT, "conn.frames", &v), 0);
+	T_GE_INT(v, 1);
+	/* the connections stay in step: a PING after */
+	T_RC(kc_ping(&a), 0);
+	T_RC(kc_ping(&m), 0);
+	kc_close(&a);
+	kc_close(&m);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
+/* ------------------------------------------------------------------------
  * resp_keys (attack26): a RESP MGET, EXISTS or DEL names up to 65535 keys
  * (an MSET 32767 pairs, two store requests each), a probe or a write of
  * a key in DRAM completes inline, and the parse budget counted a command
@@ -9972,6 +10060,7 @@ static const struct tsrv_phase phases[] = {
 	{ "metrics_cost", phase_metrics_cost },
 	{ "metrics_slow", phase_metrics_slow },
 	{ "stats_flood", phase_stats_flood },
+	{ "stats_frames", phase_stats_frames },
 	{ "resp_keys", phase_resp_keys },
 	{ "resp_reparse", phase_resp_reparse },
 	{ "resp_hello", phase_resp_hello },
