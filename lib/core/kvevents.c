@@ -72,10 +72,18 @@ static inline uint32_t kvevents_gi(uint32_t group)
 }
 
 /* A group's own socket. */
+/* A bound socket's subscriptions (kvevents.h KVEVENTS_SUBS_MAX). */
+struct kvev_subs {
+	bool bound;                     /* a listener: an XPUB */
+	uint32_t n;                     /* distinct topics its peers hold */
+	char rebind[256];               /* unbound, to bind again ("": not) */
+};
+
 struct kvev_chan {
 	uint32_t group;
 	uint32_t zap_id;                /* KVZAP_UNWATCHED if connected */
 	void *pub;
+	struct kvev_subs subs;
 	struct kvreplay_ep *rp;         /* its replay endpoint, or NULL */
 	uint64_t seq;
 	uint64_t from_batch;            /* the first batch it gets: none queued
@@ -90,6 +98,7 @@ struct kvevents {
 	const struct kvt_logger *log;
 	void *zctx, *pub;               /* pub: NULL without events.endpoint */
 	uint32_t pub_zap_id;            /* KVZAP_UNWATCHED if connected */
+	struct kvev_subs pub_subs;
 	char endpoint[256];             /* ZMQ_LAST_ENDPOINT: what it is bound to */
 
 	pthread_mutex_t chan_lock;      /* chans; their sockets are used under it */
@@ -131,7 +140,7 @@ struct kvevents {
 	struct kvreplay *rep;
 	struct kvreplay_ep *main_rp;    /* the main socket's endpoint, or NULL */
 
-	_Atomic uint64_t c_events, c_dropped, c_batches, c_send_errors, c_bytes;
+	_Atomic uint64_t c_events, c_dropped, c_batches, c_send_errors, c_bytes, c_sub_resets;
 	/* lock (counted where the drop is decided; read under it) */
 	uint64_t c_share_dropped;
 	uint64_t c_gdropped[KVT_QUOTA_GROUPS]; /* events.<g>.dropped */
@@ -497,15 +506,75 @@ static void kvevents_send_msg(struct kvevents *ev, void *pub, struct kvreplay_ep
 	atomic_fetch_add_explicit(&ev->c_bytes, (uint64_t)len, memory_order_relaxed);
 }
 
+/* Bind pub again to s->rebind, if it waits: libzmq closes the listener
+ * zmq_unbind let go of in its I/O thread, so the address may still be in
+ * use a moment: tried for up to 100 ms, then at the next send. */
+static void kvevents_rebind(struct kvevents *ev, void *pub, struct kvev_subs *s)
+{
+	for (int i = 0; s->rebind[0] && i < 100; i++) {
+		if (zmq_bind(pub, s->rebind) == 0) {
+			s->rebind[0] = 0;
+			return;
+		}
+		if (zmq_errno() != EADDRINUSE) {
+			kvt_logf(ev->log, KVT_LOG_ERROR, "events: cannot bind %s again: %s",
+				 s->rebind, zmq_strerror(zmq_errno()));
+			s->rebind[0] = 0;
+			return;
+		}
+		struct timespec ms = { 0, 1000000 };
+		nanosleep(&ms, NULL);
+	}
+}
+
+/* A bound socket (an XPUB) after a send: the topics new to its trie, and
+ * those no peer holds any more, that libzmq applied meanwhile, counted in
+ * s->n; past KVEVENTS_SUBS_MAX every peer is let go (kvevents.h). */
+static void kvevents_subs(struct kvevents *ev, void *pub, struct kvev_subs *s)
+{
+	uint8_t b[KVEVENTS_IN_MAX];
+	size_t len = sizeof(s->rebind);
+	uint64_t resets;
+
+	kvevents_rebind(ev, pub, s);
+	for (;;) {
+		int r = zmq_recv(pub, b, sizeof(b), ZMQ_DONTWAIT);
+		if (r < 1)
+			break;
+		if (b[0] == 1)
+			s->n++;
+		else if (b[0] == 0 && s->n)
+			s->n--;
+	}
+	if (s->n <= KVEVENTS_SUBS_MAX || s->rebind[0])
+		return;
+	if (zmq_getsockopt(pub, ZMQ_LAST_ENDPOINT, s->rebind, &len) < 0 || !s->rebind[0] ||
+	    zmq_unbind(pub, s->rebind) < 0) {
+		s->rebind[0] = 0;
+		return;
+	}
+	s->n = 0;
+	resets = atomic_fetch_add_explicit(&ev->c_sub_resets, 1, memory_order_relaxed) + 1;
+	if ((resets & (resets - 1)) == 0) /* 1, 2, 4, ...: a flood logs little */
+		kvt_logf(ev->log, KVT_LOG_WARN, "events: subscribers of %s held more than %u "
+			 "topics: every one let go (%" PRIu64 " times so far)", s->rebind,
+			 KVEVENTS_SUBS_MAX, resets);
+	kvevents_rebind(ev, pub, s);
+}
+
 /* evs[0..n) on socket pub: messages of at most KVEVENTS_MSG_EVENTS events
  * (kvevents.h: what a peer that stops reading holds is their size times
- * KVEVENTS_SNDHWM). */
+ * KVEVENTS_SNDHWM); subs, a bound socket's count of topics, else NULL. */
 static void kvevents_send_on(struct kvevents *ev, void *pub, struct kvreplay_ep *rp,
-			     uint64_t *seqp, const struct kvevent *evs, size_t n)
+			     uint64_t *seqp, const struct kvevent *evs, size_t n,
+			     struct kvev_subs *subs)
 {
-	for (size_t i = 0; i < n; i += KVEVENTS_MSG_EVENTS)
+	for (size_t i = 0; i < n; i += KVEVENTS_MSG_EVENTS) {
 		kvevents_send_msg(ev, pub, rp, seqp, evs + i,
 				  n - i < KVEVENTS_MSG_EVENTS ? n - i : KVEVENTS_MSG_EVENTS);
+		if (subs->bound) /* what this send applied */
+			kvevents_subs(ev, pub, subs);
+	}
 }
 
 /* Everything to the main socket; each group's share (and the clears of
@@ -513,7 +582,8 @@ static void kvevents_send_on(struct kvevents *ev, void *pub, struct kvreplay_ep 
 static void kvevents_send(struct kvevents *ev)
 {
 	if (ev->pub)
-		kvevents_send_on(ev, ev->pub, ev->main_rp, &ev->seq, ev->send.ev, ev->send.n);
+		kvevents_send_on(ev, ev->pub, ev->main_rp, &ev->seq, ev->send.ev, ev->send.n,
+				 &ev->pub_subs);
 	pthread_mutex_lock(&ev->chan_lock);
 	if (ev->chan_n && ev->sub.cap < ev->send.n) {
 		struct kvevent *na = kvt_mem_realloc(ev->mem, ev->sub.ev,
@@ -536,7 +606,8 @@ static void kvevents_send(struct kvevents *ev)
 			    ev->send.ev[i].group == KVEV_GROUP_ALL)
 				ev->sub.ev[ev->sub.n++] = ev->send.ev[i];
 		if (ev->sub.n)
-			kvevents_send_on(ev, ch->pub, ch->rp, &ch->seq, ev->sub.ev, ev->sub.n);
+			kvevents_send_on(ev, ch->pub, ch->rp, &ch->seq, ev->sub.ev, ev->sub.n,
+					 &ch->subs);
 	}
 	pthread_mutex_unlock(&ev->chan_lock);
 }
@@ -630,19 +701,25 @@ static void kvevents_free(struct kvevents *ev)
  * A bound one is watched (kvzap_watch): *zap_id, else KVZAP_UNWATCHED.
  * 0, KVT_EOPTVAL (refused: logged), -ENOMEM, -errno. */
 static int kvevents_socket(struct kvevents *ev, const char *ep, const char *what, void **out,
-			   uint32_t *zap_id)
+			   uint32_t *zap_id, bool *bound)
 {
-	int linger = 200, hwm = KVEVENTS_SNDHWM, ret;
-	void *pub = zmq_socket(ev->zctx, ZMQ_PUB);
+	int linger = 200, hwm = KVEVENTS_SNDHWM, in_hwm = KVEVENTS_SUB_RCVHWM, ret;
+	bool listen = strchr(ep, '*') || strstr(ep, "::") || strncmp(ep, "ipc://", 6) == 0 ||
+		      strncmp(ep, "inproc://", 9) == 0;
+	/* A listener is an XPUB, to count its peers' topics (kvevents.h
+	 * KVEVENTS_SUBS_MAX); a SUB takes either. */
+	void *pub = zmq_socket(ev->zctx, listen ? ZMQ_XPUB : ZMQ_PUB);
 
 	if (!pub)
 		return -ENOMEM;
 	zmq_setsockopt(pub, ZMQ_LINGER, &linger, sizeof(linger));
 	zmq_setsockopt(pub, ZMQ_SNDHWM, &hwm, sizeof(hwm));
+	if (listen)
+		zmq_setsockopt(pub, ZMQ_RCVHWM, &in_hwm, sizeof(in_hwm));
 	kvzap_peer_bounds(pub);
 	*zap_id = KVZAP_UNWATCHED;
-	if (strchr(ep, '*') || strstr(ep, "::") || strncmp(ep, "ipc://", 6) == 0 ||
-	    strncmp(ep, "inproc://", 9) == 0) {
+	*bound = listen;
+	if (listen) {
 		/* A listener: the ZAP thread bounds its peers. */
 		ret = kvzap_watch(ev->zap, pub, zap_id);
 		if (ret < 0) {
@@ -713,7 +790,8 @@ int kvevents_open(struct kvevents **out, const struct kvevents_config *cfg,
 		goto fail;
 	}
 	if (ep) {
-		ret = kvevents_socket(ev, ep, "events.endpoint", &ev->pub, &ev->pub_zap_id);
+		ret = kvevents_socket(ev, ep, "events.endpoint", &ev->pub, &ev->pub_zap_id,
+				      &ev->pub_subs.bound);
 		if (ret < 0)
 			goto fail;
 		len = sizeof(ev->endpoint);
@@ -770,6 +848,7 @@ int kvevents_group_endpoint(struct kvevents *ev, uint32_t group, const char *end
 	struct kvev_chan *ch = NULL;
 	void *pub = NULL;
 	uint32_t zap_id = KVZAP_UNWATCHED;
+	bool bound = false;
 	int ret = 0;
 
 	if (group == 0 || group >= KVT_QUOTA_GROUPS ||
@@ -784,7 +863,7 @@ int kvevents_group_endpoint(struct kvevents *ev, uint32_t group, const char *end
 	if (endpoint && *endpoint) {
 		char what[48];
 		snprintf(what, sizeof(what), "the endpoint of group %u", group);
-		ret = kvevents_socket(ev, endpoint, what, &pub, &zap_id);
+		ret = kvevents_socket(ev, endpoint, what, &pub, &zap_id, &bound);
 		if (ret < 0)
 			goto out;
 	}
@@ -832,6 +911,8 @@ int kvevents_group_endpoint(struct kvevents *ev, uint32_t group, const char *end
 	if (ch) {
 		ch->pub = pub;
 		ch->zap_id = zap_id;
+		memset(&ch->subs, 0, sizeof(ch->subs));
+		ch->subs.bound = bound;
 		ch->seq = 0;
 		snprintf(ch->want, sizeof(ch->want), "%s", endpoint);
 		kvt_logf(ev->log, KVT_LOG_INFO, "events: publishing group %u's KV events on %s",
@@ -884,6 +965,7 @@ void kvevents_stats(struct kvevents *ev, kvt_stats_fn fn, void *ctx)
 	S("batches", c_batches);
 	S("send_errors", c_send_errors);
 	S("bytes", c_bytes);
+	S("sub_resets", c_sub_resets);
 #undef S
 	/* Each group's, once it lost one: at most KVT_QUOTA_GROUPS rows,
 	 * read under the lock that counts them, reported after it. */

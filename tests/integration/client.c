@@ -630,18 +630,42 @@ int kc_stat(struct kc *c, uint32_t scope, const char *name, uint64_t *value)
 static int client_stat_item(struct kc *c, uint32_t scope, const char *tenant, const char *name,
 			    uint32_t kind, uint64_t *value, char *text, size_t text_len)
 {
-	struct proto_item got;
-	struct proto_iter iter;
-	struct kc_resp r;
-	int rc = client_scope_call(c, PROTO_OP_STATS, scope, NULL, tenant, &r);
+	struct proto_frame f = { .op = PROTO_OP_STATS };
+	int64_t tag;
+	int rc = KVT_MISS;
+	bool more = true;
 
-	if (rc < 0)
-		return rc;
-	rc = r.f.status;
-	if (rc == 0) {
-		rc = KVT_MISS;
+	f.scope.scope = scope;
+	if (tenant) {
+		f.scope.tenant = tenant;
+		f.scope.tenant_len = (uint32_t)strlen(tenant);
+	}
+	tag = kc_request(c, &f, NULL, 0, NULL, 0);
+	if (tag < 0)
+		return (int)tag;
+	/* The answer may come in several frames of the tag (MORE): every
+	 * one read, the item looked for in each. */
+	while (more) {
+		struct proto_item got;
+		struct proto_iter iter;
+		struct kc_resp r;
+		int prc = kc_recv(c, &r, 20000);
+		if (prc < 0) {
+			kc_resp_free(&r);
+			return prc;
+		}
+		if (r.f.op == PROTO_OP_ERROR || r.f.status < 0) {
+			prc = r.f.status < 0 ? r.f.status : PROTO_EMALFORMED;
+			kc_resp_free(&r);
+			return prc;
+		}
+		if (r.f.tag != (uint64_t)tag) {
+			kc_resp_free(&r);
+			continue;
+		}
+		more = (r.f.flags & PROTO_F_MORE) != 0;
 		proto_iter_init(&iter, &r.f, NULL, NULL, 0);
-		while (proto_iter_next(&iter, &got) == 1) {
+		while (rc == KVT_MISS && proto_iter_next(&iter, &got) == 1) {
 			if (got.kind != kind || got.name_len != strlen(name) ||
 			    memcmp(got.name, name, got.name_len) != 0)
 				continue;
@@ -654,10 +678,9 @@ static int client_stat_item(struct kc *c, uint32_t scope, const char *tenant, co
 				text[got.text_len] = 0;
 			}
 			rc = 0;
-			break;
 		}
+		kc_resp_free(&r);
 	}
-	kc_resp_free(&r);
 	return rc;
 }
 

@@ -4217,6 +4217,122 @@ static void phase_kvevents_stuck(void)
 }
 
 /* ------------------------------------------------------------------------
+ * kvevents_subs (redbin): one raw peer finishes ZMTP's handshake and
+ * subscribes to 3,072 distinct topics of 1,000 bytes (3 MB sent) while a
+ * tenant puts a block at a time.  libzmq kept each as a path of its
+ * subscription trie, ~32 bytes a byte, until the peer left: kvtierd grew
+ * ~32 KiB a subscription (100,000: 3.2 GiB, kept after the peer left),
+ * outside every budget.  Now a bound socket is an XPUB whose new topics
+ * the publisher counts, and past KVEVENTS_SUBS_MAX (64) every peer is let
+ * go (events.sub_resets): the flooder reconnects and is let go again,
+ * kvtierd stays flat, and the router, reconnected by libzmq, gets its
+ * events.
+ */
+
+#define EVB_SUBS 3072u
+#define EVB_TOPIC 1000u
+
+static int evb_peer(uint16_t port)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	char junk[128];
+	bool closed;
+
+	T_ASSERT(fd >= 0);
+	sa.sin_port = htons(port);
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+	    send_for(fd, zmtp_sub_hello, sizeof(zmtp_sub_hello), 1000) !=
+		    (int64_t)sizeof(zmtp_sub_hello) ||
+	    recv_for(fd, junk, 64 + 27, 2000, &closed) < 64) {
+		close(fd); /* let go a moment ago: bound again soon */
+		return -1;
+	}
+	return fd;
+}
+
+static void phase_kvevents_subs(void)
+{
+	static uint8_t got[1 << 20], msg[9 + 1 + EVB_TOPIC];
+	void *zctx = zmq_ctx_new(), *sub;
+	char ep[64];
+	unsigned msgs = 0, seen, nsubs = 0, peers = 0, round = 0;
+	uint64_t rss_a, rss_peak, t0, resets;
+	uint8_t ns[PROTO_DIGEST_LEN], v[16] = { 7 };
+	struct iovec part = { v, sizeof(v) };
+	struct kc c;
+	uint16_t port;
+	int fd = -1;
+
+	port = kvev_start("kvevents_subs", zctx, ep, &sub, &c, ns);
+	ev_drain(sub, got, sizeof(got), 300, &msgs);
+	rss_a = rss_peak = tsrv_rss(srv.pid);
+	/* a message frame (long: 8-byte size): SUBSCRIBE a topic */
+	msg[0] = 0x02;
+	for (unsigned i = 0; i < 8; i++)
+		msg[1 + i] = (uint8_t)((uint64_t)(1 + EVB_TOPIC) >> (8 * (7 - i)));
+	msg[9] = 0x01;
+	memset(msg + 10, 'T', EVB_TOPIC);
+	t0 = tsrv_now_ns();
+	while (nsubs < EVB_SUBS && tsrv_now_ns() - t0 < 20000000000ull) {
+		struct kvt_key k;
+		char name[32];
+		uint64_t r;
+		if (fd < 0 && (fd = evb_peer(port)) >= 0)
+			peers++;
+		for (unsigned i = 0; i < 32 && fd >= 0; i++, nsubs++) {
+			snprintf((char *)msg + 10, 11, "%010u", nsubs);
+			msg[20] = 'T';
+			if (send_for(fd, msg, sizeof(msg), 50) != (int64_t)sizeof(msg)) {
+				close(fd);
+				fd = -1;
+			}
+		}
+		/* an event, so that the publisher sends (and libzmq applies
+		 * what the peer sent; a socket let go is bound again then) */
+		snprintf(name, sizeof(name), "evb-%u", round++);
+		kvt_key_set(&k, name, strlen(name));
+		T_RC(kc_put(&c, ns, &k, &part, 1, NULL), KVT_OK);
+		r = tsrv_rss(srv.pid);
+		if (r > rss_peak)
+			rss_peak = r;
+		ev_drain(sub, got, sizeof(got), 1, &msgs);
+	}
+	if (fd >= 0)
+		close(fd);
+	tsrv_sleep_ms(300);
+	resets = stat_opt("events.sub_resets");
+	printf("kvevents_subs: %u subscriptions of %u bytes in %.1f s on %u connections: RSS %"
+	       PRIu64 " -> peak %" PRIu64 " MiB; events.sub_resets %" PRIu64 "\n", nsubs,
+	       EVB_TOPIC, (double)(tsrv_now_ns() - t0) / 1e9, peers, rss_a >> 20,
+	       rss_peak >> 20, resets);
+	/* The router, let go too, is connected again (libzmq's reconnect,
+	 * once a send has bound the socket again) and served. */
+	for (unsigned i = 0, m0 = msgs; i < 40 && msgs == m0; i++) {
+		struct kvt_key k;
+		char name[32];
+		snprintf(name, sizeof(name), "evb-after-%u", i);
+		kvt_key_set(&k, name, strlen(name));
+		T_RC(kc_put(&c, ns, &k, &part, 1, NULL), KVT_OK);
+		ev_drain(sub, got, sizeof(got), 50, &msgs);
+	}
+	ev_put_keys(&c, ns, "subs-ev-key-");
+	seen = ev_count(got, ev_drain(sub, got, sizeof(got), 1000, &msgs), "subs-ev-key-");
+	printf("kvevents_subs: after: router got %u of %u blocks\n", seen, EV_KEYS);
+	T_GE_INT(nsubs, EVB_SUBS);
+	/* before: ~32 KiB a subscription, +98 MiB (release) */
+	T_LE_INT(rss_peak, rss_a + (64u << 20));
+	T_GE_INT(resets, EVB_SUBS / 64 / 4); /* each peer sends ~128 before it sees */
+	T_EQ_INT(seen, EV_KEYS);
+	T_RC(kc_ping(&c), 0);
+	zmq_close(sub);
+	kc_close(&c);
+	zmq_ctx_term(zctx);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
+/* ------------------------------------------------------------------------
  * kvevents_share (session 37): one tenant's burst of puts fills the
  * KV-events queue (events.queue_max 256 here, a batch every 200 ms) while
  * another tenant puts 10 blocks, each after 1,024 of the first's: every one of the
@@ -8539,6 +8655,119 @@ static void phase_stats_flood(void)
 }
 
 /* ------------------------------------------------------------------------
+ * stats_frames (redbin): a STATS answer is every figure -- ~8 a quota
+ * group (STATS ALL), ~20 a namespace row -- and went out as one frame,
+ * while HELLO announces items_max 1024: a client that checks an answer
+ * against the limits announced (the tests' client, the daemon's own
+ * peer: repair.c's drain poll) was refused it, PROTO_ECOUNT, past ~130
+ * tenants or ~50 namespaces.  Now it comes in frames of at most 1024
+ * items, MORE on all but the last.  And its names were copied into one
+ * arena of 256 KiB, full at the most tenants (1,022) with the most rows
+ * (stats.namespaces=256) in use: the figures past it were left out
+ * without a word (the last ~20 rows).  Now the arena grows.
+ */
+
+#define STF_TENANTS 1021u /* and the admin: the most */
+#define STF_NS 256u       /* stats.namespaces' most, each with a block */
+
+struct stf_count {
+	uint64_t items, max_frame, groups, rows;
+};
+
+static bool stf_ends(const struct proto_item *it, const char *head, const char *tail)
+{
+	size_t h = strlen(head), t = strlen(tail);
+
+	return it->name_len > h + t && memcmp(it->name, head, h) == 0 &&
+	       memcmp(it->name + it->name_len - t, tail, t) == 0;
+}
+
+static void stf_item(void *ctx, const struct kc_resp *r, const struct proto_item *it)
+{
+	struct stf_count *n = ctx;
+
+	n->items++;
+	if (r->f.item_count > n->max_frame)
+		n->max_frame = r->f.item_count;
+	n->groups += stf_ends(it, "quota.", ".dram_limit");
+	/* a row's last figure */
+	n->rows += stf_ends(it, "ns.", ".evicted_unread_bytes");
+}
+
+static int stf_stats(struct kc *c, uint32_t scope, struct stf_count *n)
+{
+	struct proto_frame f = { .op = PROTO_OP_STATS };
+	int32_t status = 0;
+	int frames;
+
+	memset(n, 0, sizeof(*n));
+	f.scope.scope = scope;
+	if (kc_request(c, &f, NULL, 0, NULL, 0) < 0)
+		return -EIO;
+	frames = kc_recv_items(c, 5000, stf_item, n, &status);
+	return frames < 0 ? frames : status < 0 ? status : frames;
+}
+
+static void phase_stats_frames(void)
+{
+	const char *extra[] = { "--ssd", "0", "--set", "stats.namespaces=256", NULL };
+	char *t = tenants_text("t", STF_TENANTS), name[64];
+	uint8_t vb[64] = { 1 };
+	struct stf_count n;
+	uint64_t v = 0, group = 0;
+	int frames;
+	struct kc a, m;
+
+	start_with("stats_frames", extra, t);
+	free(t);
+	T_RC(kc_dial(&a, srv.port, "admin", SECRET_ADMIN), 0);
+	snprintf(name, sizeof(name), "t%u", STF_TENANTS - 1);
+	T_RC(kc_dial(&m, srv.port, name, SECRET_ALICE), 0);
+	for (unsigned i = 0; i < STF_NS; i++) { /* a row each */
+		struct kvt_ns_desc d = desc;
+		struct iovec p = { vb, sizeof(vb) };
+		uint8_t dg[PROTO_DIGEST_LEN];
+		struct kvt_key k;
+		char model[64];
+		snprintf(model, sizeof(model), "stf-%u", i);
+		d.model = model;
+		T_RC(kc_register(&m, &d, dg, NULL, 0), KVT_OK);
+		kvt_key_set(&k, "k", 1);
+		T_RC(kc_put(&m, dg, &k, &p, 1, NULL), KVT_OK);
+	}
+	frames = stf_stats(&a, PROTO_SCOPE_ALL, &n);
+	printf("stats_frames: STATS ALL of %u tenants, %u rows: %d frames, %" PRIu64
+	       " items (%" PRIu64 " quota groups, %" PRIu64 " rows), at most %" PRIu64
+	       " a frame (items_max %u)\n", STF_TENANTS + 1, STF_NS, frames, n.items, n.groups,
+	       n.rows, n.max_frame, a.lim.items_max);
+	T_GE_INT(frames, 2);
+	T_LE_INT(n.max_frame, a.lim.items_max);
+	T_GE_INT(n.groups, STF_TENANTS + 1);
+	T_EQ_U64(n.rows, STF_NS); /* none left out */
+	/* the figures of the last tenant's group, by name */
+	T_RC(kc_stat(&m, PROTO_SCOPE_TENANT, "tenant.quota_group", &group), 0);
+	snprintf(name, sizeof(name), "quota.%" PRIu64 ".dram_limit", group);
+	T_RC(kc_stat(&a, PROTO_SCOPE_ALL, name, &v), 0);
+	T_EQ_U64(v, 1u << 20);
+	/* the tenant's own: its rows numbered 1..256 */
+	frames = stf_stats(&m, PROTO_SCOPE_TENANT, &n);
+	printf("stats_frames: a tenant's STATS of %u namespaces: %d frames, %" PRIu64
+	       " items, at most %" PRIu64 " a frame\n", STF_NS, frames, n.items, n.max_frame);
+	T_GE_INT(frames, 2);
+	T_LE_INT(n.max_frame, m.lim.items_max);
+	T_EQ_U64(n.rows, STF_NS);
+	snprintf(name, sizeof(name), "ns.%u.puts", STF_NS);
+	T_RC(kc_stat(&m, PROTO_SCOPE_TENANT, name, &v), 0);
+	T_EQ_U64(v, 1);
+	/* the connections stay in step: a PING after */
+	T_RC(kc_ping(&a), 0);
+	T_RC(kc_ping(&m), 0);
+	kc_close(&a);
+	kc_close(&m);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
+/* ------------------------------------------------------------------------
  * resp_keys (attack26): a RESP MGET, EXISTS or DEL names up to 65535 keys
  * (an MSET 32767 pairs, two store requests each), a probe or a write of
  * a key in DRAM completes inline, and the parse budget counted a command
@@ -9972,6 +10201,8 @@ static const struct tsrv_phase phases[] = {
 	{ "metrics_cost", phase_metrics_cost },
 	{ "metrics_slow", phase_metrics_slow },
 	{ "stats_flood", phase_stats_flood },
+	{ "stats_frames", phase_stats_frames },
+	{ "kvevents_subs", phase_kvevents_subs },
 	{ "resp_keys", phase_resp_keys },
 	{ "resp_reparse", phase_resp_reparse },
 	{ "resp_hello", phase_resp_hello },
