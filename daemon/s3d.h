@@ -206,6 +206,7 @@ struct s3d_req {
 	bool cond_none_match;      /* PUT with If-None-Match: *; DeleteObjects: Quiet */
 	struct s3d_item *del_item; /* Complete, Copy: the DELETE of a replaced object (owned) */
 	struct s3d_item *flush_item; /* DeleteObject(s): the KVT_OP_FLUSH behind them (owned) */
+	int durable_status;        /* DeleteObjects: that flush's, when it failed */
 	struct s3d_list *list;     /* ListObjects(V2): its state, one allocation (owned) */
 	_Atomic uint32_t *scan_slot; /* its tenant's walks in progress, while it holds
 				      * one (s3ops.c "Walks of the store") */
