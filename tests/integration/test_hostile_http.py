@@ -69,7 +69,8 @@ s3_write_conds (conditions on writes kvtierd does not evaluate: refused),
 s3_pins_range (unread one-byte Range GETs: their whole objects in the pin caps),
 s3_abort_parts (AbortMultipartUpload deletes the upload's parts),
 s3_throttle_kept (an address's auth throttle spares its proven connections),
-s3_delete_errors (deletes that failed are not answered deleted).
+s3_delete_errors (deletes that failed are not answered deleted),
+s3_complete_pins (CompleteMultipartUploads' pinned parts in the pin caps).
 """
 import base64
 import datetime
@@ -6479,6 +6480,79 @@ def _s3_delete_errors(ph, shared):
 
 
 s3_delete_errors.tenants = s3_head_ssd.tenants
+
+
+CP_PART, CP_PARTS, CP_UPLOADS = 6 << 20, 3, 2
+
+
+def _complete_xml(nparts):
+    return (b"<CompleteMultipartUpload>" + b"".join(
+        b"<Part><PartNumber>%d</PartNumber></Part>" % pn for pn in range(1, nparts + 1)) +
+        b"</CompleteMultipartUpload>")
+
+
+@phase
+def s3_complete_pins(ph):
+    """A CompleteMultipartUpload pins its parts from its probe until it is
+    assembled, and a Complete waiting for its work turn (or for write-down
+    room) held them outside the pin caps.  alice (--dram 128M: a
+    connection's pins 16 MiB, a tenant's 32 MiB) pipelines 2 Completes of
+    3 parts of 6 MiB on one connection: their probes are answered in one
+    loop iteration, before either is assembled (18 MiB, past an
+    iteration's work), so each holds its parts pinned while the other's
+    turn comes.  Before: both went ahead, 36 MiB pinned at once on a
+    connection whose cap is 16.  Now the first goes ahead (alone: a Complete of any size does) and
+    those that find its pins are 503 SlowDown (their parts let go, the
+    connection and the upload kept) and complete when sent again; every
+    object reads back exactly, and the pins are all given back (s3ops.c
+    s3d_complete_pins)."""
+    srv = ph.srv
+    P, ok, sm, req = ph.kit()
+    ups = []
+    for i in range(CP_UPLOADS):
+        st, _, b = req("POST", "/hbkt/cp%d" % i, query="uploads")
+        assert st == 200, (st, b)
+        uid = re.search(rb"<UploadId>([0-9a-f]{32})</UploadId>", b).group(1).decode()
+        data = b""
+        for pn in range(1, CP_PARTS + 1):
+            part = bytes([64 + 4 * i + pn]) * CP_PART
+            st, _, b = req("PUT", "/hbkt/cp%d" % i, query="partNumber=%d&uploadId=%s" % (
+                pn, uid), body=part)
+            assert st == 200, (i, pn, st, b)
+            data += part
+        ups.append((uid, data))
+    pins0 = srv.metric("kvtier_pins_active")
+    xml = _complete_xml(CP_PARTS)
+    c = socket.create_connection(("127.0.0.1", P), source_address=(ph.addr(), 0))
+    c.sendall(b"".join(sm("POST", "/hbkt/cp%d" % i, query="uploadId=" + uid, body=xml)
+                       for i, (uid, _) in enumerate(ups)))
+    got = []
+    for i in range(CP_UPLOADS):
+        st, hd, b = read_answer(c, 20)
+        got.append((st, code_of(b) if st != 200 else None))
+    print("%d Completes of %d parts of %d MiB pipelined on one connection: %s" % (
+        CP_UPLOADS, CP_PARTS, CP_PART >> 20, got))
+    ph.expect(got[0] == (200, None) and (503, "SlowDown") in got and
+              all(g in ((200, None), (503, "SlowDown")) for g in got),
+              "the Completes past the connection's pins", got)
+    # the connection kept; a refused Complete completes when sent again
+    for i, (st, _) in enumerate(got):
+        if st == 503:
+            c.sendall(sm("POST", "/hbkt/cp%d" % i, query="uploadId=" + ups[i][0], body=xml))
+            st2, _, b = read_answer(c, 20)
+            ph.expect(st2 == 200, "the refused Complete sent again", i, st2, b[:200])
+    c.close()
+    for i, (_, data) in enumerate(ups):
+        st, _, b = req("GET", "/hbkt/cp%d" % i)
+        ph.expect(st == 200 and b == data, "the completed object", i, st, len(b))
+    pins = srv.metric("kvtier_pins_active")
+    ph.expect(pins <= pins0, "pins given back", pins0, pins)
+    ph.cases += 1
+    ph.probe("Completes pinning their parts")
+
+
+s3_complete_pins.extra = ["--dram", "128M"]
+s3_complete_pins.dram_mib = 128
 
 
 def main():
