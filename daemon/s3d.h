@@ -106,6 +106,10 @@ struct s3d_item {
 	uint32_t part_no;
 	uint8_t marker[8];         /* ListBuckets: the bucket marker read into */
 	char *etag_sent;           /* Complete: the part's ETag in the request (owned) */
+	uint64_t pin_charged;      /* Complete: its pin's bytes, counted in its
+				    * connection's pin_held and pin_tstat's pinned
+				    * until unpinned (s3ops.c s3d_complete_pins) */
+	struct kvtd_tstat *pin_tstat;
 	/* A KVT_OP_ROOM's (s3d.c "Parking"): s3d_req_done calls this
 	 * instead of counting it among the request's pending items */
 	void (*room_done)(struct s3d_req *rq, int status);
@@ -206,6 +210,7 @@ struct s3d_req {
 	bool cond_none_match;      /* PUT with If-None-Match: *; DeleteObjects: Quiet */
 	struct s3d_item *del_item; /* Complete, Copy: the DELETE of a replaced object (owned) */
 	struct s3d_item *flush_item; /* DeleteObject(s): the KVT_OP_FLUSH behind them (owned) */
+	int durable_status;        /* DeleteObjects: that flush's, when it failed */
 	struct s3d_list *list;     /* ListObjects(V2): its state, one allocation (owned) */
 	_Atomic uint32_t *scan_slot; /* its tenant's walks in progress, while it holds
 				      * one (s3ops.c "Walks of the store") */

@@ -153,6 +153,16 @@ void s3d_item_unpin(struct kvtd_server *srv, struct s3d_req *rq, struct s3d_item
 	if (it->pinned)
 		kvt_pin_release(srv->store, it->req.pin);
 	it->pinned = false;
+	if (it->pin_charged) { /* a Complete's part (s3ops.c s3d_complete_pins) */
+		struct s3d_conn *sc = s3d_of(rq->conn);
+		if (sc)
+			sc->pin_held -= it->pin_charged;
+		if (it->pin_tstat)
+			atomic_fetch_sub_explicit(&it->pin_tstat->pinned, it->pin_charged,
+						  memory_order_relaxed);
+		it->pin_charged = 0;
+		it->pin_tstat = NULL;
+	}
 	s3d_copy_uncharge(srv, rq->conn, it->copy_tstat, it->copy_charged);
 	it->copy_charged = 0;
 }
