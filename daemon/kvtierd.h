@@ -643,6 +643,7 @@ struct kvtd_conn {
 	 * drain; the drain clock (loop.c sweep) */
 	uint64_t pin_bytes;
 	struct kvtd_frame *pin_wait, *pin_wait_tail; /* FIFO by pin_next */
+	bool pin_resuming;     /* kvtd_get_resume called from ops_get_answer */
 	uint64_t drain_mark_ns, drain_mark_out;
 	uint64_t copy_bytes;   /* private SSD copies held for its quiet GETs
 				* (ops.c "Quiet GETs"), at most KVTD_COPY_CONN_MAX */

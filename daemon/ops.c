@@ -1975,6 +1975,18 @@ static bool ops_get_answer(struct kvtd_frame *fr)
 	else
 		c->pin_wait = fr;
 	c->pin_wait_tail = fr;
+	/* Nothing of c's pinned to drain (this chunk's items all misses:
+	 * their values evicted while deferred), so no write would wake it:
+	 * read the next ones now.  It waited, and the client's answer
+	 * stopped there (test_hostile range_pins, a reader after another
+	 * tenant's PUT evicted values).  Not again from within: a resume
+	 * whose submissions all fail at once answers here (ops_finish). fr
+	 * may be done once it returns. */
+	if (!c->pin_bytes && !c->pin_resuming) {
+		c->pin_resuming = true;
+		kvtd_get_resume(c);
+		c->pin_resuming = false;
+	}
 	return true;
 }
 
