@@ -643,6 +643,7 @@ struct kvtd_conn {
 	 * drain; the drain clock (loop.c sweep) */
 	uint64_t pin_bytes;
 	struct kvtd_frame *pin_wait, *pin_wait_tail; /* FIFO by pin_next */
+	bool pin_resuming;     /* kvtd_get_resume called from ops_get_answer */
 	uint64_t drain_mark_ns, drain_mark_out;
 	uint64_t copy_bytes;   /* private SSD copies held for its quiet GETs
 				* (ops.c "Quiet GETs"), at most KVTD_COPY_CONN_MAX */
@@ -1106,6 +1107,9 @@ struct kvtd_item {
 	bool deferred;            /* pin let go, to be read again when the
 				   * connection's answers drain (ops.c) */
 	uint64_t est_len;         /* its value's length when last read */
+	uintptr_t est_at;         /* and where it was then (kvtd_item_pin_at):
+				   * a frame's deferred ranges of one value count
+				   * it once when read again (ops.c) */
 	uint32_t dup_of;          /* quiet: index + 1 of an earlier item of the frame
 				   * with the same namespace and key, whose result
 				   * this one shares (not submitted); 0: none */
@@ -1207,6 +1211,21 @@ void kvtd_value_put_abort(struct kvtd_frame *fr, struct kvtd_item *it);
  * share, nothing held.  kvtd_resv_release gives n back.  Any thread. */
 bool kvtd_resv_hold(struct kvtd_server *srv, struct kvtd_tstat *t, uint64_t n);
 void kvtd_resv_release(struct kvtd_tstat *t, uint64_t n);
+/* The distinct values a GET's pins hold, each counted once in the pin
+ * caps however many of its items (ranges, parts) pin it: value.c
+ * "Pinned values held".  kvtd_pinset_add: true the first time `at` is
+ * added (always without a table: init failed, or `at` 0); at most `max`
+ * adds. */
+struct kvtd_pinset {
+	uintptr_t *slot;
+	uint64_t cap;
+};
+int kvtd_pinset_init(struct kvtd_pinset *s, uint32_t max);
+void kvtd_pinset_free(struct kvtd_pinset *s);
+bool kvtd_pinset_add(struct kvtd_pinset *s, uintptr_t at);
+/* Where a pinned item's value is (its view's first run), its key in a
+ * kvtd_pinset; 0: none. */
+uintptr_t kvtd_item_pin_at(const struct kvtd_item *it);
 /* The answer of items [first, last) of a GET frame (PROTO_F_MORE on
  * every frame of it but one that ends the whole frame's answer). */
 void kvtd_value_get_reply(struct kvtd_frame *fr, uint32_t first, uint32_t last);

@@ -721,6 +721,58 @@ bool kvtd_value_verify_run(struct kvtd_frame *fr)
 	return true;
 }
 
+/* ------------------------------------------------------------------------
+ * Pinned values held (ops.c "Pinned answers"): a pin keeps its whole
+ * value in DRAM whatever part or range of it is sent, so an answer counts
+ * in the pin caps the values its pins hold, each once however many of
+ * its items pin it (test_hostile range: 2,048 ranges of one 32 MiB value
+ * in a frame, each item its own pin of the same block).  A value is known
+ * by where its bytes are (the view's first run): pins of one block share
+ * it, a private SSD copy has its own.
+ */
+
+int kvtd_pinset_init(struct kvtd_pinset *s, uint32_t max)
+{
+	uint64_t cap = 16;
+
+	while (cap < 2 * (uint64_t)max)
+		cap *= 2;
+	s->cap = 0;
+	s->slot = calloc(cap, sizeof(*s->slot));
+	if (!s->slot)
+		return -ENOMEM;
+	s->cap = cap;
+	return 0;
+}
+
+void kvtd_pinset_free(struct kvtd_pinset *s)
+{
+	free(s->slot);
+	s->slot = NULL;
+	s->cap = 0;
+}
+
+bool kvtd_pinset_add(struct kvtd_pinset *s, uintptr_t at)
+{
+	/* no table (out of memory), or no place: each counted, as before */
+	if (!s->slot || !at)
+		return true;
+	for (uint64_t h = ((uint64_t)at * 0x9e3779b97f4a7c15ull) >> 32;; h++) {
+		uintptr_t *sl = &s->slot[h & (s->cap - 1)];
+		if (*sl == at)
+			return false;
+		if (!*sl) {
+			*sl = at;
+			return true;
+		}
+	}
+}
+
+uintptr_t kvtd_item_pin_at(const struct kvtd_item *it)
+{
+	return it->req.view_count ? (uintptr_t)it->req.view[0].iov_base : 0;
+}
+
 /*
  * GET response: as many frames as the limits need (PROTO_F_MORE on all but
  * the last), each with the value slices of its items and the pins that
@@ -786,6 +838,7 @@ void kvtd_value_get_reply(struct kvtd_frame *fr, uint32_t first, uint32_t last)
 		uint32_t end = start, slices = 0, pins = 0;
 		struct proto_frame rf;
 		struct kvtd_out *o = NULL;
+		struct kvtd_pinset held = { 0 };
 		int rc;
 
 		/* Take items while they fit (at least one always does: an item
@@ -829,6 +882,8 @@ void kvtd_value_get_reply(struct kvtd_frame *fr, uint32_t first, uint32_t last)
 			o->iov = iov;
 			o->iov_count = 1;
 			o->pins = pv;
+			if (pins > 1) /* without: each counted */
+				(void)kvtd_pinset_init(&held, pins);
 			for (uint32_t i = start; i < end; i++) {
 				if (g[i - first].pi.status == KVT_OK) {
 					for (unsigned s = 0; s < g[i - first].slice_count; s++) {
@@ -841,6 +896,10 @@ void kvtd_value_get_reply(struct kvtd_frame *fr, uint32_t first, uint32_t last)
 					/* The output owns the pin now, and the
 					 * charge of a private copy behind it. */
 					o->pins[o->pin_count++] = p->req.pin;
+					/* the caps count the value it holds,
+					 * whole, once (above) */
+					if (kvtd_pinset_add(&held, kvtd_item_pin_at(p)))
+						o->pin_held += p->req.length;
 					p->pinned = false;
 					o->copy_len += p->copy_charged;
 					if (p->copy_charged)
@@ -850,6 +909,7 @@ void kvtd_value_get_reply(struct kvtd_frame *fr, uint32_t first, uint32_t last)
 			}
 			if (o->pin_count)
 				o->pin_len = o->bytes - o->iov[0].iov_len;
+			kvtd_pinset_free(&held);
 		}
 		kvtd_conn_queue(fr->conn, o);
 		start = end;

@@ -1219,6 +1219,153 @@ static void phase_range(void)
 }
 
 /* ------------------------------------------------------------------------
+ * range_pins: a GET's answer keeps its whole value pinned whatever range
+ * it sends, so the pin caps count the value, once per answer however
+ * many of its items pin it (ops.c "Pinned answers").  They counted the
+ * range: one unread frame of a whole GET of a 6 MiB value and one-byte
+ * ranges of 9 others held 10 pins, 60 MiB of the 64 MiB tier, and
+ * another tenant's PUT of 8 MiB failed (-5011).
+ */
+
+#define RP_LEN (6u << 20)
+#define RP_VALUES 10
+#define RP_RANGES 64
+
+struct rpins_seen {
+	const uint8_t *whole; /* the value item 0 reads */
+	const uint8_t *first; /* ranges of other values: the byte each reads;
+			       * NULL: ranges of whole */
+	const struct proto_item *its;
+	unsigned ok, seen, miss;
+};
+
+/* Item 0 whole, the others one byte each: as put. */
+static void rpins_item(void *ctx, const struct kc_resp *r, const struct proto_item *pi)
+{
+	struct rpins_seen *rs = ctx;
+	const struct proto_item *q = &rs->its[pi->index];
+
+	rs->seen++;
+	if (pi->status == KVT_MISS && pi->index)
+		rs->miss++;
+	if (pi->status != KVT_OK)
+		return;
+	if (pi->index == 0 && pi->data_len == RP_LEN &&
+	    memcmp(r->data + pi->data_off, rs->whole, RP_LEN) == 0)
+		rs->ok++;
+	else if (pi->index && pi->data_len == 1 &&
+		 r->data[pi->data_off] ==
+			 (rs->first ? rs->first[pi->index] : rs->whole[q->off]))
+		rs->ok++;
+}
+
+static void phase_range_pins(void)
+{
+	const char *extra[] = { "--ssd", "0", "--threads", "1", NULL };
+	uint8_t ns[PROTO_DIGEST_LEN], nsb[PROTO_DIGEST_LEN], first[RP_VALUES];
+	uint8_t *v = malloc(RP_LEN), *v1 = malloc(RP_LEN), *big = malloc(8u << 20);
+	struct proto_item its[RP_VALUES], one[1 + RP_RANGES];
+	struct proto_frame f = { .op = PROTO_OP_GET };
+	struct rpins_seen rs;
+	struct kvt_ns_desc db = desc;
+	struct kc alice, a2, a3, bob, adm;
+	struct iovec pb = { big, 8u << 20 };
+	struct kvt_key kb;
+	uint64_t pins = 0;
+	int rc;
+
+	memset(its, 0, sizeof(its));
+	memset(one, 0, sizeof(one));
+	start_with("range_pins", extra, "alice " SECRET_ALICE " tenant\n"
+					"bob " SECRET_ALICE " tenant\n"
+					"admin " SECRET_ADMIN " admin\n");
+	T_RC(kc_dial(&alice, srv.port, "alice", SECRET_ALICE), 0);
+	T_RC(kc_register(&alice, &desc, ns, NULL, 0), KVT_OK);
+	for (unsigned i = 0; i < RP_VALUES; i++) {
+		struct iovec p = { i ? v1 : v, RP_LEN };
+		tsrv_fill(p.iov_base, RP_LEN, i);
+		first[i] = ((uint8_t *)p.iov_base)[0];
+		g_key(&its[i].key, i);
+		T_RC(kc_put(&alice, ns, &its[i].key, &p, 1, NULL), KVT_OK);
+		if (i) {
+			its[i].flags = PROTO_IF_RANGE;
+			its[i].len = 1;
+		}
+	}
+	T_RC(kc_dial(&a2, srv.port, "alice", SECRET_ALICE), 0);
+	T_RC(kc_dial(&bob, srv.port, "bob", SECRET_ALICE), 0);
+	db.model = "hostile-bob";
+	T_RC(kc_register(&bob, &db, nsb, NULL, 0), KVT_OK);
+	T_RC(kc_dial(&adm, srv.port, "admin", SECRET_ADMIN), 0);
+	f.ns_count = 1;
+	f.ns = ns;
+
+	/* 1. A whole GET and one-byte ranges of 9 other values, unread: the
+	 * connection's pins held to its cap (--dram 64M: 8 MiB, one value),
+	 * the rest deferred; another tenant's PUT of 8 MiB finds room. */
+	T_ASSERT(kc_request(&a2, &f, its, RP_VALUES, NULL, 0) > 0);
+	tsrv_sleep_ms(300);
+	T_RC(kc_stat(&adm, PROTO_SCOPE_ALL, "store.pins_active", &pins), 0);
+	kvt_key_set(&kb, "bob-big", 7);
+	memset(big, 0x5a, 8u << 20);
+	rc = kc_put(&bob, nsb, &kb, &pb, 1, NULL);
+	printf("range_pins: a whole GET and 9 one-byte ranges of 6 MiB values in one frame, "
+	       "unread: store.pins_active %" PRIu64 " (%" PRIu64 " MiB); bob's PUT of 8 MiB: "
+	       "%d\n", pins, pins * (RP_LEN >> 20), rc);
+	T_LE_INT(pins, 1);
+	T_RC(rc, KVT_OK);
+	/* read: the deferred ranges come as the answer drains, exact, or
+	 * misses where bob's PUT evicted their values meanwhile (a resumed
+	 * chunk of misses alone waited for a drain that never came) */
+	rs = (struct rpins_seen){ v, first, its, 0, 0, 0 };
+	T_GE_INT(kc_recv_items(&a2, 10000, rpins_item, &rs, NULL), 1);
+	printf("range_pins: read: %u exact, %u misses (evicted)\n", rs.ok, rs.miss);
+	T_EQ_INT(rs.seen, RP_VALUES);
+	T_GE_INT(rs.ok, 1);
+	T_EQ_INT(rs.ok + rs.miss, RP_VALUES);
+
+	/* 2. Ranges of one value share its pin's DRAM: counted once, a whole
+	 * GET of it and 64 ranges of it answered at once (not deferred one
+	 * by one), every pin held while unread. */
+	{
+		struct iovec p = { v1, RP_LEN };
+		tsrv_fill(v1, RP_LEN, RP_VALUES);
+		g_key(&one[0].key, RP_VALUES);
+		T_RC(kc_put(&alice, ns, &one[0].key, &p, 1, NULL), KVT_OK);
+	}
+	for (unsigned j = 1; j <= RP_RANGES; j++) {
+		one[j].key = one[0].key;
+		one[j].flags = PROTO_IF_RANGE;
+		one[j].off = (uint64_t)j * (RP_LEN / (RP_RANGES + 1)) + 3;
+		one[j].len = 1;
+	}
+	T_RC(kc_dial(&a3, srv.port, "alice", SECRET_ALICE), 0);
+	T_ASSERT(kc_request(&a3, &f, one, 1 + RP_RANGES, NULL, 0) > 0);
+	tsrv_sleep_ms(300);
+	T_RC(kc_stat(&adm, PROTO_SCOPE_ALL, "store.pins_active", &pins), 0);
+	printf("range_pins: a whole GET and %u one-byte ranges of one 6 MiB value in one "
+	       "frame, unread: store.pins_active %" PRIu64 "\n", RP_RANGES, pins);
+	T_EQ_U64(pins, 1 + RP_RANGES);
+	rs = (struct rpins_seen){ v1, NULL, one, 0, 0, 0 };
+	T_GE_INT(kc_recv_items(&a3, 10000, rpins_item, &rs, NULL), 1);
+	T_EQ_INT(rs.seen, 1 + RP_RANGES);
+	T_EQ_INT(rs.ok, 1 + RP_RANGES);
+	tsrv_sleep_ms(50);
+	T_RC(kc_stat(&adm, PROTO_SCOPE_ALL, "store.pins_active", &pins), 0);
+	T_EQ_U64(pins, 0);
+
+	kc_close(&alice);
+	kc_close(&a2);
+	kc_close(&a3);
+	kc_close(&bob);
+	kc_close(&adm);
+	free(v);
+	free(v1);
+	free(big);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
+/* ------------------------------------------------------------------------
  * slow_reader (item 4): a slow reader does not pin DRAM for everyone
  */
 
@@ -10145,6 +10292,7 @@ static const struct tsrv_phase phases[] = {
 	{ "deletes", phase_deletes },
 	{ "range", phase_range },
 	{ "slow_reader", phase_slow_reader },
+	{ "range_pins", phase_range_pins },
 	{ "ns_registry", phase_ns_registry },
 	{ "auth_guess", phase_auth_guess },
 	{ "quota_groups", phase_quota_groups },
