@@ -1509,6 +1509,39 @@ static void respd_info(struct respd_cmd *cmd)
 	free(b);
 }
 
+/* A signed 64-bit integer as Redis's string2ll takes one: an optional '-',
+ * no '+', no leading zero, no blanks, no overflow. */
+static bool respd_ll(const struct resp_arg *a, int64_t *out)
+{
+	const char *p = (const char *)a->p;
+	size_t n = a->len, i = 0;
+	bool neg = false;
+	uint64_t v = 0;
+
+	if (n == 1 && p[0] == '0') {
+		*out = 0;
+		return true;
+	}
+	if (n > 0 && p[0] == '-') {
+		neg = true;
+		i = 1;
+	}
+	if (i >= n || n > 20 || p[i] < '1' || p[i] > '9')
+		return false;
+	for (; i < n; i++) {
+		if (p[i] < '0' || p[i] > '9')
+			return false;
+		uint64_t d = (uint64_t)(p[i] - '0');
+		if (v > (UINT64_MAX - d) / 10)
+			return false;
+		v = v * 10 + d;
+	}
+	if (neg ? v > (uint64_t)INT64_MAX + 1 : v > (uint64_t)INT64_MAX)
+		return false;
+	*out = neg ? (int64_t)(0 - v) : (int64_t)v;
+	return true;
+}
+
 static void respd_hello(struct respd_cmd *cmd)
 {
 	/* RESP3 answers with a map, RESP2 with the same pairs in an array */
@@ -1709,11 +1742,15 @@ static void respd_exec(struct respd_cmd *cmd)
 		uint32_t i = 1;
 		bool three = cmd->resp3;
 		if (argc > 1) {
-			if (!respd_is(&a[1], "2") && !respd_is(&a[1], "3")) {
-				if (a[1].len == 1 && a[1].p[0] >= '0' && a[1].p[0] <= '9')
-					respd_simple(cmd, '-', "NOPROTO sorry, this protocol version is not supported.");
-				else
-					respd_simple(cmd, '-', "ERR Protocol version is not an integer or out of range");
+			int64_t ver = 0;
+			if (!respd_ll(&a[1], &ver)) {
+				respd_simple(cmd, '-', "ERR Protocol version is not an integer or out of range");
+				goto done;
+			}
+			if (ver != 2 && ver != 3) {
+				/* Redis 7's words (its helloCommand); the RESP3
+				 * spec's "sorry, ..." is prose no server sends */
+				respd_simple(cmd, '-', "NOPROTO unsupported protocol version");
 				goto done;
 			}
 			i = 2;

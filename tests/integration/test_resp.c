@@ -570,7 +570,16 @@ static void test_resp3(void)
 	       "+OK\r\n+OK\r\n");
 	/* an unknown version is refused and changes nothing */
 	raw_eq(fd, "HELLO 4\r\nGET r3-absent\r\n",
-	       "-NOPROTO sorry, this protocol version is not supported.\r\n_\r\n");
+	       "-NOPROTO unsupported protocol version\r\n_\r\n");
+	/* as redis-server 7.0.15 answers them: any integer but 2 and 3 is
+	 * NOPROTO, what string2ll refuses is not an integer */
+	raw_eq(fd, "HELLO 99\r\nHELLO -1\r\nHELLO +5\r\nHELLO 05\r\n"
+		   "HELLO 99999999999999999999\r\n",
+	       "-NOPROTO unsupported protocol version\r\n"
+	       "-NOPROTO unsupported protocol version\r\n"
+	       "-ERR Protocol version is not an integer or out of range\r\n"
+	       "-ERR Protocol version is not an integer or out of range\r\n"
+	       "-ERR Protocol version is not an integer or out of range\r\n");
 	/* HELLO 2 goes back: an array of 14, proto 2, the nil bulk string */
 	o = raw_until(fd, "HELLO 2\r\nGET r3-absent\r\n", "$7\r\nmodules\r\n*0\r\n$-1\r\n");
 	T_ASSERT(strncmp(o, "*14\r\n", 5) == 0 && strstr(o, "$5\r\nproto\r\n:2\r\n"));
