@@ -75,6 +75,7 @@ static inline uint32_t kvevents_gi(uint32_t group)
 /* A bound socket's subscriptions (kvevents.h KVEVENTS_SUBS_MAX). */
 struct kvev_subs {
 	bool bound;                     /* a listener: an XPUB */
+	uint32_t zap_id;                /* its kvzap id (KVZAP_UNWATCHED: none) */
 	uint32_t n;                     /* distinct topics its peers hold */
 	char rebind[256];               /* unbound, to bind again ("": not) */
 };
@@ -554,6 +555,8 @@ static void kvevents_subs(struct kvevents *ev, void *pub, struct kvev_subs *s)
 		return;
 	}
 	s->n = 0;
+	/* the ZAP thread counted them: libzmq tells it nothing of these */
+	(void)kvzap_forget_peers(ev->zap, s->zap_id);
 	resets = atomic_fetch_add_explicit(&ev->c_sub_resets, 1, memory_order_relaxed) + 1;
 	if ((resets & (resets - 1)) == 0) /* 1, 2, 4, ...: a flood logs little */
 		kvt_logf(ev->log, KVT_LOG_WARN, "events: subscribers of %s held more than %u "
@@ -794,6 +797,7 @@ int kvevents_open(struct kvevents **out, const struct kvevents_config *cfg,
 				      &ev->pub_subs.bound);
 		if (ret < 0)
 			goto fail;
+		ev->pub_subs.zap_id = ev->pub_zap_id;
 		len = sizeof(ev->endpoint);
 		if (zmq_getsockopt(ev->pub, ZMQ_LAST_ENDPOINT, ev->endpoint, &len) < 0 ||
 		    !ev->endpoint[0])
@@ -913,6 +917,7 @@ int kvevents_group_endpoint(struct kvevents *ev, uint32_t group, const char *end
 		ch->zap_id = zap_id;
 		memset(&ch->subs, 0, sizeof(ch->subs));
 		ch->subs.bound = bound;
+		ch->subs.zap_id = zap_id;
 		ch->seq = 0;
 		snprintf(ch->want, sizeof(ch->want), "%s", endpoint);
 		kvt_logf(ev->log, KVT_LOG_INFO, "events: publishing group %u's KV events on %s",

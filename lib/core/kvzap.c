@@ -53,6 +53,8 @@ struct kvzap_mon {
 	uint32_t id;                    /* its ZMQ_ZAP_DOMAIN is "kvevents.<id>" */
 	void *pair;                     /* its monitor's reading end; NULL: the socket
 					 * was closed (handed over: forget it) */
+	bool peers_gone;                /* posted only: the socket let go of all its
+					 * peers (kvzap_forget_peers) */
 };
 
 /* A descriptor libzmq took for a watched socket and has not closed yet. */
@@ -143,9 +145,9 @@ static void kvzap_wake(struct kvzap *z)
 	(void)w; /* fails only if the count is huge: the thread wakes anyway */
 }
 
-/* Hand socket id's monitor (pair), or its closing (pair NULL), to the ZAP
- * thread.  0, -ENOMEM. */
-static int kvzap_post(struct kvzap *z, uint32_t id, void *pair)
+/* Hand socket id's monitor (pair), its closing (pair NULL), or the loss of
+ * its peers (peers_gone) to the ZAP thread.  0, -ENOMEM. */
+static int kvzap_post(struct kvzap *z, uint32_t id, void *pair, bool peers_gone)
 {
 	int ret = 0;
 
@@ -162,7 +164,7 @@ static int kvzap_post(struct kvzap *z, uint32_t id, void *pair)
 		z->posted = na;
 		z->posted_cap = nc;
 	}
-	z->posted[z->posted_n++] = (struct kvzap_mon){ id, pair };
+	z->posted[z->posted_n++] = (struct kvzap_mon){ id, pair, peers_gone };
 out:
 	pthread_mutex_unlock(&z->lock);
 	if (ret == 0)
@@ -202,7 +204,7 @@ int kvzap_watch(struct kvzap *z, void *sock, uint32_t *id)
 	if (ret < 0)
 		ret = zmq_errno() ? -zmq_errno() : -ENOMEM;
 	else
-		ret = kvzap_post(z, *id, pair);
+		ret = kvzap_post(z, *id, pair, false);
 	if (ret < 0) {
 		zmq_socket_monitor(sock, NULL, 0);
 		zmq_close(pair);
@@ -212,15 +214,33 @@ int kvzap_watch(struct kvzap *z, void *sock, uint32_t *id)
 }
 
 /* kvzap.h */
+int kvzap_forget_peers(struct kvzap *z, uint32_t id)
+{
+	return id == KVZAP_UNWATCHED ? 0 : kvzap_post(z, id, NULL, true);
+}
+
+/* kvzap.h */
 void kvzap_close_socket(struct kvzap *z, void *sock, uint32_t id)
 {
 	if (id != KVZAP_UNWATCHED) {
 		zmq_socket_monitor(sock, NULL, 0);
 		/* Without memory, the thread keeps counting its peers (until
 		 * close), whose ids no other socket uses. */
-		kvzap_post(z, id, NULL);
+		kvzap_post(z, id, NULL, false);
 	}
 	zmq_close(sock);
+}
+
+static void kvzap_drain_mon(struct kvzap *z, size_t m);
+
+/* ZAP thread: socket id's peers are gone (closed, or let go). */
+static void kvzap_forget(struct kvzap *z, uint32_t id)
+{
+	for (size_t k = 0; k < z->peer_n;)
+		if (z->peers[k].mon == id)
+			z->peers[k] = z->peers[--z->peer_n];
+		else
+			k++;
 }
 
 /* ZAP thread: take the sockets handed over.  Returns the stop flag. */
@@ -233,6 +253,15 @@ static bool kvzap_adopt(struct kvzap *z)
 	stop = z->stop;
 	for (; i < z->posted_n; i++) {
 		struct kvzap_mon *m = &z->posted[i];
+		if (m->peers_gone) {
+			/* What its monitor queued before is read first: an
+			 * ACCEPTED read after would count a peer let go. */
+			for (size_t k = 0; k < z->mon_n; k++)
+				if (z->mons[k].id == m->id)
+					kvzap_drain_mon(z, k);
+			kvzap_forget(z, m->id);
+			continue;
+		}
 		if (!m->pair) {
 			for (size_t k = 0; k < z->mon_n; k++)
 				if (z->mons[k].id == m->id) {
@@ -240,11 +269,7 @@ static bool kvzap_adopt(struct kvzap *z)
 					z->mons[k] = z->mons[--z->mon_n];
 					break;
 				}
-			for (size_t k = 0; k < z->peer_n;)
-				if (z->peers[k].mon == m->id)
-					z->peers[k] = z->peers[--z->peer_n];
-				else
-					k++;
+			kvzap_forget(z, m->id);
 			continue;
 		}
 		if (z->mon_n == z->mon_cap) {
@@ -284,49 +309,54 @@ static void kvzap_peer_addr(int fd, char *out, size_t cap)
 		out[0] = 0;
 }
 
+/* ZAP thread: read monitor m's events into the table of peers. */
+static void kvzap_drain_mon(struct kvzap *z, size_t m)
+{
+	for (;;) {
+		uint8_t head[6];
+		uint16_t event;
+		uint32_t fd;
+		size_t len = 0;
+
+		/* Frame 1: event (16 bits), value (32: the fd); frame
+		 * 2: the endpoint. */
+		if (!kvzap_recv(z->mons[m].pair, head, sizeof(head), &len, 1))
+			break;
+		if (len != sizeof(head))
+			continue;
+		memcpy(&event, head, sizeof(event));
+		memcpy(&fd, head + 2, sizeof(fd));
+		for (size_t k = 0; k < z->peer_n; k++)
+			if (z->peers[k].mon == z->mons[m].id &&
+			    z->peers[k].fd == (int)fd) {
+				z->peers[k] = z->peers[--z->peer_n];
+				break;
+			}
+		if (event != ZMQ_EVENT_ACCEPTED)
+			continue;
+		if (z->peer_n == z->peer_cap) {
+			size_t nc = z->peer_cap ? 2 * z->peer_cap : 64;
+			struct kvzap_peer *na = kvt_mem_realloc(z->mem, z->peers,
+							       z->peer_cap * sizeof(*na),
+							       nc * sizeof(*na));
+			if (!na)
+				continue; /* not counted: the count errs low */
+			z->peers = na;
+			z->peer_cap = nc;
+		}
+		z->peers[z->peer_n].fd = (int)fd;
+		z->peers[z->peer_n].mon = z->mons[m].id;
+		kvzap_peer_addr((int)fd, z->peers[z->peer_n].addr,
+				   sizeof(z->peers[z->peer_n].addr));
+		z->peer_n++;
+	}
+}
+
 /* ZAP thread: read every monitor's events into the table of peers. */
 static void kvzap_drain(struct kvzap *z)
 {
-	for (size_t m = 0; m < z->mon_n; m++) {
-		for (;;) {
-			uint8_t head[6];
-			uint16_t event;
-			uint32_t fd;
-			size_t len = 0;
-
-			/* Frame 1: event (16 bits), value (32: the fd); frame
-			 * 2: the endpoint. */
-			if (!kvzap_recv(z->mons[m].pair, head, sizeof(head), &len, 1))
-				break;
-			if (len != sizeof(head))
-				continue;
-			memcpy(&event, head, sizeof(event));
-			memcpy(&fd, head + 2, sizeof(fd));
-			for (size_t k = 0; k < z->peer_n; k++)
-				if (z->peers[k].mon == z->mons[m].id &&
-				    z->peers[k].fd == (int)fd) {
-					z->peers[k] = z->peers[--z->peer_n];
-					break;
-				}
-			if (event != ZMQ_EVENT_ACCEPTED)
-				continue;
-			if (z->peer_n == z->peer_cap) {
-				size_t nc = z->peer_cap ? 2 * z->peer_cap : 64;
-				struct kvzap_peer *na = kvt_mem_realloc(z->mem, z->peers,
-								       z->peer_cap * sizeof(*na),
-								       nc * sizeof(*na));
-				if (!na)
-					continue; /* not counted: the count errs low */
-				z->peers = na;
-				z->peer_cap = nc;
-			}
-			z->peers[z->peer_n].fd = (int)fd;
-			z->peers[z->peer_n].mon = z->mons[m].id;
-			kvzap_peer_addr((int)fd, z->peers[z->peer_n].addr,
-					   sizeof(z->peers[z->peer_n].addr));
-			z->peer_n++;
-		}
-	}
+	for (size_t m = 0; m < z->mon_n; m++)
+		kvzap_drain_mon(z, m);
 }
 
 /* ZAP thread: answer one request waiting on the REP socket (RFC 27:

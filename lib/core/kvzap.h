@@ -46,6 +46,16 @@ int kvzap_watch(struct kvzap *z, void *sock, uint32_t *id);
  * event its reader could miss, and have the ZAP thread forget it. */
 void kvzap_close_socket(struct kvzap *z, void *sock, uint32_t id);
 
+/* Watched socket id let go of every peer it had (kvevents.c unbound it,
+ * past KVEVENTS_SUBS_MAX, and binds it again): have the ZAP thread forget
+ * them.  libzmq reports no DISCONNECTED for the connections an unbind
+ * closes, so they stayed counted, and the socket's new peers were refused
+ * past events.max_subscribers (or KVEVENTS_SUB_PER_ADDR from an address)
+ * unless their descriptors happened to be the old ones'.  A peer accepted
+ * after the rebind and before the ZAP thread reads this may go uncounted
+ * (the count errs low).  0, -ENOMEM (they stay counted). */
+int kvzap_forget_peers(struct kvzap *z, uint32_t id);
+
 /* Receive the message waiting on sock, if one is (ZMQ_DONTWAIT; its later
  * frames are waited for): the first cap bytes of each of its first max
  * frames into fr + i * cap, the frame's whole length into len[i] (so a

@@ -6505,7 +6505,11 @@ def s3_complete_pins(ph):
     those that find its pins are 503 SlowDown (their parts let go, the
     connection and the upload kept) and complete when sent again; every
     object reads back exactly, and the pins are all given back (s3ops.c
-    s3d_complete_pins)."""
+    s3d_complete_pins).  Then two Completes whose connections are reset
+    (at once, 20 ms in) give their charge back: a Complete of 33 MiB,
+    past alice's 32, goes ahead alone on a fresh connection (refused 503
+    if any of her pinned bytes stayed: checked with a leak put in on a
+    dead connection's unpin, s3reply.c s3d_item_unpin)."""
     srv = ph.srv
     P, ok, sm, req = ph.kit()
     ups = []
@@ -6547,6 +6551,39 @@ def s3_complete_pins(ph):
         ph.expect(st == 200 and b == data, "the completed object", i, st, len(b))
     pins = srv.metric("kvtier_pins_active")
     ph.expect(pins <= pins0, "pins given back", pins0, pins)
+    for i in range(CP_UPLOADS):
+        ph.expect(req("DELETE", "/hbkt/cp%d" % i)[0] == 204, "cp%d deleted" % i)
+    # Balance: Completes whose connection is reset (at once, and once
+    # they are under way) give their parts' charge back -- to the
+    # connection, and to alice's pinned bytes, which nothing else shows:
+    # a Complete of 33 MiB (past her 32) on a fresh connection goes ahead
+    # only while she pins nothing, and is refused 503 if any of it stayed.
+    def upload(key, sizes):
+        st, _, b = req("POST", key, query="uploads")
+        assert st == 200, (st, b)
+        uid = re.search(rb"<UploadId>([0-9a-f]{32})</UploadId>", b).group(1).decode()
+        for pn, size in enumerate(sizes, 1):
+            st, _, b = req("PUT", key, query="partNumber=%d&uploadId=%s" % (pn, uid),
+                           body=bytes([96 + pn]) * size)
+            assert st == 200, (key, pn, st, b)
+        return uid
+    for i, wait in enumerate((0, 0.02)):
+        uid = upload("/hbkt/cpr%d" % i, [CP_PART] * CP_PARTS)
+        r = socket.create_connection(("127.0.0.1", P), source_address=(ph.addr(), 0))
+        r.sendall(sm("POST", "/hbkt/cpr%d" % i, query="uploadId=" + uid, body=xml))
+        time.sleep(wait)
+        rst_close(r)
+    pins = settled(srv, "kvtier_pins_active", pins0)
+    for i in range(2):
+        req("DELETE", "/hbkt/cpr%d" % i)
+    big = [11 << 19] * 6  # 6 parts of 5.5 MiB: 33 MiB
+    uid = upload("/hbkt/cpbig", big)
+    st, _, b = req("POST", "/hbkt/cpbig", query="uploadId=" + uid, body=_complete_xml(6))
+    print("2 Completes reset: pins %d (%d before); then a Complete of 33 MiB alone: %d %s" % (
+        pins, pins0, st, code_of(b) if st != 200 else ""))
+    ph.expect(pins <= pins0, "pins given back after the resets", pins0, pins)
+    ph.expect(st == 200, "alice's pinned bytes back to 0 after the resets", st, b[:200])
+    req("DELETE", "/hbkt/cpbig")
     ph.cases += 1
     ph.probe("Completes pinning their parts")
 

@@ -13,6 +13,7 @@
  * from a store with no lower tier, in order.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <sched.h>
@@ -475,6 +476,76 @@ static void test_cap(void)
 	zmq_ctx_term(zctx);
 	unlink(gep + 6);
 	rmdir(dir);
+}
+
+/* events.sub_resets lets a bound socket's peers go (unbound, bound again);
+ * the ZAP thread must forget them: libzmq reports no DISCONNECTED for the
+ * connections an unbind closes, so they stayed counted, and with
+ * events.max_subscribers 2 a consumer after a reset of two flooders was
+ * refused whenever its descriptor was not one of theirs (here: the
+ * process holds those numbers meanwhile).  Each flooder subscribes to 40
+ * distinct topics (80, past KVEVENTS_SUBS_MAX). */
+static void test_cap_after_reset(void)
+{
+	struct kvt_store *s;
+	void *zctx = zmq_ctx_new(), *fl[2], *sub;
+	int linger = 0, never = -1, got = 0, held[64], nheld = 0;
+	uint64_t resets = 0, refused0 = 0, refused = 0;
+	char ep[256];
+	uint32_t ns;
+
+	s = t_store_open("dram.capacity", "1M", "dram.chunk", "4K", "dram.shards", "1",
+			 "dram.prefault", "off", "events.endpoint", "tcp://127.0.0.1:*",
+			 "events.max_subscribers", "2", "events.batch_ms", "1", NULL);
+	ns = t_ns(s, "events-cap-reset");
+	snprintf(ep, sizeof(ep), "%s", endpoint_of(s));
+	for (int i = 0; i < 2; i++) {
+		fl[i] = zmq_socket(zctx, ZMQ_SUB);
+		zmq_setsockopt(fl[i], ZMQ_LINGER, &linger, sizeof(linger));
+		/* let go, it stays gone */
+		zmq_setsockopt(fl[i], ZMQ_RECONNECT_IVL, &never, sizeof(never));
+		for (int t = 0; t < 40; t++) {
+			char topic[16];
+			int n = snprintf(topic, sizeof(topic), "t%d-%d", i, t);
+			T_EQ_INT(zmq_setsockopt(fl[i], ZMQ_SUBSCRIBE, topic, (size_t)n), 0);
+		}
+		T_EQ_INT(zmq_connect(fl[i], ep), 0);
+	}
+	usleep(200000);
+	for (uint64_t i = 0; resets == 0; i++) {
+		struct kvt_key k = t_key(300000 + i);
+		T_ASSERT(i < 2000);
+		put(s, ns, &k, 0, false);
+		T_OK(kvt_store_stat(s, "events.sub_resets", &resets));
+	}
+	usleep(300000); /* the flooders' connections closed, bound again */
+	/* The descriptors they had (the lowest free) are taken by others. */
+	while (nheld < 64 && (held[nheld] = open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0)
+		nheld++;
+	T_OK(kvt_store_stat(s, "events.refused", &refused0));
+	sub = zmq_socket(zctx, ZMQ_SUB);
+	zmq_setsockopt(sub, ZMQ_LINGER, &linger, sizeof(linger));
+	T_EQ_INT(zmq_setsockopt(sub, ZMQ_SUBSCRIBE, "", 0), 0);
+	T_EQ_INT(zmq_connect(sub, ep), 0);
+	usleep(200000);
+	for (uint64_t i = 0; i < 100 && got == 0; i++) {
+		struct kvt_key k = t_key(310000 + i);
+		put(s, ns, &k, 0, false);
+		got += rx_any(sub, 10);
+	}
+	T_OK(kvt_store_stat(s, "events.refused", &refused));
+	fprintf(stderr, "after a subscription reset (events.sub_resets %" PRIu64 "): a consumer "
+		"heard %d messages; events.refused %" PRIu64 " -> %" PRIu64 "\n", resets, got,
+		refused0, refused);
+	T_ASSERT(got > 0);
+	T_ASSERT(refused == refused0);
+	kvt_store_destroy(s);
+	for (int i = 0; i < nheld; i++)
+		close(held[i]);
+	for (int i = 0; i < 2; i++)
+		zmq_close(fl[i]);
+	zmq_close(sub);
+	zmq_ctx_term(zctx);
 }
 
 /* ------------------------------------------------------------------------
@@ -1296,6 +1367,7 @@ int main(void)
 	test_options();
 	test_store();
 	test_cap();
+	test_cap_after_reset();
 	test_replay();
 	test_replay_hostile();
 	test_replay_group();
