@@ -829,11 +829,10 @@ static void s3d_get_answer(struct s3d_req *rq)
 	 * tenant's PUT was refused (test_hostile_http s3_pins).  Its own pins
 	 * pause the connection instead (s3d.c s3d_pin_flow), and an answer
 	 * that waits for earlier ones is refused past the caps
-	 * (s3d_pin_admit). */
-	if (!head && !s3d_pin_admit(rq, &v)) {
-		s3d_fail(rq, 503, "SlowDown", v);
-		return;
-	}
+	 * (s3d_pin_admit) -- once its conditions are evaluated: a GET
+	 * answered 304 or 412 sends no body and keeps no pin, and was
+	 * refused 503 for pins it would never hold (test_hostile_http
+	 * s3_pins_cond). */
 	s3d_etag(etag, sizeof(etag), ob.crc, ob.len, ob.nparts);
 	s3d_http_date(lm, sizeof(lm), ob.mtime_ms);
 	mtime_s = ob.mtime_ms / 1000;
@@ -870,6 +869,10 @@ static void s3d_get_answer(struct s3d_req *rq)
 			s3d_finish(rq);
 			return;
 		}
+	}
+	if (!head && !s3d_pin_admit(rq, &v)) {
+		s3d_fail(rq, 503, "SlowDown", v);
+		return;
 	}
 	end = ob.len; /* exclusive */
 	if ((v = s3h_header(&rq->h, "range", &vl)) && vl > 6 && memcmp(v, "bytes=", 6) == 0 &&

@@ -70,7 +70,8 @@ s3_pins_range (unread one-byte Range GETs: their whole objects in the pin caps),
 s3_abort_parts (AbortMultipartUpload deletes the upload's parts),
 s3_throttle_kept (an address's auth throttle spares its proven connections),
 s3_delete_errors (deletes that failed are not answered deleted),
-s3_complete_pins (CompleteMultipartUploads' pinned parts in the pin caps).
+s3_complete_pins (CompleteMultipartUploads' pinned parts in the pin caps),
+s3_pins_cond (a conditional GET at the pin cap: its 304 or 412, not 503).
 """
 import base64
 import datetime
@@ -6590,6 +6591,54 @@ def s3_complete_pins(ph):
 
 s3_complete_pins.extra = ["--dram", "128M"]
 s3_complete_pins.dram_mib = 128
+
+
+@phase
+def s3_pins_cond(ph):
+    """A conditional GET is answered 304 or 412, with no body, whatever
+    its tenant pins: s3d_pin_admit refused it 503 SlowDown before its
+    conditions were evaluated, for pins it would never hold.  alice
+    (--dram 64M: her answers pin 16 MiB) GETs 3 objects of 6 MiB on 3
+    connections and never reads (18 MiB pinned); on a fresh connection
+    a plain GET is refused 503, a GET with If-None-Match its ETag (or
+    If-Modified-Since its Last-Modified) is answered 304, one with a
+    stale If-Match 412 (before: all 503; s3pins2, 2026-12-06)."""
+    srv, P = ph.srv, ph.srv.port
+    big = 6 << 20
+    for i in range(3):
+        st, _, body = http(P, signed_msg(P, "PUT", "/hbkt/cond%d" % i, body=b"%d" % i * big),
+                           src=PROBER, timeout=20)
+        assert st == 200, (i, st, body[:200])
+    st, hd, _ = http(P, signed_msg(P, "HEAD", "/hbkt/known"), src=PROBER)
+    assert st == 200, (st, hd)
+    etag = re.search(r"(?im)^etag: *([^\r]*)", hd).group(1)
+    lm = re.search(r"(?im)^last-modified: *([^\r]*)", hd).group(1)
+    pins0 = srv.metric("kvtier_pins_active")
+    held = []
+    for i in range(3):
+        s = socket.create_connection(("127.0.0.1", P), source_address=(ph.addr(), 0))
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        s.sendall(signed_msg(P, "GET", "/hbkt/cond%d" % i))
+        s.settimeout(5)
+        ph.expect(int(s.recv(12, socket.MSG_PEEK).split(b" ")[1]) == 200, "held GET", i)
+        held.append(s)
+    ph.expect(srv.metric("kvtier_pins_active") - pins0 == 3, "3 answers pinned")
+    st, _, body = http(P, signed_msg(P, "GET", "/hbkt/known"), src=ph.addr())
+    print("alice's plain GET at her cap: %d %s" % (st, code_of(body)))
+    ph.expect(st == 503 and code_of(body) == "SlowDown", "a plain GET at the cap", st, body)
+    for what, hdr, want in (("If-None-Match", {"if-none-match": etag}, 304),
+                            ("If-Modified-Since", {"if-modified-since": lm}, 304),
+                            ("If-Match", {"if-match": '"0123456789abcdef"'}, 412)):
+        st, hd, body = http(P, signed_msg(P, "GET", "/hbkt/known", extra=hdr), src=ph.addr())
+        print("a GET with %s at her cap: %d %s" % (what, st, code_of(body)))
+        ph.expect(st == want, "a conditional GET at the cap", what, st, body[:200])
+        ph.cases += 1
+    for s in held:
+        s.close()
+    end = time.monotonic() + 5
+    while srv.metric("kvtier_pins_active") > pins0 and time.monotonic() < end:
+        time.sleep(0.1)
+    ph.probe("conditional GETs at the pin cap")
 
 
 def main():
