@@ -315,12 +315,20 @@ static void evict_to_hook(struct ssd *s, uint32_t slot, uint32_t ns, const struc
 		kvt_mem_free(s->mem, parts, pl);
 }
 
+/* A persistent namespace's live records of at most this many value bytes
+ * are kept at reclamation, read or not (evict_entry_cb). */
+#define SSD_KEEP_SMALL (UINT64_C(64) << 10)
+/* ... out of a budget of their own, an eighth of the segment, then the
+ * read records' (ssd.reinsert_pct): read records do not crowd them out. */
+#define SSD_KEEP_PER 8
+
 struct evict_ctx {
 	struct ssd *s;
 	uint32_t slot;
 	uint64_t gen;
 	uint64_t dropped;
 	uint64_t budget;
+	uint64_t keep; /* SSD_KEEP_SMALL records' own budget (SSD_KEEP_PER) */
 };
 
 /*
@@ -459,11 +467,7 @@ static int evict_entry_cb(void *ctx, const struct ssd_sum_entry *se)
 	struct ssd_shard *sh;
 	struct ssd_entry **pp;
 	bool reinsert = false, dropped = false, hot = false, carry = false, in_dram;
-	bool batched = false, sealed = false, persistent, pinned = false;
-	struct iovec pin_view[DRAM_MAX_RUNS];
-	struct dram_item *pin_it = NULL;
-	unsigned pin_vc = 0;
-	uint64_t pin_len = 0;
+	bool batched = false, sealed = false, persistent, small = false;
 	uint32_t vcrc = 0;
 	uint64_t seq = 0, off = 0, rec_len = 0, value_len = 0, hgen = 0;
 	unsigned pc = 0;
@@ -474,12 +478,13 @@ static int evict_entry_cb(void *ctx, const struct ssd_sum_entry *se)
 	in_dram = dram_exists(s->dram, se->ns_id, &se->key) == KVT_OK;
 	/* ns_lock after seg_lock, before the shard lock (file comment). */
 	persistent = ns_persistent(s, se->ns_id);
-	/* A persistent block's DRAM copy pinned now, not after its entry
-	 * went: evicted from DRAM in between, it would be lost to both
-	 * tiers.  Not pinned, it is carried from the segment. */
-	if (in_dram && persistent)
-		in_dram = pinned = dram_pin(s->dram, se->ns_id, &se->key, &pin_it, pin_view,
-					    &pin_vc, &pin_len) == KVT_OK;
+	/* A persistent block kept is carried from the segment, its index
+	 * entry kept meanwhile, never written again from DRAM: that path
+	 * drops the entry first, and lost a bucket's marker after a restart
+	 * in 2 runs of 5 of s3_bucket_kept (not understood: see the
+	 * doc/s3.md "Buckets, keys and values"). */
+	if (persistent)
+		in_dram = false;
 	h = ssd_hash(s, se->ns_id, &se->key);
 	sh = shard_of(s, h);
 	pthread_mutex_lock(&sh->lock);
@@ -491,19 +496,22 @@ static int evict_entry_cb(void *ctx, const struct ssd_sum_entry *se)
 		batched = (*pp)->flags & E_BATCHED;
 		sealed = (*pp)->flags & E_SEALED_VALUE;
 		vcrc = (*pp)->value_crc;
-		/* A persistent namespace's live record stays as one read
-		 * here does, read or not: persistent is a promise (a bucket
-		 * exists while its marker does, doc/s3.md), FIFO is not a
-		 * reason to break it.  Until 2026-12-06 only read records
-		 * stayed, and a bucket's 8-byte marker, never read, left
-		 * with the first segment the log wrapped over: NoSuchBucket
-		 * (test_hostile_http s3_bucket_kept).  Within the same
-		 * budget, so that a reclaim still frees room: a segment of
-		 * more live persistent bytes than ssd.reinsert_pct keeps
-		 * drops the rest, counted (ssd.evicted_persistent). */
-		reinsert = (((*pp)->flags & E_READ) || persistent) &&
-			   reinsert_cb_budget(s, &ec->budget, (*pp)->value_len);
-		if (reinsert && persistent && !((*pp)->flags & E_READ))
+		/* A persistent namespace's small live record (at most
+		 * SSD_KEEP_SMALL: a bucket's 8-byte marker, an upload's,
+		 * a small object) stays as one read here does, read or
+		 * not.  Until 2026-12-06 only read records stayed, and a
+		 * bucket's marker, never read, left with the first segment
+		 * the log wrapped over: NoSuchBucket (test_hostile_http
+		 * s3_bucket_kept).  Within budgets (SSD_KEEP_PER), so that a
+		 * reclaim still frees room: past them the rest goes, counted
+		 * (ssd.evicted_persistent).  Large ones still leave FIFO:
+		 * carrying them all wedged s3left's attack (the SSD full of
+		 * live uploads, DRAM of write-downs in flight: 503s). */
+		small = persistent && (*pp)->value_len <= SSD_KEEP_SMALL;
+		reinsert = (small && reinsert_cb_budget(s, &ec->keep, (*pp)->value_len)) ||
+			   ((((*pp)->flags & E_READ) || small) &&
+			    reinsert_cb_budget(s, &ec->budget, (*pp)->value_len));
+		if (reinsert && small && !((*pp)->flags & E_READ))
 			A(s->kept_persistent);
 		hot = ((*pp)->flags & E_READ2) && s->evict_hook;
 		/* Under the lock a delete takes first: one it missed here
@@ -568,13 +576,11 @@ static int evict_entry_cb(void *ctx, const struct ssd_sum_entry *se)
 	if (reinsert) {
 		/* Read while here and still in DRAM: write it down again. */
 		struct iovec view[DRAM_MAX_RUNS];
-		struct dram_item *it = pin_it;
+		struct dram_item *it;
 		unsigned vc;
-		uint64_t len = pin_len;
-		if (pinned ||
-		    dram_pin(s->dram, se->ns_id, &se->key, &it, view, &vc, &len) == KVT_OK) {
+		uint64_t len;
+		if (dram_pin(s->dram, se->ns_id, &se->key, &it, view, &vc, &len) == KVT_OK) {
 			struct wd_task *t = kvt_mem_calloc(s->mem, 1, sizeof(*t));
-			pinned = false; /* handed to t, or unpinned below */
 			if (t) {
 				t->type = T_PUT;
 				t->s = s;
@@ -591,8 +597,6 @@ static int evict_entry_cb(void *ctx, const struct ssd_sum_entry *se)
 			}
 		}
 	}
-	if (pinned) /* not reinserted after all (dead, past the budget) */
-		dram_unpin(s->dram, pin_it);
 	return 0;
 }
 
@@ -644,6 +648,7 @@ static bool seg_evict_oldest_locked(struct ssd *s)
 	ec.slot = (uint32_t)victim;
 	ec.gen = g->generation;
 	ec.budget = s->cfg.seg_size / 100 * s->cfg.reinsert_pct;
+	ec.keep = s->cfg.seg_size / SSD_KEEP_PER;
 
 	/* 1. The summary names every record (read it while it is there).
 	 *    Without a buffer to void the slot with (step 2), nothing is
@@ -740,10 +745,12 @@ static void seg_reclaim_upto_locked(struct ssd *s, uint32_t slot, uint64_t end)
 	ec.slot = slot;
 	ec.gen = g->old_gen;
 	ec.budget = g->old_budget;
+	ec.keep = g->old_keep;
 	while (g->old_next < g->old_count &&
 	       (uint64_t)g->old_sum[g->old_next].off_512 * SSD_REC_ALIGN < end)
 		evict_entry_cb(&ec, &g->old_sum[g->old_next++]);
 	g->old_budget = ec.budget;
+	g->old_keep = ec.keep;
 	if (end == UINT64_MAX) {
 		ec.dropped += ssd_idx_sweep(s, KVT_NS_ALL, slot, g->old_gen, UINT64_MAX);
 		kvt_mem_free(s->mem, g->old_sum, g->old_cap * sizeof(*g->old_sum));
@@ -870,6 +877,7 @@ static int seg_reuse_oldest_locked(struct ssd *s)
 	g->old_cap = c.cap;
 	g->old_next = 0;
 	g->old_budget = s->cfg.seg_size / 100 * s->cfg.reinsert_pct;
+	g->old_keep = s->cfg.seg_size / SSD_KEEP_PER;
 	g->old_dropped = 0;
 	if (!c.v)
 		AN(s->evicted_blocks, ssd_idx_sweep(s, KVT_NS_ALL, (uint32_t)victim, old_gen,

@@ -168,6 +168,7 @@ struct ssd_seg {
 			       * left the rest counted for good, a segment's
 			       * reuse at a time) */
 	uint64_t old_budget;  /* reinsert budget left of the old segment */
+	uint64_t old_keep;    /* its small persistent records' (ssd.c) */
 	uint64_t old_dropped; /* index entries dropped so far */
 };
 
