@@ -16,6 +16,7 @@
  */
 #include <fcntl.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -821,6 +822,74 @@ static void store_id_source(void)
 	free(dir);
 }
 
+/* 6b. A damaged checkpoint (a byte flipped in its entries, or the file
+ *    cut to half) is ignored at open, every segment scanned -- and
+ *    replaced by that open, once recovery is done, with a sound one: an
+ *    open killed at once (a child's _exit, no close, so no checkpoint of
+ *    close's) leaves fsck clean, and the next open takes every block
+ *    from the checkpoint.  Until 2026-12-06 the damaged file stayed until
+ *    the next checkpoint (ssd.checkpoint_seals seals, or a graceful
+ *    stop): fsck reported damage recovery had already handled, after any
+ *    number of such opens. */
+static void ckpt_damaged(bool cut)
+{
+	char *dir = t_mkdtemp(), path[4096];
+	struct kvt_store *s = open_sized(dir, "4M", "1M");
+	uint32_t ns = ns_of(s);
+	struct said w;
+	struct stat st;
+	uint64_t k = 0, ck_blocks;
+	pid_t pid;
+	int fd, status;
+
+	while (t_stat(s, "ssd.segments_sealed") < 1 || k < 8) {
+		put_k(s, ns, k++);
+		T_OK(kvt_flush(s));
+	}
+	kvt_store_destroy(s); /* a checkpoint */
+	clean(&w, fsck(dir, &w));
+	T_EQ_U64(w.f.blocks, k);
+
+	snprintf(path, sizeof(path), "%s/ssd/checkpoint", dir);
+	fd = open(path, O_RDWR);
+	T_GE_INT(fd, 0);
+	T_EQ_INT(fstat(fd, &st), 0);
+	T_ASSERT(st.st_size > 256);
+	if (cut) {
+		T_EQ_INT(ftruncate(fd, st.st_size / 2), 0);
+	} else {
+		uint8_t b;
+		off_t at = st.st_size - 40; /* in the last entry */
+		T_EQ_INT(pread(fd, &b, 1, at), 1);
+		b ^= 0x10;
+		T_EQ_INT(pwrite(fd, &b, 1, at), 1);
+	}
+	close(fd);
+	T_RC(fsck(dir, &w), KVT_ECORRUPT);
+	T_EQ_U64(w.f.damaged, 1);
+	T_ASSERT(strstr(w.text, "ssd/checkpoint: damaged") != NULL);
+
+	/* An open, killed before it writes or closes anything. */
+	pid = fork();
+	T_GE_INT(pid, 0);
+	if (pid == 0) {
+		struct kvt_store *c = open_sized(dir, "4M", "1M");
+		if (!c)
+			_exit(2);
+		_exit(0); /* no close, no checkpoint of close's */
+	}
+	T_EQ_INT(waitpid(pid, &status, 0), pid);
+	T_ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	clean(&w, fsck(dir, &w));
+	T_EQ_U64(w.f.blocks, k);
+	T_EQ_U64(reopen_served(dir, k, 0, &ck_blocks), k);
+	T_EQ_U64(ck_blocks, k);
+	fprintf(stderr, "  checkpoint %s: replaced at open, %llu blocks from it at the next\n",
+		cut ? "cut short" : "flipped", (unsigned long long)ck_blocks);
+	t_rmtree(dir);
+	free(dir);
+}
+
 /* 7. Format 3: after damage in an open segment, fsck looks for the
  *    generation's next record *or batch* (next_sound_hdr).  A writer
  *    (format 3, a child killed by _exit) leaves an open segment holding a
@@ -998,6 +1067,8 @@ int main(void)
 	segment_changed();
 	capacity_changed();
 	store_id_source();
+	ckpt_damaged(false);
+	ckpt_damaged(true);
 	for (size_t a = 0; a < KVT_ARRAY_LEN(aligns); a++)
 		for (int bf = 0; bf < 2; bf++)
 			for (int ck = 0; ck < 2; ck++)

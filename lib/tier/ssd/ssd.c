@@ -4508,6 +4508,12 @@ int ssd_open(struct ssd **out, const struct ssd_config *cfg, int dir_fd, struct 
 	if (r < 0)
 		goto fail;
 	ssd_seal_leftovers(s);
+	/* A damaged checkpoint, ignored: a sound one in its place now, the
+	 * index as recovered (what a close at once would write; the writer
+	 * has not started).  A failure is logged and costs what it did
+	 * before: the damaged file until the next checkpoint. */
+	if (s->rec_ckpt_damaged && ssd_ckpt_write(s) == 0)
+		kvt_logf(log, KVT_LOG_INFO, "ssd: damaged checkpoint replaced");
 	pthread_mutex_lock(&s->seg_lock);
 	/* A log of dead records only (cleared) is not full (ssd_clear). */
 	atomic_store(&s->log_full, seg_next_evicts_locked(s) && !ssd_idx_empty(s));

@@ -407,6 +407,8 @@ struct ssd {
 		wd_preempted;
 	uint64_t rec_ckpt_entries, rec_records, rec_segments, rec_ns, rec_dropped;
 	uint64_t rec_old_format;     /* segments of an older format version, dropped */
+	bool rec_ckpt_damaged;       /* recovery ignored a damaged checkpoint: open
+				      * replaces it (ssd_recover.c rec_load_ckpt) */
 	uint64_t rec_other_size;     /* segments of another ssd.segment, dropped */
 	uint64_t rec_other_seg;      /* the first one's segment size */
 };

@@ -341,17 +341,43 @@ static void rec_load_ckpt(struct recovery *rc)
 	fd = openat(s->dir_fd, SSD_CKPT, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return;
-	if (fstat(fd, &st) < 0 || st.st_size <= 0 || st.st_size > (INT64_C(1) << 36))
+	if (fstat(fd, &st) < 0)
 		goto out;
+	/*
+	 * A checkpoint that cannot be used here and never will be -- cut to
+	 * nothing, unreadable, failing its checks, another store's -- is
+	 * replaced once recovery is done (ssd_open: rec_ckpt_damaged), so
+	 * that it is not read, and reported by fsck, again at every open
+	 * until the next periodic one.  Not one of another format version
+	 * (an upgrade or a downgrade, read again by the kvtier that wrote it)
+	 * or of another slot count (the operator may open with the old
+	 * ssd.capacity again): those stay until the next periodic one.
+	 */
+	if (st.st_size <= 0 || st.st_size > (INT64_C(1) << 36)) {
+		kvt_logf(s->log, KVT_LOG_WARN,
+			 "ssd: checkpoint ignored (%lld bytes): scanning every segment",
+			 (long long)st.st_size);
+		s->rec_ckpt_damaged = true;
+		goto out;
+	}
 	/* Aligned as O_DIRECT would want it (ssd.debug_check_align). */
 	buf = kvt_mem_alloc_aligned(s->mem, SSD_ALIGN, (size_t)st.st_size);
-	if (!buf || ssd_pread_full(s, fd, buf, (size_t)st.st_size, 0) < 0)
+	if (!buf)
 		goto out;
+	r = ssd_pread_full(s, fd, buf, (size_t)st.st_size, 0);
+	if (r < 0) {
+		kvt_logf(s->log, KVT_LOG_WARN, "ssd: checkpoint ignored (%s): scanning every segment",
+			 kvt_strerror(r));
+		s->rec_ckpt_damaged = true;
+		goto out;
+	}
 	/* Two passes: the header first, to check it is ours and sized right. */
 	r = ssd_ckpt_decode(buf, (size_t)st.st_size, &rc->ck, NULL, NULL);
 	if (r < 0 || (why = ssd_ckpt_ours(&rc->ck, s->store_id, s->slot_count))) {
 		kvt_logf(s->log, KVT_LOG_WARN, "ssd: checkpoint ignored (%s): scanning every segment",
 			 r < 0 ? kvt_strerror(r) : why);
+		s->rec_ckpt_damaged = r < 0 ? r != KVT_EVERSION
+					    : memcmp(rc->ck.store_id, s->store_id, 16) != 0;
 		if (r == 0 && !ssd_ckpt_ours(&rc->ck, s->store_id, rc->ck.slot_count)) {
 			/* This store's, of another slot count: generations and
 			 * sequence numbers go on above its ("Generations"). */
