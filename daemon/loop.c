@@ -586,12 +586,18 @@ static void loop_undefer(struct kvtd_loop *loop)
  * answered.  A connection with none in flight is read: its next frame is
  * charged alone, or refused (then answered -ENOMEM, its data dropped).
  * The rest of a data section being received is read all the same: it
- * was charged (c->rx), or is dropped (c->rx_drop), when its header came. */
+ * was charged (c->rx), or is dropped (c->rx_drop), when its header came;
+ * so is an S3 body (ops->partial: s3d.c sc->rx), charged at its head.
+ * Before 2026-12-06 the S3 body was not exempt: an overwrite's buffer of
+ * 8 MiB (over the share alone) resumed from a park paused its own
+ * connection, which then never read it (the client's PUT unanswered). */
 bool kvtd_conn_in_share_over(const struct kvtd_conn *c)
 {
 	uint64_t held = 0, cap = kvtd_in_share(c->loop->srv, c->tstat, &held);
 
 	if (!(c->inflight > 0 && !c->rx && !c->rx_drop && cap))
+		return false;
+	if (c->ops->partial && c->ops->partial(c))
 		return false;
 	/* A table the share refused while c has frames in flight (native.c
 	 * tbl_want) waits too: read on, it was buffered whole outside the

@@ -71,7 +71,8 @@ s3_abort_parts (AbortMultipartUpload deletes the upload's parts),
 s3_throttle_kept (an address's auth throttle spares its proven connections),
 s3_delete_errors (deletes that failed are not answered deleted),
 s3_complete_pins (CompleteMultipartUploads' pinned parts in the pin caps),
-s3_pins_cond (a conditional GET at the pin cap: its 304 or 412, not 503).
+s3_pins_cond (a conditional GET at the pin cap: its 304 or 412, not 503),
+s3_park_overwrite (an overwrite over the input share, parked, reads its body).
 """
 import base64
 import datetime
@@ -6701,6 +6702,47 @@ def s3_pins_cond(ph):
     while srv.metric("kvtier_pins_active") > pins0 and time.monotonic() < end:
         time.sleep(0.1)
     ph.probe("conditional GETs at the pin cap")
+
+
+@phase
+def s3_park_overwrite(ph):
+    """An overwrite's body is buffered and charged to its tenant's input
+    share (a quarter of --max-memory, 8 MiB) at its head; its connection
+    is still read for that body (loop.c kvtd_conn_in_share_over).  The
+    native frame's body was exempt, the S3 one not: an overwrite of 8 MiB
+    (the share alone) resumed from a park (s3d.c "Parking") paused its own
+    connection, and the body was never read -- bob's PUT unanswered until
+    his client gave up (10-20 s beside alice's PUTs of 12 MiB).  Here bob
+    puts 8 MiB, its write-down held 600 ms by a slow writer
+    (ssd.debug_write_delay_ms) in a queue of 8 MiB, then overwrites it at
+    once: parked, then resumed as an overwrite, it must be answered 200
+    within 4 s and read back."""
+    srv, P = ph.srv, ph.srv.port
+    st, _, body = http(P, signed_msg(P, "PUT", "/bobbkt", who=BOB), src=PROBER)
+    assert st == 200, (st, body[:200])
+    srv.written_down()
+    v1, v2 = b"1" * (8 << 20), b"2" * (8 << 20)
+    st, _, body = http(P, signed_msg(P, "PUT", "/bobbkt/big", body=v1, who=BOB), src=PROBER,
+                       timeout=10)
+    assert st == 200, (st, body[:200])
+    parked0 = srv.metric("kvtier_server_put_parked_total")
+    t0 = time.monotonic()
+    st, _, body = http(P, signed_msg(P, "PUT", "/bobbkt/big", body=v2, who=BOB), src=PROBER,
+                       timeout=4)
+    dt = time.monotonic() - t0
+    parked = srv.metric("kvtier_server_put_parked_total") - parked0
+    print("an 8 MiB overwrite behind an 8 MiB write-down: %s %s in %.2f s, parked %d" % (
+        st, code_of(body) if st not in (0, 200) else "", dt, parked))
+    ph.expect(parked >= 1, "the overwrite was parked (the case under test)", parked)
+    ph.expect(st == 200, "the parked overwrite answered", st, body[:200])
+    st, _, body = http(P, signed_msg(P, "GET", "/bobbkt/big", who=BOB), src=PROBER, timeout=10)
+    ph.expect(st == 200 and body == v2, "the overwrite read back", st, len(body))
+    ph.probe("an overwrite at the input share, parked")
+
+
+s3_park_overwrite.extra = ["--ssd", "256M", "--set", "ssd.segment=16M",
+                           "--set", "ssd.writedown_max=8M",
+                           "--set", "ssd.debug_write_delay_ms=600"]
 
 
 def main():
