@@ -1102,10 +1102,6 @@ static int kvtierd_open(struct kvtd_server *srv, struct kvtd_listener *listeners
 	kvtierd_nofile(srv);
 	if (kvtd_tenant_ns_init(srv) < 0)
 		return KVTD_EXIT_FAIL;
-	/* Before any listener is served: a bucket's blocks are persistent
-	 * from the start, not from its first request. */
-	if (s3d_buckets_persist(srv) < 0)
-		return KVTD_EXIT_FAIL;
 	return KVTD_EXIT_OK;
 }
 

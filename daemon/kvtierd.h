@@ -1481,9 +1481,6 @@ int kvtd_tenant_ns_init(struct kvtd_server *srv);
 void kvtd_tenant_ns_free(struct kvtd_server *srv);
 int64_t kvtd_tenant_ns_ids(struct kvtd_server *srv, const char *tenant, size_t len,
 			   uint32_t **ids);
-/* s3ops.c: at startup, every S3 bucket's namespace in the registry marked
- * persistent again (the flag is not kept there): 0 or an error. */
-int s3d_buckets_persist(struct kvtd_server *srv);
 /* The counters of c's tenant (NULL before the tenant is known): with
  * --tenants, the entry it was admitted with (c->conns_tstat, held);
  * without, tenant "default"'s. */

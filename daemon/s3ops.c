@@ -147,53 +147,6 @@ static void s3d_bucket_desc(struct kvt_ns_desc *d, char *model, size_t mcap, con
 	d->flags = KVT_NS_PERSISTENT;
 }
 
-/*
- * At start, every bucket's namespace in the registry marked persistent
- * again: the flag is this process's policy, not kept in the registry, and
- * until a request named a bucket (s3d_bucket_own registers it) its blocks
- * were a cache's -- the SSD's FIFO eviction dropped its marker with the
- * segment it was in, and the bucket was gone (test_hostile_http
- * s3_bucket_kept, 2026-12-06).  A registry entry is a bucket's when its
- * text is the descriptor s3d_bucket_desc makes of its model's name and
- * tenant (same digest).  0 or a negative error.
- */
-int s3d_buckets_persist(struct kvtd_server *srv)
-{
-	char canon[2100], model[80], bucket[64], tenant[PROTO_TENANT_MAX + 1];
-
-	for (uint32_t id = 1;; id++) {
-		static const char pre[] = "\nmodel=" S3D_MODEL_PREFIX;
-		uint8_t digest[32], want[32];
-		struct kvt_ns_desc d;
-		const char *t, *m, *e;
-		uint32_t got;
-		int len = kvt_ns_info(srv->store, id, digest, canon, sizeof(canon)), tl, r;
-
-		if (len < 0)
-			return 0; /* past the last id */
-		if ((size_t)len >= sizeof(canon) || !strstr(canon, "\nlayout=s3-object\n") ||
-		    !(m = strstr(canon, pre)))
-			continue;
-		m += strlen(pre);
-		e = strchr(m, '\n');
-		if (!e || (size_t)(e - m) >= sizeof(bucket))
-			continue;
-		memcpy(bucket, m, (size_t)(e - m));
-		bucket[e - m] = 0;
-		tl = kvtd_canon_tenant(canon, (size_t)len, &t);
-		if (tl > (int)PROTO_TENANT_MAX)
-			continue;
-		memcpy(tenant, tl > 0 ? t : "", tl > 0 ? (size_t)tl : 0);
-		tenant[tl > 0 ? tl : 0] = 0;
-		s3d_bucket_desc(&d, model, sizeof(model), bucket, tenant);
-		if (kvt_ns_digest(&d, want, NULL, 0) < 0 || memcmp(want, digest, 32) != 0)
-			continue;
-		r = kvt_ns_register(srv->store, &d, &got); /* writes nothing: known */
-		if (r < 0)
-			return r;
-	}
-}
-
 /* A bucket exists while its marker does (DeleteBucket clears the
  * namespace, marker included; the registry keeps the namespace).  An
  * index lookup: no I/O. */

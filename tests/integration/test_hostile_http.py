@@ -2809,68 +2809,6 @@ s3_buckets_ssd.tenants = s3_head_ssd.tenants
 
 
 @phase
-def s3_bucket_kept(ph):
-    """A bucket is a persistent namespace: its 8-byte marker (kvtier key
-    `B`) must outlive the SSD's FIFO eviction of the segment it was
-    written in, as its objects must while the SSD's live data fits.  alice
-    creates `keep`; bob overwrites two 256 KiB objects 192 times, so the
-    8 MiB SSD's log wraps (more than 8 MiB written down), every segment
-    reclaimed, its dead
-    records dropped.  Before 2026-12-06 the marker, never read, left with
-    its segment (`ssd.reinsert_pct` kept only blocks read while there)
-    and, DRAM's copy gone (here: a restart), alice's bucket was
-    NoSuchBucket (s3left saw it within 18 MiB of uploads on a 256 MiB
-    SSD).  Then again after a restart, before alice's next request: the
-    persistent flag is not in the registry, so kvtierd marks every
-    bucket's namespace persistent at start (s3d_buckets_persist)."""
-    srv, P = ph.srv, ph.srv.port
-    for who, b in ((ALICE, "/keep"), (BOB, "/churn")):
-        st, _, body = http(P, signed_msg(P, "PUT", b, who=who), src=PROBER)
-        assert st == 200, (b, st, body)
-    st, _, body = http(P, signed_msg(P, "PUT", "/keep/obj", body=b"kept"), src=PROBER)
-    assert st == 200, (st, body)
-    srv.written_down()
-    big = os.urandom((256 << 10) - 3)
-
-    def churn():
-        m0 = srv.metric("kvtier_ssd_bytes_in_total")
-        for i in range(192):
-            for _ in range(100):
-                st, _, body = http(srv.port, signed_msg(srv.port, "PUT", "/churn/o%d" % (i % 2),
-                                                        body=b"%03d" % i + big,
-                                                        who=BOB), src=PROBER,
-                                   timeout=20)
-                if st != 503:
-                    break
-                srv.written_down()
-            assert st == 200, (i, st, body[:200])
-        srv.written_down()
-        mib = int(srv.metric("kvtier_ssd_bytes_in_total") - m0) >> 20
-        print("churn: %d MiB written down" % mib)
-        ph.expect(mib >= 8, "MiB written down (the log wrapped: 8 MiB)", mib)
-
-    def check(when):
-        p = srv.port
-        st_h, _, _ = http(p, signed_msg(p, "HEAD", "/keep"), src=PROBER)
-        st_g, _, got = http(p, signed_msg(p, "GET", "/keep/obj"), src=PROBER)
-        print("%s: HeadBucket %d, GetObject %d" % (when, st_h, st_g))
-        ph.expect(st_h == 200, "alice's bucket " + when, st_h)
-        ph.expect(st_g == 200 and got == b"kept", "alice's object " + when, st_g)
-
-    churn()
-    srv.restart(lambda: None)  # DRAM's copies gone: what is left is on SSD
-    check("48 MiB of bob's overwrites, then a restart")
-    srv.restart(lambda: None)
-    churn()
-    check("a restart, then 48 MiB of bob's overwrites")
-    ph.cases += 1
-    ph.probe("bucket markers kept")
-
-
-s3_bucket_kept.extra = ["--dram", "16M", "--ssd", "8M", "--set", "ssd.segment=1M"]
-
-
-@phase
 def s3_head_shared(ph):
     """The owner's HEAD of an object that only a tier below SSD holds (here
     the shared tier, a directory: shared.dir) is 200, as its GET, and

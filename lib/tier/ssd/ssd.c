@@ -228,7 +228,6 @@ static bool reinsert_cb_budget(struct ssd *s, uint64_t *budget, uint64_t len)
 }
 
 static void wd_enqueue(struct ssd *s, struct wd_task *t, int lane);
-static bool ns_persistent(struct ssd *s, uint32_t ns);
 static void wd_task_free(struct ssd *s, struct wd_task *t);
 
 /* A batched value (format 3) read back from the segment being reclaimed
@@ -315,20 +314,12 @@ static void evict_to_hook(struct ssd *s, uint32_t slot, uint32_t ns, const struc
 		kvt_mem_free(s->mem, parts, pl);
 }
 
-/* A persistent namespace's live records of at most this many value bytes
- * are kept at reclamation, read or not (evict_entry_cb). */
-#define SSD_KEEP_SMALL (UINT64_C(64) << 10)
-/* ... out of a budget of their own, an eighth of the segment, then the
- * read records' (ssd.reinsert_pct): read records do not crowd them out. */
-#define SSD_KEEP_PER 8
-
 struct evict_ctx {
 	struct ssd *s;
 	uint32_t slot;
 	uint64_t gen;
 	uint64_t dropped;
 	uint64_t budget;
-	uint64_t keep; /* SSD_KEEP_SMALL records' own budget (SSD_KEEP_PER) */
 };
 
 /*
@@ -467,7 +458,7 @@ static int evict_entry_cb(void *ctx, const struct ssd_sum_entry *se)
 	struct ssd_shard *sh;
 	struct ssd_entry **pp;
 	bool reinsert = false, dropped = false, hot = false, carry = false, in_dram;
-	bool batched = false, sealed = false, persistent, small = false;
+	bool batched = false, sealed = false;
 	uint32_t vcrc = 0;
 	uint64_t seq = 0, off = 0, rec_len = 0, value_len = 0, hgen = 0;
 	unsigned pc = 0;
@@ -476,15 +467,6 @@ static int evict_entry_cb(void *ctx, const struct ssd_sum_entry *se)
 		return 0;
 	/* Before the shard lock: a hint only (the pin below decides). */
 	in_dram = dram_exists(s->dram, se->ns_id, &se->key) == KVT_OK;
-	/* ns_lock after seg_lock, before the shard lock (file comment). */
-	persistent = ns_persistent(s, se->ns_id);
-	/* A persistent block kept is carried from the segment, its index
-	 * entry kept meanwhile, never written again from DRAM: that path
-	 * drops the entry first, and lost a bucket's marker after a restart
-	 * in 2 runs of 5 of s3_bucket_kept (not understood: see the
-	 * doc/s3.md "Buckets, keys and values"). */
-	if (persistent)
-		in_dram = false;
 	h = ssd_hash(s, se->ns_id, &se->key);
 	sh = shard_of(s, h);
 	pthread_mutex_lock(&sh->lock);
@@ -496,23 +478,8 @@ static int evict_entry_cb(void *ctx, const struct ssd_sum_entry *se)
 		batched = (*pp)->flags & E_BATCHED;
 		sealed = (*pp)->flags & E_SEALED_VALUE;
 		vcrc = (*pp)->value_crc;
-		/* A persistent namespace's small live record (at most
-		 * SSD_KEEP_SMALL: a bucket's 8-byte marker, an upload's,
-		 * a small object) stays as one read here does, read or
-		 * not.  Until 2026-12-06 only read records stayed, and a
-		 * bucket's marker, never read, left with the first segment
-		 * the log wrapped over: NoSuchBucket (test_hostile_http
-		 * s3_bucket_kept).  Within budgets (SSD_KEEP_PER), so that a
-		 * reclaim still frees room: past them the rest goes, counted
-		 * (ssd.evicted_persistent).  Large ones still leave FIFO:
-		 * carrying them all wedged s3left's attack (the SSD full of
-		 * live uploads, DRAM of write-downs in flight: 503s). */
-		small = persistent && (*pp)->value_len <= SSD_KEEP_SMALL;
-		reinsert = (small && reinsert_cb_budget(s, &ec->keep, (*pp)->value_len)) ||
-			   ((((*pp)->flags & E_READ) || small) &&
-			    reinsert_cb_budget(s, &ec->budget, (*pp)->value_len));
-		if (reinsert && small && !((*pp)->flags & E_READ))
-			A(s->kept_persistent);
+		reinsert = ((*pp)->flags & E_READ) &&
+			   reinsert_cb_budget(s, &ec->budget, (*pp)->value_len);
 		hot = ((*pp)->flags & E_READ2) && s->evict_hook;
 		/* Under the lock a delete takes first: one it missed here
 		 * reaches the hook later, with a higher generation. */
@@ -538,8 +505,6 @@ static int evict_entry_cb(void *ctx, const struct ssd_sum_entry *se)
 				A(s->evicted_unread);
 			else if (!reinsert)
 				A(s->evicted_over_budget);
-			if (persistent)
-				A(s->evicted_persistent);
 			ssd_idx_remove_locked(s, sh, pp);
 			ec->dropped++;
 			dropped = true;
@@ -648,7 +613,6 @@ static bool seg_evict_oldest_locked(struct ssd *s)
 	ec.slot = (uint32_t)victim;
 	ec.gen = g->generation;
 	ec.budget = s->cfg.seg_size / 100 * s->cfg.reinsert_pct;
-	ec.keep = s->cfg.seg_size / SSD_KEEP_PER;
 
 	/* 1. The summary names every record (read it while it is there).
 	 *    Without a buffer to void the slot with (step 2), nothing is
@@ -745,12 +709,10 @@ static void seg_reclaim_upto_locked(struct ssd *s, uint32_t slot, uint64_t end)
 	ec.slot = slot;
 	ec.gen = g->old_gen;
 	ec.budget = g->old_budget;
-	ec.keep = g->old_keep;
 	while (g->old_next < g->old_count &&
 	       (uint64_t)g->old_sum[g->old_next].off_512 * SSD_REC_ALIGN < end)
 		evict_entry_cb(&ec, &g->old_sum[g->old_next++]);
 	g->old_budget = ec.budget;
-	g->old_keep = ec.keep;
 	if (end == UINT64_MAX) {
 		ec.dropped += ssd_idx_sweep(s, KVT_NS_ALL, slot, g->old_gen, UINT64_MAX);
 		kvt_mem_free(s->mem, g->old_sum, g->old_cap * sizeof(*g->old_sum));
@@ -877,7 +839,6 @@ static int seg_reuse_oldest_locked(struct ssd *s)
 	g->old_cap = c.cap;
 	g->old_next = 0;
 	g->old_budget = s->cfg.seg_size / 100 * s->cfg.reinsert_pct;
-	g->old_keep = s->cfg.seg_size / SSD_KEEP_PER;
 	g->old_dropped = 0;
 	if (!c.v)
 		AN(s->evicted_blocks, ssd_idx_sweep(s, KVT_NS_ALL, (uint32_t)victim, old_gen,
@@ -1764,7 +1725,7 @@ static void wd_finish(struct ssd *s, struct wd_task *t, int64_t res)
 		 * if written (ssd_idx_kill). */
 		if (*pp && (*pp)->seq == t->seq && !(ok && ((*pp)->flags & E_DEAD))) {
 			if (ok) {
-				(*pp)->flags &= (uint8_t)~(E_PENDING | E_MOVING);
+				(*pp)->flags &= (uint8_t)~E_PENDING;
 				sh->bytes += (*pp)->value_len;
 				sh->rec_bytes += (uint64_t)(*pp)->len_512 * SSD_REC_ALIGN;
 				quota_ssd_add(s->cfg.quota, t->ns, (*pp)->value_len, true);
@@ -1976,7 +1937,7 @@ static bool wd_carry_move(struct ssd *s, const struct wd_task *t, const struct s
 		e->slot = n->slot;
 		e->off_512 = n->off_512;
 		e->len_512 = n->len_512;
-		e->flags = n->flags | E_MOVING; /* not read at its new place yet */
+		e->flags = n->flags; /* not read at its new place yet */
 		e->value_crc = n->value_crc;
 	}
 	pthread_mutex_unlock(&sh->lock);
@@ -3269,12 +3230,6 @@ static int ssd_find_gen(struct ssd *s, uint32_t ns, const struct kvt_key *key, u
 	return ret;
 }
 
-/* A record being carried to the log's head (E_CARRY, its bytes in the
- * carry's buffer; E_MOVING, its write in flight) is present: a persistent
- * namespace's blocks are all carried (evict_entry_cb), and until
- * 2026-12-06 a bucket whose marker was being carried was NoSuchBucket for
- * that while (test_hostile_http s3_bucket_kept).  A read of it still misses meanwhile (ssd_promote,
- * ssd_read_part). */
 int ssd_find(struct ssd *s, uint32_t ns, const struct kvt_key *key, uint64_t *value_len)
 {
 	uint64_t h = ssd_hash(s, ns, key);
@@ -3283,8 +3238,7 @@ int ssd_find(struct ssd *s, uint32_t ns, const struct kvt_key *key, uint64_t *va
 	int ret = KVT_MISS;
 	pthread_mutex_lock(&sh->lock);
 	e = *ssd_idx_slot(sh, h, ns, key);
-	if (e && (!(e->flags & E_PENDING) ||
-		  ((e->flags & (E_CARRY | E_MOVING)) && !(e->flags & E_DEAD)))) {
+	if (e && !(e->flags & E_PENDING)) {
 		if (value_len)
 			*value_len = e->value_len;
 		ret = KVT_OK;
@@ -4758,8 +4712,6 @@ void ssd_stats(struct ssd *s, kvt_stats_fn fn, void *ctx)
 	 * past ssd.reinsert_pct, dead already (room that held no cache). */
 	fn(ctx, "ssd.evicted_unread", AL(s->evicted_unread), NULL);
 	fn(ctx, "ssd.evicted_over_budget", AL(s->evicted_over_budget), NULL);
-	fn(ctx, "ssd.kept_persistent", AL(s->kept_persistent), NULL);
-	fn(ctx, "ssd.evicted_persistent", AL(s->evicted_persistent), NULL);
 	fn(ctx, "ssd.evicted_dead", AL(s->evicted_dead), NULL);
 	fn(ctx, "ssd.sealed_records", AL(s->sealed_records), NULL);
 	fn(ctx, "ssd.evicted_to_shared", AL(s->evicted_handed), NULL);

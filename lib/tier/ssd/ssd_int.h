@@ -55,9 +55,6 @@ enum {
 	 * a framed record keeps in its header. */
 	E_BATCHED = 0x20,
 	E_SEALED_VALUE = 0x40,
-	/* with E_PENDING: a carried record's write in flight (wd_carry_move
-	 * until wd_finish), present for ssd_find as an E_CARRY entry is */
-	E_MOVING = 0x80,
 };
 /* T_CARRY: a hot record of a reclaimed segment, read back, written again
  * at the log's head (ssd.c, "Reclamation"). */
@@ -168,7 +165,6 @@ struct ssd_seg {
 			       * left the rest counted for good, a segment's
 			       * reuse at a time) */
 	uint64_t old_budget;  /* reinsert budget left of the old segment */
-	uint64_t old_keep;    /* its small persistent records' (ssd.c) */
 	uint64_t old_dropped; /* index entries dropped so far */
 };
 
@@ -402,7 +398,6 @@ struct ssd {
 		reinserted, quarantined, ckpts, enospc, promote_full, copy_reads, part_reads,
 		evicted_handed, carried, carried_bytes, carry_lost, wd_put_waits, wd_put_timeouts,
 		dropped_promoted, sealed_records, evicted_unread, evicted_over_budget, evicted_dead,
-		kept_persistent, evicted_persistent,
 		room_capped, batches, batched_blocks, batched_carried, carried_in_batches,
 		wd_preempted;
 	uint64_t rec_ckpt_entries, rec_records, rec_segments, rec_ns, rec_dropped;
