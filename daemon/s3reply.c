@@ -148,18 +148,25 @@ void s3d_copy_uncharge(struct kvtd_server *srv, struct kvtd_conn *c, struct kvtd
 		atomic_fetch_sub_explicit(&t->copies, len, memory_order_relaxed);
 }
 
+/* n bytes of pins counted against rq's connection and tenant t given back
+ * (a GET's answer held, s3d_keep_pin; a Complete's parts). */
+static void s3d_pin_give(struct s3d_req *rq, struct kvtd_tstat *t, uint64_t n)
+{
+	struct s3d_conn *sc = s3d_of(rq->conn);
+
+	if (sc)
+		sc->pin_held -= n;
+	if (t)
+		atomic_fetch_sub_explicit(&t->pinned, n, memory_order_relaxed);
+}
+
 void s3d_item_unpin(struct kvtd_server *srv, struct s3d_req *rq, struct s3d_item *it)
 {
 	if (it->pinned)
 		kvt_pin_release(srv->store, it->req.pin);
 	it->pinned = false;
 	if (it->pin_charged) { /* a Complete's part (s3ops.c s3d_complete_pins) */
-		struct s3d_conn *sc = s3d_of(rq->conn);
-		if (sc)
-			sc->pin_held -= it->pin_charged;
-		if (it->pin_tstat)
-			atomic_fetch_sub_explicit(&it->pin_tstat->pinned, it->pin_charged,
-						  memory_order_relaxed);
+		s3d_pin_give(rq, it->pin_tstat, it->pin_charged);
 		it->pin_charged = 0;
 		it->pin_tstat = NULL;
 	}
@@ -171,15 +178,9 @@ void s3d_item_unpin(struct kvtd_server *srv, struct s3d_req *rq, struct s3d_item
  * released, or the output entry counts them now (kvtd_conn_queue). */
 static void s3d_pin_unhold(struct s3d_req *rq)
 {
-	struct s3d_conn *sc = s3d_of(rq->conn);
-
 	if (!rq->pin_held)
 		return;
-	if (sc)
-		sc->pin_held -= rq->pin_held;
-	if (rq->pin_tstat)
-		atomic_fetch_sub_explicit(&rq->pin_tstat->pinned, rq->pin_held,
-					  memory_order_relaxed);
+	s3d_pin_give(rq, rq->pin_tstat, rq->pin_held);
 	rq->pin_held = 0;
 	rq->pin_tstat = NULL;
 }
