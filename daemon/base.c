@@ -1,7 +1,8 @@
 /*
  * base.c - the leaves every kvtierd file may use: error-counter names and
- * the map from protocol codes to them, the monotonic clock, and the size
- * grammar of the command line and the tenants file.
+ * the map from protocol codes to them, the monotonic clock, the size
+ * grammar of the command line and the tenants file, and pin sets (the
+ * distinct values pins hold).
  *
  * No state, no I/O, no calls into any other daemon file: the bottom of
  * the daemon's dependency graph (doc/kvtierd.md "Files").  Pure, so the
@@ -145,4 +146,125 @@ uint32_t kvtd_peer_slot(uint64_t key, const struct sockaddr_storage *ss, bool is
 		return 0;
 	}
 	return (uint32_t)(XXH3_64bits_withSeed(b, n, key) % KVTD_PEER_SLOTS);
+}
+
+/* ------------------------------------------------------------------------
+ * Pin sets: the distinct values pins hold, known by where their bytes are
+ * (kvtd_req_pin_at), each counted once in the pin caps however many pins
+ * hold it: a native GET answer's items (value.c "Pinned values held"),
+ * and, with a count of references, a connection's and a tenant's S3
+ * requests in progress (s3reply.c "Pins of requests in progress").
+ */
+
+uintptr_t kvtd_req_pin_at(const struct kvt_req *r)
+{
+	return r->view_count ? (uintptr_t)r->view[0].iov_base : 0;
+}
+
+/* An open-addressing table (linear probing, at most half full): sized
+ * for a native answer's items at once (kvtd_pinset_init), grown as
+ * needed by kvtd_pinset_hold and freed when kvtd_pinset_drop empties it. */
+
+static uint64_t base_pinset_hash(uintptr_t at)
+{
+	return ((uint64_t)at * 0x9e3779b97f4a7c15ull) >> 32;
+}
+
+/* at's slot, or the empty one where it would go. */
+static struct kvtd_pinslot *base_pinset_find(const struct kvtd_pinset *s, uintptr_t at)
+{
+	for (uint64_t h = base_pinset_hash(at);; h++) {
+		struct kvtd_pinslot *sl = &s->slot[h & (s->cap - 1)];
+		if (sl->at == at || !sl->at)
+			return sl;
+	}
+}
+
+static int base_pinset_grow(struct kvtd_pinset *s, uint64_t cap)
+{
+	struct kvtd_pinset n = { .slot = calloc(cap, sizeof(*n.slot)), .cap = cap };
+
+	if (!n.slot)
+		return -ENOMEM;
+	for (uint64_t i = 0; i < s->cap; i++)
+		if (s->slot[i].at)
+			*base_pinset_find(&n, s->slot[i].at) = s->slot[i];
+	n.used = s->used;
+	free(s->slot);
+	*s = n;
+	return 0;
+}
+
+int kvtd_pinset_init(struct kvtd_pinset *s, uint32_t max)
+{
+	uint64_t cap = 16;
+
+	while (cap < 2 * (uint64_t)max)
+		cap *= 2;
+	*s = (struct kvtd_pinset){ 0 };
+	return base_pinset_grow(s, cap);
+}
+
+void kvtd_pinset_free(struct kvtd_pinset *s)
+{
+	free(s->slot);
+	*s = (struct kvtd_pinset){ 0 };
+}
+
+int kvtd_pinset_hold(struct kvtd_pinset *s, uintptr_t at)
+{
+	struct kvtd_pinslot *sl;
+
+	if (!at)
+		return 1;
+	if (2 * (s->used + 1) > s->cap &&
+	    base_pinset_grow(s, s->cap ? 2 * s->cap : 16) < 0)
+		return -ENOMEM;
+	sl = base_pinset_find(s, at);
+	if (sl->at) {
+		sl->refs++;
+		return 0;
+	}
+	*sl = (struct kvtd_pinslot){ at, 1 };
+	s->used++;
+	return 1;
+}
+
+bool kvtd_pinset_drop(struct kvtd_pinset *s, uintptr_t at)
+{
+	struct kvtd_pinslot *sl;
+	uint64_t mask = s->cap - 1, i, j;
+
+	if (!at)
+		return true;
+	if (!s->slot)
+		return false; /* not held */
+	sl = base_pinset_find(s, at);
+	if (!sl->at || --sl->refs)
+		return false;
+	/* the last: its slot emptied, the entries after it moved back
+	 * (linear probing's deletion) */
+	i = j = (uint64_t)(sl - s->slot);
+	for (;;) {
+		j = (j + 1) & mask;
+		if (!s->slot[j].at)
+			break;
+		uint64_t k = base_pinset_hash(s->slot[j].at) & mask;
+		if (i <= j ? (k <= i || k > j) : (k <= i && k > j)) {
+			s->slot[i] = s->slot[j];
+			i = j;
+		}
+	}
+	s->slot[i] = (struct kvtd_pinslot){ 0 };
+	if (--s->used == 0)
+		kvtd_pinset_free(s);
+	return true;
+}
+
+bool kvtd_pinset_add(struct kvtd_pinset *s, uintptr_t at)
+{
+	/* no table (out of memory), or no place: each counted, as before */
+	if (!s->slot || !at || 2 * (s->used + 1) > s->cap)
+		return true;
+	return kvtd_pinset_hold(s, at) != 0;
 }

@@ -1215,16 +1215,28 @@ void kvtd_resv_release(struct kvtd_tstat *t, uint64_t n);
  * caps however many of its items (ranges, parts) pin it: value.c
  * "Pinned values held".  kvtd_pinset_add: true the first time `at` is
  * added (always without a table: init failed, or `at` 0); at most `max`
- * adds. */
+ * adds.  The same table counts references where pins come and go one by
+ * one (S3 requests in progress, s3reply.c): kvtd_pinset_hold, 1 the
+ * first time `at` is held (the value to count; `at` 0: always), 0 if it
+ * is already, -ENOMEM (nothing held); kvtd_pinset_drop, true when the
+ * last hold of `at` is dropped (the value to uncount).  A set of `at`s
+ * held is freed when it holds none. */
+struct kvtd_pinslot {
+	uintptr_t at;
+	uint64_t refs;
+};
 struct kvtd_pinset {
-	uintptr_t *slot;
-	uint64_t cap;
+	struct kvtd_pinslot *slot;
+	uint64_t cap, used;
 };
 int kvtd_pinset_init(struct kvtd_pinset *s, uint32_t max);
 void kvtd_pinset_free(struct kvtd_pinset *s);
 bool kvtd_pinset_add(struct kvtd_pinset *s, uintptr_t at);
-/* Where a pinned item's value is (its view's first run), its key in a
- * kvtd_pinset; 0: none. */
+int kvtd_pinset_hold(struct kvtd_pinset *s, uintptr_t at);
+bool kvtd_pinset_drop(struct kvtd_pinset *s, uintptr_t at);
+/* Where a pinned value is (its view's first run), its key in a
+ * kvtd_pinset; 0: none.  kvtd_item_pin_at: a native item's. */
+uintptr_t kvtd_req_pin_at(const struct kvt_req *r);
 uintptr_t kvtd_item_pin_at(const struct kvtd_item *it);
 /* The answer of items [first, last) of a GET frame (PROTO_F_MORE on
  * every frame of it but one that ends the whole frame's answer). */
@@ -1443,6 +1455,11 @@ struct kvtd_tstat {
 	struct kvtd_auxq auxq;     /* its jobs on the aux thread (kvtd_aux.lock) */
 	_Atomic uint32_t quiet;    /* its native quiet GETs in the store
 				    * (KVTD_QUIET_TENANT_MAX) */
+	/* the values its S3 requests in progress pin (CopyObject sources,
+	 * Complete parts), each counted once in pinned however many pin it
+	 * (s3reply.c "Pins of requests in progress") */
+	pthread_mutex_t pin_lock;
+	struct kvtd_pinset pin_set; /* (pin_lock) */
 };
 /* tstat.c: the tenants table (its header comment).  init: at startup
  * (0 or -ENOMEM; kvtd_metrics_init calls it); free: at exit.  Any

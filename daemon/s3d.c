@@ -1649,6 +1649,7 @@ static void s3d_free(struct kvtd_conn *c)
 		sc->head = rq->next;
 		s3d_req_free(c->loop->srv, rq);
 	}
+	kvtd_pinset_free(&sc->pin_set); /* (empty: its requests dropped theirs) */
 	free(sc);
 	c->alt = NULL;
 }

@@ -106,9 +106,11 @@ struct s3d_item {
 	uint32_t part_no;
 	uint8_t marker[8];         /* ListBuckets: the bucket marker read into */
 	char *etag_sent;           /* Complete: the part's ETag in the request (owned) */
-	uint64_t pin_charged;      /* Complete: its pin's bytes, counted in its
-				    * connection's pin_held and pin_tstat's pinned
-				    * until unpinned (s3ops.c s3d_complete_pins) */
+	uint64_t pin_charged;      /* Complete's part, Copy's source: its pin's
+				    * value bytes, held in its connection's and
+				    * pin_tstat's pin sets (counted once a value)
+				    * until unpinned (s3reply.c s3d_pins_take) */
+	uintptr_t pin_at;          /* ... the value, its key in those sets */
 	struct kvtd_tstat *pin_tstat;
 	/* A KVT_OP_ROOM's (s3d.c "Parking"): s3d_req_done calls this
 	 * instead of counting it among the request's pending items */
@@ -249,7 +251,10 @@ struct s3d_conn {
 	unsigned gets;             /* GetObjects listed, their answers not queued
 				    * (S3D_GETS_MAX) */
 	uint64_t pin_held;         /* value bytes its requests' kept pins hold,
-				    * answers not queued (s3d_keep_pin) */
+				    * answers not queued (s3d_keep_pin), and the
+				    * values of pin_set */
+	struct kvtd_pinset pin_set; /* the values its requests in progress pin
+				     * (s3reply.c s3d_pins_take) */
 	/* one-entry bucket cache */
 	char ns_bucket[64];
 	char ns_tenant[PROTO_TENANT_MAX + 1];
@@ -303,6 +308,11 @@ void s3d_keep_pin(struct s3d_req *rq, struct s3d_item *it, uint64_t len);
 /* Whether rq's GET, done, may keep its pins (false: a cap refuses it,
  * *why says which): s3reply.c "Pinned answers". */
 bool s3d_pin_admit(struct s3d_req *rq, const char **why);
+/* The pins of items[0, n) of rq (a Complete's parts, a Copy's source)
+ * counted against the pin caps, each value once a connection and once a
+ * tenant: true, or false with *why (a cap, or no memory) and nothing
+ * counted; s3reply.c "Pins of requests in progress". */
+bool s3d_pins_take(struct s3d_req *rq, struct s3d_item *items, uint32_t n, const char **why);
 /* An item's pin released, with its copy's charge (s3ops.c "Quiet reads"),
  * and the charge of copies moved to rq->pins given back. */
 void s3d_item_unpin(struct kvtd_server *srv, struct s3d_req *rq, struct s3d_item *it);

@@ -2385,52 +2385,25 @@ static int s3d_delete_outcome(int st, const char **code, const char **msg)
  * A CompleteMultipartUpload's parts stay pinned from its probe until it
  * is assembled: while it waits for its work turn ("Work on the loop") and
  * for write-down room (two parks of ssd.writedown_wait_ms), up to 1,023
- * parts of 5 MiB or more.  They were outside the pin caps ("Pinned
- * answers", s3reply.c): one tenant's concurrent Completes pinned as much
- * of the DRAM tier as their parts, and another tenant's PUTs found
- * everything evictable pinned (s3left, 2026-12-06; test_hostile_http
- * s3_complete_pins).  Now the pinned parts count in the connection's
- * pin_held and the signer's pinned as a GET's answer does, until
- * unpinned (s3reply.c s3d_item_unpin), and a Complete whose parts would
- * take its connection's or its tenant's pins past KVTD_PIN_CONN_MAX or
- * KVTD_PIN_TENANT_MAX is refused 503 SlowDown, its parts let go and its
- * upload kept (a retry completes it) -- unless that connection and that
- * tenant pin nothing else, so that one Complete of any size goes ahead.
- * true: charged, go on.
+ * parts of 5 MiB or more; a CopyObject's or UploadPartCopy's source the
+ * same.  They were outside the pin caps ("Pinned answers", s3reply.c):
+ * one tenant's concurrent Completes pinned as much of the DRAM tier as
+ * their parts, and another tenant's PUTs found everything evictable
+ * pinned (s3left, 2026-12-06; test_hostile_http s3_complete_pins); its
+ * copies of many distinct sources the same (s3_copy_pins).  Now they
+ * count against the caps, each value once a connection and once a
+ * tenant (s3reply.c "Pins of requests in progress"), and a request they
+ * would take past them is refused 503 SlowDown, its pins let go (a
+ * Complete's upload kept: a retry completes it).  true: counted, go on.
  */
-static bool s3d_complete_pins(struct s3d_req *rq)
+static bool s3d_work_pins(struct s3d_req *rq)
 {
-	struct kvtd_conn *c = rq->conn;
-	struct kvtd_server *srv = c->loop->srv;
-	struct kvtd_tstat *t = rq->in_tstat;
-	uint64_t sum = 0, mine = c->pin_bytes + s3d_of(c)->pin_held;
-	uint64_t tp = t ? atomic_load_explicit(&t->pinned, memory_order_relaxed) : 0;
+	const char *why;
 
-	for (uint32_t i = 0; i < rq->n; i++)
-		if (rq->items[i].pinned && !rq->items[i].pin_charged)
-			sum += rq->items[i].req.length;
-	if ((mine && mine + sum > KVTD_PIN_CONN_MAX(srv)) ||
-	    (tp && tp + sum > KVTD_PIN_TENANT_MAX(srv))) {
-		KVTD_COUNT(srv, pin_deferred, 1);
-		s3d_fail(rq, 503, "SlowDown", mine && mine + sum > KVTD_PIN_CONN_MAX(srv)
-			 ? "The connection's requests in progress pin its share of kvtierd's "
-			   "DRAM tier; retry later."
-			 : "The tenant's requests in progress pin its share of kvtierd's DRAM "
-			   "tier; retry later.");
-		return false;
-	}
-	for (uint32_t i = 0; i < rq->n; i++) {
-		struct s3d_item *it = &rq->items[i];
-		if (!it->pinned || it->pin_charged || !it->req.length)
-			continue;
-		it->pin_charged = it->req.length;
-		it->pin_tstat = t;
-		s3d_of(c)->pin_held += it->pin_charged;
-		if (t)
-			atomic_fetch_add_explicit(&t->pinned, it->pin_charged,
-						  memory_order_relaxed);
-	}
-	return true;
+	if (s3d_pins_take(rq, rq->items, rq->n, &why))
+		return true;
+	s3d_fail(rq, 503, "SlowDown", why);
+	return false;
 }
 
 static void s3d_step(struct s3d_req *rq)
@@ -2597,7 +2570,8 @@ static void s3d_step(struct s3d_req *rq)
 			ob.ctype[0] = 0; /* a part's header has the upload's, not the source's */
 		}
 		snprintf(rq->ctype, sizeof(rq->ctype), "%s", ob.ctype);
-		s3d_assemble(rq);
+		if (s3d_work_pins(rq))
+			s3d_assemble(rq);
 		return;
 	}
 	case S3_MPU_CREATE:
@@ -2669,7 +2643,7 @@ static void s3d_step(struct s3d_req *rq)
 				return;
 			}
 		}
-		if (s3d_complete_pins(rq))
+		if (s3d_work_pins(rq))
 			s3d_assemble(rq);
 		return;
 	}

@@ -149,7 +149,7 @@ void s3d_copy_uncharge(struct kvtd_server *srv, struct kvtd_conn *c, struct kvtd
 }
 
 /* n bytes of pins counted against rq's connection and tenant t given back
- * (a GET's answer held, s3d_keep_pin; a Complete's parts). */
+ * (a GET's answer held, s3d_keep_pin). */
 static void s3d_pin_give(struct s3d_req *rq, struct kvtd_tstat *t, uint64_t n)
 {
 	struct s3d_conn *sc = s3d_of(rq->conn);
@@ -160,16 +160,142 @@ static void s3d_pin_give(struct s3d_req *rq, struct kvtd_tstat *t, uint64_t n)
 		atomic_fetch_sub_explicit(&t->pinned, n, memory_order_relaxed);
 }
 
+/*
+ * Pins of requests in progress.  A CompleteMultipartUpload pins its parts,
+ * a CopyObject or an UploadPartCopy its source, from the probe until the
+ * object is assembled (s3ops.c s3d_assemble): across work turns (16 MiB
+ * of copying a loop iteration) and write-down parks.  They count in the
+ * connection's pin_held and the signer's pinned as a GET's answer does,
+ * but each value once a connection (sc->pin_set) and once a tenant
+ * (t->pin_set, under t->pin_lock: its connections run on any loop),
+ * however many of its requests pin it -- the idea of a native answer's
+ * pins (value.c "Pinned values held"), on the same table: copies of one
+ * source share its pin and its DRAM.  Counted a request each, as a
+ * Complete's parts were, test_hostile_http s3_copy_loop's 256 copies of
+ * one 32 MiB source (--dram 256M: 32 MiB a connection) were cut to 2
+ * answered.  Copy sources were outside the caps before: one tenant's
+ * copies of many distinct sources pinned as many objects at once
+ * (s3_copy_pins).  Requests whose values not yet counted would take the
+ * connection's pins past KVTD_PIN_CONN_MAX or the tenant's past
+ * KVTD_PIN_TENANT_MAX are refused 503 SlowDown, nothing held -- unless
+ * that connection and that tenant pin nothing, so that one of any size
+ * goes ahead; one whose values are all counted already goes ahead (it
+ * pins no more DRAM).
+ */
+
+/* An item whose pin is to be counted. */
+static bool s3d_pin_new(const struct s3d_item *it)
+{
+	return it->pinned && !it->pin_charged && it->req.length;
+}
+
+/* Undo the holds of the new items of items[0, n) in set. */
+static void s3d_pins_undo(struct kvtd_pinset *set, struct s3d_item *items, uint32_t n)
+{
+	for (uint32_t i = 0; i < n; i++)
+		if (s3d_pin_new(&items[i]))
+			(void)kvtd_pinset_drop(set, kvtd_req_pin_at(&items[i].req));
+}
+
+/* Hold the new items' values in set: the bytes of those it did not
+ * hold, or -ENOMEM (*done: the items tried, holds of [0, *done) made). */
+static int64_t s3d_pins_hold(struct kvtd_pinset *set, struct s3d_item *items, uint32_t n,
+			     uint32_t *done)
+{
+	uint64_t add = 0;
+	uint32_t i;
+
+	for (i = 0; i < n; i++) {
+		int r;
+		if (!s3d_pin_new(&items[i]))
+			continue;
+		r = kvtd_pinset_hold(set, kvtd_req_pin_at(&items[i].req));
+		if (r < 0)
+			break;
+		add += r ? items[i].req.length : 0;
+	}
+	*done = i;
+	return i < n ? -ENOMEM : (int64_t)add;
+}
+
+bool s3d_pins_take(struct s3d_req *rq, struct s3d_item *items, uint32_t n, const char **why)
+{
+	struct kvtd_conn *c = rq->conn;
+	struct kvtd_server *srv = c->loop->srv;
+	struct s3d_conn *sc = s3d_of(c);
+	struct kvtd_tstat *t = rq->in_tstat;
+	uint64_t mine = c->pin_bytes + sc->pin_held;
+	uint32_t hc, ht;
+	int64_t add_c, add_t = 0;
+
+	*why = NULL;
+	add_c = s3d_pins_hold(&sc->pin_set, items, n, &hc);
+	if (add_c < 0)
+		*why = "server out of memory";
+	else if (add_c && mine && mine + (uint64_t)add_c > KVTD_PIN_CONN_MAX(srv))
+		*why = "The connection's requests in progress pin its share of kvtierd's "
+		       "DRAM tier; retry later.";
+	if (!*why && t) {
+		pthread_mutex_lock(&t->pin_lock);
+		add_t = s3d_pins_hold(&t->pin_set, items, n, &ht);
+		uint64_t tp = atomic_load_explicit(&t->pinned, memory_order_relaxed);
+		if (add_t < 0)
+			*why = "server out of memory";
+		else if (add_t && tp && tp + (uint64_t)add_t > KVTD_PIN_TENANT_MAX(srv))
+			*why = "The tenant's requests in progress pin its share of kvtierd's "
+			       "DRAM tier; retry later.";
+		if (*why)
+			s3d_pins_undo(&t->pin_set, items, ht);
+		else
+			atomic_fetch_add_explicit(&t->pinned, (uint64_t)add_t,
+						  memory_order_relaxed);
+		pthread_mutex_unlock(&t->pin_lock);
+	}
+	if (*why) {
+		s3d_pins_undo(&sc->pin_set, items, hc);
+		KVTD_COUNT(srv, pin_deferred, 1);
+		return false;
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		struct s3d_item *it = &items[i];
+		if (!s3d_pin_new(it))
+			continue;
+		it->pin_charged = it->req.length;
+		it->pin_at = kvtd_req_pin_at(&it->req);
+		it->pin_tstat = t;
+	}
+	sc->pin_held += (uint64_t)add_c;
+	return true;
+}
+
+/* An item's hold of its value given back: the value uncounted by the
+ * last of them. */
+static void s3d_pins_put(struct s3d_req *rq, struct s3d_item *it)
+{
+	struct s3d_conn *sc = s3d_of(rq->conn);
+	struct kvtd_tstat *t = it->pin_tstat;
+
+	if (sc && kvtd_pinset_drop(&sc->pin_set, it->pin_at))
+		sc->pin_held -= it->pin_charged;
+	if (t) {
+		pthread_mutex_lock(&t->pin_lock);
+		if (kvtd_pinset_drop(&t->pin_set, it->pin_at))
+			atomic_fetch_sub_explicit(&t->pinned, it->pin_charged,
+						  memory_order_relaxed);
+		pthread_mutex_unlock(&t->pin_lock);
+	}
+	it->pin_charged = 0;
+	it->pin_at = 0;
+	it->pin_tstat = NULL;
+}
+
 void s3d_item_unpin(struct kvtd_server *srv, struct s3d_req *rq, struct s3d_item *it)
 {
 	if (it->pinned)
 		kvt_pin_release(srv->store, it->req.pin);
 	it->pinned = false;
-	if (it->pin_charged) { /* a Complete's part (s3ops.c s3d_complete_pins) */
-		s3d_pin_give(rq, it->pin_tstat, it->pin_charged);
-		it->pin_charged = 0;
-		it->pin_tstat = NULL;
-	}
+	if (it->pin_charged) /* a Complete's part, a Copy's source */
+		s3d_pins_put(rq, it);
 	s3d_copy_uncharge(srv, rq->conn, it->copy_tstat, it->copy_charged);
 	it->copy_charged = 0;
 }

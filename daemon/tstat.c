@@ -50,6 +50,23 @@ struct kvtd_tstats {
 	struct tstat_entry *v[KVTD_TSTAT_MAX];
 };
 
+/* An entry made, and freed (its lock's state with it). */
+static struct tstat_entry *tstat_entry_new(void)
+{
+	struct tstat_entry *e = calloc(1, sizeof(*e));
+
+	if (e)
+		pthread_mutex_init(&e->st.pin_lock, NULL);
+	return e;
+}
+
+static void tstat_entry_free(struct tstat_entry *e)
+{
+	pthread_mutex_destroy(&e->st.pin_lock);
+	kvtd_pinset_free(&e->st.pin_set);
+	free(e);
+}
+
 static struct tstat_entry *tstat_entry_of(struct kvtd_tstat *st)
 {
 	return (struct tstat_entry *)((char *)st - offsetof(struct tstat_entry, st));
@@ -77,7 +94,7 @@ void kvtd_tstat_free(struct kvtd_server *srv)
 	if (!x)
 		return;
 	for (unsigned i = 0; i < x->count; i++)
-		free(x->v[i]);
+		tstat_entry_free(x->v[i]);
 	pthread_mutex_destroy(&x->lock);
 	free(x);
 	srv->tstats = NULL;
@@ -102,7 +119,7 @@ static struct tstat_entry *tstat_new_locked(struct kvtd_server *srv, const char 
 	int64_t ns;
 	uint32_t role;
 
-	if (x->count >= x->max || !(e = calloc(1, sizeof(*e))))
+	if (x->count >= x->max || !(e = tstat_entry_new()))
 		return NULL;
 	memcpy(e->name, name, len);
 	e->name_len = (uint32_t)len;
@@ -110,7 +127,7 @@ static struct tstat_entry *tstat_new_locked(struct kvtd_server *srv, const char 
 	 * known, no entry -- a quota that started over would be none. */
 	ns = kvtd_tenant_ns_ids(srv, name, len, NULL);
 	if (ns < 0) {
-		free(e);
+		tstat_entry_free(e);
 		return NULL;
 	}
 	atomic_store_explicit(&e->st.ns_count, (uint32_t)ns, memory_order_relaxed);
@@ -137,7 +154,7 @@ static void tstat_drop_locked(struct kvtd_tstats *x, struct tstat_entry *e)
 			x->count--;
 			break;
 		}
-	free(e);
+	tstat_entry_free(e);
 }
 
 struct kvtd_tstat *kvtd_tstat_named(struct kvtd_server *srv, const char *name, size_t len)
@@ -264,7 +281,7 @@ int kvtd_tstat_sweep(struct kvtd_server *srv, const struct kvtd_tenants *t)
 		struct tstat_entry *e = x->v[i];
 		e->gone = !listed[i];
 		if (e->gone && !e->refs) {
-			free(e);
+			tstat_entry_free(e);
 			freed++;
 		} else {
 			x->v[kept++] = e;

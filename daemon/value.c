@@ -728,49 +728,12 @@ bool kvtd_value_verify_run(struct kvtd_frame *fr)
  * its items pin it (test_hostile range: 2,048 ranges of one 32 MiB value
  * in a frame, each item its own pin of the same block).  A value is known
  * by where its bytes are (the view's first run): pins of one block share
- * it, a private SSD copy has its own.
+ * it, a private SSD copy has its own.  The set is base.c's (kvtd_pinset).
  */
-
-int kvtd_pinset_init(struct kvtd_pinset *s, uint32_t max)
-{
-	uint64_t cap = 16;
-
-	while (cap < 2 * (uint64_t)max)
-		cap *= 2;
-	s->cap = 0;
-	s->slot = calloc(cap, sizeof(*s->slot));
-	if (!s->slot)
-		return -ENOMEM;
-	s->cap = cap;
-	return 0;
-}
-
-void kvtd_pinset_free(struct kvtd_pinset *s)
-{
-	free(s->slot);
-	s->slot = NULL;
-	s->cap = 0;
-}
-
-bool kvtd_pinset_add(struct kvtd_pinset *s, uintptr_t at)
-{
-	/* no table (out of memory), or no place: each counted, as before */
-	if (!s->slot || !at)
-		return true;
-	for (uint64_t h = ((uint64_t)at * 0x9e3779b97f4a7c15ull) >> 32;; h++) {
-		uintptr_t *sl = &s->slot[h & (s->cap - 1)];
-		if (*sl == at)
-			return false;
-		if (!*sl) {
-			*sl = at;
-			return true;
-		}
-	}
-}
 
 uintptr_t kvtd_item_pin_at(const struct kvtd_item *it)
 {
-	return it->req.view_count ? (uintptr_t)it->req.view[0].iov_base : 0;
+	return kvtd_req_pin_at(&it->req);
 }
 
 /*
