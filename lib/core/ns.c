@@ -930,6 +930,17 @@ int ns_reg_add(struct ns_registry *r, const uint8_t digest[32], const char *cano
 	if (memcmp(check, digest, 32) != 0)
 		return KVT_EDESC;
 
+	/* Published already (the common case: a namespace registered again
+	 * after a restart, or by each of its clients): no file_lock, which a
+	 * word's fdatasync may hold (ns_reg_set_word). */
+	pthread_mutex_lock(&r->lock);
+	new_id = ns_hash_lookup_locked(r, digest);
+	pthread_mutex_unlock(&r->lock);
+	if (new_id && new_id <= atomic_load_explicit(&r->count, memory_order_acquire)) {
+		*id = new_id;
+		return 0;
+	}
+
 	pthread_mutex_lock(&r->file_lock);
 	pthread_mutex_lock(&r->lock);
 	new_id = ns_hash_lookup_locked(r, digest);

@@ -1218,6 +1218,14 @@ static void test_reg_words(void)
 	put_word_rec(want, 2, 0x1122334455667788ull);
 	T_EQ_MEM(file + base_len, want, 20);
 	free(file);
+	/* Registering a published namespace again never waits for file_lock,
+	 * which a word's fdatasync holds (kvtierd's loops register a bucket's
+	 * namespace on a connection's first request, and would wait behind
+	 * the aux thread's fsync).  It would deadlock here. */
+	pthread_mutex_lock(&r.file_lock);
+	T_RC(ns_reg_add(&r, digest[1], canon[1], len[1], &id), 0);
+	pthread_mutex_unlock(&r.file_lock);
+	T_EQ_INT(id, 2);
 	/* Later words are appended and synced, no rewrite. */
 	T_RC(ns_reg_set_word(&r, 3, 0, 7), 0);
 	T_RC(ns_reg_set_word(&r, 2, 0x1122334455667788ull, 0), 0);
