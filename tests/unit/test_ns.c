@@ -930,6 +930,94 @@ static void test_reg_group_commit(void)
 	free(dir);
 }
 
+static uint64_t word_of(struct ns_registry *r, uint32_t id);
+
+struct wc_arg {
+	struct ns_registry *r;
+	_Atomic bool done;
+	uint64_t reads;
+};
+
+/* The one writer of namespace 1's word: 1, 2, ... WC_WORDS. */
+#define WC_WORDS 200u
+static void *wc_writer(void *p)
+{
+	struct wc_arg *a = p;
+	for (uint64_t w = 1; w <= WC_WORDS; w++)
+		T_RC(ns_reg_set_word(a->r, 1, w - 1, w), 0);
+	atomic_store(&a->done, true);
+	return NULL;
+}
+
+/* A reader of it, lock-free: it never goes back. */
+static void *wc_reader(void *p)
+{
+	struct wc_arg *a = p;
+	uint64_t last = 0, w;
+	while (!atomic_load(&a->done)) {
+		T_RC(ns_reg_word(a->r, 1, &w), 0);
+		T_ASSERT(w >= last && w <= WC_WORDS);
+		last = w;
+		a->reads++;
+	}
+	return NULL;
+}
+
+/* Words set while other threads register namespaces (group commits, word
+ * appends publishing the ids their fdatasync covered) and a reader reads:
+ * every id and the last word survive a reopen.  TSan-clean. */
+static void test_reg_words_concurrent(void)
+{
+	char *dir = t_mkdtemp();
+	int dir_fd = open_dir(dir);
+	struct kvt_mem mem;
+	struct ns_registry r;
+	static struct gc_arg a[GC_THREADS];
+	struct wc_arg wa = { .r = NULL };
+	pthread_t wt, rt;
+	char canon[NS_CANON_MAX + 1];
+	uint8_t digest[32];
+	uint32_t len = canon_of(&DESC_B, digest, canon), id;
+
+	kvt_mem_init(&mem);
+	T_RC(load_fresh(&mem, &r, dir_fd), 0);
+	T_RC(ns_reg_add(&r, digest, canon, len, &id), 0);
+	T_EQ_INT(id, 1);
+	wa.r = &r;
+	T_RC(pthread_create(&wt, NULL, wc_writer, &wa), 0);
+	T_RC(pthread_create(&rt, NULL, wc_reader, &wa), 0);
+	for (int t = 0; t < GC_THREADS; t++) {
+		a[t].r = &r;
+		a[t].base = 5000u * (uint32_t)(t + 1);
+		T_RC(pthread_create(&a[t].t, NULL, gc_main, &a[t]), 0);
+	}
+	for (int t = 0; t < GC_THREADS; t++)
+		pthread_join(a[t].t, NULL);
+	pthread_join(wt, NULL);
+	pthread_join(rt, NULL);
+	T_EQ_INT(atomic_load(&r.count), GC_THREADS * GC_EACH + 2);
+	T_EQ_U64(word_of(&r, 1), WC_WORDS);
+	ns_reg_free(&r);
+
+	T_RC(load_fresh(&mem, &r, dir_fd), 0);
+	T_EQ_INT(atomic_load(&r.count), GC_THREADS * GC_EACH + 2);
+	T_EQ_U64(word_of(&r, 1), WC_WORDS);
+	for (int t = 0; t < GC_THREADS; t++) {
+		for (uint32_t i = 0; i < GC_EACH; i++) {
+			char name[32];
+			struct kvt_ns_desc d = desc_n(a[t].base + i, name);
+			canon_of(&d, digest, canon);
+			T_RC(ns_reg_find(&r, digest, &id), 0);
+			T_EQ_INT(id, a[t].ids[i]);
+		}
+	}
+	ns_reg_free(&r);
+	T_EQ_INT(atomic_load(&mem.bytes), 0);
+	close(dir_fd);
+	t_rmtree(dir);
+	free(dir);
+}
+
 /* Allocation failures while loading leave an empty registry and no leak. */
 static void test_reg_load_alloc_failure(void)
 {
@@ -1428,6 +1516,7 @@ int main(void)
 	test_reg_torn_tail();
 	test_reg_group_commit();
 	test_reg_words();
+	test_reg_words_concurrent();
 	test_store_api();
 	test_store_words();
 	return 0;
