@@ -1093,6 +1093,11 @@ static int kvtierd_open(struct kvtd_server *srv, struct kvtd_listener *listeners
 			 kvt_strerror(rc));
 		return KVTD_EXIT_FAIL;
 	}
+	if ((rc = kvtd_s3_buckets_migrate(srv)) < 0) {
+		kvtd_log(KVTD_ERROR, "cannot keep the S3 buckets in the namespace registry",
+			 "error=\"%s\"", kvt_strerror(rc));
+		return KVTD_EXIT_FAIL;
+	}
 	if (kvtierd_listen_all(srv) < 0)
 		return KVTD_EXIT_FAIL;
 	/* TLS on the native and RESP TCP listeners; Unix sockets and the

@@ -1407,6 +1407,14 @@ void kvtd_conn_stop_input(struct kvtd_conn *c);
 /* Checks the RESP options; registers the default tenant's namespace. */
 int kvtd_resp_setup(struct kvtd_server *srv);
 
+/* s3ops.c: at start, before any request, with or without --s3: a bucket
+ * an older kvtierd created exists while its marker block (key "B": 8
+ * bytes, its creation time) does; keep each such bucket whose marker is
+ * still there in the namespace registry (kvt_ns_set_word, its creation
+ * time from the marker), as CreateBucket now does.  0 or the registry's
+ * error. */
+int kvtd_s3_buckets_migrate(struct kvtd_server *srv);
+
 /* S3 operations as counted in metrics (s3d.c's enum s3d_op) */
 #define KVTD_S3_OPS 22
 extern const char *const kvtd_s3_op_names[KVTD_S3_OPS];

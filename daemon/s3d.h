@@ -104,7 +104,6 @@ struct s3d_item {
 	struct kvtd_tstat *copy_tstat; /* the tenant copy_charged counts in, or NULL */
 	struct iovec iov[2];
 	uint32_t part_no;
-	uint8_t marker[8];         /* ListBuckets: the bucket marker read into */
 	char *etag_sent;           /* Complete: the part's ETag in the request (owned) */
 	uint64_t pin_charged;      /* Complete's part, Copy's source: its pin's
 				    * value bytes, held in its connection's and
@@ -354,7 +353,7 @@ void s3d_key(struct kvt_key *k, char tag, const void *p, size_t len);
 void s3d_part_key(struct kvt_key *k, const char *upload_id, uint32_t part);
 bool s3d_bucket_ok(const char *b, size_t n, bool create);
 /* The bucket's namespace into rq->ns: 0, KVT_MISS (no such bucket), or an
- * error.  create: register it if new, and do not ask for the marker. */
+ * error.  create: register it if new, and do not ask whether it exists. */
 int s3d_bucket_ns(struct s3d_req *rq, bool create);
 /* Does rq->upload_id's upload exist in rq->ns?  (An index lookup.) */
 bool s3d_upload_live(struct s3d_req *rq);

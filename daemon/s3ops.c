@@ -8,7 +8,10 @@
  *
  *   bucket  a namespace of the tenant: model "s3/<bucket>", dtype
  *           "bytes", layout "s3-object", tenant = the signer; it exists
- *           while its marker block (key "B", 8 bytes: creation time) does
+ *           while the namespace's word in the registry (kvt_ns_word) is
+ *           not 0: the creation time, Unix ms (until 2026-12-06 a marker
+ *           block, key "B", which eviction and the SSD log's wrap could
+ *           take: read once at start, kvtd_s3_buckets_migrate)
  *   object  kvtier key 'o' + SHA-256(object key); multipart parts
  *           'p' + SHA-256(uploadId "/" partNumber), upload markers
  *           'u' + SHA-256(uploadId)
@@ -27,7 +30,8 @@
  *
  * Threads: the connection's loop thread; no locks.  The one call that
  * may block is registering a new bucket's namespace (an fsync of the
- * registry, once per bucket, as RESP's namespace).
+ * registry, once per bucket, as RESP's namespace); setting a bucket's
+ * word, an fsync too, runs on the aux thread (s3d_set_word).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -147,14 +151,66 @@ static void s3d_bucket_desc(struct kvt_ns_desc *d, char *model, size_t mcap, con
 	d->flags = KVT_NS_PERSISTENT;
 }
 
-/* A bucket exists while its marker does (DeleteBucket clears the
- * namespace, marker included; the registry keeps the namespace).  An
- * index lookup: no I/O. */
+/* A bucket exists while its namespace's word is not 0 (CreateBucket sets
+ * it to the creation time, DeleteBucket back to 0; the registry keeps the
+ * namespace).  Metadata, not cache contents: no eviction or SSD log wrap
+ * takes it.  A lock-free load: no I/O. */
 static int s3d_bucket_live(struct kvtd_server *srv, uint32_t ns)
 {
-	struct kvt_key k = { .len = 1, .bytes = { 'B' } };
-	int r = kvt_exists(srv->store, ns, &k);
-	return r == KVT_OK ? 0 : r == KVT_MISS ? KVT_MISS : r;
+	uint64_t w = 0;
+	int r = kvt_ns_word(srv->store, ns, &w);
+	return r < 0 ? r : w ? 0 : KVT_MISS;
+}
+
+/* Is canonical text canon (len bytes) an S3 bucket's namespace?  Its name
+ * into *name, *name_len; its tenant's into *t, *tl (-1: none). */
+static bool s3d_canon_bucket(const char *canon, size_t len, const char **name,
+			     size_t *name_len, const char **t, int *tl)
+{
+	const char *m = strstr(canon, "\nmodel=" S3D_MODEL_PREFIX), *e;
+
+	*tl = kvtd_canon_tenant(canon, len, t);
+	if (!m || !strstr(canon, "\nlayout=s3-object\n"))
+		return false;
+	m += strlen("\nmodel=" S3D_MODEL_PREFIX);
+	if (!(e = strchr(m, '\n')))
+		return false;
+	*name = m;
+	*name_len = (size_t)(e - m);
+	return true;
+}
+
+int kvtd_s3_buckets_migrate(struct kvtd_server *srv)
+{
+	char canon[2100];
+	uint32_t moved = 0;
+
+	for (uint32_t id = 1;; id++) {
+		struct kvt_key k = { .len = 1, .bytes = { 'B' } };
+		uint8_t digest[32], mk[8];
+		uint64_t w = 0, vlen = 0, ctime;
+		const char *name, *t;
+		size_t nl;
+		int tl, r, len = kvt_ns_info(srv->store, id, digest, canon, sizeof(canon));
+
+		if (len < 0)
+			break;
+		if ((size_t)len >= sizeof(canon) ||
+		    !s3d_canon_bucket(canon, (size_t)len, &name, &nl, &t, &tl) ||
+		    kvt_ns_word(srv->store, id, &w) != 0 || w ||
+		    kvt_exists(srv->store, id, &k) != KVT_OK)
+			continue;
+		r = kvt_get(srv->store, id, &k, mk, sizeof(mk), &vlen);
+		ctime = r == KVT_OK && vlen == sizeof(mk) ? s3d_get64(mk) : 0;
+		r = kvt_ns_set_word(srv->store, id, 0, ctime ? ctime : s3d_unix_ms());
+		if (r < 0)
+			return r;
+		moved++;
+	}
+	if (moved)
+		kvtd_log(KVTD_INFO, "S3 buckets kept in the namespace registry",
+			 "buckets=%u from=markers", moved);
+	return 0;
 }
 
 /* Does the request's upload (its marker) exist in its bucket?  An index
@@ -170,7 +226,7 @@ bool s3d_upload_live(struct s3d_req *rq)
 }
 
 /* The bucket's namespace: 0, KVT_MISS (no such bucket), or an error.
- * create: register it if new, and do not ask for the marker. */
+ * create: register it if new, and do not ask whether it exists. */
 /*
  * Another tenant's bucket, read through a grant (doc/s3.md "Grants"): the
  * bucket name "OWNER.BUCKET" names OWNER's bucket BUCKET when the tenants
@@ -709,92 +765,41 @@ void s3d_req_done(struct kvtd_loop *loop, struct kvt_req *r)
  * Operations
  */
 
-/* ListBuckets, step 1: the tenant's bucket namespaces, each with a quiet
- * part get of its marker's part 0 (its 8 bytes) into the item, as the
- * header reads ("Header reads" above): from SSD after a restart, read by
- * the library (~4.6 KiB aligned), nothing promoted, pinned or copied, no
- * quiet slot.  (Until 2026-12-04 a quiet pinned get: a whole private
- * copy of the marker's block each, taken and freed per bucket.)
+/* ListBuckets: the tenant's bucket namespaces whose word is not 0, with
+ * it as their creation date -- the registry alone, in memory: no read.
+ * (Until 2026-12-06 each bucket's marker block was read, a quiet part get
+ * of its 8 bytes: from SSD after a restart, an aligned read each.)
  * Namespace ids are 1, 2, 3 ... (lib/ns.c); a tenant's buckets are those
  * with model "s3/NAME", layout s3-object and its tenant line. */
 static void s3d_list_buckets(struct s3d_req *rq)
 {
 	struct kvtd_server *srv = rq->conn->loop->srv;
 	char canon[2100];
-	uint32_t n = 0, cap = 0;
-	struct s3d_item *it = NULL;
 
-	for (uint32_t id = 1;; id++) {
-		uint8_t digest[32];
-		int len = kvt_ns_info(srv->store, id, digest, canon, sizeof(canon));
-		if (len < 0)
-			break;
-		const char *t;
-		int tl = kvtd_canon_tenant(canon, (size_t)len, &t);
-		const char *m = strstr(canon, "\nmodel=" S3D_MODEL_PREFIX);
-		if (tl < 0 || (size_t)tl != rq->tenant_len ||
-		    memcmp(t, rq->tenant, rq->tenant_len) || !m ||
-		    !strstr(canon, "\nlayout=s3-object\n"))
-			continue;
-		m += strlen("\nmodel=" S3D_MODEL_PREFIX);
-		const char *e = strchr(m, '\n');
-		if (!e)
-			continue;
-		if (n == cap) {
-			uint32_t nc = cap ? 2 * cap : 16;
-			struct s3d_item *ni = realloc(it, nc * sizeof(*ni));
-			if (!ni)
-				goto oom;
-			it = ni;
-			cap = nc;
-		}
-		struct kvt_key k = { .len = 1, .bytes = { 'B' } };
-		s3d_item_init(rq, &it[n], KVT_OP_GET, &k);
-		it[n].req.ns = id;
-		it[n].req.flags = KVT_F_PART | KVT_F_QUIET;
-		it[n].req.part = 0;
-		it[n].etag_sent = strndup(m, (size_t)(e - m)); /* the bucket's name */
-		if (!it[n].etag_sent)
-			goto oom;
-		n++;
-	}
-	free(rq->items);
-	rq->items = it;
-	rq->n = n;
-	/* user_data and iov point into the items: set after the array
-	 * stopped moving */
-	for (uint32_t i = 0; i < n; i++) {
-		it[i].req.user_data = (uint64_t)(uintptr_t)&it[i] | S3D_UD;
-		it[i].iov[0] = (struct iovec){ it[i].marker, sizeof(it[i].marker) };
-		it[i].req.iov = it[i].iov;
-		it[i].req.iov_count = 1;
-	}
-	s3d_submit(rq, PH_PROBE);
-	return;
-oom:
-	for (uint32_t i = 0; i < n; i++)
-		free(it[i].etag_sent);
-	free(it);
-	s3d_fail(rq, 503, "SlowDown", "server out of memory");
-}
-
-/* ListBuckets, step 2: the buckets whose marker is there. */
-static void s3d_list_buckets_answer(struct s3d_req *rq)
-{
 	s3d_xml_begin(rq, "ListAllMyBucketsResult");
 	s3d_text(rq, "<Owner><ID>", 11);
 	s3d_xml_str(rq, rq->tenant, rq->tenant_len);
 	s3d_text(rq, "</ID><DisplayName>", 18);
 	s3d_xml_str(rq, rq->tenant, rq->tenant_len);
 	s3d_text(rq, "</DisplayName></Owner><Buckets>", 31);
-	for (uint32_t i = 0; i < rq->n; i++) {
-		struct s3d_item *it = &rq->items[i];
+	for (uint32_t id = 1;; id++) {
+		uint8_t digest[32];
+		const char *name, *t;
+		size_t nl;
+		uint64_t w = 0;
 		char d[40];
-		if (it->req.status != KVT_OK || it->req.length != 8 || it->req.value_len != 8)
+		int tl, len = kvt_ns_info(srv->store, id, digest, canon, sizeof(canon));
+
+		if (len < 0)
+			break;
+		if ((size_t)len >= sizeof(canon) ||
+		    !s3d_canon_bucket(canon, (size_t)len, &name, &nl, &t, &tl) || tl < 0 ||
+		    (size_t)tl != rq->tenant_len || memcmp(t, rq->tenant, rq->tenant_len) ||
+		    kvt_ns_word(srv->store, id, &w) != 0 || !w)
 			continue;
-		s3d_iso_date(d, sizeof(d), s3d_get64(it->marker));
+		s3d_iso_date(d, sizeof(d), w);
 		s3d_text(rq, "<Bucket><Name>", 14);
-		s3d_xml_str(rq, it->etag_sent, strlen(it->etag_sent));
+		s3d_xml_str(rq, name, nl);
 		s3d_printf(rq, "</Name><CreationDate>%s</CreationDate></Bucket>", d);
 	}
 	s3d_text(rq, "</Buckets></ListAllMyBucketsResult>\n", 36);
@@ -1296,6 +1301,95 @@ static void s3d_assemble(struct s3d_req *rq)
 			return; /* answered once its parts are swept */
 	}
 	s3d_complete_answer(rq);
+}
+
+/* ---- A bucket's word --------------------------------------------------------
+ *
+ * CreateBucket and DeleteBucket set the bucket namespace's word in the
+ * registry (s3d_bucket_live): an append to the registry file and an
+ * fdatasync (its rewrite now and then), so on the aux thread, not the
+ * loop -- a tenant creating and deleting a bucket in a loop would hold
+ * every connection of the loop for each fsync.  The aux thread serves
+ * each tenant's jobs in turn.
+ */
+struct s3d_word_job {
+	struct s3d_req *rq; /* not touched on the aux thread */
+	struct kvt_store *store;
+	uint32_t ns;
+	uint64_t expect, word;
+	int r;
+	void (*then)(struct s3d_req *rq, int r);
+};
+
+static void s3d_word_run(void *arg)
+{
+	struct s3d_word_job *j = arg;
+	j->r = kvt_ns_set_word(j->store, j->ns, j->expect, j->word);
+}
+
+static void s3d_word_done(void *arg)
+{
+	struct s3d_word_job job = *(struct s3d_word_job *)arg;
+	free(arg);
+	job.then(job.rq, job.r);
+}
+
+/* kvt_ns_set_word of rq's bucket on the aux thread, then then(rq, its
+ * result) on the loop -- possibly before this returns. */
+static void s3d_set_word(struct s3d_req *rq, uint64_t expect, uint64_t word,
+			 void (*then)(struct s3d_req *, int))
+{
+	struct s3d_word_job *j;
+
+	/* Stopping: the aux thread may be gone, and the store after it */
+	if (rq->conn->loop->stopping) {
+		then(rq, -ESHUTDOWN);
+		return;
+	}
+	if (!(j = calloc(1, sizeof(*j)))) {
+		then(rq, -ENOMEM);
+		return;
+	}
+	*j = (struct s3d_word_job){ .rq = rq, .store = rq->conn->loop->srv->store, .ns = rq->ns,
+				    .expect = expect, .word = word, .then = then };
+	kvtd_aux_submit(rq->conn->loop, kvtd_tstat_of(rq->conn), s3d_word_run, s3d_word_done, j);
+}
+
+/* CreateBucket: the word is set (0), or was not 0 already. */
+static void s3d_create_bucket_set(struct s3d_req *rq, int r)
+{
+	char loc[160];
+
+	if (r == KVT_EXISTS) {
+		s3d_fail(rq, 409, "BucketAlreadyOwnedByYou", "Your previous request to "
+			 "create the named bucket succeeded and you already own it.");
+		return;
+	}
+	if (r < 0) {
+		s3d_fail(rq, 503, "SlowDown", kvt_strerror(r));
+		return;
+	}
+	snprintf(loc, sizeof(loc), "Location: /%s\r\n", rq->bucket);
+	rq->tlen = 0;
+	s3d_answer(rq, 200, loc, 0, false);
+	s3d_finish(rq);
+}
+
+/* DeleteBucket, last: the word is back to 0 (the bucket is gone), or
+ * another DeleteBucket took it meanwhile. */
+static void s3d_delete_bucket_set(struct s3d_req *rq, int r)
+{
+	if (r == KVT_EXISTS) {
+		s3d_fail(rq, 404, "NoSuchBucket", "The specified bucket does not exist");
+		return;
+	}
+	if (r < 0) {
+		s3d_fail(rq, 503, "SlowDown", kvt_strerror(r));
+		return;
+	}
+	rq->tlen = 0;
+	s3d_answer(rq, 204, NULL, 0, false);
+	s3d_finish(rq);
 }
 
 /* ---- Walks of the store ---------------------------------------------------
@@ -2267,7 +2361,8 @@ static void s3d_list_parts_answer(struct s3d_req *rq)
 }
 
 /* DeleteBucket: the walk for an object is back (n of them, or an error).
- * Parts of unfinished uploads and the marker go with the clear. */
+ * Parts of unfinished uploads (and a marker an older kvtierd wrote) go
+ * with the clear. */
 static void s3d_delete_bucket_scanned(struct s3d_req *rq, int64_t left)
 {
 	struct s3d_item *it;
@@ -2418,9 +2513,6 @@ static void s3d_step(struct s3d_req *rq)
 		return;
 	}
 	switch (rq->op) {
-	case S3_LIST_BUCKETS:
-		s3d_list_buckets_answer(rq);
-		return;
 	case S3_LIST_V1:
 	case S3_LIST_V2:
 	case S3_LIST_UPLOADS:
@@ -2461,52 +2553,20 @@ static void s3d_step(struct s3d_req *rq)
 		s3d_finish(rq);
 		return;
 	}
-	case S3_HEAD_BUCKET:
-		if (it[0].req.status != KVT_OK) {
-			s3d_fail(rq, 404, "NoSuchBucket", "The specified bucket does not exist");
-			return;
-		}
-		rq->tlen = 0;
-		s3d_answer(rq, 200, "x-amz-bucket-region: us-east-1\r\n", 0, false);
-		s3d_finish(rq);
-		return;
-	case S3_CREATE_BUCKET:
-		if (it[0].req.status == KVT_EXISTS) {
-			s3d_fail(rq, 409, "BucketAlreadyOwnedByYou", "Your previous request to "
-				 "create the named bucket succeeded and you already own it.");
-			return;
-		}
-		if (it[0].req.status < 0) {
-			s3d_fail(rq, 503, "SlowDown", kvt_strerror(it[0].req.status));
-			return;
-		}
-		{
-			char loc[160];
-			snprintf(loc, sizeof(loc), "Location: /%s\r\n", rq->bucket);
-			rq->tlen = 0;
-			s3d_answer(rq, 200, loc, 0, false);
-		}
-		s3d_finish(rq);
-		return;
-	case S3_DELETE_BUCKET:
-		if (rq->phase == PH_PROBE) {
-			if (it[0].req.status != KVT_OK) {
-				s3d_fail(rq, 404, "NoSuchBucket", "The specified bucket does not exist");
-				return;
-			}
-			/* Objects left: refused (a walk, s3d_delete_bucket_scanned) */
-			if (s3d_scan_acquire(rq))
-				s3d_scan(rq, NULL, 'o', NULL, 1, s3d_delete_bucket_scanned);
-			return;
-		}
+	case S3_DELETE_BUCKET: {
+		/* PH_WRITE: the namespace is cleared; then the bucket goes (a
+		 * failure leaves it, empty: the DeleteBucket may be retried) */
+		uint64_t w = 0;
 		if (it[0].req.status < 0) {
 			s3d_fail(rq, 500, "InternalError", kvt_strerror(it[0].req.status));
 			return;
 		}
-		rq->tlen = 0;
-		s3d_answer(rq, 204, NULL, 0, false);
-		s3d_finish(rq);
+		if (kvt_ns_word(rq->conn->loop->srv->store, rq->ns, &w) != 0 || !w)
+			s3d_delete_bucket_set(rq, KVT_EXISTS); /* deleted meanwhile */
+		else
+			s3d_set_word(rq, w, 0, s3d_delete_bucket_set);
 		return;
+	}
 	case S3_DELETE_MANY: {
 		/* items: the deletes, in the order of the request's keys (rq->buf
 		 * holds the keys, NUL-separated) */
@@ -2902,27 +2962,21 @@ void s3d_run(struct s3d_req *rq)
 		return;
 	}
 	switch (rq->op) {
-	case S3_CREATE_BUCKET: {
-		it = s3d_items(rq, 1);
-		if (!it)
-			break;
-		k = (struct kvt_key){ .len = 1, .bytes = { 'B' } };
-		s3d_item_init(rq, it, KVT_OP_PUT, &k);
-		s3d_put64(rq->hdrbuf, s3d_unix_ms());
-		it->iov[0] = (struct iovec){ rq->hdrbuf, 8 };
-		it->req.iov = it->iov;
-		it->req.iov_count = 1;
-		s3d_submit(rq, PH_WRITE);
+	case S3_CREATE_BUCKET:
+		/* The bucket is its namespace's word in the registry: the
+		 * creation time, set if 0 (an fsync of the registry, on the
+		 * aux thread) */
+		s3d_set_word(rq, 0, s3d_unix_ms(), s3d_create_bucket_set);
 		return;
-	}
-	case S3_HEAD_BUCKET:
+	case S3_HEAD_BUCKET: /* it exists: s3d_bucket_ns said so */
+		rq->tlen = 0;
+		s3d_answer(rq, 200, "x-amz-bucket-region: us-east-1\r\n", 0, false);
+		s3d_finish(rq);
+		return;
 	case S3_DELETE_BUCKET:
-		it = s3d_items(rq, 1);
-		if (!it)
-			break;
-		k = (struct kvt_key){ .len = 1, .bytes = { 'B' } };
-		s3d_item_init(rq, it, KVT_OP_EXISTS, &k);
-		s3d_submit(rq, PH_PROBE);
+		/* Objects left: refused (a walk, s3d_delete_bucket_scanned) */
+		if (s3d_scan_acquire(rq))
+			s3d_scan(rq, NULL, 'o', NULL, 1, s3d_delete_bucket_scanned);
 		return;
 	case S3_HEAD:
 		/* its header alone, quietly, the owner's as a grantee's

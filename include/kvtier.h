@@ -746,6 +746,23 @@ int kvt_ns_find(struct kvt_store *store, const uint8_t digest[32], uint32_t *id)
  */
 int kvt_ns_info(struct kvt_store *store, uint32_t id, uint8_t digest[32], char *buf, size_t buf_len);
 
+/*
+ * A namespace's word: 64 bits that its embedder keeps with the namespace in
+ * the registry, 0 until set -- metadata, not cache contents: no eviction,
+ * no SSD log wrap removes it, and with "path" set it survives restarts
+ * (kvtierd keeps an S3 bucket's creation time there: the bucket exists
+ * while it is not 0).  kvt_ns_set_word sets it to `word` if it is `expect`
+ * (compare and set), durably before it returns and before any thread sees
+ * it when "path" is set: one 20-byte record appended to the registry file
+ * and fdatasync'ed (doc/keys.md "Registry file"; the file becomes version
+ * 3 at the first word that is not 0).  Returns 0, KVT_EXISTS (the word was
+ * not expect: nothing changed), KVT_ENONS, KVT_ENULL, KVT_ECLOSED, -ENOMEM,
+ * -errno (I/O: the word unchanged).  kvt_ns_word reads it: 0, KVT_ENONS,
+ * KVT_ENULL, KVT_ECLOSED; lock-free.  Any thread.
+ */
+int kvt_ns_set_word(struct kvt_store *store, uint32_t id, uint64_t expect, uint64_t word);
+int kvt_ns_word(struct kvt_store *store, uint32_t id, uint64_t *word);
+
 /* ------------------------------------------------------------------------
  * Quota groups
  *

@@ -104,6 +104,9 @@ struct ns_entry {
 	/* store.c's: KVT_NS_RETAIN, set once any registration asked (every put
 	 * of the namespace carries the retain hint). */
 	_Atomic bool retain;
+	/* ns.c's: the embedder's word (ns_reg_set_word), 0 until set; stored
+	 * under file_lock once durable, read without a lock. */
+	_Atomic uint64_t word;
 };
 
 #define NS_PAGE_SHIFT 10
@@ -135,6 +138,9 @@ struct ns_registry {
 	uint64_t synced_off;              /* end of the records known durable */
 	uint32_t fail_epoch;              /* bumped when a group commit failed */
 	int fail_err;                     /* its error */
+	bool file_v3;                     /* the file is version 3 (word records) */
+	uint32_t word_recs;               /* word records in the file */
+	uint32_t words_live;              /* entries whose word is not 0 */
 	uint64_t syncs;                   /* fdatasync calls (tests, figures) */
 	uint64_t rewrites;                /* whole-file rewrites (tests) */
 };
@@ -162,6 +168,17 @@ int ns_reg_add(struct ns_registry *r, const uint8_t digest[32], const char *cano
 	       uint32_t canon_len, uint32_t *id);
 /* 0 with *id, KVT_MISS, KVT_ENULL.  Takes the lock. */
 int ns_reg_find(struct ns_registry *r, const uint8_t digest[32], uint32_t *id);
+/*
+ * Set published id's word to `word` if it is `expect` (kvt_ns_set_word):
+ * with a directory, durable before it shows -- one word record appended
+ * and fdatasync'ed, or the whole file rewritten (the first word, after a
+ * failure, or to drop stale word records).  0, KVT_EXISTS (the word was
+ * not expect: nothing written), KVT_ENULL, KVT_ENONS, -ENOMEM, -errno
+ * (I/O; the word unchanged).  Takes file_lock.
+ */
+int ns_reg_set_word(struct ns_registry *r, uint32_t id, uint64_t expect, uint64_t word);
+/* Published id's word into *word: 0, KVT_ENULL, KVT_ENONS.  No lock. */
+int ns_reg_word(struct ns_registry *r, uint32_t id, uint64_t *word);
 /* NULL if id is not registered. */
 const struct ns_entry *ns_reg_get(struct ns_registry *r, uint32_t id);
 /* Frees every entry; no-op on a zeroed or already freed registry. */
@@ -169,21 +186,25 @@ void ns_reg_free(struct ns_registry *r);
 
 /*
  * Pure parser of a registry file image (doc/keys.md, "Registry file"),
- * version 1 (whole file, exact) or 2 (append-only): calls fn (may be NULL)
- * for each record in order; canon is not NUL-terminated and points into
- * buf.  Checks every length, the ids (1, 2, ...), each CRC32C and that each
- * digest is the SHA-256 of its canon.  In version 2 a torn last record (one
- * that fails a check and reaches the end of the file) ends the records
- * instead of failing.  *used (may be NULL) gets the bytes of header and good
- * records.  Returns the record count, KVT_ECORRUPT, KVT_EVERSION, -ENOMEM
- * (OpenSSL's digest context, the only allocation), or what fn returned if
+ * version 1 (whole file, exact), 2 (append-only) or 3 (append-only, with
+ * word records): calls fn (may be NULL) for each namespace record in
+ * order, and wfn (may be NULL) for each word record, in file order, with
+ * the id of a namespace passed to fn before it; canon is not
+ * NUL-terminated and points into buf.  Checks every length, the ids (1,
+ * 2, ...), each CRC32C and that each digest is the SHA-256 of its canon.
+ * In versions 2 and 3 a torn last record (one that fails a check and
+ * reaches the end of the file) ends the records instead of failing.  *used
+ * (may be NULL) gets the bytes of header and good records.  Returns the
+ * namespace record count, KVT_ECORRUPT, KVT_EVERSION, -ENOMEM (OpenSSL's
+ * digest context, the only allocation), or what fn or wfn returned if
  * negative.  No I/O.  Fuzzed.
  */
 typedef int (*ns_rec_fn)(void *ctx, uint32_t id, const uint8_t digest[32],
 			 const char *canon, uint32_t canon_len);
+typedef int (*ns_word_fn)(void *ctx, uint32_t id, uint64_t word);
 int ns_reg_parse(const uint8_t *buf, size_t len, ns_rec_fn fn, void *ctx);
-int ns_reg_parse_ex(const uint8_t *buf, size_t len, ns_rec_fn fn, void *ctx, size_t *used,
-		    uint32_t *version);
+int ns_reg_parse_ex(const uint8_t *buf, size_t len, ns_rec_fn fn, ns_word_fn wfn, void *ctx,
+		    size_t *used, uint32_t *version);
 
 /* ------------------------------------------------------------------------
  * quota.c: quota groups (kvt_quota_set, kvt_ns_set_group).

@@ -30,6 +30,10 @@
  *     acquire and then the entry without any lock.  Published entries and
  *     pages are never written or freed until ns_reg_free.
  *   - The hash table holds exactly the published ids.
+ *   - An entry's word (ns_reg_set_word: the embedder's 64 bits, e.g. an S3
+ *     bucket's creation time) is the one field that changes after publish:
+ *     an atomic, stored (release) under file_lock once the record that
+ *     says so is durable; readers load it (acquire) without a lock.
  *   - Every allocation goes through r->mem (sized frees).
  */
 #include <assert.h>
@@ -205,26 +209,43 @@ int kvt_ns_digest(const struct kvt_ns_desc *desc, uint8_t digest[32], char *buf,
  *
  *   header  off len
  *             0   8  magic "KVTNSREG"
- *             8   4  u32 version (NS_FILE_VERSION 2; 1 still loads)
- *            12   4  u32 record count (version 1); 0 (version 2: records
- *                    run to the end of the file, a torn last one ignored)
+ *             8   4  u32 version (2 or 3 written; 1 still loads)
+ *            12   4  u32 record count (version 1); 0 (versions 2, 3:
+ *                    records run to the end of the file, a torn last one
+ *                    ignored)
  *   record  off len
  *             0   4  u32 id (1, 2, 3, ... in order)
  *             4  32  digest = SHA-256(canon)
  *            36   4  u32 canon_len (1..NS_CANON_MAX)
  *            40   L  canon (no NUL)
  *          40+L   4  u32 CRC32C of bytes [0, 40+L) of the record
+ *   word record (version 3 only), anywhere after its namespace's record:
+ *             0   4  u32 0 (no namespace record has id 0)
+ *             4   4  u32 id of a namespace recorded before it
+ *             8   8  u64 the namespace's word from here on
+ *            16   4  u32 CRC32C of bytes [0, 16)
+ *
+ * A file is written as version 3 only while some word is not 0, so a store
+ * whose embedder never sets one keeps a version 2 file (older kvtier reads
+ * it).  Word records accumulate: past NS_WORDS_SLACK more than twice the
+ * words that are not 0, the next one rewrites the file (one record per
+ * such word), so the file stays within NS_FILE_MAX.
  */
 
 #define NS_FILE "namespaces"
 #define NS_FILE_TMP "namespaces.tmp"
 #define NS_FILE_MAGIC "KVTNSREG"
-#define NS_FILE_V1 1u      /* whole file, exact count: still loaded, rewritten on first add */
-#define NS_FILE_VERSION 2u /* append-only: written */
+#define NS_FILE_V1 1u /* whole file, exact count: still loaded, rewritten on first add */
+#define NS_FILE_V2 2u /* append-only, namespace records alone: written while no word is set */
+#define NS_FILE_V3 3u /* append-only, word records too */
 #define NS_HDR_LEN 16u
 #define NS_REC_FIXED 44u /* record bytes besides canon */
+#define NS_WORD_LEN 20u  /* a word record */
+#define NS_WORDS_SLACK 64u
 #define NS_ID_MAX ((uint32_t)NS_PAGES * NS_PAGE_LEN - 1)
-#define NS_FILE_MAX ((uint64_t)NS_HDR_LEN + (uint64_t)NS_ID_MAX * (NS_REC_FIXED + NS_CANON_MAX))
+#define NS_FILE_MAX                                                              \
+	((uint64_t)NS_HDR_LEN + (uint64_t)NS_ID_MAX * (NS_REC_FIXED + NS_CANON_MAX) + \
+	 ((uint64_t)NS_ID_MAX * 2 + NS_WORDS_SLACK + 1) * NS_WORD_LEN)
 
 /* Canonical text may hold only what ns_canon writes: 0x21..0x7e, ' ', '\n'. */
 static bool ns_canon_chars_ok(const char *s, size_t n)
@@ -237,22 +258,37 @@ static bool ns_canon_chars_ok(const char *s, size_t n)
 	return true;
 }
 
+/* Is the version 3 word record at p (len - p >= NS_WORD_LEN) whole? */
+static bool ns_word_framed(const uint8_t *p)
+{
+	return le_get32(p) == 0 && kvt_crc32c(0, p, 16) == le_get32(p + 16);
+}
+
 /*
- * Version 2: may the record (id `id`) that failed a framing check at off be
- * a torn append, cut short or left as zeros by a crash before its
- * fdatasync?  Then nothing acknowledged follows it: no record of a later id
- * with a good CRC starts anywhere after off.  If one does, the damage is
- * not a torn write and the file is refused (dropping an acknowledged id
- * could let a restart hand it to another namespace).
+ * Versions 2 and 3: may the record that failed a framing check at off (a
+ * namespace record: of id `id`; a word record: the namespaces before it
+ * have ids up to `id`) be a torn append, cut short or left as zeros by a
+ * crash before its fdatasync?  Then nothing acknowledged follows it: no
+ * record of a later id with a good CRC starts anywhere after off, nor (version 3) a
+ * word record with a good CRC.  If one does, the damage is not a torn write
+ * and the file is refused (dropping an acknowledged id could let a restart
+ * hand it to another namespace; dropping a word, undo a change).
  */
-static bool ns_torn_tail(const uint8_t *buf, size_t len, size_t off, uint32_t id)
+static bool ns_torn_tail(const uint8_t *buf, size_t len, size_t off, uint32_t id,
+			 uint32_t ver)
 {
 	uint64_t max_id = (uint64_t)id + (len - off) / (NS_REC_FIXED + 1);
 
-	for (size_t p = off + 1; p + NS_REC_FIXED < len; p++) {
+	for (size_t p = off + 1; p + NS_WORD_LEN <= len; p++) {
 		uint32_t rid = le_get32(buf + p), cl;
 
-		if (rid <= id || rid > max_id)
+		if (ver == NS_FILE_V3 && rid == 0) {
+			uint32_t wid = le_get32(buf + p + 4);
+			if (wid && wid <= max_id && ns_word_framed(buf + p))
+				return false;
+			continue;
+		}
+		if (rid <= id || rid > max_id || p + NS_REC_FIXED >= len)
 			continue;
 		cl = le_get32(buf + p + 36);
 		if (cl == 0 || cl > NS_CANON_MAX || len - p < NS_REC_FIXED + (size_t)cl)
@@ -263,13 +299,14 @@ static bool ns_torn_tail(const uint8_t *buf, size_t len, size_t off, uint32_t id
 	return true;
 }
 
-int ns_reg_parse_ex(const uint8_t *buf, size_t len, ns_rec_fn fn, void *ctx, size_t *used,
-		    uint32_t *version)
+int ns_reg_parse_ex(const uint8_t *buf, size_t len, ns_rec_fn fn, ns_word_fn wfn, void *ctx,
+		    size_t *used, uint32_t *version)
 {
 	EVP_MD_CTX *md = NULL;
 	uint8_t digest[32];
 	uint32_t count, i, ver;
 	size_t off;
+	bool append;
 	int ret;
 
 	if (!buf && len)
@@ -277,10 +314,11 @@ int ns_reg_parse_ex(const uint8_t *buf, size_t len, ns_rec_fn fn, void *ctx, siz
 	if (len < NS_HDR_LEN || memcmp(buf, NS_FILE_MAGIC, 8) != 0)
 		return KVT_ECORRUPT;
 	ver = le_get32(buf + 8);
-	if (ver != NS_FILE_V1 && ver != NS_FILE_VERSION)
+	if (ver != NS_FILE_V1 && ver != NS_FILE_V2 && ver != NS_FILE_V3)
 		return KVT_EVERSION;
+	append = ver != NS_FILE_V1;
 	count = le_get32(buf + 12);
-	if (ver == NS_FILE_VERSION) {
+	if (append) {
 		/* Append-only: no count (the field is 0); records run to the end. */
 		if (count != 0)
 			return KVT_ECORRUPT;
@@ -296,16 +334,40 @@ int ns_reg_parse_ex(const uint8_t *buf, size_t len, ns_rec_fn fn, void *ctx, siz
 		goto out;
 	}
 	off = NS_HDR_LEN;
-	for (i = 0; i < count; i++) {
+	for (i = 0;;) {
 		const uint8_t *rec = buf + off;
 		const char *canon;
 		uint32_t canon_len = 0, rec_len;
 		unsigned int md_len = 0;
 		bool framed;
 
-		if (ver == NS_FILE_VERSION && off == len)
+		if (append && off == len)
 			break; /* the end of an append-only file */
+		if (!append && i == count)
+			break;
 		ret = KVT_ECORRUPT;
+		if (ver == NS_FILE_V3 && len - off >= 4 && le_get32(rec) == 0) {
+			/* A word record: of a namespace recorded before it. */
+			uint32_t wid;
+
+			if (len - off < NS_WORD_LEN || !ns_word_framed(rec)) {
+				if (ns_torn_tail(buf, len, off, i, ver))
+					break;
+				goto out;
+			}
+			wid = le_get32(rec + 4);
+			if (wid == 0 || wid > i)
+				goto out;
+			if (wfn) {
+				ret = wfn(ctx, wid, le_get64(rec + 8));
+				if (ret < 0)
+					goto out;
+			}
+			off += NS_WORD_LEN;
+			continue;
+		}
+		if (i == count)
+			goto out; /* more records than ids */
 		framed = len - off >= NS_REC_FIXED;
 		if (framed) {
 			canon_len = le_get32(rec + 36);
@@ -316,7 +378,7 @@ int ns_reg_parse_ex(const uint8_t *buf, size_t len, ns_rec_fn fn, void *ctx, siz
 		if (framed && kvt_crc32c(0, rec, rec_len - 4) != le_get32(rec + rec_len - 4))
 			framed = false;
 		if (!framed) {
-			if (ver == NS_FILE_VERSION && ns_torn_tail(buf, len, off, i + 1))
+			if (append && ns_torn_tail(buf, len, off, i + 1, ver))
 				break; /* a torn last append: the records before it stand */
 			goto out;
 		}
@@ -340,13 +402,10 @@ int ns_reg_parse_ex(const uint8_t *buf, size_t len, ns_rec_fn fn, void *ctx, siz
 				goto out;
 		}
 		off += rec_len;
+		i++;
 	}
-	if (ver == NS_FILE_V1 && off != len) {
+	if (!append && off != len) {
 		ret = KVT_ECORRUPT;
-		goto out;
-	}
-	if (ver == NS_FILE_VERSION && i == NS_ID_MAX && off != len) {
-		ret = KVT_ECORRUPT; /* more records than ids */
 		goto out;
 	}
 	if (used)
@@ -361,7 +420,7 @@ out:
 
 int ns_reg_parse(const uint8_t *buf, size_t len, ns_rec_fn fn, void *ctx)
 {
-	return ns_reg_parse_ex(buf, len, fn, ctx, NULL, NULL);
+	return ns_reg_parse_ex(buf, len, fn, NULL, ctx, NULL, NULL);
 }
 
 /* ------------------------------------------------------------------------
@@ -475,6 +534,7 @@ static int ns_prepare_locked(struct ns_registry *r, const uint8_t digest[32], co
 	memcpy(e->digest, digest, 32);
 	e->canon_len = canon_len;
 	e->canon = copy;
+	atomic_store_explicit(&e->word, 0, memory_order_relaxed);
 	ns_hash_insert(r->hash, r->hash_cap, e->digest, id);
 	r->prepared = id;
 	*id_out = id;
@@ -528,6 +588,7 @@ static void ns_clear_locked(struct ns_registry *r)
 	r->hash = NULL;
 	r->hash_cap = 0;
 	r->prepared = 0;
+	r->words_live = r->word_recs = 0;
 	atomic_store_explicit(&r->count, 0, memory_order_relaxed);
 }
 
@@ -615,9 +676,13 @@ int ns_reg_find(struct ns_registry *r, const uint8_t digest[32], uint32_t *id)
  * syncs them all at once (group commit).  A whole-file rewrite (temp, fsync,
  * rename, fsync dir) happens only when the file is not a clean append-only
  * one: absent, the old format (migrated), junk after the last record (a torn
- * append), or a failed write that could not be cut off.  Namespaces are
- * never removed, so the live records are always the whole file: there is
- * nothing else to compact.  Lookups take only lock, never file_lock.
+ * append), or a failed write that could not be cut off -- and when a word
+ * is set: the first one (version 2 becomes 3), or once stale word records
+ * pile up (NS_WORDS_SLACK).  Namespaces are never removed, so their records
+ * are always live; superseded word records are the only thing compacted.
+ * A word's record is appended and fdatasync'ed under file_lock, with no
+ * group commit (words change rarely: S3's CreateBucket and DeleteBucket).
+ * Lookups take only lock, never file_lock.
  */
 
 /* write(2) all of it.  0 or -errno. */
@@ -649,32 +714,65 @@ static size_t ns_put_rec(uint8_t *rec, const struct ns_entry *e)
 	return NS_REC_FIXED + e->canon_len;
 }
 
+/* Word record of id into rec (NS_WORD_LEN bytes). */
+static void ns_put_word(uint8_t *rec, uint32_t id, uint64_t word)
+{
+	le_put32(rec, 0);
+	le_put32(rec + 4, id);
+	le_put64(rec + 8, word);
+	le_put32(rec + 16, kvt_crc32c(0, rec, 16));
+}
+
+/* Entry id's word, or `over_word` for id `over_id` (ns_rewrite). */
+static uint64_t ns_word_of(struct ns_registry *r, uint32_t id, uint32_t over_id,
+			   uint64_t over_word)
+{
+	if (id == over_id)
+		return over_word;
+	return atomic_load_explicit(&ns_entry_at(r, id)->word, memory_order_relaxed);
+}
+
 /*
- * Rewrite the file with ids [1, prepared], atomically: write namespaces.tmp,
- * fsync it, rename it over namespaces, fsync the directory, and keep the new
- * file open for appends.  Under file_lock with no group commit running
- * (entries [1, prepared] do not change meanwhile).  0 or -errno; on failure
- * before the rename the temp file is removed and the old file is untouched.
+ * Rewrite the file with ids [1, prepared] and a word record for each word
+ * that is not 0 (id over_id's taken as over_word: a change not yet made;
+ * over_id 0, none), atomically: write namespaces.tmp, fsync it, rename it
+ * over namespaces, fsync the directory, and keep the new file open for
+ * appends.  Version 3 if a word is written, else 2.  Under file_lock with
+ * no group commit running (entries [1, prepared] do not change meanwhile).
+ * 0 or -errno; on failure before the rename the temp file is removed and
+ * the old file is untouched.
  */
-static int ns_rewrite(struct ns_registry *r)
+static int ns_rewrite(struct ns_registry *r, uint32_t over_id, uint64_t over_word)
 {
 	size_t len = NS_HDR_LEN, off;
-	uint32_t n = r->prepared, id;
+	uint32_t n = r->prepared, id, words = 0;
 	uint8_t *image;
 	int fd, ret;
 
 	assert(!r->syncing);
-	for (id = 1; id <= n; id++)
+	for (id = 1; id <= n; id++) {
 		len += NS_REC_FIXED + ns_entry_at(r, id)->canon_len;
+		if (ns_word_of(r, id, over_id, over_word)) {
+			len += NS_WORD_LEN;
+			words++;
+		}
+	}
 	image = kvt_mem_alloc(r->mem, len);
 	if (!image)
 		return -ENOMEM;
 	memcpy(image, NS_FILE_MAGIC, 8);
-	le_put32(image + 8, NS_FILE_VERSION);
+	le_put32(image + 8, words ? NS_FILE_V3 : NS_FILE_V2);
 	le_put32(image + 12, 0);
 	off = NS_HDR_LEN;
 	for (id = 1; id <= n; id++)
 		off += ns_put_rec(image + off, ns_entry_at(r, id));
+	for (id = 1; id <= n; id++) {
+		uint64_t w = ns_word_of(r, id, over_id, over_word);
+		if (w) {
+			ns_put_word(image + off, id, w);
+			off += NS_WORD_LEN;
+		}
+	}
 
 	fd = openat(r->dir_fd, NS_FILE_TMP, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	if (fd < 0) {
@@ -697,6 +795,8 @@ static int ns_rewrite(struct ns_registry *r)
 	r->fd = fd;
 	r->file_off = r->synced_off = len;
 	r->rewrite = false;
+	r->file_v3 = words != 0;
+	r->word_recs = words;
 	r->rewrites++;
 	/* The rename is durable only once the directory is. */
 	if (fsync(r->dir_fd) < 0)
@@ -800,6 +900,16 @@ static int ns_wait_durable(struct ns_registry *r, uint32_t id)
 	return atomic_load_explicit(&r->count, memory_order_relaxed) >= id ? 0 : r->fail_err;
 }
 
+/* Open the file to append to it if it is not open yet.  Under file_lock. */
+static void ns_open_append(struct ns_registry *r)
+{
+	if (!r->rewrite && r->fd < 0) {
+		r->fd = openat(r->dir_fd, NS_FILE, O_WRONLY | O_CLOEXEC);
+		if (r->fd < 0)
+			r->rewrite = true; /* gone or unwritable: a new file */
+	}
+}
+
 int ns_reg_add(struct ns_registry *r, const uint8_t digest[32], const char *canon,
 	       uint32_t canon_len, uint32_t *id)
 {
@@ -820,6 +930,17 @@ int ns_reg_add(struct ns_registry *r, const uint8_t digest[32], const char *cano
 	if (memcmp(check, digest, 32) != 0)
 		return KVT_EDESC;
 
+	/* Published already (the common case: a namespace registered again
+	 * after a restart, or by each of its clients): no file_lock, which a
+	 * word's fdatasync may hold (ns_reg_set_word). */
+	pthread_mutex_lock(&r->lock);
+	new_id = ns_hash_lookup_locked(r, digest);
+	pthread_mutex_unlock(&r->lock);
+	if (new_id && new_id <= atomic_load_explicit(&r->count, memory_order_acquire)) {
+		*id = new_id;
+		return 0;
+	}
+
 	pthread_mutex_lock(&r->file_lock);
 	pthread_mutex_lock(&r->lock);
 	new_id = ns_hash_lookup_locked(r, digest);
@@ -838,16 +959,12 @@ int ns_reg_add(struct ns_registry *r, const uint8_t digest[32], const char *cano
 	}
 	pthread_mutex_unlock(&r->lock);
 
-	if (!r->rewrite && r->fd < 0) {
-		r->fd = openat(r->dir_fd, NS_FILE, O_WRONLY | O_CLOEXEC);
-		if (r->fd < 0)
-			r->rewrite = true; /* gone or unwritable: a new file */
-	}
+	ns_open_append(r);
 	if (r->rewrite) {
 		/* Never swap the file under a leader's fdatasync. */
 		while (r->syncing)
 			pthread_cond_wait(&r->sync_cv, &r->file_lock);
-		ret = ns_rewrite(r);
+		ret = ns_rewrite(r, 0, 0);
 		if (ret < 0) {
 			ns_rollback(r, ret);
 			goto out;
@@ -879,6 +996,119 @@ out:
 	return ret;
 }
 
+/* Everything prepared is durable (a rewrite or a sync covered it): publish
+ * it and wake its adders.  Under file_lock. */
+static void ns_publish_all(struct ns_registry *r, uint32_t upto)
+{
+	pthread_mutex_lock(&r->lock);
+	ns_publish_locked(r, upto);
+	pthread_mutex_unlock(&r->lock);
+	pthread_cond_broadcast(&r->sync_cv);
+}
+
+/*
+ * Append id's word record and fdatasync it, under file_lock, no group
+ * commit running (so the sync covers every record appended before: adders
+ * waiting for theirs are published with it).  0 or -errno; on failure the
+ * record is cut off again, or the file rolled back as a failed group
+ * commit's.
+ */
+static int ns_append_word(struct ns_registry *r, uint32_t id, uint64_t word)
+{
+	uint8_t rec[NS_WORD_LEN];
+	uint32_t target;
+	size_t done = 0;
+	int ret = 0;
+
+	ns_put_word(rec, id, word);
+	while (done < sizeof(rec)) {
+		ssize_t n = pwrite(r->fd, rec + done, sizeof(rec) - done,
+				   (off_t)(r->file_off + done));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			ret = n < 0 ? -errno : -EIO;
+			if (ftruncate(r->fd, (off_t)r->file_off) < 0)
+				r->rewrite = true;
+			return ret;
+		}
+		done += (size_t)n;
+	}
+	r->file_off += sizeof(rec);
+	pthread_mutex_lock(&r->lock);
+	target = r->prepared;
+	pthread_mutex_unlock(&r->lock);
+	r->syncs++;
+	if (fdatasync(r->fd) < 0) {
+		ret = -errno;
+		ns_rollback(r, ret);
+		return ret;
+	}
+	r->synced_off = r->file_off;
+	r->word_recs++;
+	ns_publish_all(r, target);
+	return 0;
+}
+
+int ns_reg_set_word(struct ns_registry *r, uint32_t id, uint64_t expect, uint64_t word)
+{
+	struct ns_entry *e;
+	uint64_t old;
+	int ret = 0;
+
+	if (!r)
+		return KVT_ENULL;
+	if (!ns_reg_get(r, id))
+		return KVT_ENONS;
+	e = ns_entry_at(r, id);
+	pthread_mutex_lock(&r->file_lock);
+	old = atomic_load_explicit(&e->word, memory_order_relaxed);
+	if (old != expect) {
+		ret = KVT_EXISTS;
+		goto out;
+	}
+	if (old == word || r->dir_fd < 0)
+		goto set;
+	/* Never append or swap the file under a leader's fdatasync. */
+	while (r->syncing)
+		pthread_cond_wait(&r->sync_cv, &r->file_lock);
+	ns_open_append(r);
+	if (r->rewrite || !r->file_v3 ||
+	    r->word_recs >= 2 * (uint64_t)r->words_live + NS_WORDS_SLACK) {
+		/* The first word (version 2 becomes 3), or stale ones to drop. */
+		ret = ns_rewrite(r, id, word);
+		if (ret < 0) {
+			ns_rollback(r, ret);
+			goto out;
+		}
+		ns_publish_all(r, r->prepared);
+	} else {
+		ret = ns_append_word(r, id, word);
+		if (ret < 0)
+			goto out;
+	}
+set:
+	atomic_store_explicit(&e->word, word, memory_order_release);
+	if (!old != !word)
+		r->words_live += word ? 1u : (uint32_t)-1;
+out:
+	pthread_mutex_unlock(&r->file_lock);
+	return ret;
+}
+
+int ns_reg_word(struct ns_registry *r, uint32_t id, uint64_t *word)
+{
+	const struct ns_entry *e;
+
+	if (!r || !word)
+		return KVT_ENULL;
+	e = ns_reg_get(r, id);
+	if (!e)
+		return KVT_ENONS;
+	*word = atomic_load_explicit(&((struct ns_entry *)e)->word, memory_order_acquire);
+	return 0;
+}
+
 /* ns_reg_parse callback of ns_reg_load: append one record in memory. */
 static int ns_load_rec(void *ctx, uint32_t id, const uint8_t digest[32], const char *canon,
 		       uint32_t canon_len)
@@ -895,6 +1125,20 @@ static int ns_load_rec(void *ctx, uint32_t id, const uint8_t digest[32], const c
 	if (new_id != id) /* ns_reg_parse checks ids are 1, 2, ...; be sure */
 		return KVT_ECORRUPT;
 	ns_publish_locked(r, new_id);
+	return 0;
+}
+
+/* ns_reg_parse word callback of ns_reg_load: the namespace's word from here on. */
+static int ns_load_word(void *ctx, uint32_t id, uint64_t word)
+{
+	struct ns_registry *r = ctx;
+	struct ns_entry *e = ns_entry_at(r, id); /* parsed before: published */
+	uint64_t old = atomic_load_explicit(&e->word, memory_order_relaxed);
+
+	atomic_store_explicit(&e->word, word, memory_order_relaxed);
+	if (!old != !word)
+		r->words_live += word ? 1u : (uint32_t)-1;
+	r->word_recs++;
 	return 0;
 }
 
@@ -948,12 +1192,13 @@ int ns_reg_load(struct ns_registry *r, int dir_fd)
 			break; /* shrank under us: the parser reports it */
 		got += (size_t)n;
 	}
-	ret = ns_reg_parse_ex(buf, got, ns_load_rec, r, &used, &version);
-	if (ret >= 0 && version == NS_FILE_VERSION && used == got) {
+	ret = ns_reg_parse_ex(buf, got, ns_load_rec, ns_load_word, r, &used, &version);
+	if (ret >= 0 && version != NS_FILE_V1 && used == got) {
 		/* A clean append-only file: the first add opens it to append
 		 * (a store that registers nothing never opens it for writing). */
 		r->file_off = r->synced_off = used;
 		r->rewrite = false;
+		r->file_v3 = version == NS_FILE_V3;
 	}
 close:
 	if (fd >= 0)

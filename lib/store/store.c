@@ -656,6 +656,26 @@ int kvt_ns_info(struct kvt_store *s, uint32_t id, uint8_t digest[32], char *buf,
 	return (int)e->canon_len;
 }
 
+int kvt_ns_set_word(struct kvt_store *s, uint32_t id, uint64_t expect, uint64_t word)
+{
+	int ret;
+	if (!s)
+		return KVT_ENULL;
+	if ((ret = store_check(s)) < 0)
+		return ret;
+	return ns_reg_set_word(&s->ns, id, expect, word);
+}
+
+int kvt_ns_word(struct kvt_store *s, uint32_t id, uint64_t *word)
+{
+	int ret;
+	if (!s || !word)
+		return KVT_ENULL;
+	if ((ret = store_check(s)) < 0)
+		return ret;
+	return ns_reg_word(&s->ns, id, word);
+}
+
 /* ------------------------------------------------------------------------
  * Sealed namespaces (seal.c does the work)
  */

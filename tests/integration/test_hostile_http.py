@@ -535,10 +535,14 @@ class Phase:
         return st, hd, body
 
 
-def setup_bucket(srv):
+def setup_bucket(srv, again=False):
+    """alice's bucket hbkt and the probe's object in it.  again: after
+    the phase evicted or restarted, the bucket is kept (CreateBucket 409,
+    since 2026-12-06 -- before, its marker block could go), the object
+    put again."""
     p = srv.port
     st, _, b = http(p, signed_msg(p, "PUT", "/hbkt"))
-    assert st == 200, (st, b)
+    assert st == (409 if again else 200), (st, b)
     st, _, b = http(p, signed_msg(p, "PUT", "/hbkt/known", body=b"known bytes"))
     assert st == 200, (st, b)
 
@@ -1575,10 +1579,12 @@ def s3_pins(ph):
     ph.expect(st == 200, "the other tenant's PUT beside pinned answers", st, body[:200])
     for s in socks:
         s.close()
-    # (with --ssd 0 the PUT evicted what was not pinned, bucket markers
-    # included: the buckets and the probe's object are made again)
-    http(P, signed_msg(P, "PUT", "/bobbkt", who=BOB), src=PROBER)
-    setup_bucket(srv)
+    # (with --ssd 0 the PUT evicted what was not pinned: the probe's
+    # object is put again; the buckets stay, since 2026-12-06 -- until
+    # then their marker blocks went too, and they were made again)
+    st, _, body = http(P, signed_msg(P, "PUT", "/hbkt/known", body=b"known bytes"),
+                       src=PROBER)
+    assert st == 200, (st, body)
     ph.cases += 1
     ph.probe("pinned answers")
 
@@ -1813,9 +1819,9 @@ def resp_pins(ph):
     ph.expect(st == b"+OK", "the other tenant's SET beside pinned replies", st)
     for s in socks:
         s.close()
-    # (with --ssd 0 the SET evicted what was not pinned, bucket markers
-    # included: the probe's bucket and object are made again)
-    setup_bucket(srv)
+    # (with --ssd 0 the SET evicted what was not pinned: the probe's
+    # object is put again)
+    setup_bucket(srv, again=True)
     ph.cases += 1
     ph.probe("pinned RESP replies")
 resp_pins.extra = ["--resp", "127.0.0.1:0"]
@@ -2357,7 +2363,7 @@ def s3_stop_deferred(ph):
         s.sendall(msg * 16)
     time.sleep(0.3)
     srv.restart(between=lambda: [s.close() for s in socks])
-    setup_bucket(srv)
+    setup_bucket(srv, again=True)
     ph.cases += 1
 
 
@@ -2772,14 +2778,13 @@ s3_list_mem.dram_mib = 256
 
 @phase
 def s3_buckets_ssd(ph):
-    """ListBuckets reads each bucket's 8-byte marker with a quiet part get
-    (s3ops.c s3d_list_buckets), as the header reads.  alice creates 48
-    buckets, bob 2; the server is restarted, so that the markers are on
-    SSD only, with DRAM empty.  alice's ListBuckets lists all 48 (and
-    bob's his 2), each marker read as one part read of SSD
-    (kvtier_ssd_part_reads_total +48: before, each was a quiet pinned get,
-    a whole private copy of its block, and no part read), nothing
-    promoted: DRAM as it was."""
+    """ListBuckets answers from the namespace registry (s3ops.c
+    s3d_list_buckets).  alice creates 48 buckets, bob 2; the server is
+    restarted, DRAM empty.  alice's ListBuckets lists all 48 (and bob's
+    his 2) without reading anything: no SSD part read, DRAM as it was.
+    (Until 2026-12-06 each bucket's 8-byte marker block was read, one SSD
+    part read each; until 2026-12-04 a quiet pinned get, a whole private
+    copy of its block.)"""
     srv, P = ph.srv, ph.srv.port
     mine = ["bk%02d" % i for i in range(48)]
     for name in mine:
@@ -2805,20 +2810,135 @@ def s3_buckets_ssd(ph):
     parts = srv.metric("kvtier_ssd_part_reads_total") - parts0
     d1 = dram()
     st_b, got_b = buckets(BOB)
-    print("ListBuckets of 48 buckets whose markers are on SSD only: %d, %d listed; SSD part "
+    print("ListBuckets of 48 buckets after a restart: %d, %d listed; SSD part "
           "reads +%d; DRAM blocks %d -> %d, used %d -> %d B; bob's: %d, %s" % (
               st_a, len(got_a), parts, d0[0], d1[0], d0[1], d1[1], st_b, got_b))
     ph.expect(st_a == 200 and got_a == sorted(mine + ["hbkt"]), "alice's ListBuckets", st_a,
               got_a)  # hbkt: every phase's (setup_bucket)
     ph.expect(st_b == 200 and got_b == ["bob1", "bob2"], "bob's ListBuckets", st_b, got_b)
-    ph.expect(parts >= len(mine), "the markers read as SSD part reads", parts)
+    ph.expect(parts == 0, "nothing read from SSD", parts)
     ph.expect(d1 == d0 and dram() == d0, "DRAM after the listings", d0, d1, dram())
     ph.cases += 1
-    ph.probe("bucket markers")
+    ph.probe("bucket listings")
 
 
 s3_buckets_ssd.extra = s3_head_ssd.extra
 s3_buckets_ssd.tenants = s3_head_ssd.tenants
+
+
+def _buckets(srv, who=ALICE):
+    """who's ListBuckets: status and {name: CreationDate}."""
+    st, _, body = http(srv.port, signed_msg(srv.port, "GET", "/", who=who), src=PROBER)
+    return st, {n.decode(): d.decode() for n, d in re.findall(
+        rb"<Bucket><Name>([^<]*)</Name><CreationDate>([^<]*)</CreationDate>", body)}
+
+
+def _bucket_works(ph, name, when, dates):
+    """HeadBucket 200, listed with its creation date as before, and a PUT
+    and GET of a new object in it."""
+    srv, P = ph.srv, ph.srv.port
+    st_h, _, _ = http(P, signed_msg(P, "HEAD", "/" + name), src=PROBER)
+    st_l, got = _buckets(srv)
+    body = os.urandom(3000)
+    st_p, _, _ = http(P, signed_msg(P, "PUT", "/%s/after" % name, body=body), src=PROBER)
+    st_g, _, back = http(P, signed_msg(P, "GET", "/%s/after" % name), src=PROBER)
+    print("%s: HeadBucket %d, ListBuckets %d %s, PutObject %d, GetObject %d" % (
+        when, st_h, st_l, sorted(got), st_p, st_g))
+    ph.expect(st_h == 200, "HeadBucket " + when, st_h)
+    ph.expect(st_l == 200 and got.get(name) == dates.get(name), "ListBuckets " + when,
+              st_l, got, dates)
+    ph.expect(st_p == 200 and st_g == 200 and back == body, "PUT and GET " + when, st_p,
+              st_g)
+    ph.cases += 1
+
+
+@phase
+def s3_bucket_kept(ph):
+    """A bucket is the namespace registry's record, not a block: it
+    outlives the SSD log's wrap and a restart.  alice creates `keep` (and
+    `gone`, deleted at once); bob puts 64 objects of 256 KiB, so that 16
+    MiB go down to the 4 MiB SSD (the log wraps 4 times, every segment
+    reclaimed: overwrites of one key cancelled write-downs, fewer bytes
+    went down); restart (DRAM empty).  `keep` answers HeadBucket
+    200, is listed with the same CreationDate, takes a PUT and a GET;
+    `gone` stays gone.  Until 2026-12-06 a bucket existed while its 8-byte
+    marker block did, and the marker, never read, left with the first
+    segment the log reclaimed: NoSuchBucket after the restart (seen 18 MiB
+    into uploads on a 256 MiB SSD beside another tenant's overwrites)."""
+    srv, P = ph.srv, ph.srv.port
+    for who, b in ((ALICE, "/keep"), (ALICE, "/gone"), (BOB, "/churn")):
+        st, _, body = http(P, signed_msg(P, "PUT", b, who=who), src=PROBER)
+        assert st == 200, (b, st, body)
+    st, _, body = http(P, signed_msg(P, "DELETE", "/gone"), src=PROBER)
+    assert st == 204, (st, body)
+    st, dates = _buckets(srv)
+    assert st == 200 and "keep" in dates and "gone" not in dates, (st, dates)
+    srv.written_down()
+    big = os.urandom((256 << 10) - 3)
+    m0 = srv.metric("kvtier_ssd_bytes_in_total")
+    for i in range(64):
+        for _ in range(100):
+            st, _, body = http(srv.port, signed_msg(srv.port, "PUT", "/churn/o%d" % i,
+                                                    body=b"%03d" % i + big, who=BOB),
+                               src=PROBER, timeout=20)
+            if st != 503:
+                break
+            srv.written_down()
+        assert st == 200, (i, st, body[:200])
+    srv.written_down()
+    mib = (srv.metric("kvtier_ssd_bytes_in_total") - m0) / (1 << 20)
+    print("bob's PUTs: %.1f MiB written down to a 4 MiB SSD" % mib)
+    ph.expect(mib >= 12, "MiB written down (the log wrapped)", mib)
+    srv.restart(lambda: None)  # DRAM's copies gone: what is left is on SSD
+    _bucket_works(ph, "keep", "after the log wrapped and a restart", dates)
+    st, _, _ = http(srv.port, signed_msg(srv.port, "HEAD", "/gone"), src=PROBER)
+    ph.expect(st == 404, "the deleted bucket after a restart", st)
+    st, _, body = http(srv.port, signed_msg(srv.port, "PUT", "/keep"), src=PROBER)
+    ph.expect(st == 409 and b"BucketAlreadyOwnedByYou" in body, "CreateBucket again", st)
+    # (the probe's object is cache contents: the churn may have taken it)
+    st, _, _ = http(srv.port, signed_msg(srv.port, "PUT", "/hbkt/known", body=b"known bytes"),
+                    src=PROBER)
+    ph.expect(st == 200, "the probe's object put again", st)
+    ph.probe("buckets kept")
+
+
+s3_bucket_kept.extra = ["--dram", "16M", "--ssd", "4M", "--set", "ssd.segment=1M"]
+
+
+@phase
+def s3_bucket_kept_mem(ph):
+    """The same without an SSD: bob's 48 distinct 256 KiB objects fill the
+    16 MiB DRAM tier 3/4 over, evicting what is oldest.  alice's `keep`
+    still answers HeadBucket 200, is listed, takes a PUT and a GET.
+    Until 2026-12-06 its marker block was evicted with the rest:
+    NoSuchBucket."""
+    srv, P = ph.srv, ph.srv.port
+    for who, b in ((ALICE, "/keep"), (BOB, "/churn")):
+        st, _, body = http(P, signed_msg(P, "PUT", b, who=who), src=PROBER)
+        assert st == 200, (b, st, body)
+    st, dates = _buckets(srv)
+    assert st == 200 and "keep" in dates, (st, dates)
+    big = os.urandom((256 << 10) - 3)
+    e0 = srv.metric("kvtier_dram_evictions_total")
+    bad = []
+    for i in range(112):
+        st, _, body = http(P, signed_msg(P, "PUT", "/churn/o%d" % i, body=b"%03d" % i + big,
+                                         who=BOB), src=PROBER)
+        if st != 200:
+            bad.append((i, st))
+    ev = srv.metric("kvtier_dram_evictions_total") - e0
+    print("bob's 112 PUTs of 256 KiB: %d refused %s; %d DRAM evictions" % (
+        len(bad), bad[:3], ev))
+    ph.expect(ev >= 32, "DRAM evictions", ev)
+    _bucket_works(ph, "keep", "after DRAM evictions", dates)
+    # (the probe's object is cache contents: the churn may have taken it)
+    st, _, _ = http(srv.port, signed_msg(srv.port, "PUT", "/hbkt/known", body=b"known bytes"),
+                    src=PROBER)
+    ph.expect(st == 200, "the probe's object put again", st)
+    ph.probe("buckets kept in DRAM")
+
+
+s3_bucket_kept_mem.extra = ["--dram", "16M", "--ssd", "0"]
 
 
 @phase
@@ -2886,7 +3006,7 @@ def s3_head_shared(ph):
                        rb"<ETag>[^<]*</ETag><Size>(\d+)</Size>", body)
     ph.expect(st == 200 and parts == [(b"1", b"5000"), (b"2", b"5000")], "ListParts", st,
               body[:300])
-    setup_bucket(srv)  # the probe's (its bucket was in DRAM only)
+    setup_bucket(srv, again=True)  # the probe's object (it was in DRAM only)
     ph.cases += 1
     ph.probe("HEAD below SSD")
 
@@ -6238,10 +6358,12 @@ def s3_pins_range(ph):
     print("the other tenant's PUT of 8 MiB beside them: %d %s" % (st, code_of(body)))
     ph.expect(st == 200, "the other tenant's PUT beside pinned ranges", st, body[:200])
     s.close()
-    # (with --ssd 0 the PUT evicted what was not pinned, bucket markers
-    # included: the buckets and the probe's object are made again)
-    http(P, signed_msg(P, "PUT", "/bobbkt", who=BOB), src=PROBER)
-    setup_bucket(srv)
+    # (with --ssd 0 the PUT evicted what was not pinned: the probe's
+    # object is put again; the buckets stay, since 2026-12-06 -- until
+    # then their marker blocks went too, and they were made again)
+    st, _, body = http(P, signed_msg(P, "PUT", "/hbkt/known", body=b"known bytes"),
+                       src=PROBER)
+    assert st == 200, (st, body)
     # what the ranges counted went back: her 3 fresh unread GETs of 6 MiB
     # (18 MiB, past her 16 MiB cap only with the third) are each answered
     end = time.monotonic() + 5
@@ -6440,14 +6562,15 @@ def _s3_delete_errors(ph, shared):
 
     def files():
         return sum(len(fs) for _, _, fs in os.walk(shared))
+    # the 4 objects (until 2026-12-06 the bucket's marker block too)
     end = time.monotonic() + 20
-    while files() < 5 and time.monotonic() < end:
+    while files() < 4 and time.monotonic() < end:
         time.sleep(0.05)
     time.sleep(0.5)
-    assert files() >= 5, ("not written to the shared tier", files())
+    assert files() >= 4, ("not written to the shared tier", files())
     srv.restart()  # DRAM empty, no SSD: the shared tier alone holds them
     P = srv.port
-    setup_bucket(srv)  # the probe's (its bucket was in DRAM only)
+    setup_bucket(srv, again=True)  # the probe's object (it was in DRAM only)
     for _ in range(50):
         if subprocess.call(["mount", "-o", "remount,ro", shared]) == 0:
             break

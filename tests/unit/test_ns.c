@@ -930,6 +930,94 @@ static void test_reg_group_commit(void)
 	free(dir);
 }
 
+static uint64_t word_of(struct ns_registry *r, uint32_t id);
+
+struct wc_arg {
+	struct ns_registry *r;
+	_Atomic bool done;
+	uint64_t reads;
+};
+
+/* The one writer of namespace 1's word: 1, 2, ... WC_WORDS. */
+#define WC_WORDS 200u
+static void *wc_writer(void *p)
+{
+	struct wc_arg *a = p;
+	for (uint64_t w = 1; w <= WC_WORDS; w++)
+		T_RC(ns_reg_set_word(a->r, 1, w - 1, w), 0);
+	atomic_store(&a->done, true);
+	return NULL;
+}
+
+/* A reader of it, lock-free: it never goes back. */
+static void *wc_reader(void *p)
+{
+	struct wc_arg *a = p;
+	uint64_t last = 0, w;
+	while (!atomic_load(&a->done)) {
+		T_RC(ns_reg_word(a->r, 1, &w), 0);
+		T_ASSERT(w >= last && w <= WC_WORDS);
+		last = w;
+		a->reads++;
+	}
+	return NULL;
+}
+
+/* Words set while other threads register namespaces (group commits, word
+ * appends publishing the ids their fdatasync covered) and a reader reads:
+ * every id and the last word survive a reopen.  TSan-clean. */
+static void test_reg_words_concurrent(void)
+{
+	char *dir = t_mkdtemp();
+	int dir_fd = open_dir(dir);
+	struct kvt_mem mem;
+	struct ns_registry r;
+	static struct gc_arg a[GC_THREADS];
+	struct wc_arg wa = { .r = NULL };
+	pthread_t wt, rt;
+	char canon[NS_CANON_MAX + 1];
+	uint8_t digest[32];
+	uint32_t len = canon_of(&DESC_B, digest, canon), id;
+
+	kvt_mem_init(&mem);
+	T_RC(load_fresh(&mem, &r, dir_fd), 0);
+	T_RC(ns_reg_add(&r, digest, canon, len, &id), 0);
+	T_EQ_INT(id, 1);
+	wa.r = &r;
+	T_RC(pthread_create(&wt, NULL, wc_writer, &wa), 0);
+	T_RC(pthread_create(&rt, NULL, wc_reader, &wa), 0);
+	for (int t = 0; t < GC_THREADS; t++) {
+		a[t].r = &r;
+		a[t].base = 5000u * (uint32_t)(t + 1);
+		T_RC(pthread_create(&a[t].t, NULL, gc_main, &a[t]), 0);
+	}
+	for (int t = 0; t < GC_THREADS; t++)
+		pthread_join(a[t].t, NULL);
+	pthread_join(wt, NULL);
+	pthread_join(rt, NULL);
+	T_EQ_INT(atomic_load(&r.count), GC_THREADS * GC_EACH + 2);
+	T_EQ_U64(word_of(&r, 1), WC_WORDS);
+	ns_reg_free(&r);
+
+	T_RC(load_fresh(&mem, &r, dir_fd), 0);
+	T_EQ_INT(atomic_load(&r.count), GC_THREADS * GC_EACH + 2);
+	T_EQ_U64(word_of(&r, 1), WC_WORDS);
+	for (int t = 0; t < GC_THREADS; t++) {
+		for (uint32_t i = 0; i < GC_EACH; i++) {
+			char name[32];
+			struct kvt_ns_desc d = desc_n(a[t].base + i, name);
+			canon_of(&d, digest, canon);
+			T_RC(ns_reg_find(&r, digest, &id), 0);
+			T_EQ_INT(id, a[t].ids[i]);
+		}
+	}
+	ns_reg_free(&r);
+	T_EQ_INT(atomic_load(&mem.bytes), 0);
+	close(dir_fd);
+	t_rmtree(dir);
+	free(dir);
+}
+
 /* Allocation failures while loading leave an empty registry and no leak. */
 static void test_reg_load_alloc_failure(void)
 {
@@ -1085,7 +1173,7 @@ static void test_reg_corrupt(void)
 	free(img);
 
 	/* A newer version. */
-	img = make_image(descs, 3, 3, &len);
+	img = make_image(descs, 3, 4, &len);
 	write_file(dir_fd, "namespaces", img, len);
 	T_RC(load_fresh(&mem, &r, dir_fd), KVT_EVERSION);
 	ns_reg_free(&r);
@@ -1144,6 +1232,202 @@ static struct kvt_store *store_open(const char *dir)
 	T_RC(kvt_store_set_option(s, "dram.prefault", "off"), 0);
 	T_RC(kvt_store_open(s), 0);
 	return s;
+}
+
+/* The word of namespace id, read as kvt_ns_word does. */
+static uint64_t word_of(struct ns_registry *r, uint32_t id)
+{
+	uint64_t w = ~0ull;
+	T_RC(ns_reg_word(r, id, &w), 0);
+	return w;
+}
+
+/* A word record (doc/keys.md, version 3) at p. */
+static void put_word_rec(uint8_t *p, uint32_t id, uint64_t word)
+{
+	put_u32le(p, 0);
+	put_u32le(p + 4, id);
+	put_u32le(p + 8, (uint32_t)word);
+	put_u32le(p + 12, (uint32_t)(word >> 32));
+	put_u32le(p + 16, kvt_crc32c(0, p, 16));
+}
+
+/*
+ * Words (kvt_ns_set_word, S3's buckets): compare and set, memory-only and
+ * persisted; the file stays version 2 until a word is set, then version 3
+ * with one 20-byte record per change, compacted by a rewrite once stale
+ * records pile up; reloads give the last word of each namespace; a torn
+ * word record is a torn tail, a bad one before a good one is corruption.
+ */
+static void test_reg_words(void)
+{
+	char *dir = t_mkdtemp();
+	int dir_fd = open_dir(dir);
+	struct kvt_mem mem;
+	struct ns_registry r;
+	struct kvt_ns_desc c = desc_c();
+	const struct kvt_ns_desc *descs[3] = { &DESC_A, &DESC_B, &c };
+	uint8_t digest[3][32], *file, *img;
+	char canon[3][NS_CANON_MAX + 1];
+	uint32_t len[3], id;
+	size_t file_len, base_len, img_len;
+
+	for (int i = 0; i < 3; i++)
+		len[i] = canon_of(descs[i], digest[i], canon[i]);
+	kvt_mem_init(&mem);
+
+	/* Memory only: compare and set, nothing written. */
+	T_RC(ns_reg_init(&r, &mem), 0);
+	T_RC(ns_reg_add(&r, digest[0], canon[0], len[0], &id), 0);
+	T_EQ_U64(word_of(&r, 1), 0);
+	T_RC(ns_reg_set_word(&r, 1, 0, 1234), 0);
+	T_EQ_U64(word_of(&r, 1), 1234);
+	T_RC(ns_reg_set_word(&r, 1, 0, 99), KVT_EXISTS);
+	T_EQ_U64(word_of(&r, 1), 1234);
+	T_RC(ns_reg_set_word(&r, 2, 0, 1), KVT_ENONS);
+	T_RC(ns_reg_word(&r, 2, &(uint64_t){ 0 }), KVT_ENONS);
+	T_RC(ns_reg_set_word(NULL, 1, 0, 1), KVT_ENULL);
+	T_RC(ns_reg_word(&r, 1, NULL), KVT_ENULL);
+	ns_reg_free(&r);
+
+	/* Persisted: version 2 until the first word. */
+	T_RC(load_fresh(&mem, &r, dir_fd), 0);
+	for (int i = 0; i < 3; i++)
+		T_RC(ns_reg_add(&r, digest[i], canon[i], len[i], &id), 0);
+	file = read_file(dir_fd, "namespaces", &base_len);
+	T_EQ_INT(file[8], 2);
+	free(file);
+	T_RC(ns_reg_set_word(&r, 2, 0, 0x1122334455667788ull), 0);
+	T_EQ_INT(r.rewrites, 2); /* the first add's, and this one (2 -> 3) */
+	file = read_file(dir_fd, "namespaces", &file_len);
+	T_EQ_INT(file[8], 3);
+	T_EQ_INT(file_len, base_len + 20);
+	uint8_t want[20];
+	put_word_rec(want, 2, 0x1122334455667788ull);
+	T_EQ_MEM(file + base_len, want, 20);
+	free(file);
+	/* Registering a published namespace again never waits for file_lock,
+	 * which a word's fdatasync holds (kvtierd's loops register a bucket's
+	 * namespace on a connection's first request, and would wait behind
+	 * the aux thread's fsync).  It would deadlock here. */
+	pthread_mutex_lock(&r.file_lock);
+	T_RC(ns_reg_add(&r, digest[1], canon[1], len[1], &id), 0);
+	pthread_mutex_unlock(&r.file_lock);
+	T_EQ_INT(id, 2);
+	/* Later words are appended and synced, no rewrite. */
+	T_RC(ns_reg_set_word(&r, 3, 0, 7), 0);
+	T_RC(ns_reg_set_word(&r, 2, 0x1122334455667788ull, 0), 0);
+	T_RC(ns_reg_set_word(&r, 3, 7, 7), 0); /* unchanged: nothing written */
+	T_EQ_INT(r.rewrites, 2);
+	file = read_file(dir_fd, "namespaces", &file_len);
+	T_EQ_INT(file_len, base_len + 60);
+	free(file);
+	ns_reg_free(&r);
+	T_RC(load_fresh(&mem, &r, dir_fd), 0);
+	T_EQ_U64(word_of(&r, 1), 0);
+	T_EQ_U64(word_of(&r, 2), 0);
+	T_EQ_U64(word_of(&r, 3), 7);
+	T_RC(ns_reg_set_word(&r, 1, 0, 5), 0); /* appends to the loaded file */
+	T_EQ_INT(r.rewrites, 0);
+
+	/* Churn: stale records are compacted; the file stays small. */
+	for (uint64_t i = 0; i < 500; i++) {
+		T_RC(ns_reg_set_word(&r, 2, 0, 100 + i), 0);
+		T_RC(ns_reg_set_word(&r, 2, 100 + i, 0), 0);
+	}
+	T_ASSERT(r.rewrites >= 5);
+	file = read_file(dir_fd, "namespaces", &file_len);
+	T_ASSERT(file_len <= base_len + (2 * 2 + 64 + 1) * 20);
+	free(file);
+	ns_reg_free(&r);
+	T_RC(load_fresh(&mem, &r, dir_fd), 0);
+	T_EQ_U64(word_of(&r, 1), 5);
+	T_EQ_U64(word_of(&r, 2), 0);
+	T_EQ_U64(word_of(&r, 3), 7);
+	ns_reg_free(&r);
+
+	/* Every word back to 0: the next rewrite writes version 2 again. */
+	T_RC(load_fresh(&mem, &r, dir_fd), 0);
+	T_RC(ns_reg_set_word(&r, 1, 5, 0), 0);
+	T_RC(ns_reg_set_word(&r, 3, 7, 0), 0);
+	ns_reg_free(&r);
+
+	/* Images the test writes: a torn word record at the end is dropped
+	 * (the words before it stand); one before a good record, or one of a
+	 * namespace not recorded before it, is refused; version 2 reads word
+	 * records as junk after its last record (a torn tail). */
+	img = malloc(4096);
+	T_ASSERT(img != NULL);
+	{
+		uint8_t *ns3 = make_log(descs, 3, &img_len);
+		memcpy(img, ns3, img_len);
+		free(ns3);
+	}
+	put_u32le(img + 8, 3);
+	put_word_rec(img + img_len, 1, 42);
+	put_word_rec(img + img_len + 20, 3, 43);
+	T_RC(parse_exact(img, img_len + 40), 3);
+	write_file(dir_fd, "namespaces", img, img_len + 40);
+	T_RC(load_fresh(&mem, &r, dir_fd), 0);
+	T_EQ_U64(word_of(&r, 1), 42);
+	T_EQ_U64(word_of(&r, 3), 43);
+	ns_reg_free(&r);
+	for (size_t cut = 1; cut < 20; cut++) {
+		size_t used = 0;
+		T_RC(ns_reg_parse_ex(img, img_len + 40 - cut, NULL, NULL, NULL, &used, NULL), 3);
+		T_EQ_INT(used, img_len + 20);
+	}
+	img[img_len + 20 + 9] ^= 1; /* the last one's word: its CRC fails (torn) */
+	T_RC(ns_reg_parse_ex(img, img_len + 40, NULL, NULL, NULL, NULL, NULL), 3);
+	img[img_len + 20 + 9] ^= 1;
+	img[img_len + 9] ^= 1; /* the first one's: a good one follows */
+	T_RC(ns_reg_parse_ex(img, img_len + 40, NULL, NULL, NULL, NULL, NULL), KVT_ECORRUPT);
+	img[img_len + 9] ^= 1;
+	put_word_rec(img + img_len + 20, 4, 43); /* no namespace 4 */
+	T_RC(ns_reg_parse_ex(img, img_len + 40, NULL, NULL, NULL, NULL, NULL), KVT_ECORRUPT);
+	put_word_rec(img + img_len + 20, 3, 43);
+	put_u32le(img + 8, 2); /* version 2 has no word records: a torn tail */
+	{
+		size_t used = 0;
+		T_RC(ns_reg_parse_ex(img, img_len + 40, NULL, NULL, NULL, &used, NULL), 3);
+		T_EQ_INT(used, img_len);
+	}
+	free(img);
+
+	T_EQ_INT(atomic_load(&mem.bytes), 0);
+	close(dir_fd);
+	t_rmtree(dir);
+	free(dir);
+}
+
+/* The public calls, through a store with a directory: kept across a reopen. */
+static void test_store_words(void)
+{
+	char *dir = t_mkdtemp();
+	struct kvt_store *s;
+	uint32_t id;
+	uint64_t w = 1;
+
+	for (int round = 0; round < 2; round++) {
+		T_RC(kvt_store_create(&s), 0);
+		T_RC(kvt_store_set_option(s, "path", dir), 0);
+		T_RC(kvt_store_set_option(s, "dram.capacity", "16M"), 0);
+		T_RC(kvt_store_open(s), 0);
+		T_RC(kvt_ns_register(s, &DESC_A, &id), 0);
+		if (round == 0) {
+			T_RC(kvt_ns_word(s, id, &w), 0);
+			T_EQ_U64(w, 0);
+			T_RC(kvt_ns_set_word(s, id, 0, 1765000000123ull), 0);
+			T_RC(kvt_ns_set_word(s, id, 0, 1), KVT_EXISTS);
+			T_RC(kvt_ns_set_word(s, id + 1, 0, 1), KVT_ENONS);
+			T_RC(kvt_ns_word(s, id, NULL), KVT_ENULL);
+		}
+		T_RC(kvt_ns_word(s, id, &w), 0);
+		T_EQ_U64(w, 1765000000123ull);
+		kvt_store_destroy(s);
+	}
+	t_rmtree(dir);
+	free(dir);
 }
 
 static void test_store_api(void)
@@ -1231,6 +1515,9 @@ int main(void)
 	test_reg_append();
 	test_reg_torn_tail();
 	test_reg_group_commit();
+	test_reg_words();
+	test_reg_words_concurrent();
 	test_store_api();
+	test_store_words();
 	return 0;
 }
