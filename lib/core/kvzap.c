@@ -71,8 +71,21 @@ struct kvzap_peer {
 	uint32_t mon;                   /* the socket's id */
 	char addr[64];                  /* the peer's IP address; "" if not TCP */
 	char paddr[KVZAP_ADDR_LEN];     /* libzmq's Peer-Address: the IP address, or
-					 * ":uid:gid:pid" on ipc:// */
+					 * ":uid:gid:pid" on ipc:// (kvzap_addr_is) */
 };
+
+/* Whether peer p is from address addr, as libzmq's Peer-Address gives it:
+ * the IP address, or on ipc:// the host part (libzmq 4.3.4: "localhost")
+ * and ":uid:gid:pid". */
+static bool kvzap_addr_is(const struct kvzap_peer *p, const char *addr)
+{
+	const char *c;
+
+	if (p->addr[0] || strcmp(p->paddr, addr) == 0) /* TCP: addr, its IP address */
+		return strcmp(p->paddr, addr) == 0;
+	c = strchr(addr, ':');
+	return p->paddr[0] == ':' && c && strcmp(c, p->paddr) == 0;
+}
 
 struct kvzap {
 	void *zctx;                     /* the publisher's */
@@ -243,7 +256,7 @@ bool kvzap_addr_live(struct kvzap *z, uint32_t id, const char *addr)
 
 	pthread_mutex_lock(&z->peer_lock);
 	for (size_t k = 0; k < z->peer_n && !live; k++)
-		live = z->peers[k].mon == id && strcmp(z->peers[k].paddr, addr) == 0;
+		live = z->peers[k].mon == id && kvzap_addr_is(&z->peers[k], addr);
 	pthread_mutex_unlock(&z->peer_lock);
 	return live;
 }
@@ -292,12 +305,12 @@ static void kvzap_drop(struct kvzap *z, uint32_t id, const char *addr)
 		struct kvzap_peer *p = &z->peers[k];
 		struct stat st;
 		char now[KVZAP_ADDR_LEN];
-		if (p->mon != id || strcmp(p->paddr, addr) != 0)
+		if (p->mon != id || !kvzap_addr_is(p, addr))
 			continue;
 		if (fstat(p->fd, &st) < 0 || st.st_ino != p->ino)
 			continue;
 		kvzap_peer_paddr(p->fd, now, sizeof(now));
-		if (strcmp(now, addr) != 0)
+		if (strcmp(now, p->paddr) != 0)
 			continue;
 		/* A TCP connection is disconnected (connect to AF_UNSPEC:
 		 * the kernel drops what it holds unread and sends a reset),

@@ -21,6 +21,7 @@
 #include <unistd.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 
 #include <msgpack.h>
 #include <zmq.h>
@@ -646,6 +647,117 @@ static void test_sub_cap_fair(void)
 	zmq_close(att);
 	zmq_close(router);
 	zmq_ctx_term(zctx);
+	free(evs);
+}
+
+/* test_sub_cap_fair on ipc://, where libzmq's Peer-Address is the peer's
+ * process (":uid:gid:pid"): the flooder in a child process is let go,
+ * the router in this one keeps hearing every event.  The child reports
+ * its DISCONNECTED through its exit status (0: let go within 5 s). */
+static void test_sub_cap_fair_ipc(void)
+{
+	enum { N = 100, TOPICS = 100 };
+	char dir[] = "/tmp/kvt-evfair-XXXXXX", ep[96];
+	int go[2], st = -1, stored = 0, gaps = 0, msgs = 0, linger = 0;
+	struct rx_event *evs = calloc(4096, sizeof(*evs));
+	struct kvt_store *s;
+	void *zctx, *router;
+	uint64_t resets = 0, last = 0;
+	pid_t child;
+	uint32_t ns;
+
+	T_ASSERT(evs && mkdtemp(dir) != NULL && pipe(go) == 0);
+	snprintf(ep, sizeof(ep), "ipc://%s/ev", dir);
+	child = fork(); /* before any thread of this test */
+	T_ASSERT(child >= 0);
+	if (child == 0) {
+		void *cz, *att, *mon;
+		int never = -1, ok = 1;
+		char b;
+		close(go[1]);
+		if (read(go[0], &b, 1) != 1)
+			_exit(2);
+		cz = zmq_ctx_new();
+		att = zmq_socket(cz, ZMQ_SUB);
+		zmq_setsockopt(att, ZMQ_LINGER, &linger, sizeof(linger));
+		zmq_setsockopt(att, ZMQ_RECONNECT_IVL, &never, sizeof(never));
+		zmq_setsockopt(att, ZMQ_SUBSCRIBE, "", 0);
+		for (int t = 0; t < TOPICS; t++) {
+			char topic[16];
+			int n = snprintf(topic, sizeof(topic), "flood-%d", t);
+			zmq_setsockopt(att, ZMQ_SUBSCRIBE, topic, (size_t)n);
+		}
+		zmq_socket_monitor(att, "inproc://fair-ipc", ZMQ_EVENT_DISCONNECTED);
+		mon = zmq_socket(cz, ZMQ_PAIR);
+		zmq_setsockopt(mon, ZMQ_LINGER, &linger, sizeof(linger));
+		zmq_connect(mon, "inproc://fair-ipc");
+		zmq_connect(att, ep);
+		for (int i = 0; i < 500 && ok; i++) {
+			zmq_pollitem_t pi[2] = { { mon, 0, ZMQ_POLLIN, 0 }, { att, 0, ZMQ_POLLIN, 0 } };
+			uint8_t buf[64];
+			if (zmq_poll(pi, 2, 10) <= 0)
+				continue;
+			if (pi[0].revents & ZMQ_POLLIN)
+				ok = 0;
+			if (pi[1].revents & ZMQ_POLLIN)
+				while (zmq_recv(att, buf, sizeof(buf), ZMQ_DONTWAIT) >= 0)
+					;
+		}
+		zmq_socket_monitor(att, NULL, 0);
+		zmq_close(mon);
+		zmq_close(att);
+		zmq_ctx_term(cz);
+		_exit(ok);
+	}
+	close(go[0]);
+	zctx = zmq_ctx_new();
+	s = t_store_open("dram.capacity", "1M", "dram.chunk", "4K", "dram.shards", "1",
+			 "dram.prefault", "off", "events.endpoint", ep, "events.batch_ms", "1",
+			 "events.topic", "kvt1", NULL);
+	ns = t_ns(s, "events-cap-fair-ipc");
+	router = zmq_socket(zctx, ZMQ_SUB);
+	zmq_setsockopt(router, ZMQ_LINGER, &linger, sizeof(linger));
+	T_EQ_INT(zmq_setsockopt(router, ZMQ_SUBSCRIBE, "", 0), 0);
+	T_EQ_INT(zmq_connect(router, ep), 0);
+	for (uint64_t i = 0; rx_any(router, 10) == 0; i++) {
+		struct kvt_key k = t_key(420000 + i);
+		T_ASSERT(i < 500);
+		put(s, ns, &k, 0, false);
+	}
+	while (rx_any(router, 50))
+		;
+	T_EQ_INT(write(go[1], "g", 1), 1);
+	close(go[1]);
+	usleep(100000);
+	for (int i = 0; i < N; i++) {
+		struct kvt_key k = t_key(430000 + (uint64_t)i);
+		int n;
+		put(s, ns, &k, 0, false);
+		have_seq = false;
+		while ((n = rx_batch(router, stored <= i ? 50 : 0, evs, 4096)) >= 0) {
+			if (msgs++ > 0 && last_seq != last + 1)
+				gaps++;
+			last = last_seq;
+			have_seq = false;
+			for (int e = 0; e < n; e++)
+				stored += strcmp(evs[e].type, "BlockStored") == 0;
+		}
+	}
+	T_EQ_INT(waitpid(child, &st, 0), child);
+	T_OK(kvt_store_stat(s, "events.sub_resets", &resets));
+	fprintf(stderr, "ipc://: a flooder process of %d topics beside a router process: "
+		"events.sub_resets %" PRIu64 ", flooder let go %d; the router heard %d of %d "
+		"BlockStored, %d gaps\n", TOPICS, resets,
+		WIFEXITED(st) && WEXITSTATUS(st) == 0, stored, N, gaps);
+	T_ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	T_ASSERT(resets >= 1);
+	T_EQ_INT(stored, N);
+	T_EQ_INT(gaps, 0);
+	kvt_store_destroy(s);
+	zmq_close(router);
+	zmq_ctx_term(zctx);
+	unlink(ep + 6);
+	rmdir(dir);
 	free(evs);
 }
 
@@ -1470,6 +1582,7 @@ int main(void)
 	test_cap();
 	test_cap_after_reset();
 	test_sub_cap_fair();
+	test_sub_cap_fair_ipc();
 	test_replay();
 	test_replay_hostile();
 	test_replay_group();
