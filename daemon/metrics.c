@@ -218,7 +218,8 @@ static const struct {
 	  "KV event messages ZeroMQ refused" },
 	{ "events.bytes", "kvtier_events_bytes_total", "counter", "KV event payload bytes sent" },
 	{ "events.sub_resets", "kvtier_events_sub_resets_total", "counter",
-	  "times a bound KV-events socket's peers held too many topics and were let go" },
+	  "times a bound KV-events socket's peers from one address held too many topics "
+	  "and were let go" },
 	{ "events.refused", "kvtier_events_refused_total", "counter",
 	  "subscribers a bound events socket refused during the handshake" },
 	{ "events.replay_kept", "kvtier_events_replay_kept", "gauge",

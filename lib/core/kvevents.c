@@ -29,6 +29,9 @@
  * kvreplay.c: ev->zap, opened on the context before any socket, sets the
  * peer bounds of every socket (kvzap_peer_bounds) and its thread watches
  * every bound one (kvzap_watch: at most events.max_subscribers peers).
+ * A bound socket's subscriptions are counted here, by peer address, as
+ * the thread sends (kvevents_subs), and an address past the bound has
+ * the ZAP thread let its peers go (kvzap_drop_addr).
  *
  * The replay endpoints (vLLM's replay_endpoint: the main socket's, with
  * events.replay_endpoint, and those of groups' feeds) are kvreplay.c's,
@@ -51,6 +54,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/random.h>
 
 #include <msgpack.h>
 #include <zmq.h>
@@ -58,6 +62,9 @@
 #include "kvevents.h"
 #include "kvreplay.h"
 #include "kvzap.h"
+
+#define KVEV_XSTR(x) #x
+#define KVEV_STR(x) KVEV_XSTR(x)
 
 struct evq {
 	struct kvevent *ev;
@@ -71,15 +78,24 @@ static inline uint32_t kvevents_gi(uint32_t group)
 	return group < KVT_QUOTA_GROUPS ? group : 0;
 }
 
-/* A group's own socket. */
-/* A bound socket's subscriptions (kvevents.h KVEVENTS_SUBS_MAX). */
+/* The distinct topics a bound socket's peers from one address subscribed
+ * to (kvevents.h KVEVENTS_SUBS_MAX): their hashes. */
+struct kvev_addr {
+	char addr[KVZAP_ADDR_LEN];      /* libzmq's Peer-Address */
+	uint32_t n;
+	uint64_t h[KVEVENTS_SUBS_MAX];
+};
+
+/* A bound socket's subscriptions, by address. */
 struct kvev_subs {
 	bool bound;                     /* a listener: an XPUB */
 	uint32_t zap_id;                /* its kvzap id (KVZAP_UNWATCHED: none) */
-	uint32_t n;                     /* distinct topics its peers hold */
-	char rebind[256];               /* unbound, to bind again ("": not) */
+	struct kvev_addr *a;            /* the addresses of its peers (a few stale) */
+	size_t a_n, a_cap;
+	uint32_t total;                 /* of a[].n */
 };
 
+/* A group's own socket. */
 struct kvev_chan {
 	uint32_t group;
 	uint32_t zap_id;                /* KVZAP_UNWATCHED if connected */
@@ -135,6 +151,7 @@ struct kvevents {
 	uint64_t seq;
 
 	struct kvzap *zap;              /* the peer bounds (kvzap.c) */
+	uint64_t topic_seed;            /* of the topics' hashes (kvevents_topic_hash) */
 
 	/* Replay (doc/kvevents.md "Replay", kvreplay.c): NULL without
 	 * events.replay_endpoint and events.groups. */
@@ -507,62 +524,151 @@ static void kvevents_send_msg(struct kvevents *ev, void *pub, struct kvreplay_ep
 	atomic_fetch_add_explicit(&ev->c_bytes, (uint64_t)len, memory_order_relaxed);
 }
 
-/* Bind pub again to s->rebind, if it waits: libzmq closes the listener
- * zmq_unbind let go of in its I/O thread, so the address may still be in
- * use a moment: tried for up to 100 ms, then at the next send. */
-static void kvevents_rebind(struct kvevents *ev, void *pub, struct kvev_subs *s)
+/* What a bound socket's subscriptions' count holds. */
+static void kvevents_subs_free(struct kvevents *ev, struct kvev_subs *s)
 {
-	for (int i = 0; s->rebind[0] && i < 100; i++) {
-		if (zmq_bind(pub, s->rebind) == 0) {
-			s->rebind[0] = 0;
-			return;
-		}
-		if (zmq_errno() != EADDRINUSE) {
-			kvt_logf(ev->log, KVT_LOG_ERROR, "events: cannot bind %s again: %s",
-				 s->rebind, zmq_strerror(zmq_errno()));
-			s->rebind[0] = 0;
-			return;
-		}
-		struct timespec ms = { 0, 1000000 };
-		nanosleep(&ms, NULL);
-	}
+	kvt_mem_free(ev->mem, s->a, s->a_cap * sizeof(*s->a));
+	s->a = NULL;
+	s->a_n = s->a_cap = 0;
+	s->total = 0;
 }
 
-/* A bound socket (an XPUB) after a send: the topics new to its trie, and
- * those no peer holds any more, that libzmq applied meanwhile, counted in
- * s->n; past KVEVENTS_SUBS_MAX every peer is let go (kvevents.h). */
+/* A topic's hash, seeded per publisher: a peer cannot choose topics that
+ * collide (which would count as one). */
+static uint64_t kvevents_topic_hash(const struct kvevents *ev, const uint8_t *p, size_t n)
+{
+	uint64_t h = ev->topic_seed ^ 0xcbf29ce484222325ull;
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ p[i]) * 0x100000001b3ull;
+	h ^= h >> 33;
+	h *= 0xff51afd7ed558ccdull;
+	return h ^ (h >> 33);
+}
+
+/* Forget address i of s (its topics no longer counted). */
+static void kvevents_addr_forget(struct kvev_subs *s, size_t i)
+{
+	s->total -= s->a[i].n;
+	s->a[i] = s->a[--s->a_n];
+}
+
+/* Let the peers of address i of s go (kvzap_drop_addr) and forget it. */
+static void kvevents_addr_drop(struct kvevents *ev, struct kvev_subs *s, size_t i,
+			       const char *why)
+{
+	uint64_t drops;
+
+	(void)kvzap_drop_addr(ev->zap, s->zap_id, s->a[i].addr);
+	drops = atomic_fetch_add_explicit(&ev->c_sub_resets, 1, memory_order_relaxed) + 1;
+	if ((drops & (drops - 1)) == 0) /* 1, 2, 4, ...: a flood logs little */
+		kvt_logf(ev->log, KVT_LOG_WARN, "events: the subscribers from %s held %s: "
+			 "let go, the others kept (%" PRIu64 " times so far)", s->a[i].addr,
+			 why, drops);
+	kvevents_addr_forget(s, i);
+}
+
+/* Forget the addresses of s that no peer connects from any more. */
+static void kvevents_addr_sweep(struct kvevents *ev, struct kvev_subs *s)
+{
+	for (size_t i = 0; i < s->a_n;)
+		if (!kvzap_addr_live(ev->zap, s->zap_id, s->a[i].addr))
+			kvevents_addr_forget(s, i);
+		else
+			i++;
+}
+
+/* Address addr's entry in s, made if new; NULL without room. */
+static struct kvev_addr *kvevents_addr(struct kvevents *ev, struct kvev_subs *s,
+				       const char *addr)
+{
+	size_t cap = 2 * (size_t)ev->cfg.sub_max + 8;
+
+	for (size_t i = 0; i < s->a_n; i++)
+		if (strcmp(s->a[i].addr, addr) == 0)
+			return &s->a[i];
+	if (s->a_n == cap)
+		kvevents_addr_sweep(ev, s);
+	if (s->a_n == s->a_cap) {
+		size_t nc = s->a_cap ? 2 * s->a_cap : 4;
+		struct kvev_addr *na;
+		if (nc > cap)
+			nc = cap;
+		if (nc <= s->a_cap)
+			return NULL;
+		na = kvt_mem_realloc(ev->mem, s->a, s->a_cap * sizeof(*na), nc * sizeof(*na));
+		if (!na)
+			return NULL;
+		s->a = na;
+		s->a_cap = nc;
+	}
+	memset(&s->a[s->a_n], 0, sizeof(s->a[0]));
+	snprintf(s->a[s->a_n].addr, sizeof(s->a[0].addr), "%s", addr);
+	return &s->a[s->a_n++];
+}
+
+/* A bound socket (an XPUB, ZMQ_XPUB_VERBOSE: every subscription, with the
+ * peer's address) after a send: the subscriptions libzmq applied
+ * meanwhile, counted by address (kvevents.h KVEVENTS_SUBS_MAX): an address
+ * past KVEVENTS_SUBS_MAX distinct topics, or the one with the most when
+ * the socket's total passes KVEVENTS_SUBS_SOCKET_MAX, is let go; the other
+ * peers keep their connections and subscriptions.  Unsubscriptions are not
+ * counted: libzmq passes one up for a topic the peer never held, and for
+ * each topic of a peer it closed, without its address. */
 static void kvevents_subs(struct kvevents *ev, void *pub, struct kvev_subs *s)
 {
-	uint8_t b[KVEVENTS_IN_MAX];
-	size_t len = sizeof(s->rebind);
-	uint64_t resets;
-
-	kvevents_rebind(ev, pub, s);
 	for (;;) {
-		int r = zmq_recv(pub, b, sizeof(b), ZMQ_DONTWAIT);
-		if (r < 1)
+		zmq_msg_t msg;
+		const char *addr;
+		const uint8_t *b;
+		size_t len;
+		struct kvev_addr *a;
+		uint64_t h;
+		uint32_t k;
+
+		zmq_msg_init(&msg);
+		if (zmq_msg_recv(&msg, pub, ZMQ_DONTWAIT) < 0) {
+			zmq_msg_close(&msg);
 			break;
-		if (b[0] == 1)
-			s->n++;
-		else if (b[0] == 0 && s->n)
-			s->n--;
+		}
+		b = zmq_msg_data(&msg);
+		len = zmq_msg_size(&msg);
+		addr = len >= 1 && b[0] == 1 ? zmq_msg_gets(&msg, "Peer-Address") : NULL;
+		if (!addr || !addr[0] || strlen(addr) >= KVZAP_ADDR_LEN) {
+			zmq_msg_close(&msg);
+			continue;
+		}
+		h = kvevents_topic_hash(ev, b + 1, len - 1);
+		a = kvevents_addr(ev, s, addr);
+		if (!a) {
+			/* (more addresses than peers can have: cannot happen) */
+			zmq_msg_close(&msg);
+			continue;
+		}
+		for (k = 0; k < a->n && a->h[k] != h; k++)
+			;
+		if (k == a->n) {
+			if (a->n == KVEVENTS_SUBS_MAX) {
+				kvevents_addr_drop(ev, s, (size_t)(a - s->a),
+						   "more than " KVEV_STR(KVEVENTS_SUBS_MAX)
+						   " topics");
+			} else {
+				a->h[a->n++] = h;
+				s->total++;
+			}
+		}
+		zmq_msg_close(&msg);
 	}
-	if (s->n <= KVEVENTS_SUBS_MAX || s->rebind[0])
+	if (s->total <= KVEVENTS_SUBS_SOCKET_MAX)
 		return;
-	if (zmq_getsockopt(pub, ZMQ_LAST_ENDPOINT, s->rebind, &len) < 0 || !s->rebind[0] ||
-	    zmq_unbind(pub, s->rebind) < 0) {
-		s->rebind[0] = 0;
-		return;
+	kvevents_addr_sweep(ev, s);
+	while (s->total > KVEVENTS_SUBS_SOCKET_MAX) {
+		size_t most = 0;
+		for (size_t i = 1; i < s->a_n; i++)
+			if (s->a[i].n > s->a[most].n)
+				most = i;
+		kvevents_addr_drop(ev, s, most, "the most topics of a socket past "
+				   KVEV_STR(KVEVENTS_SUBS_SOCKET_MAX));
 	}
-	s->n = 0;
-	/* the ZAP thread counted them: libzmq tells it nothing of these */
-	(void)kvzap_forget_peers(ev->zap, s->zap_id);
-	resets = atomic_fetch_add_explicit(&ev->c_sub_resets, 1, memory_order_relaxed) + 1;
-	if ((resets & (resets - 1)) == 0) /* 1, 2, 4, ...: a flood logs little */
-		kvt_logf(ev->log, KVT_LOG_WARN, "events: subscribers of %s held more than %u "
-			 "topics: every one let go (%" PRIu64 " times so far)", s->rebind,
-			 KVEVENTS_SUBS_MAX, resets);
-	kvevents_rebind(ev, pub, s);
 }
 
 /* evs[0..n) on socket pub: messages of at most KVEVENTS_MSG_EVENTS events
@@ -680,8 +786,11 @@ static void kvevents_free(struct kvevents *ev)
 	ev->main_rp = NULL;
 	for (size_t c = 0; c < ev->chan_n; c++)
 		ev->chans[c].rp = NULL;
-	for (size_t c = 0; c < ev->chan_n; c++)
+	for (size_t c = 0; c < ev->chan_n; c++) {
 		kvzap_close_socket(ev->zap, ev->chans[c].pub, ev->chans[c].zap_id);
+		kvevents_subs_free(ev, &ev->chans[c].subs);
+	}
+	kvevents_subs_free(ev, &ev->pub_subs);
 	kvt_mem_free(ev->mem, ev->chans, ev->chan_cap * sizeof(*ev->chans));
 	kvt_mem_free(ev->mem, ev->sub.ev, ev->sub.cap * sizeof(*ev->sub.ev));
 	pthread_mutex_destroy(&ev->chan_lock);
@@ -717,8 +826,12 @@ static int kvevents_socket(struct kvevents *ev, const char *ep, const char *what
 		return -ENOMEM;
 	zmq_setsockopt(pub, ZMQ_LINGER, &linger, sizeof(linger));
 	zmq_setsockopt(pub, ZMQ_SNDHWM, &hwm, sizeof(hwm));
-	if (listen)
+	if (listen) {
+		int one = 1;
 		zmq_setsockopt(pub, ZMQ_RCVHWM, &in_hwm, sizeof(in_hwm));
+		/* every subscription up, each with its peer's address */
+		zmq_setsockopt(pub, ZMQ_XPUB_VERBOSE, &one, sizeof(one));
+	}
 	kvzap_peer_bounds(pub);
 	*zap_id = KVZAP_UNWATCHED;
 	*bound = listen;
@@ -778,6 +891,9 @@ int kvevents_open(struct kvevents **out, const struct kvevents_config *cfg,
 	ev->mem = mem;
 	ev->log = log;
 	ev->pub_zap_id = KVZAP_UNWATCHED;
+	if (getrandom(&ev->topic_seed, sizeof(ev->topic_seed), GRND_NONBLOCK) !=
+	    (ssize_t)sizeof(ev->topic_seed))
+		ev->topic_seed = (uint64_t)(uintptr_t)ev ^ (uint64_t)time(NULL);
 	pthread_mutex_init(&ev->lock, NULL);
 	pthread_mutex_init(&ev->chan_lock, NULL);
 	pthread_cond_init(&ev->cond, NULL);
@@ -898,6 +1014,7 @@ int kvevents_group_endpoint(struct kvevents *ev, uint32_t group, const char *end
 		pthread_mutex_unlock(&ev->lock);
 	} else if (ch) {
 		kvzap_close_socket(ev->zap, ch->pub, ch->zap_id);
+		kvevents_subs_free(ev, &ch->subs);
 		if (ch->rp && !pub) {
 			/* The feed's replay goes with it. */
 			kvreplay_unbind(ev->rep, ch->rp);

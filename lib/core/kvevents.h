@@ -129,21 +129,26 @@ struct kvevents_config {
 #define KVEVENTS_KEEPALIVE_INTVL 10
 #define KVEVENTS_KEEPALIVE_CNT 6
 
-/* KVEVENTS_SUBS_MAX, KVEVENTS_SUB_RCVHWM: what subscriptions can cost.
- * libzmq keeps each distinct topic a peer subscribes to as a path of its
- * trie, ~32 bytes a byte of it, until that peer leaves: one peer's
- * 100,000 distinct subscriptions of 1000 bytes (100 MB sent) grew
- * kvtierd by 3.2 GiB, kept after it left.  A bound socket is an XPUB,
- * which tells the publisher each topic new to its trie (and each one no
- * peer holds any more), applied as it sends; past KVEVENTS_SUBS_MAX
- * distinct topics every peer of the socket is let go (the endpoint
- * unbound and bound again: libzmq closes the connections accepted there
- * and frees their subscriptions; a router reconnects and subscribes
- * again), counted in events.sub_resets.  A peer's subscriptions wait in
- * a pipe of KVEVENTS_SUB_RCVHWM messages (ZMQ_RCVHWM) until a send takes
- * them, so that one send applies at most that many a peer.  A router
- * subscribes to one topic (events.topic, or everything: ""). */
+/* KVEVENTS_SUBS_MAX, KVEVENTS_SUBS_SOCKET_MAX, KVEVENTS_SUB_RCVHWM: what
+ * subscriptions can cost.  libzmq keeps each distinct topic a peer
+ * subscribes to as a path of its trie, ~32 bytes a byte of it, until that
+ * peer leaves: one peer's 100,000 distinct subscriptions of 1000 bytes
+ * (100 MB sent) grew kvtierd by 3.2 GiB, kept after it left.  A bound
+ * socket is an XPUB (ZMQ_XPUB_VERBOSE), which hands the publisher every
+ * subscription with its peer's address (libzmq's Peer-Address: the IP
+ * address, or the process on ipc://; libzmq tells no more of a peer), and
+ * the publisher counts, as it sends, the distinct topics subscribed from
+ * each address: past KVEVENTS_SUBS_MAX the peers from that address are let
+ * go (kvzap_drop_addr: their connections closed, their subscriptions
+ * freed), and past KVEVENTS_SUBS_SOCKET_MAX on the socket, those of the
+ * address with the most; the socket's other peers keep their connections,
+ * subscriptions and messages.  Counted in events.sub_resets.  A peer's
+ * subscriptions wait in a pipe of KVEVENTS_SUB_RCVHWM messages
+ * (ZMQ_RCVHWM) until a send takes them, so that one send applies at most
+ * that many a peer.  A router subscribes to one topic (events.topic, or
+ * everything: ""). */
 #define KVEVENTS_SUBS_MAX 64
+#define KVEVENTS_SUBS_SOCKET_MAX 256
 #define KVEVENTS_SUB_RCVHWM 16
 
 /* The replay endpoint (doc/kvevents.md "Replay"), vLLM's ZmqEventPublisher

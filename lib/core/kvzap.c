@@ -30,9 +30,15 @@
  * (zmq_socket_monitor(sock, NULL, 0)) before the socket is closed and
  * before its reading end is (kvzap_close_socket).
  *
+ * A watched socket's peers from one address are let go on request
+ * (kvzap_drop_addr, kvevents.c's subscription bound): the thread
+ * disconnects their descriptors, which stay libzmq's to close.
+ *
  * Locks: z->lock guards the sockets handed to the thread (posted), the
- * next id and the stop flag; the monitors, the peers and the REP socket
- * belong to the thread (or to open and close around it).
+ * next id and the stop flag; z->peer_lock the table of peers, which the
+ * thread changes and other threads read (kvzap_addr_live); the monitors
+ * and the REP socket belong to the thread (or to open and close around
+ * it).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -43,6 +49,7 @@
 #include <unistd.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 
 #include <zmq.h>
 
@@ -53,16 +60,32 @@ struct kvzap_mon {
 	uint32_t id;                    /* its ZMQ_ZAP_DOMAIN is "kvevents.<id>" */
 	void *pair;                     /* its monitor's reading end; NULL: the socket
 					 * was closed (handed over: forget it) */
-	bool peers_gone;                /* posted only: the socket let go of all its
-					 * peers (kvzap_forget_peers) */
+	char drop[KVZAP_ADDR_LEN];      /* posted only: let the socket's peers from
+					 * this address go (kvzap_drop_addr) */
 };
 
 /* A descriptor libzmq took for a watched socket and has not closed yet. */
 struct kvzap_peer {
 	int fd;
+	ino_t ino;                      /* the socket's inode: fd's, while it is this one */
 	uint32_t mon;                   /* the socket's id */
 	char addr[64];                  /* the peer's IP address; "" if not TCP */
+	char paddr[KVZAP_ADDR_LEN];     /* libzmq's Peer-Address: the IP address, or
+					 * ":uid:gid:pid" on ipc:// (kvzap_addr_is) */
 };
+
+/* Whether peer p is from address addr, as libzmq's Peer-Address gives it:
+ * the IP address, or on ipc:// the host part (libzmq 4.3.4: "localhost")
+ * and ":uid:gid:pid". */
+static bool kvzap_addr_is(const struct kvzap_peer *p, const char *addr)
+{
+	const char *c;
+
+	if (p->addr[0] || strcmp(p->paddr, addr) == 0) /* TCP: addr, its IP address */
+		return strcmp(p->paddr, addr) == 0;
+	c = strchr(addr, ':');
+	return p->paddr[0] == ':' && c && strcmp(c, p->paddr) == 0;
+}
 
 struct kvzap {
 	void *zctx;                     /* the publisher's */
@@ -83,6 +106,8 @@ struct kvzap {
 	void *rep;                      /* bound at inproc://zeromq.zap.01 */
 	struct kvzap_mon *mons;         /* the sockets it watches */
 	size_t mon_n, mon_cap;
+	pthread_mutex_t peer_lock;      /* peers: changed by the thread under it, read
+					 * by others under it (kvzap_addr_live) */
 	struct kvzap_peer *peers;       /* their live descriptors */
 	size_t peer_n, peer_cap;
 	bool refusing;                  /* the last answer was a refusal */
@@ -145,9 +170,9 @@ static void kvzap_wake(struct kvzap *z)
 	(void)w; /* fails only if the count is huge: the thread wakes anyway */
 }
 
-/* Hand socket id's monitor (pair), its closing (pair NULL), or the loss of
- * its peers (peers_gone) to the ZAP thread.  0, -ENOMEM. */
-static int kvzap_post(struct kvzap *z, uint32_t id, void *pair, bool peers_gone)
+/* Hand socket id's monitor (pair), its closing (pair NULL, drop NULL), or
+ * the drop of its peers from address drop to the ZAP thread.  0, -ENOMEM. */
+static int kvzap_post(struct kvzap *z, uint32_t id, void *pair, const char *drop)
 {
 	int ret = 0;
 
@@ -164,7 +189,10 @@ static int kvzap_post(struct kvzap *z, uint32_t id, void *pair, bool peers_gone)
 		z->posted = na;
 		z->posted_cap = nc;
 	}
-	z->posted[z->posted_n++] = (struct kvzap_mon){ id, pair, peers_gone };
+	z->posted[z->posted_n] = (struct kvzap_mon){ .id = id, .pair = pair };
+	if (drop)
+		snprintf(z->posted[z->posted_n].drop, KVZAP_ADDR_LEN, "%s", drop);
+	z->posted_n++;
 out:
 	pthread_mutex_unlock(&z->lock);
 	if (ret == 0)
@@ -204,7 +232,7 @@ int kvzap_watch(struct kvzap *z, void *sock, uint32_t *id)
 	if (ret < 0)
 		ret = zmq_errno() ? -zmq_errno() : -ENOMEM;
 	else
-		ret = kvzap_post(z, *id, pair, false);
+		ret = kvzap_post(z, *id, pair, NULL);
 	if (ret < 0) {
 		zmq_socket_monitor(sock, NULL, 0);
 		zmq_close(pair);
@@ -214,9 +242,23 @@ int kvzap_watch(struct kvzap *z, void *sock, uint32_t *id)
 }
 
 /* kvzap.h */
-int kvzap_forget_peers(struct kvzap *z, uint32_t id)
+int kvzap_drop_addr(struct kvzap *z, uint32_t id, const char *addr)
 {
-	return id == KVZAP_UNWATCHED ? 0 : kvzap_post(z, id, NULL, true);
+	if (id == KVZAP_UNWATCHED || !addr[0] || strlen(addr) >= KVZAP_ADDR_LEN)
+		return -EINVAL;
+	return kvzap_post(z, id, NULL, addr);
+}
+
+/* kvzap.h */
+bool kvzap_addr_live(struct kvzap *z, uint32_t id, const char *addr)
+{
+	bool live = false;
+
+	pthread_mutex_lock(&z->peer_lock);
+	for (size_t k = 0; k < z->peer_n && !live; k++)
+		live = z->peers[k].mon == id && kvzap_addr_is(&z->peers[k], addr);
+	pthread_mutex_unlock(&z->peer_lock);
+	return live;
 }
 
 /* kvzap.h */
@@ -226,21 +268,62 @@ void kvzap_close_socket(struct kvzap *z, void *sock, uint32_t id)
 		zmq_socket_monitor(sock, NULL, 0);
 		/* Without memory, the thread keeps counting its peers (until
 		 * close), whose ids no other socket uses. */
-		kvzap_post(z, id, NULL, false);
+		kvzap_post(z, id, NULL, NULL);
 	}
 	zmq_close(sock);
 }
 
 static void kvzap_drain_mon(struct kvzap *z, size_t m);
+static void kvzap_peer_paddr(int fd, char *out, size_t cap);
 
-/* ZAP thread: socket id's peers are gone (closed, or let go). */
+/* ZAP thread: socket id's peers are gone (closed). */
 static void kvzap_forget(struct kvzap *z, uint32_t id)
 {
+	pthread_mutex_lock(&z->peer_lock);
 	for (size_t k = 0; k < z->peer_n;)
 		if (z->peers[k].mon == id)
 			z->peers[k] = z->peers[--z->peer_n];
 		else
 			k++;
+	pthread_mutex_unlock(&z->peer_lock);
+}
+
+/* ZAP thread: let socket id's peers from address addr go.  Its monitor is
+ * read first, so that the table holds what libzmq has not closed; each
+ * descriptor is shut down (libzmq reads its end, closes it and reports
+ * DISCONNECTED; it is never closed here) only while it is still the
+ * socket libzmq accepted (its inode: a number libzmq closed and the
+ * process reused since is another socket) and its peer is that address. */
+static void kvzap_drop(struct kvzap *z, uint32_t id, const char *addr)
+{
+	unsigned n = 0;
+
+	for (size_t k = 0; k < z->mon_n; k++)
+		if (z->mons[k].id == id)
+			kvzap_drain_mon(z, k);
+	for (size_t k = 0; k < z->peer_n; k++) {
+		struct kvzap_peer *p = &z->peers[k];
+		struct stat st;
+		char now[KVZAP_ADDR_LEN];
+		if (p->mon != id || !kvzap_addr_is(p, addr))
+			continue;
+		if (fstat(p->fd, &st) < 0 || st.st_ino != p->ino)
+			continue;
+		kvzap_peer_paddr(p->fd, now, sizeof(now));
+		if (strcmp(now, p->paddr) != 0)
+			continue;
+		/* A TCP connection is disconnected (connect to AF_UNSPEC:
+		 * the kernel drops what it holds unread and sends a reset),
+		 * a Unix one shut down: libzmq would read what the peer sent
+		 * before EOF, and a TCP receive buffer held ~3,000 more
+		 * subscriptions of 1,000 bytes (~100 MB of trie). */
+		if (connect(p->fd, &(struct sockaddr){ .sa_family = AF_UNSPEC },
+			    sizeof(struct sockaddr)) < 0)
+			shutdown(p->fd, SHUT_RDWR);
+		n++;
+	}
+	kvt_logf(z->log, KVT_LOG_DEBUG, "events: socket %" PRIu32 ": %u connections from %s "
+		 "let go", id, n, addr);
 }
 
 /* ZAP thread: take the sockets handed over.  Returns the stop flag. */
@@ -253,13 +336,8 @@ static bool kvzap_adopt(struct kvzap *z)
 	stop = z->stop;
 	for (; i < z->posted_n; i++) {
 		struct kvzap_mon *m = &z->posted[i];
-		if (m->peers_gone) {
-			/* What its monitor queued before is read first: an
-			 * ACCEPTED read after would count a peer let go. */
-			for (size_t k = 0; k < z->mon_n; k++)
-				if (z->mons[k].id == m->id)
-					kvzap_drain_mon(z, k);
-			kvzap_forget(z, m->id);
+		if (m->drop[0]) {
+			kvzap_drop(z, m->id, m->drop);
 			continue;
 		}
 		if (!m->pair) {
@@ -309,6 +387,23 @@ static void kvzap_peer_addr(int fd, char *out, size_t cap)
 		out[0] = 0;
 }
 
+/* libzmq's Peer-Address of descriptor fd: its IP address (TCP), or
+ * ":uid:gid:pid" (a Unix socket: SO_PEERCRED); "" if neither. */
+static void kvzap_peer_paddr(int fd, char *out, size_t cap)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+	struct ucred cred;
+	socklen_t clen = sizeof(cred);
+
+	kvzap_peer_addr(fd, out, cap);
+	if (out[0] || getsockname(fd, (struct sockaddr *)&ss, &len) < 0 ||
+	    ss.ss_family != AF_UNIX ||
+	    getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) < 0)
+		return;
+	snprintf(out, cap, ":%u:%u:%d", (unsigned)cred.uid, (unsigned)cred.gid, (int)cred.pid);
+}
+
 /* ZAP thread: read monitor m's events into the table of peers. */
 static void kvzap_drain_mon(struct kvzap *z, size_t m)
 {
@@ -326,29 +421,34 @@ static void kvzap_drain_mon(struct kvzap *z, size_t m)
 			continue;
 		memcpy(&event, head, sizeof(event));
 		memcpy(&fd, head + 2, sizeof(fd));
+		pthread_mutex_lock(&z->peer_lock);
 		for (size_t k = 0; k < z->peer_n; k++)
 			if (z->peers[k].mon == z->mons[m].id &&
 			    z->peers[k].fd == (int)fd) {
 				z->peers[k] = z->peers[--z->peer_n];
 				break;
 			}
-		if (event != ZMQ_EVENT_ACCEPTED)
-			continue;
-		if (z->peer_n == z->peer_cap) {
+		if (event == ZMQ_EVENT_ACCEPTED && z->peer_n == z->peer_cap) {
 			size_t nc = z->peer_cap ? 2 * z->peer_cap : 64;
 			struct kvzap_peer *na = kvt_mem_realloc(z->mem, z->peers,
 							       z->peer_cap * sizeof(*na),
 							       nc * sizeof(*na));
-			if (!na)
-				continue; /* not counted: the count errs low */
-			z->peers = na;
-			z->peer_cap = nc;
+			if (na) {
+				z->peers = na;
+				z->peer_cap = nc;
+			}
 		}
-		z->peers[z->peer_n].fd = (int)fd;
-		z->peers[z->peer_n].mon = z->mons[m].id;
-		kvzap_peer_addr((int)fd, z->peers[z->peer_n].addr,
-				   sizeof(z->peers[z->peer_n].addr));
-		z->peer_n++;
+		/* (without room: not counted, the count errs low) */
+		if (event == ZMQ_EVENT_ACCEPTED && z->peer_n < z->peer_cap) {
+			struct kvzap_peer *p = &z->peers[z->peer_n++];
+			struct stat st;
+			p->fd = (int)fd;
+			p->ino = fstat((int)fd, &st) == 0 ? st.st_ino : 0;
+			p->mon = z->mons[m].id;
+			kvzap_peer_addr((int)fd, p->addr, sizeof(p->addr));
+			kvzap_peer_paddr((int)fd, p->paddr, sizeof(p->paddr));
+		}
+		pthread_mutex_unlock(&z->peer_lock);
 	}
 }
 
@@ -485,6 +585,7 @@ int kvzap_open(struct kvzap **out, void *zctx, unsigned sub_max, struct kvt_mem 
 	z->mem = mem;
 	z->log = log;
 	pthread_mutex_init(&z->lock, NULL);
+	pthread_mutex_init(&z->peer_lock, NULL);
 	z->wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (z->wake < 0) {
 		ret = -errno;
@@ -536,6 +637,7 @@ void kvzap_close(struct kvzap *z)
 	kvt_mem_free(z->mem, z->peers, z->peer_cap * sizeof(*z->peers));
 	kvt_mem_free(z->mem, z->posted, z->posted_cap * sizeof(*z->posted));
 	pthread_mutex_destroy(&z->lock);
+	pthread_mutex_destroy(&z->peer_lock);
 	kvt_mem_free(z->mem, z, sizeof(*z));
 }
 

@@ -46,15 +46,24 @@ int kvzap_watch(struct kvzap *z, void *sock, uint32_t *id);
  * event its reader could miss, and have the ZAP thread forget it. */
 void kvzap_close_socket(struct kvzap *z, void *sock, uint32_t id);
 
-/* Watched socket id let go of every peer it had (kvevents.c unbound it,
- * past KVEVENTS_SUBS_MAX, and binds it again): have the ZAP thread forget
- * them.  libzmq reports no DISCONNECTED for the connections an unbind
- * closes, so they stayed counted, and the socket's new peers were refused
- * past events.max_subscribers (or KVEVENTS_SUB_PER_ADDR from an address)
- * unless their descriptors happened to be the old ones'.  A peer accepted
- * after the rebind and before the ZAP thread reads this may go uncounted
- * (the count errs low).  0, -ENOMEM (they stay counted). */
-int kvzap_forget_peers(struct kvzap *z, uint32_t id);
+/* A peer's address as libzmq gives it with each message it takes
+ * (zmq_msg_gets "Peer-Address"): the IP address on TCP, ":uid:gid:pid" on
+ * ipc://; what kvevents.c counts subscriptions by. */
+#define KVZAP_ADDR_LEN 64
+
+/* Let watched socket id's peers from address addr go (kvevents.c: they
+ * subscribed to more than KVEVENTS_SUBS_MAX topics): the ZAP thread reads
+ * the socket's monitor and shuts down each descriptor libzmq accepted from
+ * there and has not closed (checked to be still that socket: its inode and
+ * peer), so libzmq closes the connection and frees its subscriptions; the
+ * socket's other peers keep theirs.  0, -EINVAL, -ENOMEM. */
+int kvzap_drop_addr(struct kvzap *z, uint32_t id, const char *addr);
+
+/* Whether watched socket id has a peer from address addr (as far as its
+ * monitor was read: a peer accepted is, since its handshake waited for the
+ * ZAP thread to read that; one closed a moment ago may still be).  Any
+ * thread. */
+bool kvzap_addr_live(struct kvzap *z, uint32_t id, const char *addr);
 
 /* Receive the message waiting on sock, if one is (ZMQ_DONTWAIT; its later
  * frames are waited for): the first cap bytes of each of its first max

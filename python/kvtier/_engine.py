@@ -1,10 +1,16 @@
 """_engine.py - what the engine connectors (kvtier.vllm, kvtier.sglang)
 share: the store options from the engine's extra config and KVTIER_OPTIONS,
-the descriptor value rules, and their
-counters.  Private: no engine import here."""
+the descriptor value rules, their counters, and the worker's abstract Unix
+socket server (RankServer).  Private: no engine import here."""
+import errno
 import hashlib
 import os
+import socket
+import socketserver
+import struct
 import threading
+import time
+from typing import Optional
 
 
 def store_options(extra: dict) -> dict:
@@ -52,3 +58,165 @@ class Counters:
     def snapshot(self) -> dict:
         with self.lock:
             return dict(self.v)
+
+
+# ---------------------------------------------------------------------------
+# A worker's abstract Unix socket
+
+OP_RELEASE = b"R"      # "give your name up if your engine is gone"
+BIND_WAIT_S = 10.0     # how long a worker waits for its name (kvtier.bind_wait_s)
+_ASK_TIMEOUT_S = 2.0   # for a holder's answer to OP_RELEASE
+
+
+def _proc_line(pid: int) -> str:
+    """'pid N (its command line; parent P)', what /proc tells of a process."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            cmd = " ".join(f.read().replace(b"\0", b" ").decode(errors="replace").split())
+        with open(f"/proc/{pid}/stat") as f:
+            stat = f.read()
+        fields = stat[stat.rindex(")") + 2:].split()
+        state, ppid = fields[0], int(fields[1])
+        return (f"pid {pid} ({cmd[:120] or '?'}; parent {ppid}" +
+                ("; stopped" if state in ("T", "t") else "") + ")")
+    except (OSError, ValueError, IndexError):
+        return f"pid {pid}"
+
+
+def recv_exact(s, n: int) -> bytes:
+    buf = bytearray()
+    while len(buf) < n:
+        b = s.recv(n - len(buf))
+        if not b:
+            raise ConnectionError("peer closed")
+        buf += b
+    return bytes(buf)
+
+
+def ask_release(name: str, timeout: Optional[float] = None) -> tuple:
+    """Ask the process that holds the abstract name to give it up.
+    (released, pid, what): released True once the holder closed its socket
+    (its engine is gone), False if it answered that its engine runs, None if
+    it did not answer; pid from SO_PEERCRED (0: unknown, or in another PID
+    namespace)."""
+    timeout = _ASK_TIMEOUT_S if timeout is None else timeout
+    pid = 0
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.settimeout(timeout)
+            s.connect(name)
+            pid, uid, _ = struct.unpack(
+                "3i", s.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
+                                   struct.calcsize("3i")))
+            if uid != os.getuid():
+                return None, pid, f"user {uid}, not this one"
+            s.sendall(OP_RELEASE)
+            ok = recv_exact(s, 1)
+            return ok == b"\1", pid, "gave it up" if ok == b"\1" else "its engine runs"
+    except socket.timeout:
+        return None, pid, f"no answer in {timeout:g} s"
+    except (OSError, ConnectionError) as e:
+        return None, pid, f"no answer ({e})"
+
+
+class RankServer:
+    """A worker's server on an abstract Unix socket whose name the other
+    processes of its engine (and query_stats) derive from the engine id, so
+    the name cannot change: a thread per connection, only this user's
+    processes served (SO_PEERCRED: an abstract name is visible to the whole
+    network namespace), ops of one byte, each handled by ops[op](socket).
+
+    The name outlives its engine in any process left holding it (a worker
+    whose engine was killed: the kernel frees an abstract name only with
+    the socket).  A new worker that finds its name held asks the holder
+    (OP_RELEASE): a holder whose parent is gone (reparented: the process
+    that started it, its engine, died) closes its socket and the new worker
+    takes the name at once; a holder whose engine still runs (another
+    engine with this id on this host, or one shutting down) keeps it, and
+    the new worker tries again until wait_s passed, then raises an error
+    naming the holder's pid and what to do."""
+
+    def __init__(self, name: str, ops: dict, wait_s: float = BIND_WAIT_S,
+                 on_thread=None, log=None):
+        self.name, self.ops, self.log = name, dict(ops), log
+        self.ppid = os.getppid()
+        self.lock = threading.Lock()
+        self.released = False
+        outer = self
+
+        class Handler(socketserver.BaseRequestHandler):
+            def handle(self):
+                outer._handle(self.request)
+
+        class Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+            daemon_threads = True
+
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                self.server = Server(name, Handler)
+                break
+            except OSError as e:
+                if e.errno != errno.EADDRINUSE:
+                    raise
+            released, pid, what = ask_release(name)
+            if released:
+                if log:
+                    log(f"kvtier: {_proc_line(pid)} held {name[1:]!r}, its engine gone: "
+                        f"it gave the name up")
+                continue
+            if time.monotonic() >= deadline:
+                holder = _proc_line(pid) if pid > 0 else "a process (ss -xlp shows which)"
+                raise RuntimeError(
+                    f"kvtier: abstract socket @{name[1:]} is held by {holder} "
+                    f"({what}; waited {wait_s:g} s): another engine with this engine "
+                    f"id runs on this host (give this one another "
+                    f"kv_transfer_config.engine_id) or a process of an earlier one "
+                    f"outlived it (stop it" +
+                    (f": kill {pid}, kill -9 {pid} if it stays" if pid > 0 else "") + ")")
+            time.sleep(0.1)
+
+        def serve():
+            if on_thread is not None:
+                on_thread()
+            self.server.serve_forever(poll_interval=0.1)
+
+        threading.Thread(target=serve, name="kvtier-lookup", daemon=True).start()
+
+    def orphaned(self) -> bool:
+        return os.getppid() != self.ppid
+
+    def _handle(self, s):
+        cred = s.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+        if struct.unpack("3i", cred)[1] != os.getuid():
+            return
+        try:
+            while True:
+                op = s.recv(1)
+                if not op:
+                    return
+                if op == OP_RELEASE:
+                    if not self.orphaned():
+                        s.sendall(b"\0")
+                        return
+                    # Closed before the answer: the asker binds on reading it.
+                    self.close()
+                    if self.log:
+                        self.log(f"kvtier: parent {self.ppid} gone: gave "
+                                 f"{self.name[1:]!r} up to a new engine's worker")
+                    s.sendall(b"\1")
+                    return
+                handler = self.ops.get(op)
+                if handler is None:
+                    return
+                handler(s)
+        except (OSError, ConnectionError):
+            return
+
+    def close(self):
+        with self.lock:
+            if self.released:
+                return
+            self.released = True
+        self.server.shutdown()
+        self.server.server_close()

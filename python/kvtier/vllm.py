@@ -71,6 +71,10 @@ processes of the same user only: SO_PEERCRED); the
 scheduler counts a prefix as present only where every rank has it (the
 minimum over ranks), loads only whole blocks, and always leaves the last
 prompt token to compute.  A rank that does not answer counts as a miss.
+A worker that finds its name held by a process whose engine is gone (a
+worker left behind by a killed engine) has it give the name up; one held by
+a running engine fails after kvtier.bind_wait_s with the holder's pid
+(kvtier._engine.RankServer).
 
 Per engine step the scheduler sends each worker (in the connector
 metadata) which blocks of which request to load into which block ids, and
@@ -149,6 +153,9 @@ Configuration (kv_connector_extra_config, or the environment):
                       pass's earlier layers; stores copied out layer by
                       layer (see Stores) (default false; env
                       KVTIER_LAYERWISE).
+  kvtier.bind_wait_s  how long a worker waits for its socket's name while
+                      a running process holds it, then fails naming it
+                      (default 10; env KVTIER_BIND_WAIT_S).
 Per request (SamplingParams(extra_args={"kv_transfer_params": {...}})):
   {"kvtier_load": False} computes the prompt even if kvtier holds it,
   {"kvtier_store": False} does not store its blocks,
@@ -173,7 +180,6 @@ import hashlib
 import json
 import os
 import socket
-import socketserver
 import struct
 import threading
 import time
@@ -184,7 +190,8 @@ import numpy as np
 import torch
 
 import kvtier
-from kvtier._engine import Counters, ident as _ident, store_options, truthy as _truthy
+from kvtier._engine import (BIND_WAIT_S, Counters, RankServer, ident as _ident, store_options,
+                            truthy as _truthy)
 
 from vllm.distributed.kv_transfer.kv_connector.v1 import base as _vbase
 from vllm.distributed.kv_transfer.kv_connector.v1.base import (
@@ -1205,51 +1212,30 @@ class _WorkerSide:
     def _serve(self):
         worker = self
 
-        class Handler(socketserver.BaseRequestHandler):
-            def handle(self):
-                s = self.request
-                # Abstract sockets are visible to every process in the
-                # network namespace: answer only this user's processes.
-                cred = s.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
-                                    struct.calcsize("3i"))
-                if struct.unpack("3i", cred)[1] != os.getuid():
-                    return
-                try:
-                    while True:
-                        op = s.recv(1)
-                        if not op:
-                            return
-                        if op == _OP_LOOKUP:
-                            n_tok, n_extra, skip = struct.unpack("<III", _recv_exact(s, 12))
-                            toks = _recv_exact(s, 4 * n_tok)
-                            extra = _recv_exact(s, n_extra)
-                            s.sendall(struct.pack(_LOOKUP_REPLY, *worker.lookup(toks, extra, skip)))
-                        elif op in (_OP_STATS, _OP_DRAIN_STATS):
-                            if op == _OP_DRAIN_STATS:
-                                worker.drain()
-                            body = json.dumps(worker.stats()).encode()
-                            s.sendall(struct.pack("<I", len(body)) + body)
-                        else:
-                            return
-                except (OSError, ConnectionError):
-                    return
+        def lookup(s):
+            n_tok, n_extra, skip = struct.unpack("<III", _recv_exact(s, 12))
+            toks = _recv_exact(s, 4 * n_tok)
+            extra = _recv_exact(s, n_extra)
+            s.sendall(struct.pack(_LOOKUP_REPLY, *worker.lookup(toks, extra, skip)))
 
-        class Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
-            daemon_threads = True
+        def stats(s, drain=False):
+            if drain:
+                worker.drain()
+            body = json.dumps(worker.stats()).encode()
+            s.sendall(struct.pack("<I", len(body)) + body)
 
-        self.server = Server(_socket_name(self.c._engine_id, self.tp_rank, self.pp_rank),
-                             Handler)
-
-        def serve():
-            _pin_io(self.io_cpus)  # (and the threads it starts per connection)
-            self.server.serve_forever()
-
-        threading.Thread(target=serve, name="kvtier-lookup", daemon=True).start()
+        wait_s = float(self.c._extra.get("kvtier.bind_wait_s",
+                                         os.environ.get("KVTIER_BIND_WAIT_S", BIND_WAIT_S)))
+        self.server = RankServer(
+            _socket_name(self.c._engine_id, self.tp_rank, self.pp_rank),
+            {_OP_LOOKUP: lookup, _OP_STATS: stats,
+             _OP_DRAIN_STATS: functools.partial(stats, drain=True)},
+            wait_s=wait_s, on_thread=lambda: _pin_io(self.io_cpus),  # (and its threads)
+            log=logger.warning)
 
     def close(self):
         if self.server is not None:
-            self.server.shutdown()
-            self.server.server_close()
+            self.server.close()
             self.server = None
         for pool in (self.prefetch_pool, self.layer_pool, self.stage_pool, self.load_pool,
                      self.store_pool):

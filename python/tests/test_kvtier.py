@@ -752,3 +752,125 @@ def test_remote_down_is_a_miss(tmp_path):
         assert s.get(ns, b"k") is None
         assert s.put(ns, b"k", b"local")  # the local put's status
         assert s.get(ns, b"k") == b"local"
+
+
+# ------------------------------------- a connector worker's abstract socket
+# kvtier.vllm's workers answer on "\0kvtier-vllm/<engine id>/<tp>/<pp>"
+# (kvtier._engine.RankServer).  A worker of a killed engine can outlive it
+# and keep the name (a CI run killed by hand: the next engine with that id
+# failed with EADDRINUSE).  Here a real process holds the name.
+
+# The holder: a RankServer whose op b"P" answers its pid; prints it, serves.
+# (argv: the name without its leading NUL.)
+HOLDER = r'''
+import os, sys, time
+from kvtier._engine import RankServer
+RankServer("\0" + sys.argv[1], {b"P": lambda s: s.sendall(b"%10d" % os.getpid())}, wait_s=0)
+print(os.getpid(), flush=True)
+time.sleep(60)
+'''
+# Starts a holder and exits once it serves: the holder's engine is gone.
+ORPHANER = r'''
+import subprocess, sys
+p = subprocess.Popen([sys.executable, "-c", sys.argv[1], sys.argv[2]], stdout=subprocess.PIPE,
+                     text=True)
+print(p.stdout.readline().strip(), flush=True)
+'''
+
+
+def _sockname():
+    import uuid
+    return f"\0kvtier-vllm/test-{uuid.uuid4().hex[:12]}/0/0"
+
+
+def _who(name):
+    import socket
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(2)
+        s.connect(name)
+        s.sendall(b"P")
+        return int(s.recv(10))
+
+
+def _holder(name, orphan):
+    import subprocess
+    import sys
+    if orphan:
+        p = subprocess.run([sys.executable, "-c", ORPHANER, HOLDER, name[1:]],
+                           stdout=subprocess.PIPE, text=True, timeout=20, check=True)
+        return int(p.stdout)
+    p = subprocess.Popen([sys.executable, "-c", HOLDER, name[1:]], stdout=subprocess.PIPE,
+                         text=True)
+    pid = int(p.stdout.readline())
+    return pid
+
+
+def _kill(pid):
+    import signal
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def test_rank_socket_taken_from_an_orphan():
+    """The name held by a worker whose engine died: the new worker asks it,
+    it gives the name up, and the new worker serves at once."""
+    from kvtier._engine import RankServer
+    name = _sockname()
+    pid = _holder(name, orphan=True)
+    try:
+        assert _who(name) == pid
+        t = time.monotonic()
+        srv = RankServer(name, {b"P": lambda s: s.sendall(b"%10d" % os.getpid())}, wait_s=5)
+        took = time.monotonic() - t
+        try:
+            assert _who(name) == os.getpid()
+            assert took < 2, took
+            os.kill(pid, 0)  # the old process lives on, without the name
+        finally:
+            srv.close()
+    finally:
+        _kill(pid)
+
+
+def test_rank_socket_held_by_a_live_engine():
+    """The name held by a process whose parent (its engine) runs: the new
+    worker waits wait_s, then fails with the holder's pid and what to do;
+    the holder keeps serving."""
+    from kvtier._engine import RankServer
+    name = _sockname()
+    pid = _holder(name, orphan=False)
+    try:
+        t = time.monotonic()
+        with pytest.raises(RuntimeError) as e:
+            RankServer(name, {}, wait_s=0.3)
+        took = time.monotonic() - t
+        msg = str(e.value)
+        assert f"held by pid {pid} (" in msg and f"kill {pid}" in msg, msg
+        assert "(its engine runs;" in msg and "engine_id" in msg, msg
+        assert 0.3 <= took < 1.5, took
+        assert _who(name) == pid
+    finally:
+        _kill(pid)
+
+
+def test_rank_socket_held_by_a_stopped_process(monkeypatch):
+    """A holder that does not answer (stopped): the error still names it,
+    within the wait and one answer's timeout."""
+    import signal
+    import kvtier._engine as eng
+    monkeypatch.setattr(eng, "_ASK_TIMEOUT_S", 0.2)
+    name = _sockname()
+    pid = _holder(name, orphan=False)
+    try:
+        os.kill(pid, signal.SIGSTOP)
+        t = time.monotonic()
+        with pytest.raises(RuntimeError) as e:
+            eng.RankServer(name, {}, wait_s=0.3)
+        took = time.monotonic() - t
+        msg = str(e.value)
+        assert f"held by pid {pid} (" in msg and "stopped" in msg and "no answer" in msg, msg
+        assert took < 1.5, took
+    finally:
+        _kill(pid)

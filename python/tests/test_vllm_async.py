@@ -33,6 +33,8 @@ run cannot reach on demand:
   block-level error), a store in flight fencing the sliding-window
   blocks it reads against a step that assigns one of them again, and two
   TP ranks whose windows differ agreeing on a prefix both can load.
+- a worker of an earlier engine with the same engine id, its engine gone,
+  still holding the lookup socket's name: the new worker starts at once.
 
 The "engine" here: a scheduler-side and a worker-side KVTierConnector of one
 engine id in this process (the lookup goes over the worker's real Unix
@@ -76,9 +78,10 @@ def ranks(monkeypatch):
     monkeypatch.setattr(ps, "get_pipeline_model_parallel_rank", lambda: 0)
 
 
-def vllm_config(extra):
+def vllm_config(extra, engine_id=None):
     return SimpleNamespace(
-        kv_transfer_config=SimpleNamespace(engine_id="kvtier-async-" + uuid.uuid4().hex[:8],
+        kv_transfer_config=SimpleNamespace(engine_id=engine_id or
+                                           "kvtier-async-" + uuid.uuid4().hex[:8],
                                            kv_connector_extra_config=extra),
         cache_config=SimpleNamespace(block_size=BS, cache_dtype="auto"),
         parallel_config=SimpleNamespace(tensor_parallel_size=1, pipeline_parallel_size=1),
@@ -91,9 +94,9 @@ class Engine:
     """A scheduler-side and a worker-side connector sharing one config, and
     the worker's paged cache: 2 layers of NBLOCKS blocks."""
 
-    def __init__(self, extra, shape=SHAPE):
+    def __init__(self, extra, shape=SHAPE, engine_id=None):
         from kvtier.vllm import KVTierConnector
-        cfg = vllm_config(extra)
+        cfg = vllm_config(extra, engine_id)
         kvc = SimpleNamespace(num_blocks=NBLOCKS)
         self.worker = KVTierConnector(cfg, KVConnectorRole.WORKER, kvc)
         self.shape = shape
@@ -337,6 +340,58 @@ def matched(req_id, toks, ids, seed, load_async="always"):
         yield eng, r
     finally:
         eng.close()
+
+
+# An orphaned worker of an earlier engine with the same id: a process that
+# holds the worker's socket name (kvtier._engine.RankServer, as a worker
+# does) and whose parent exited once it served.
+ORPHAN = r'''
+import os, subprocess, sys, time
+if sys.argv[1] == "parent":
+    p = subprocess.Popen([sys.executable, "-c", SRC, "holder", sys.argv[2]],
+                         stdout=subprocess.PIPE, text=True)
+    print(p.stdout.readline().strip(), flush=True)
+else:
+    from kvtier._engine import RankServer
+    RankServer("\0" + sys.argv[2], {}, wait_s=0)
+    print(os.getpid(), flush=True)
+    time.sleep(60)
+'''
+
+
+def test_worker_starts_though_an_orphan_holds_its_socket():
+    """A worker of an engine killed earlier still holds the socket name of
+    rank 0 of engine id E (a CI run killed by hand: the next engine with E
+    failed to start, EADDRINUSE): a new engine with E starts at once, and
+    its scheduler's lookups and query_stats reach its own worker."""
+    import signal
+    import subprocess
+    import sys
+    from kvtier.vllm import _socket_name, query_stats
+    eid = "kvtier-async-" + uuid.uuid4().hex[:8]
+    src = "SRC = " + repr(ORPHAN) + "\n" + ORPHAN
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(kvtier.__file__)))
+    out = subprocess.run([sys.executable, "-c", src, "parent", _socket_name(eid, 0, 0)[1:]],
+                         stdout=subprocess.PIPE, text=True, timeout=30, check=True,
+                         env=env).stdout
+    pid = int(out)
+    try:
+        t = time.monotonic()
+        eng = Engine({"kvtier.options": {"dram.capacity": "16M", "dram.prefault": "off"}},
+                     engine_id=eid)
+        took = time.monotonic() - t
+        try:
+            assert took < 5, took
+            os.kill(pid, 0)  # alive, without the name
+            toks = list(range(900, 900 + 2 * BS + 1))
+            compute_and_store(eng, "o1", toks, [1, 2], seed=9)
+            r = request("o2", toks)
+            assert eng.sched.get_num_new_matched_tokens(r, 0)[0] == 2 * BS
+            assert query_stats(eid)["connector"]["lookups"] >= 2
+        finally:
+            eng.close()
+    finally:
+        os.kill(pid, signal.SIGKILL)
 
 
 def test_request_aborted_before_its_async_load_is_sent():

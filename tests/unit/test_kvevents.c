@@ -21,6 +21,7 @@
 #include <unistd.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 
 #include <msgpack.h>
 #include <zmq.h>
@@ -478,13 +479,14 @@ static void test_cap(void)
 	rmdir(dir);
 }
 
-/* events.sub_resets lets a bound socket's peers go (unbound, bound again);
- * the ZAP thread must forget them: libzmq reports no DISCONNECTED for the
- * connections an unbind closes, so they stayed counted, and with
+/* events.sub_resets lets peers go; the ZAP thread must forget them: when
+ * a reset unbound the socket, libzmq reported no DISCONNECTED for the
+ * connections the unbind closed, so they stayed counted, and with
  * events.max_subscribers 2 a consumer after a reset of two flooders was
  * refused whenever its descriptor was not one of theirs (here: the
  * process holds those numbers meanwhile).  Each flooder subscribes to 40
- * distinct topics (80, past KVEVENTS_SUBS_MAX). */
+ * distinct topics from 127.0.0.1 (80, past KVEVENTS_SUBS_MAX: both are
+ * let go, now each connection disconnected and reported). */
 static void test_cap_after_reset(void)
 {
 	struct kvt_store *s;
@@ -546,6 +548,217 @@ static void test_cap_after_reset(void)
 		zmq_close(fl[i]);
 	zmq_close(sub);
 	zmq_ctx_term(zctx);
+}
+
+/* Past KVEVENTS_SUBS_MAX distinct topics only the peers of the address
+ * that subscribed them are let go: a router from another address
+ * (127.0.0.2) keeps its connection and hears every event put meanwhile.
+ * Before, every peer of the socket was let go (the endpoint unbound and
+ * bound again): the router reconnected after ~100 ms and missed what was
+ * sent meanwhile. */
+static void test_sub_cap_fair(void)
+{
+	enum { N = 200, TOPICS = 100 };
+	struct kvt_store *s;
+	void *zctx = zmq_ctx_new(), *router, *att, *mon;
+	int linger = 0, never = -1, stored = 0, gaps = 0, msgs = 0, att_heard = 0;
+	bool att_gone = false;
+	uint64_t resets = 0, first = 0, last = 0;
+	struct rx_event *evs = calloc(4096, sizeof(*evs));
+	char ep[256], rep[300];
+	uint32_t ns;
+
+	T_ASSERT(evs);
+	s = t_store_open("dram.capacity", "1M", "dram.chunk", "4K", "dram.shards", "1",
+			 "dram.prefault", "off", "events.endpoint", "tcp://127.0.0.1:*",
+			 "events.batch_ms", "1", "events.topic", "kvt1", NULL);
+	ns = t_ns(s, "events-cap-fair");
+	snprintf(ep, sizeof(ep), "%s", endpoint_of(s));
+	/* The router, from 127.0.0.2 (source address;endpoint). */
+	router = zmq_socket(zctx, ZMQ_SUB);
+	zmq_setsockopt(router, ZMQ_LINGER, &linger, sizeof(linger));
+	T_EQ_INT(zmq_setsockopt(router, ZMQ_SUBSCRIBE, "", 0), 0);
+	snprintf(rep, sizeof(rep), "tcp://127.0.0.2:0;%s", ep + 6);
+	T_EQ_INT(zmq_connect(router, rep), 0);
+	for (uint64_t i = 0; rx_any(router, 10) == 0; i++) {
+		struct kvt_key k = t_key(400000 + i);
+		T_ASSERT(i < 500);
+		put(s, ns, &k, 0, false);
+	}
+	while (rx_any(router, 50))
+		;
+	/* The flooder, from 127.0.0.1: TOPICS distinct topics and "", so it
+	 * hears until it is let go; it stays gone (no reconnection). */
+	att = zmq_socket(zctx, ZMQ_SUB);
+	zmq_setsockopt(att, ZMQ_LINGER, &linger, sizeof(linger));
+	zmq_setsockopt(att, ZMQ_RECONNECT_IVL, &never, sizeof(never));
+	T_EQ_INT(zmq_setsockopt(att, ZMQ_SUBSCRIBE, "", 0), 0);
+	for (int t = 0; t < TOPICS; t++) {
+		char topic[16];
+		int n = snprintf(topic, sizeof(topic), "flood-%d", t);
+		T_EQ_INT(zmq_setsockopt(att, ZMQ_SUBSCRIBE, topic, (size_t)n), 0);
+	}
+	T_EQ_INT(zmq_socket_monitor(att, "inproc://fair-att", ZMQ_EVENT_DISCONNECTED), 0);
+	mon = zmq_socket(zctx, ZMQ_PAIR);
+	zmq_setsockopt(mon, ZMQ_LINGER, &linger, sizeof(linger));
+	T_EQ_INT(zmq_connect(mon, "inproc://fair-att"), 0);
+	T_EQ_INT(zmq_connect(att, ep), 0);
+	usleep(100000);
+	/* N puts, one message each (the router reads each put's event before
+	 * the next put: a send applies what the flooder sent meanwhile):
+	 * every BlockStored heard, the sequence numbers without a gap. */
+	for (int i = 0; i < N; i++) {
+		struct kvt_key k = t_key(410000 + (uint64_t)i);
+		int n;
+		put(s, ns, &k, 0, false);
+		att_heard += rx_any(att, 0);
+		have_seq = false;
+		/* up to 50 ms for this put's event, then what else waits */
+		while ((n = rx_batch(router, stored <= i ? 50 : 0, evs, 4096)) >= 0) {
+			if (msgs++ == 0)
+				first = last_seq;
+			else if (last_seq != last + 1)
+				gaps++;
+			last = last_seq;
+			have_seq = false;
+			for (int e = 0; e < n; e++)
+				stored += strcmp(evs[e].type, "BlockStored") == 0;
+		}
+	}
+	for (int i = 0; i < 50 && !att_gone; i++) {
+		uint8_t buf[64];
+		zmq_pollitem_t pi = { mon, 0, ZMQ_POLLIN, 0 };
+		if (zmq_poll(&pi, 1, 10) > 0 && zmq_recv(mon, buf, sizeof(buf), 0) >= 0)
+			att_gone = true;
+	}
+	T_OK(kvt_store_stat(s, "events.sub_resets", &resets));
+	fprintf(stderr, "a flooder of %d topics beside a router (another address): "
+		"events.sub_resets %" PRIu64 ", flooder let go %d (heard %d messages); the "
+		"router heard %d of %d BlockStored, %d messages (seq %" PRIu64 "..%" PRIu64
+		"), %d gaps\n", TOPICS, resets, att_gone, att_heard, stored, N, msgs, first,
+		last, gaps);
+	T_ASSERT(resets >= 1);
+	T_ASSERT(att_gone);
+	T_EQ_INT(stored, N);
+	T_EQ_INT(gaps, 0);
+	zmq_socket_monitor(att, NULL, 0);
+	kvt_store_destroy(s);
+	zmq_close(mon);
+	zmq_close(att);
+	zmq_close(router);
+	zmq_ctx_term(zctx);
+	free(evs);
+}
+
+/* test_sub_cap_fair on ipc://, where libzmq's Peer-Address is the peer's
+ * process (":uid:gid:pid"): the flooder in a child process is let go,
+ * the router in this one keeps hearing every event.  The child reports
+ * its DISCONNECTED through its exit status (0: let go within 5 s). */
+static void test_sub_cap_fair_ipc(void)
+{
+	enum { N = 100, TOPICS = 100 };
+	char dir[] = "/tmp/kvt-evfair-XXXXXX", ep[96];
+	int go[2], st = -1, stored = 0, gaps = 0, msgs = 0, linger = 0;
+	struct rx_event *evs = calloc(4096, sizeof(*evs));
+	struct kvt_store *s;
+	void *zctx, *router;
+	uint64_t resets = 0, last = 0;
+	pid_t child;
+	uint32_t ns;
+
+	T_ASSERT(evs && mkdtemp(dir) != NULL && pipe(go) == 0);
+	snprintf(ep, sizeof(ep), "ipc://%s/ev", dir);
+	child = fork(); /* before any thread of this test */
+	T_ASSERT(child >= 0);
+	if (child == 0) {
+		void *cz, *att, *mon;
+		int never = -1, ok = 1;
+		char b;
+		close(go[1]);
+		if (read(go[0], &b, 1) != 1)
+			_exit(2);
+		cz = zmq_ctx_new();
+		att = zmq_socket(cz, ZMQ_SUB);
+		zmq_setsockopt(att, ZMQ_LINGER, &linger, sizeof(linger));
+		zmq_setsockopt(att, ZMQ_RECONNECT_IVL, &never, sizeof(never));
+		zmq_setsockopt(att, ZMQ_SUBSCRIBE, "", 0);
+		for (int t = 0; t < TOPICS; t++) {
+			char topic[16];
+			int n = snprintf(topic, sizeof(topic), "flood-%d", t);
+			zmq_setsockopt(att, ZMQ_SUBSCRIBE, topic, (size_t)n);
+		}
+		zmq_socket_monitor(att, "inproc://fair-ipc", ZMQ_EVENT_DISCONNECTED);
+		mon = zmq_socket(cz, ZMQ_PAIR);
+		zmq_setsockopt(mon, ZMQ_LINGER, &linger, sizeof(linger));
+		zmq_connect(mon, "inproc://fair-ipc");
+		zmq_connect(att, ep);
+		for (int i = 0; i < 500 && ok; i++) {
+			zmq_pollitem_t pi[2] = { { mon, 0, ZMQ_POLLIN, 0 }, { att, 0, ZMQ_POLLIN, 0 } };
+			uint8_t buf[64];
+			if (zmq_poll(pi, 2, 10) <= 0)
+				continue;
+			if (pi[0].revents & ZMQ_POLLIN)
+				ok = 0;
+			if (pi[1].revents & ZMQ_POLLIN)
+				while (zmq_recv(att, buf, sizeof(buf), ZMQ_DONTWAIT) >= 0)
+					;
+		}
+		zmq_socket_monitor(att, NULL, 0);
+		zmq_close(mon);
+		zmq_close(att);
+		zmq_ctx_term(cz);
+		_exit(ok);
+	}
+	close(go[0]);
+	zctx = zmq_ctx_new();
+	s = t_store_open("dram.capacity", "1M", "dram.chunk", "4K", "dram.shards", "1",
+			 "dram.prefault", "off", "events.endpoint", ep, "events.batch_ms", "1",
+			 "events.topic", "kvt1", NULL);
+	ns = t_ns(s, "events-cap-fair-ipc");
+	router = zmq_socket(zctx, ZMQ_SUB);
+	zmq_setsockopt(router, ZMQ_LINGER, &linger, sizeof(linger));
+	T_EQ_INT(zmq_setsockopt(router, ZMQ_SUBSCRIBE, "", 0), 0);
+	T_EQ_INT(zmq_connect(router, ep), 0);
+	for (uint64_t i = 0; rx_any(router, 10) == 0; i++) {
+		struct kvt_key k = t_key(420000 + i);
+		T_ASSERT(i < 500);
+		put(s, ns, &k, 0, false);
+	}
+	while (rx_any(router, 50))
+		;
+	T_EQ_INT(write(go[1], "g", 1), 1);
+	close(go[1]);
+	usleep(100000);
+	for (int i = 0; i < N; i++) {
+		struct kvt_key k = t_key(430000 + (uint64_t)i);
+		int n;
+		put(s, ns, &k, 0, false);
+		have_seq = false;
+		while ((n = rx_batch(router, stored <= i ? 50 : 0, evs, 4096)) >= 0) {
+			if (msgs++ > 0 && last_seq != last + 1)
+				gaps++;
+			last = last_seq;
+			have_seq = false;
+			for (int e = 0; e < n; e++)
+				stored += strcmp(evs[e].type, "BlockStored") == 0;
+		}
+	}
+	T_EQ_INT(waitpid(child, &st, 0), child);
+	T_OK(kvt_store_stat(s, "events.sub_resets", &resets));
+	fprintf(stderr, "ipc://: a flooder process of %d topics beside a router process: "
+		"events.sub_resets %" PRIu64 ", flooder let go %d; the router heard %d of %d "
+		"BlockStored, %d gaps\n", TOPICS, resets,
+		WIFEXITED(st) && WEXITSTATUS(st) == 0, stored, N, gaps);
+	T_ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	T_ASSERT(resets >= 1);
+	T_EQ_INT(stored, N);
+	T_EQ_INT(gaps, 0);
+	kvt_store_destroy(s);
+	zmq_close(router);
+	zmq_ctx_term(zctx);
+	unlink(ep + 6);
+	rmdir(dir);
+	free(evs);
 }
 
 /* ------------------------------------------------------------------------
@@ -1368,6 +1581,8 @@ int main(void)
 	test_store();
 	test_cap();
 	test_cap_after_reset();
+	test_sub_cap_fair();
+	test_sub_cap_fair_ipc();
 	test_replay();
 	test_replay_hostile();
 	test_replay_group();
