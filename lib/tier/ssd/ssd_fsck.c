@@ -665,12 +665,6 @@ static uint64_t ck_wrote(const struct fsck *c, uint32_t slot, const struct ssd_s
 	return 0;
 }
 
-/* An open segment's records (or a sealed one's whose summary recovery
- * refuses), walked as recovery walks them (rec_walk), judged against
- * `wrote`, the checkpoint's write point for its generation (the top of
- * this file; 0: none).  A walk stopped short of that point by damage goes on at
- * the next sound record or batch header (the checkpoint holds what follows:
- * recovery loses only the damaged record or batch), up to it. */
 /* Tombstones twice, as recovery's walk takes them (ssd_walk_twin): the
  * walk's last record, if a tombstone without its twin yet. */
 struct twin_walk {
@@ -726,6 +720,15 @@ static int twin_next(struct fsck *c, int fd, const struct ssd_seg_hdr *h, uint64
 	return r;
 }
 
+/* An open segment's records (or a sealed one's whose summary recovery
+ * refuses), walked as recovery walks them (rec_walk), judged against
+ * `wrote`, the checkpoint's write point for its generation (the top of
+ * this file; 0: none).  A walk stopped short of that point by damage goes on at
+ * the next sound record or batch header (the checkpoint holds what follows:
+ * recovery loses only the damaged record or batch), up to it.  A damaged
+ * copy of a tombstone whose other copy is sound does not stop it, as it
+ * does not stop recovery's (twin_next): said, damage before the write
+ * point, a warning past it. */
 static int walk_open(struct fsck *c, int fd, uint32_t slot, const struct ssd_seg_hdr *h,
 		     uint64_t end, uint64_t wrote)
 {
