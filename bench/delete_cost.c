@@ -15,7 +15,8 @@
  * Prints, per phase, deletes per second and the p50/p99 latency of one
  * kvt_delete, the write-down backlog (ssd.writedown_pending_bytes) at its
  * 32nd delete, and for busy the bytes the putter put meanwhile and those
- * written down (ssd.writedown_bytes; since tomb26).  Exits 1
+ * written down (ssd.writedown_bytes; since tomb26), and for idle the log's
+ * growth per delete (ssd.log_record_bytes; since tombsafe).  Exits 1
  * if a delete fails or a deleted block is still there.  With WINDOW, the
  * store gets ssd.writedown_window=WINDOW (since delsync; the option is
  * tomb26's; "8M" is the default); with THREADS, each phase's deletes are
@@ -96,6 +97,13 @@ static void stat_cb(void *ctx, const char *name, uint64_t v, const char *text)
 {
 	(void)text;
 	if (strcmp(name, "ssd.writedown_pending_bytes") == 0)
+		*(uint64_t *)ctx = v;
+}
+
+static void logbytes_cb(void *ctx, const char *name, uint64_t v, const char *text)
+{
+	(void)text;
+	if (strcmp(name, "ssd.log_record_bytes") == 0)
 		*(uint64_t *)ctx = v;
 }
 
@@ -218,8 +226,16 @@ int main(int argc, char **argv)
 	}
 	if (kvt_flush(s) < 0)
 		return fprintf(stderr, "flush failed\n"), 1;
-	if (phase("idle", s, ns, 0, n / 2, lat, threads) < 0)
-		return 1;
+	{
+		/* The idle phase writes tombstones only: the log's growth over
+		 * it is what a delete takes on flash (twins since tombsafe). */
+		uint64_t l0 = 0, l1 = 0;
+		kvt_store_stats(s, logbytes_cb, &l0);
+		if (phase("idle", s, ns, 0, n / 2, lat, threads) < 0)
+			return 1;
+		kvt_store_stats(s, logbytes_cb, &l1);
+		printf("idle: %.0f bytes of log per delete\n", (double)(l1 - l0) / (double)(n / 2));
+	}
 	p.s = s;
 	p.ns = ns;
 	p.rate = rate;

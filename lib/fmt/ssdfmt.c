@@ -1032,6 +1032,27 @@ const char *ssd_walk_struct(int d, const struct ssd_struct *st, uint64_t gen, ui
 	return ssd_walk_rec(d, &st->rec, gen, off, seg_size, align, len);
 }
 
+bool ssd_rec_is_twin(const struct ssd_rec_hdr *prev, const struct ssd_rec_hdr *r)
+{
+	return prev->type != SSD_REC_PUT && r->type == prev->type && r->seq == prev->seq &&
+	       r->generation == prev->generation && r->ns_id == prev->ns_id &&
+	       r->part_count == 0 && r->key.len == prev->key.len &&
+	       memcmp(r->key.bytes, prev->key.bytes, r->key.len) == 0;
+}
+
+bool ssd_walk_twin(bool lone, uint64_t last_seq, int d, const struct ssd_struct *next,
+		   uint64_t gen, uint64_t off, uint64_t seg_size, uint32_t align)
+{
+	uint64_t len, seq;
+
+	if (ssd_walk_struct(d, next, gen, off, seg_size, align, &len))
+		return false;
+	seq = next->kind == SSD_STRUCT_BATCH ? next->batch.ent[0].seq : next->rec.seq;
+	if (seq <= last_seq)
+		return false;
+	return lone || (next->kind == SSD_STRUCT_REC && next->rec.type != SSD_REC_PUT);
+}
+
 uint32_t ssd_value_crc(uint32_t value_crc32c, uint32_t ns_id, const struct kvt_key *key,
 		       uint64_t seq)
 {

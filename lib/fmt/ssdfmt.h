@@ -306,6 +306,29 @@ int ssd_struct_decode(const uint8_t *buf, size_t buf_len, uint64_t off, uint32_t
 const char *ssd_walk_struct(int d, const struct ssd_struct *st, uint64_t gen, uint64_t off,
 			    uint64_t seg_size, uint32_t align, uint64_t *len);
 
+/*
+ * Tombstones twice (doc/ssd-format.md "Tombstones twice").  A tombstone
+ * record (DELETE, CLEAR_NS, CLEAR_ALL) is written twice, back to back in
+ * one write: the record, then its twin -- the same bytes at the next
+ * multiple of the alignment, which no summary names.  A walk takes the
+ * twin as nothing new (ssd_rec_is_twin), and where a structure at off
+ * stops it, ssd_walk_twin says whether it goes on at off + align instead:
+ * the damaged structure was a tombstone's first copy, or its twin.
+ */
+/* r, at the offset where prev (a record the walk took) ends, is prev's
+ * twin: a tombstone record identical to it (type, namespace, key, seq,
+ * generation). */
+bool ssd_rec_is_twin(const struct ssd_rec_hdr *prev, const struct ssd_rec_hdr *r);
+/* A walk of generation gen stopped at off - align (by ssd_walk_struct);
+ * ssd_struct_decode returned d into next at off.  True if the walk goes
+ * on at off (and takes next): next is a structure of the generation the
+ * walk takes, its (first) seq above last_seq, the highest the walk took
+ * (0: none), and either a tombstone record (what stopped the walk was its
+ * first copy) or lone (the walk's last structure was a tombstone that
+ * ended at off - align without its twin: what stopped it was the twin). */
+bool ssd_walk_twin(bool lone, uint64_t last_seq, int d, const struct ssd_struct *next,
+		   uint64_t gen, uint64_t off, uint64_t seg_size, uint32_t align);
+
 /* The check value of a batched value (doc/ssd-format.md "Reads"):
  * CRC32C of the value (value_crc32c: kvt_crc32c(0, value, len)),
  * continued over ns_id (u32), key_len (u8), the key bytes and seq (u64),

@@ -22,7 +22,11 @@
  *     check of a summary -- for a summary at the walk's end;
  *   - what the walk found, the seal can write: the entries encode as the
  *     segment's summary (version 3 with batches, else 2) and decode back
- *     to as many.
+ *     to as many;
+ *   - tombstones twice (ssd_walk_twin, ssd_rec_is_twin), as recovery
+ *     walks: where a structure stops the walk, it goes on one alignment
+ *     unit further only at a structure the walk takes whose seq is above
+ *     every one taken, and a twin is taken as no entry.
  * Seed corpus: tests/fuzz/corpus/ssdwalk/ (tests/fuzz/gen_ssd_seeds.c).
  */
 #include <stdbool.h>
@@ -43,11 +47,39 @@ static struct ssd_struct g_st;
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
+/* The structure at off into g_st as recovery reads it (512 bytes, then
+ * what KVT_EBUFSMALL asks for within the segment), its CRC recomputed
+ * first if fix: ssd_struct_decode's result. */
+static int walk_decode(uint8_t *seg, uint64_t seg_size, uint64_t off, uint32_t align,
+		       bool batches, bool fix)
+{
+	int d;
+
+	if (fix) {
+		uint32_t hl = le_get32(seg + off + 8);
+
+		if (hl >= 16 && hl <= seg_size - off) {
+			le_put32(seg + off + 12, 0);
+			le_put32(seg + off + 12, kvt_crc32c(0, seg + off, hl));
+		}
+	}
+	d = ssd_struct_decode(seg + off, align, off, align, batches, &g_st);
+	if (d == KVT_EBUFSMALL) {
+		FUZZ_CHECK(g_st.hdr_len > align && g_st.hdr_len <= 5 * SSD_REC_ALIGN_4K);
+		if (g_st.hdr_len > seg_size - off)
+			return KVT_ECORRUPT;
+		d = ssd_struct_decode(seg + off, g_st.hdr_len, off, align, batches, &g_st);
+		FUZZ_CHECK(d != KVT_EBUFSMALL);
+	}
+	return d;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	uint32_t align;
-	uint64_t gen, seg_size, off = SSD_ALIGN, prev_end = 1;
-	bool batches;
+	uint64_t gen, seg_size, off = SSD_ALIGN, prev_end = 1, last_seq = 0;
+	struct ssd_rec_hdr tomb;
+	bool batches, lone = false;
 	uint8_t *seg;
 	size_t n = 0;
 	int64_t len;
@@ -65,33 +97,46 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	while (off % align == 0 && off + align <= seg_size) {
 		uint64_t step;
-		int d;
+		int d = walk_decode(seg, seg_size, off, align, batches, data[0] & 4);
 
-		if (data[0] & 4) {
-			uint32_t hl = le_get32(seg + off + 8);
-
-			if (hl >= 16 && hl <= seg_size - off) {
-				le_put32(seg + off + 12, 0);
-				le_put32(seg + off + 12, kvt_crc32c(0, seg + off, hl));
-			}
-		}
-		d = ssd_struct_decode(seg + off, align, off, align, batches, &g_st);
-
-		if (d == KVT_EBUFSMALL) {
-			FUZZ_CHECK(g_st.hdr_len > align && g_st.hdr_len <= 5 * SSD_REC_ALIGN_4K);
-			if (g_st.hdr_len > seg_size - off)
+		if (ssd_walk_struct(d, &g_st, gen, off, seg_size, align, &step)) {
+			/* A damaged copy of a tombstone: the walk goes on past it
+			 * only at a structure it takes, newer than all it took. */
+			if (off + 2 * (uint64_t)align > seg_size)
 				break;
-			d = ssd_struct_decode(seg + off, g_st.hdr_len, off, align, batches, &g_st);
-			FUZZ_CHECK(d != KVT_EBUFSMALL);
+			d = walk_decode(seg, seg_size, off + align, align, batches, data[0] & 4);
+			if (!ssd_walk_twin(lone, last_seq, d, &g_st, gen, off + align, seg_size,
+					   align))
+				break;
+			off += align;
+			FUZZ_CHECK(!ssd_walk_struct(d, &g_st, gen, off, seg_size, align, &step));
+			FUZZ_CHECK((g_st.kind == SSD_STRUCT_BATCH ? g_st.batch.ent[0].seq
+								  : g_st.rec.seq) > last_seq);
+			lone = false;
+		} else if (g_st.kind == SSD_STRUCT_REC && lone && ssd_rec_is_twin(&tomb, &g_st.rec)) {
+			lone = false; /* a twin: no entry */
+			off += step;
+			continue;
 		}
-		if (ssd_walk_struct(d, &g_st, gen, off, seg_size, align, &step))
-			break;
+		lone = false;
 		FUZZ_CHECK(step >= align && step % align == 0 && step <= seg_size - off);
 		if (g_st.kind == SSD_STRUCT_BATCH) {
 			FUZZ_CHECK(batches && g_st.batch.generation == gen);
-			for (uint32_t i = 0; i < g_st.batch.count && n < WALK_KEEP; i++)
-				ssd_batch_sum_entry(&g_st.batch, i, align, &g_ents[n++]);
-		} else if (n < WALK_KEEP) {
+			for (uint32_t i = 0; i < g_st.batch.count; i++) {
+				if (g_st.batch.ent[i].seq > last_seq)
+					last_seq = g_st.batch.ent[i].seq;
+				if (n < WALK_KEEP)
+					ssd_batch_sum_entry(&g_st.batch, i, align, &g_ents[n++]);
+			}
+		} else {
+			if (g_st.rec.seq > last_seq)
+				last_seq = g_st.rec.seq;
+			if (g_st.rec.type != SSD_REC_PUT) {
+				tomb = g_st.rec;
+				lone = true;
+			}
+		}
+		if (g_st.kind == SSD_STRUCT_REC && n < WALK_KEEP) {
 			struct ssd_sum_entry *e = &g_ents[n++];
 
 			FUZZ_CHECK(g_st.kind == SSD_STRUCT_REC && g_st.rec.generation == gen);

@@ -247,8 +247,11 @@ static void batch(const char *dir, const char *name, uint32_t n, uint32_t ns_cou
 
 /* fuzz_ssdwalk's input: flags (bit 0 4096-aligned, bit 1 batches),
  * generation 4, then a segment after its header: a framed PUT, a batch of
- * n (if batches), a DELETE, and 1024 zero bytes. */
-static void walk(const char *dir, const char *name, uint32_t align, int batches, uint32_t n)
+ * n (if batches), a DELETE, and 1024 zero bytes.  twin (doc/ssd-format.md
+ * "Tombstones twice"): the DELETE's twin after it, then a PUT of seq 100;
+ * 2: the DELETE's CRC flipped, 3: the twin's. */
+static void walk(const char *dir, const char *name, uint32_t align, int batches, uint32_t n,
+		 int twin)
 {
 	static uint8_t img[256 << 10];
 	struct ssd_rec_hdr h;
@@ -301,6 +304,23 @@ static void walk(const char *dir, const char *name, uint32_t align, int batches,
 	len = ssd_rec_hdr_encode(&h, NULL, align, img + 9 + off - SSD_ALIGN, align);
 	if (len < 0)
 		die(name);
+	if (twin) {
+		uint8_t *rec = img + 9 + off - SSD_ALIGN;
+		memcpy(rec + len, rec, (size_t)len);
+		if (twin >= 2)
+			rec[(twin - 2) * len + 12] ^= 0x40; /* a copy's CRC */
+		off += 2 * (uint64_t)len;
+		h.type = SSD_REC_PUT;
+		h.part_count = 1;
+		h.value_len = 3000;
+		h.seq = 100;
+		len = ssd_rec_hdr_encode(&h, &part, align, img + 9 + off - SSD_ALIGN,
+					 sizeof(img) / 2);
+		if (len < 0)
+			die(name);
+		off += ssd_rec_len(1, 3000, align);
+		len = 0;
+	}
 	off += (uint64_t)len + 1024;
 	write_file(dir, name, img, 9 + off - SSD_ALIGN);
 }
@@ -313,9 +333,12 @@ int main(int argc, char **argv)
 		die("usage: gen_ssd_seeds <ssdrec dir> <ckpt dir> [<ckpthdr dir> [<ssdbatch dir> "
 		    "[<ssdwalk dir>]]]");
 	if (argc == 6) {
-		walk(argv[5], "walk-records", SSD_REC_ALIGN, 0, 0);
-		walk(argv[5], "walk-batch-8", SSD_REC_ALIGN, 1, 8);
-		walk(argv[5], "walk4k-batch-3", SSD_REC_ALIGN_4K, 1, 3);
+		walk(argv[5], "walk-records", SSD_REC_ALIGN, 0, 0, 0);
+		walk(argv[5], "walk-batch-8", SSD_REC_ALIGN, 1, 8, 0);
+		walk(argv[5], "walk4k-batch-3", SSD_REC_ALIGN_4K, 1, 3, 0);
+		walk(argv[5], "walk-twin", SSD_REC_ALIGN, 0, 0, 1);
+		walk(argv[5], "walk-twin-first-bad", SSD_REC_ALIGN, 1, 4, 2);
+		walk(argv[5], "walk4k-twin-second-bad", SSD_REC_ALIGN_4K, 0, 0, 3);
 	}
 	if (argc >= 5) {
 		batch(argv[4], "batch-1", 1, 1, 32, 4096, SSD_REC_ALIGN);

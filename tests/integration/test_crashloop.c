@@ -270,6 +270,7 @@ static void check_all(unsigned round, bool damaged)
 	uint8_t *scratch = malloc(VAL_MAX);
 	char who[32];
 	struct kc c;
+	uint64_t back0 = n_back_damage;
 
 	T_ASSERT(scratch);
 	T_ASSERT(login(&c, ns));
@@ -298,6 +299,9 @@ static void check_all(unsigned round, bool damaged)
 			T_FAIL("%s: GET key %u: %d", who, id, rc);
 		}
 	}
+	if (n_back_damage > back0) /* which damage brought them: the round's line above */
+		printf("round %u: %" PRIu64 " deleted versions back after the damage\n", round,
+		       n_back_damage - back0);
 	kc_close(&c);
 	free(scratch);
 }

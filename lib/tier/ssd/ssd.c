@@ -1168,21 +1168,25 @@ static bool seg_fits_rec(const struct ssd *s, const struct ssd_seg *g, void *ctx
 }
 
 /*
- * Space for a record of rec_len bytes whose summary entry is se.  Sets
+ * Space for a record of rec_len bytes whose summary entry is se, and its
+ * twin if twin (a tombstone: the same record again right after it, not in
+ * the summary; ssd_walk_twin, doc/ssd-format.md "Tombstones twice").  Sets
  * *slot, *off and se's offsets, records se in the summary, assigns the
  * sequence number.  seg_lock held.
  */
-static int seg_reserve_locked(struct ssd *s, uint64_t rec_len, struct ssd_sum_entry *se,
-			      uint32_t *slot, uint64_t *off, uint64_t *gen)
+static int seg_reserve_locked(struct ssd *s, uint64_t rec_len, bool twin,
+			      struct ssd_sum_entry *se, uint32_t *slot, uint64_t *off,
+			      uint64_t *gen)
 {
 	/* The entry's length in the open segment's summary (its version):
 	 * at most a version-3 entry's */
 	size_t elen = ssd_sum_entry_len(se, SSD_SUM_VERSION_BATCH);
-	struct seg_fit_rec fit = { rec_len, se };
+	uint64_t room = twin ? 2 * rec_len : rec_len;
+	struct seg_fit_rec fit = { room, se };
 	struct ssd_seg *g;
 	int r;
 
-	if (SSD_ALIGN + rec_len + align4k(64 + elen) > s->cfg.seg_size)
+	if (SSD_ALIGN + room + align4k(64 + elen) > s->cfg.seg_size)
 		return KVT_ETOOBIG;
 	r = seg_open_fitting_locked(s, seg_fits_rec, &fit);
 	if (r < 0)
@@ -1193,7 +1197,7 @@ static int seg_reserve_locked(struct ssd *s, uint64_t rec_len, struct ssd_sum_en
 	if (r < 0)
 		return r;
 	/* The old generation's records this one overwrites go first. */
-	seg_reclaim_upto_locked(s, (uint32_t)s->open_slot, g->write_off + rec_len);
+	seg_reclaim_upto_locked(s, (uint32_t)s->open_slot, g->write_off + room);
 	se->seq = s->next_seq++;
 	se->off_512 = (uint32_t)(g->write_off / SSD_REC_ALIGN);
 	se->len_512 = (uint32_t)(rec_len / SSD_REC_ALIGN);
@@ -1202,7 +1206,7 @@ static int seg_reserve_locked(struct ssd *s, uint64_t rec_len, struct ssd_sum_en
 	*slot = (uint32_t)s->open_slot;
 	*off = g->write_off;
 	*gen = g->generation;
-	g->write_off += rec_len;
+	g->write_off += room;
 	g->dirty = true;
 	/* Counted before its write is submitted, let alone complete: a
 	 * quarantine from now on judges it (ssd_idx.c "Tombstones at risk"). */
@@ -2033,6 +2037,15 @@ static void wd_write(struct ssd *s, struct wd_task *t)
 	t->hdr_len = ssd_rec_hdr_len(np, s->rec_align);
 	rec_len = ssd_rec_len(np, rh.value_len, s->rec_align);
 	t->rec_len = rec_len;
+	if (t->type != T_PUT) {
+		/* A tombstone goes down twice, in one write: the record and its
+		 * twin right after it, so that damage to one (bit rot, a bad
+		 * sector) does not bring back what it deleted when a recovery
+		 * walk has to find it (ssd_walk_twin, doc/ssd.md "What damage
+		 * costs").  t->hdr holds both; the summary names the first. */
+		t->hdr_len *= 2;
+		t->rec_len *= 2;
+	}
 	t->hdr = kvt_mem_alloc_aligned(s->mem, SSD_ALIGN, t->hdr_len);
 	if (!t->hdr) {
 		r = -ENOMEM;
@@ -2045,7 +2058,8 @@ static void wd_write(struct ssd *s, struct wd_task *t)
 	se.part_count = (uint16_t)np;
 	se.key = rh.key;
 	pthread_mutex_lock(&s->seg_lock);
-	r = seg_reserve_locked(s, rec_len, &se, &t->slot, &off, &t->generation);
+	r = seg_reserve_locked(s, rec_len, t->type != T_PUT, &se, &t->slot, &off,
+			       &t->generation);
 	pthread_mutex_unlock(&s->seg_lock);
 	ssd_room_tell(s);
 	if (r < 0) {
@@ -2063,6 +2077,8 @@ static void wd_write(struct ssd *s, struct wd_task *t)
 	rh.seq = se.seq;
 	rh.generation = t->generation;
 	r = ssd_rec_hdr_encode(&rh, np ? parts : NULL, s->rec_align, t->hdr, t->hdr_len);
+	if (r >= 0 && t->type != T_PUT)
+		memcpy(t->hdr + rec_len, t->hdr, rec_len); /* the twin */
 	if (r < 0) {
 		/* Cannot happen: lengths were checked.  The reserved space stays
 		 * unwritten: finished as a write placed and failed (wd_finish:
@@ -2710,7 +2726,8 @@ static void wd_carry_write(struct ssd *s, struct wd_task *t)
 	se.key = t->key;
 	t->rec_len = t->hdr_len;
 	pthread_mutex_lock(&s->seg_lock);
-	r = nse ? seg_reserve_locked(s, t->rec_len, &se, &t->slot, &off, &t->generation) : KVT_MISS;
+	r = nse ? seg_reserve_locked(s, t->rec_len, false, &se, &t->slot, &off, &t->generation)
+		: KVT_MISS;
 	if (r == 0) {
 		struct ssd_entry n;
 		memset(&n, 0, sizeof(n));
@@ -4723,6 +4740,8 @@ void ssd_stats(struct ssd *s, kvt_stats_fn fn, void *ctx)
 	fn(ctx, "ssd.recovery_dropped", s->rec_dropped, NULL);
 	fn(ctx, "ssd.recovery_old_format_segments", s->rec_old_format, NULL);
 	fn(ctx, "ssd.recovery_other_size_segments", s->rec_other_size, NULL);
+	fn(ctx, "ssd.recovery_twins_used", s->rec_twins_used, NULL);
+	fn(ctx, "ssd.recovery_ckpt_gone", s->rec_ckpt_gone, NULL);
 	io_stats(s->io, fn, ctx);
 }
 

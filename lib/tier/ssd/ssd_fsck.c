@@ -104,6 +104,11 @@ struct fsck {
 	uint8_t *buf;             /* FSCK_CHUNK */
 	uint8_t *hbuf;            /* FSCK_HDR_MAX: a header past a walk's end */
 	char why[96];             /* why an open segment's walk stopped */
+	/* The structure check_record or check_batch took last: a record's
+	 * header (last_is_rec), and the highest seq it holds. */
+	struct ssd_rec_hdr last_rec;
+	bool last_is_rec;
+	uint64_t last_seq;
 	uint64_t done, total;     /* progress, bytes */
 	/* The checkpoint, read before the segments: its image (ck_len bytes,
 	 * NULL if there is none), whether its header decoded, and per slot
@@ -402,6 +407,11 @@ static int64_t check_batch(struct fsck *c, int fd, uint32_t slot, const struct s
 		*why = stop;
 		goto out;
 	}
+	c->last_is_rec = false;
+	c->last_seq = 0;
+	for (uint32_t i = 0; i < st->batch.count; i++)
+		if (st->batch.ent[i].seq > c->last_seq)
+			c->last_seq = st->batch.ent[i].seq;
 	for (uint32_t i = 0; i < st->batch.count; i++) {
 		struct ssd_sum_entry e;
 		ssd_batch_sum_entry(&st->batch, i, align, &e);
@@ -495,6 +505,9 @@ static int64_t check_record(struct fsck *c, int fd, uint32_t slot, const struct 
 	}
 	key_hex(&h.key, kh, sizeof(kh));
 	c->f->records++;
+	c->last_rec = h; /* for the walk's twins (twin_took) */
+	c->last_is_rec = true;
+	c->last_seq = h.seq;
 	if (off + len > end) {
 		/* Within the segment, past the end of its file: recovery takes
 		 * it, a read of it finds the bytes missing. */
@@ -652,12 +665,70 @@ static uint64_t ck_wrote(const struct fsck *c, uint32_t slot, const struct ssd_s
 	return 0;
 }
 
+/* Tombstones twice, as recovery's walk takes them (ssd_walk_twin): the
+ * walk's last record, if a tombstone without its twin yet. */
+struct twin_walk {
+	bool lone;
+	uint64_t end, last_seq;
+	struct ssd_rec_hdr tomb;
+};
+
+/* check_record took what lies at off (len bytes; c->last_*): note the
+ * last tombstone, and drop a twin from the records (it is nothing new). */
+static void twin_took(struct fsck *c, struct twin_walk *t, size_t n0, uint64_t off, int64_t len)
+{
+	bool lone = t->lone;
+
+	t->lone = false;
+	if (c->last_is_rec && lone && t->end == off && ssd_rec_is_twin(&t->tomb, &c->last_rec)) {
+		if (c->n > n0)
+			c->n--;
+		c->f->records--;
+		return;
+	}
+	if (c->last_seq > t->last_seq)
+		t->last_seq = c->last_seq;
+	if (c->last_is_rec && c->last_rec.type != SSD_REC_PUT) {
+		t->lone = true;
+		t->tomb = c->last_rec;
+		t->end = off + (uint64_t)len;
+	}
+}
+
+/* Recovery's walk stopped at off: does it go on at off + align, the
+ * structure at off a damaged copy of a tombstone (ssd_walk_twin)?  1 yes,
+ * 0 no, < 0 an error. */
+static int twin_next(struct fsck *c, int fd, const struct ssd_seg_hdr *h, uint64_t off,
+		     uint64_t end, const struct twin_walk *t)
+{
+	bool batches = h->version == SSD_SEG_VERSION_BATCH;
+	struct ssd_struct *st;
+	int r;
+
+	if (off + 2 * (uint64_t)h->rec_align > end)
+		return 0;
+	if (!(st = malloc(sizeof(*st))))
+		return -ENOMEM;
+	r = struct_read(c, fd, off + h->rec_align, end, h->rec_align, batches, st);
+	if (r < 0 && !rec_hdr_err(r)) {
+		free(st);
+		return r == -ENODATA ? 0 : r;
+	}
+	r = ssd_walk_twin(t->lone && t->end == off, t->last_seq, r, st, h->generation,
+			  off + h->rec_align, end, h->rec_align);
+	free(st);
+	return r;
+}
+
 /* An open segment's records (or a sealed one's whose summary recovery
  * refuses), walked as recovery walks them (rec_walk), judged against
  * `wrote`, the checkpoint's write point for its generation (the top of
  * this file; 0: none).  A walk stopped short of that point by damage goes on at
  * the next sound record or batch header (the checkpoint holds what follows:
- * recovery loses only the damaged record or batch), up to it. */
+ * recovery loses only the damaged record or batch), up to it.  A damaged
+ * copy of a tombstone whose other copy is sound does not stop it, as it
+ * does not stop recovery's (twin_next): said, damage before the write
+ * point, a warning past it. */
 static int walk_open(struct fsck *c, int fd, uint32_t slot, const struct ssd_seg_hdr *h,
 		     uint64_t end, uint64_t wrote)
 {
@@ -665,15 +736,36 @@ static int walk_open(struct fsck *c, int fd, uint32_t slot, const struct ssd_seg
 	const char *why = "";
 	int64_t len, next;
 	bool lost = false; /* a stop before the write point: recovery's walk ends there */
+	struct twin_walk tw = { 0 };
 
 	for (;;) {
 		bool past = false; /* at the write point, after a stop before it */
+		size_t n0 = c->n;
 		len = 0;
 		while (!(past = lost && off >= wrote) &&
-		       (len = check_record(c, fd, slot, h, off, end, false, wrote, &why)) > 0)
+		       (len = check_record(c, fd, slot, h, off, end, false, wrote, &why)) > 0) {
+			twin_took(c, &tw, n0, off, len);
 			off += (uint64_t)len;
+			n0 = c->n;
+		}
 		if (len < 0 && len != KVT_ECORRUPT)
 			return (int)len;
+		if (!past && len == 0) {
+			/* Where recovery's walk goes on past a damaged
+			 * tombstone copy, so does this one. */
+			int t = twin_next(c, fd, h, off, end, &tw);
+			if (t < 0)
+				return t;
+			if (t) {
+				fsck_say(c, off < wrote ? KVT_FSCK_DAMAGE : KVT_FSCK_WARN,
+					 "ssd/seg-%06u offset %llu: %s; a copy of a tombstone, "
+					 "whose other copy is sound: nothing is lost", slot,
+					 (unsigned long long)off, why);
+				tw.lone = false;
+				off += h->rec_align;
+				continue;
+			}
+		}
 		if (past) {
 			next = next_sound_hdr(c, fd, h, off, end);
 		} else {
@@ -749,7 +841,8 @@ static int check_sealed(struct fsck *c, int fd, uint32_t slot, const struct ssd_
 		fsck_say(c, KVT_FSCK_DAMAGE,
 			 "ssd/seg-%06u: summary damaged (%s): recovery walks the segment's "
 			 "records instead", slot, w.bad);
-		r = walk_open(c, fd, slot, h, end, 0);
+		/* Up to the summary: records end before it (recovery's too). */
+		r = walk_open(c, fd, slot, h, end < h->summary_off ? end : h->summary_off, 0);
 	}
 out:
 	free(sb);

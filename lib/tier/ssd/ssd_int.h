@@ -402,6 +402,8 @@ struct ssd {
 		wd_preempted;
 	uint64_t rec_ckpt_entries, rec_records, rec_segments, rec_ns, rec_dropped;
 	uint64_t rec_old_format;     /* segments of an older format version, dropped */
+	uint64_t rec_twins_used;     /* walks gone on past a damaged tombstone copy */
+	uint64_t rec_ckpt_gone;      /* checkpoint entries past their segment file's end */
 	bool rec_ckpt_damaged;       /* recovery ignored a damaged checkpoint: open
 				      * replaces it (ssd_recover.c rec_load_ckpt) */
 	uint64_t rec_other_size;     /* segments of another ssd.segment, dropped */
