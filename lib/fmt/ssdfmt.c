@@ -1048,9 +1048,15 @@ bool ssd_walk_twin(bool lone, uint64_t last_seq, int d, const struct ssd_struct 
 	if (ssd_walk_struct(d, next, gen, off, seg_size, align, &len))
 		return false;
 	seq = next->kind == SSD_STRUCT_BATCH ? next->batch.ent[0].seq : next->rec.seq;
-	if (seq <= last_seq)
-		return false;
-	return lone || (next->kind == SSD_STRUCT_REC && next->rec.type != SSD_REC_PUT);
+	if (lone) /* the first copy was taken: what stopped the walk was its twin */
+		return seq > last_seq;
+	/* The first copy damaged: off - align may as well be where a record
+	 * whose header was torn begins, and off inside its value, whose
+	 * bytes a client chose -- a tombstone planted there must name the
+	 * seq the walk waits for exactly (seqs rise by one record to the
+	 * next in a segment), not any above it. */
+	return last_seq && seq == last_seq + 1 && next->kind == SSD_STRUCT_REC &&
+	       next->rec.type != SSD_REC_PUT;
 }
 
 uint32_t ssd_value_crc(uint32_t value_crc32c, uint32_t ns_id, const struct kvt_key *key,

@@ -322,10 +322,11 @@ bool ssd_rec_is_twin(const struct ssd_rec_hdr *prev, const struct ssd_rec_hdr *r
 /* A walk of generation gen stopped at off - align (by ssd_walk_struct);
  * ssd_struct_decode returned d into next at off.  True if the walk goes
  * on at off (and takes next): next is a structure of the generation the
- * walk takes, its (first) seq above last_seq, the highest the walk took
- * (0: none), and either a tombstone record (what stopped the walk was its
- * first copy) or lone (the walk's last structure was a tombstone that
- * ended at off - align without its twin: what stopped it was the twin). */
+ * walk takes and either lone (the walk's last structure was a tombstone
+ * that ended at off - align without its twin: what stopped it was the
+ * twin), next's (first) seq above last_seq, the highest the walk took, or
+ * a tombstone record whose seq is last_seq + 1 exactly (what stopped the
+ * walk was its first copy; last_seq 0, none taken: never). */
 bool ssd_walk_twin(bool lone, uint64_t last_seq, int d, const struct ssd_struct *next,
 		   uint64_t gen, uint64_t off, uint64_t seg_size, uint32_t align);
 

@@ -2290,6 +2290,43 @@ static void test_walk_struct(void)
 	T_EQ_INT(st.hdr_len, SSD_REC_ALIGN);
 }
 
+/* ssd_walk_twin: where a damaged structure stopped the walk, it goes on at
+ * the next unit only for a tombstone's twin.  A first copy damaged: the
+ * tombstone there must carry the seq the walk waits for exactly -- one
+ * planted in a torn record's value (its bytes a client's) with any seq
+ * above it is not taken; nor anything before a seq was taken.  The twin
+ * damaged (lone): the record after it, any seq above. */
+static void test_walk_twin(void)
+{
+	struct ssd_struct st;
+	const uint64_t gen = 7, seg = 1 << 20, off = 8192;
+
+	memset(&st, 0, sizeof(st));
+	st.kind = SSD_STRUCT_REC;
+	st.rec.type = SSD_REC_DELETE;
+	st.rec.generation = gen;
+	st.rec.key.len = 3;
+	memcpy(st.rec.key.bytes, "abc", 3);
+	st.rec.seq = 11;
+	T_ASSERT(ssd_walk_twin(false, 10, 0, &st, gen, off, seg, SSD_REC_ALIGN));
+	T_ASSERT(!ssd_walk_twin(false, 0, 0, &st, gen, off, seg, SSD_REC_ALIGN));
+	st.rec.seq = 12;
+	T_ASSERT(!ssd_walk_twin(false, 10, 0, &st, gen, off, seg, SSD_REC_ALIGN));
+	T_ASSERT(ssd_walk_twin(true, 10, 0, &st, gen, off, seg, SSD_REC_ALIGN));
+	st.rec.seq = UINT64_C(1) << 40;
+	T_ASSERT(!ssd_walk_twin(false, 10, 0, &st, gen, off, seg, SSD_REC_ALIGN));
+	st.rec.seq = 11;
+	st.rec.generation = gen + 1;
+	T_ASSERT(!ssd_walk_twin(false, 10, 0, &st, gen, off, seg, SSD_REC_ALIGN));
+	st.rec.generation = gen;
+	st.rec.type = SSD_REC_PUT;
+	st.rec.part_count = 1;
+	st.rec.value_len = 100;
+	T_ASSERT(!ssd_walk_twin(false, 10, 0, &st, gen, off, seg, SSD_REC_ALIGN));
+	T_ASSERT(ssd_walk_twin(true, 10, 0, &st, gen, off, seg, SSD_REC_ALIGN));
+	T_ASSERT(!ssd_walk_twin(true, 10, KVT_ECORRUPT, &st, gen, off, seg, SSD_REC_ALIGN));
+}
+
 int main(void)
 {
 	test_rec_lengths();
@@ -2318,5 +2355,6 @@ int main(void)
 	test_sum3();
 	test_ckpt3();
 	test_walk_struct();
+	test_walk_twin();
 	return 0;
 }
