@@ -191,7 +191,7 @@ import torch
 
 import kvtier
 from kvtier._engine import (BIND_WAIT_S, Counters, RankServer, ident as _ident, store_options,
-                            truthy as _truthy)
+                            recv_exact as _recv_exact, truthy as _truthy)
 
 from vllm.distributed.kv_transfer.kv_connector.v1 import base as _vbase
 from vllm.distributed.kv_transfer.kv_connector.v1.base import (
@@ -987,16 +987,6 @@ class _SchedulerSide:
 
 # ---------------------------------------------------------------------------
 # Worker side
-
-
-def _recv_exact(s, n: int) -> bytes:
-    buf = bytearray()
-    while len(buf) < n:
-        chunk = s.recv(n - len(buf))
-        if not chunk:
-            raise ConnectionError("peer closed")
-        buf += chunk
-    return bytes(buf)
 
 
 class _Counters(Counters):
