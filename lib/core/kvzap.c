@@ -41,6 +41,7 @@
  * it).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <netdb.h>
 #include <signal.h>
@@ -291,9 +292,10 @@ static void kvzap_forget(struct kvzap *z, uint32_t id)
 /* ZAP thread: let socket id's peers from address addr go.  Its monitor is
  * read first, so that the table holds what libzmq has not closed; each
  * descriptor is shut down (libzmq reads its end, closes it and reports
- * DISCONNECTED; it is never closed here) only while it is still the
- * socket libzmq accepted (its inode: a number libzmq closed and the
- * process reused since is another socket) and its peer is that address. */
+ * DISCONNECTED; its descriptor is never closed here) only while it is
+ * still the socket libzmq accepted (its inode: a number libzmq closed and
+ * the process reused since is another socket) and its peer is that
+ * address. */
 static void kvzap_drop(struct kvzap *z, uint32_t id, const char *addr)
 {
 	unsigned n = 0;
@@ -305,21 +307,30 @@ static void kvzap_drop(struct kvzap *z, uint32_t id, const char *addr)
 		struct kvzap_peer *p = &z->peers[k];
 		struct stat st;
 		char now[KVZAP_ADDR_LEN];
+		int fd;
 		if (p->mon != id || !kvzap_addr_is(p, addr))
 			continue;
-		if (fstat(p->fd, &st) < 0 || st.st_ino != p->ino)
+		/* Checked and disconnected through a duplicate: libzmq's I/O
+		 * thread may close p->fd meanwhile and another thread's socket
+		 * take its number, after the checks and before the connect --
+		 * the duplicate stays the socket checked. */
+		fd = fcntl(p->fd, F_DUPFD_CLOEXEC, 0);
+		if (fd < 0)
 			continue;
-		kvzap_peer_paddr(p->fd, now, sizeof(now));
-		if (strcmp(now, p->paddr) != 0)
+		kvzap_peer_paddr(fd, now, sizeof(now));
+		if (fstat(fd, &st) < 0 || st.st_ino != p->ino || strcmp(now, p->paddr) != 0) {
+			close(fd);
 			continue;
+		}
 		/* A TCP connection is disconnected (connect to AF_UNSPEC:
 		 * the kernel drops what it holds unread and sends a reset),
 		 * a Unix one shut down: libzmq would read what the peer sent
 		 * before EOF, and a TCP receive buffer held ~3,000 more
 		 * subscriptions of 1,000 bytes (~100 MB of trie). */
-		if (connect(p->fd, &(struct sockaddr){ .sa_family = AF_UNSPEC },
+		if (connect(fd, &(struct sockaddr){ .sa_family = AF_UNSPEC },
 			    sizeof(struct sockaddr)) < 0)
-			shutdown(p->fd, SHUT_RDWR);
+			shutdown(fd, SHUT_RDWR);
+		close(fd);
 		n++;
 	}
 	kvt_logf(z->log, KVT_LOG_DEBUG, "events: socket %" PRIu32 ": %u connections from %s "

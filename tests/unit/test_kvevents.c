@@ -19,6 +19,8 @@
 #include <sched.h>
 #include <time.h>
 #include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -648,6 +650,99 @@ static void test_sub_cap_fair(void)
 	zmq_close(router);
 	zmq_ctx_term(zctx);
 	free(evs);
+}
+
+/* A raw TCP connection to tcp endpoint ep (tcp://127.0.0.1:PORT) from
+ * source address src, sending nothing: libzmq accepted it, the ZAP thread
+ * counts it until the handshake deadline closes it. */
+static int raw_tcp_from(const char *src, const char *ep)
+{
+	struct sockaddr_in me = { .sin_family = AF_INET }, to = { .sin_family = AF_INET };
+	const char *colon = strrchr(ep, ':');
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	T_ASSERT(fd >= 0 && colon);
+	T_EQ_INT(inet_pton(AF_INET, src, &me.sin_addr), 1);
+	T_EQ_INT(inet_pton(AF_INET, "127.0.0.1", &to.sin_addr), 1);
+	to.sin_port = htons((uint16_t)atoi(colon + 1));
+	T_EQ_INT(bind(fd, (struct sockaddr *)&me, sizeof(me)), 0);
+	T_EQ_INT(connect(fd, (struct sockaddr *)&to, sizeof(to)), 0);
+	return fd;
+}
+
+/* The table of a socket's subscribing addresses holds 2 *
+ * events.max_subscribers + 8; a full one is swept of the addresses no
+ * peer connects from.  Addresses that subscribed once and keep a
+ * connection open without a handshake (5 s each, then again) stay in it:
+ * a subscriber from one more address found no room and its topics were
+ * not counted -- past KVEVENTS_SUBS_MAX it was never let go.  Here with
+ * events.max_subscribers 3 (14 addresses): 14 subscribers from
+ * 127.0.1.1-14 one after the other, a raw connection from each, then the
+ * one from 127.0.2.1, connected before, subscribes to 100 topics. */
+static void test_sub_cap_addr_table_full(void)
+{
+	enum { ADDRS = 14, TOPICS = 100 };
+	struct kvt_store *s;
+	void *zctx = zmq_ctx_new(), *att, *sub;
+	int linger = 0, never = -1, raw[ADDRS];
+	uint64_t resets = 0;
+	char ep[256], from[300];
+	uint32_t ns;
+
+	s = t_store_open("dram.capacity", "1M", "dram.chunk", "4K", "dram.shards", "1",
+			 "dram.prefault", "off", "events.endpoint", "tcp://127.0.0.1:*",
+			 "events.max_subscribers", "3", "events.batch_ms", "1", NULL);
+	ns = t_ns(s, "events-cap-table");
+	snprintf(ep, sizeof(ep), "%s", endpoint_of(s));
+	/* The flooder connects first (admitted), subscribing nothing yet. */
+	att = zmq_socket(zctx, ZMQ_SUB);
+	zmq_setsockopt(att, ZMQ_LINGER, &linger, sizeof(linger));
+	zmq_setsockopt(att, ZMQ_RECONNECT_IVL, &never, sizeof(never));
+	snprintf(from, sizeof(from), "tcp://127.0.2.1:0;%s", ep + 6);
+	T_EQ_INT(zmq_connect(att, from), 0);
+	usleep(100000);
+	for (int i = 0; i < ADDRS; i++) {
+		sub = zmq_socket(zctx, ZMQ_SUB);
+		zmq_setsockopt(sub, ZMQ_LINGER, &linger, sizeof(linger));
+		T_EQ_INT(zmq_setsockopt(sub, ZMQ_SUBSCRIBE, "", 0), 0);
+		snprintf(from, sizeof(from), "tcp://127.0.1.%d:0;%s", i + 1, ep + 6);
+		T_EQ_INT(zmq_connect(sub, from), 0);
+		for (uint64_t j = 0; rx_any(sub, 10) == 0; j++) { /* counted: it hears */
+			struct kvt_key k = t_key(500000 + 1000 * (uint64_t)i + j);
+			T_ASSERT(j < 300);
+			put(s, ns, &k, 0, false);
+		}
+		zmq_close(sub);
+		usleep(30000); /* its connection closed (or closing: the flooder,
+				* it and the next make 3) */
+	}
+	for (int i = 0; i < ADDRS; i++) {
+		char src[32];
+		snprintf(src, sizeof(src), "127.0.1.%d", i + 1);
+		raw[i] = raw_tcp_from(src, ep);
+	}
+	usleep(200000); /* the ZAP thread read them */
+	for (int t = 0; t < TOPICS; t++) {
+		char topic[16];
+		int n = snprintf(topic, sizeof(topic), "full-%d", t);
+		T_EQ_INT(zmq_setsockopt(att, ZMQ_SUBSCRIBE, topic, (size_t)n), 0);
+	}
+	usleep(100000);
+	for (uint64_t i = 0; i < 100 && resets == 0; i++) {
+		struct kvt_key k = t_key(600000 + i);
+		put(s, ns, &k, 0, false);
+		usleep(2000);
+		T_OK(kvt_store_stat(s, "events.sub_resets", &resets));
+	}
+	fprintf(stderr, "%d addresses in the table, live by raw connections: a subscriber "
+		"from another of %d topics: events.sub_resets %" PRIu64 "\n", ADDRS, TOPICS,
+		resets);
+	T_ASSERT(resets >= 1);
+	kvt_store_destroy(s);
+	for (int i = 0; i < ADDRS; i++)
+		close(raw[i]);
+	zmq_close(att);
+	zmq_ctx_term(zctx);
 }
 
 /* test_sub_cap_fair on ipc://, where libzmq's Peer-Address is the peer's
@@ -1583,6 +1678,7 @@ int main(void)
 	test_cap_after_reset();
 	test_sub_cap_fair();
 	test_sub_cap_fair_ipc();
+	test_sub_cap_addr_table_full();
 	test_replay();
 	test_replay_hostile();
 	test_replay_group();
