@@ -2390,7 +2390,8 @@ static void s3d_delete_bucket_scanned(struct s3d_req *rq, int64_t left)
 /*
  * Deletes that stay deleted (doc/kvtierd.md "Durability of deletes"): a
  * DeleteObject or DeleteObjects that removed something is answered once
- * its tombstones are durable, as a native DELETE is -- a KVT_OP_FLUSH
+ * its tombstones are durable, as a native DELETE is (a DeleteBucket: its
+ * clear, before the bucket goes) -- a KVT_OP_FLUSH
  * with KVT_F_DELETES behind the deletes.  Until 2026-12-04 the 204 came at once, and a
  * kill -9 right after it brought the object back (test_s3_park 5).
  * true: the flush is under way (s3d_step comes back in PH_DURABLE) or the
@@ -2554,13 +2555,21 @@ static void s3d_step(struct s3d_req *rq)
 		return;
 	}
 	case S3_DELETE_BUCKET: {
-		/* PH_WRITE: the namespace is cleared; then the bucket goes (a
-		 * failure leaves it, empty: the DeleteBucket may be retried) */
+		/* PH_WRITE: the namespace is cleared, durably (s3d_durable:
+		 * its CLEAR record synced, as a DeleteObject's tombstone); then
+		 * the bucket goes (a failure leaves it, empty: the DeleteBucket
+		 * may be retried).  Until 2026-12-06 the word went to 0 with
+		 * the clear not yet durable: a crash then brought the objects
+		 * back into a bucket created again, and a marker of a bucket
+		 * an older kvtierd made brought the bucket itself back
+		 * (kvtd_s3_buckets_migrate; review39). */
 		uint64_t w = 0;
 		if (it[0].req.status < 0) {
 			s3d_fail(rq, 500, "InternalError", kvt_strerror(it[0].req.status));
 			return;
 		}
+		if (s3d_durable(rq))
+			return;
 		if (kvt_ns_word(rq->conn->loop->srv->store, rq->ns, &w) != 0 || !w)
 			s3d_delete_bucket_set(rq, KVT_EXISTS); /* deleted meanwhile */
 		else

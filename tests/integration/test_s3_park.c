@@ -268,6 +268,47 @@ int main(int argc, char **argv)
 	T_EQ_INT((int)s3_call("GET", "/bkt/small", NULL, 0, NULL, NULL), 404);
 	T_EQ_INT((int)s3_call("GET", "/bkt/o4", NULL, 0, NULL, NULL), 200);
 
+	/* 6: DeleteBucket of a bucket whose unfinished upload has a part on
+	 * SSD, while o7's write-down holds the writer; kill -9 right after
+	 * the 204.  Created again, the bucket has no upload: its clear was
+	 * durable before the 204 (before 2026-12-06 the clear waited behind
+	 * the write-down, the bucket went at once, and the upload came back
+	 * with it). */
+	T_EQ_INT((int)s3_call("PUT", "/gone", NULL, 0, NULL, NULL), 200);
+	{
+		uint8_t buf[4096];
+		struct body b = { buf, 0, sizeof(buf) };
+		char part[200];
+		const uint8_t *p, *q;
+		T_EQ_INT((int)s3_call("POST", "/gone/x?uploads=", "", 0, &b, NULL), 200);
+		p = memmem(b.p, b.len, "<UploadId>", 10);
+		T_ASSERT(p != NULL);
+		p += 10;
+		q = memmem(p, b.len - (size_t)(p - b.p), "</UploadId>", 11);
+		T_ASSERT(q != NULL);
+		snprintf(part, sizeof(part), "/gone/x?partNumber=1&uploadId=%.*s", (int)(q - p),
+			 (const char *)p);
+		T_EQ_INT((int)s3_call("PUT", part, small, sizeof(small), NULL, NULL), 200);
+	}
+	drained(&srv);
+	T_EQ_INT((int)s3_call("PUT", "/bkt/o7", v1, OBJ, NULL, NULL), 200);
+	{
+		uint64_t ms;
+		T_EQ_INT((int)s3_call("DELETE", "/gone", NULL, 0, NULL, &ms), 204);
+		fprintf(stderr, "DeleteBucket behind a 1200 ms write-down: 204 after %llu ms\n",
+			(unsigned long long)ms);
+	}
+	tsrv_kill9(&srv);
+	tsrv_start(&srv, argv[1], base, dir, tenants, extra);
+	snprintf(endpoint, sizeof(endpoint), "http://127.0.0.1:%u", tsrv_s3_port(srv.log));
+	T_EQ_INT((int)s3_call("PUT", "/gone", NULL, 0, NULL, NULL), 200);
+	{
+		uint8_t buf[8192];
+		struct body b = { buf, 0, sizeof(buf) };
+		T_EQ_INT((int)s3_call("GET", "/gone?uploads=", NULL, 0, &b, NULL), 200);
+		T_ASSERT(memmem(b.p, b.len, "<UploadId>", 10) == NULL);
+	}
+
 	T_EQ_INT(tsrv_stop(&srv), 0);
 	tsrv_check_reports(base);
 	free(v1);
