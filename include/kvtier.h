@@ -757,7 +757,10 @@ int kvt_ns_info(struct kvt_store *store, uint32_t id, uint8_t digest[32], char *
  * and fdatasync'ed (doc/keys.md "Registry file"; the file becomes version
  * 3 at the first word that is not 0).  Returns 0, KVT_EXISTS (the word was
  * not expect: nothing changed), KVT_ENONS, KVT_ENULL, KVT_ECLOSED, -ENOMEM,
- * -errno (I/O: the word unchanged).  kvt_ns_word reads it: 0, KVT_ENONS,
+ * -errno (I/O: the word unchanged in this process -- but where only the
+ * directory's sync after a rewrite's rename failed, the file holds the
+ * new word already and a restart may show it, as it may a namespace
+ * registered then).  kvt_ns_word reads it: 0, KVT_ENONS,
  * KVT_ENULL, KVT_ECLOSED; lock-free.  Any thread.
  */
 int kvt_ns_set_word(struct kvt_store *store, uint32_t id, uint64_t expect, uint64_t word);

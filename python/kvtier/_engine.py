@@ -93,6 +93,27 @@ def recv_exact(s, n: int) -> bytes:
     return bytes(buf)
 
 
+def connect_rank(name: str, timeout: float) -> socket.socket:
+    """A connection to the process that holds the abstract name, if it runs
+    as this user (SO_PEERCRED): an abstract name is visible to the whole
+    network namespace, and a process of another user that bound it first
+    would be sent the prompts' token ids.  Raises PermissionError (an
+    OSError) for another user's socket, OSError if nothing answers."""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        s.settimeout(timeout)
+        s.connect(name)
+        pid, uid, _ = struct.unpack("3i", s.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
+                                                       struct.calcsize("3i")))
+        if uid != os.getuid():
+            raise PermissionError(f"{name[1:]!r} is held by pid {pid} of user {uid}, not "
+                                  f"this one (user {os.getuid()}): nothing sent to it")
+        return s
+    except BaseException:
+        s.close()
+        raise
+
+
 def ask_release(name: str, timeout: Optional[float] = None) -> tuple:
     """Ask the process that holds the abstract name to give it up.
     (released, pid, what): released True once the holder closed its socket

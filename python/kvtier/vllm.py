@@ -179,7 +179,6 @@ import functools
 import hashlib
 import json
 import os
-import socket
 import struct
 import threading
 import time
@@ -191,7 +190,8 @@ import torch
 
 import kvtier
 from kvtier._engine import (BIND_WAIT_S, Counters, RankServer, ident as _ident, store_options,
-                            recv_exact as _recv_exact, truthy as _truthy)
+                            connect_rank as _connect_rank, recv_exact as _recv_exact,
+                            truthy as _truthy)
 
 from vllm.distributed.kv_transfer.kv_connector.v1 import base as _vbase
 from vllm.distributed.kv_transfer.kv_connector.v1.base import (
@@ -665,9 +665,7 @@ class _SchedulerSide:
             s = self.socks.get(name)
             try:
                 if s is None:
-                    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-                    s.settimeout(_SOCK_TIMEOUT_S)
-                    s.connect(name)
+                    s = _connect_rank(name, _SOCK_TIMEOUT_S)
                     self.socks[name] = s
                 s.sendall(_OP_LOOKUP + struct.pack("<III", len(tokens) // 4, len(extra), skip) +
                           tokens + extra)
@@ -1652,9 +1650,7 @@ def query_stats(engine_id: str, tp_rank: int = 0, pp_rank: int = 0,
     """The connector counters and store statistics of one worker of a
     running engine (on this host), by the engine id of its KVTransferConfig.
     drain: first wait until the loads and stores in flight are done."""
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-        s.settimeout(timeout)
-        s.connect(_socket_name(engine_id, tp_rank, pp_rank))
+    with _connect_rank(_socket_name(engine_id, tp_rank, pp_rank), timeout) as s:
         s.sendall(_OP_DRAIN_STATS if drain else _OP_STATS)
         n = struct.unpack("<I", _recv_exact(s, 4))[0]
         return json.loads(_recv_exact(s, n))

@@ -855,6 +855,41 @@ def test_rank_socket_held_by_a_live_engine():
         _kill(pid)
 
 
+# Binds the abstract name as whoever runs it and reports what it was sent.
+OTHER_USER = r'''
+import os, socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.bind("\0" + sys.argv[1])
+s.listen(4)
+print(os.getpid(), flush=True)
+c, _ = s.accept()
+c.settimeout(5)
+print("sent %r" % c.recv(64), flush=True)
+'''
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="needs root to run a holder as another user")
+def test_rank_socket_of_another_user_is_not_used():
+    """The name bound first by another user's process: the scheduler's
+    lookups and query_stats refuse it (PermissionError naming the user)
+    and send it nothing -- before 2026-12-06 they sent it the prompts'
+    token ids."""
+    import subprocess
+    from kvtier._engine import connect_rank
+    name = _sockname()
+    p = subprocess.Popen(["/usr/bin/python3", "-c", OTHER_USER, name[1:]],
+                         stdout=subprocess.PIPE, text=True, user=65534, cwd="/")
+    try:
+        int(p.stdout.readline())
+        with pytest.raises(PermissionError) as e:
+            connect_rank(name, 2)
+        assert "of user 65534" in str(e.value), e.value
+        assert p.stdout.readline().strip() == "sent b''"
+    finally:
+        p.kill()
+        p.wait()
+
+
 def test_rank_socket_held_by_a_stopped_process(monkeypatch):
     """A holder that does not answer (stopped): the error still names it,
     within the wait and one answer's timeout."""
