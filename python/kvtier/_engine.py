@@ -4,6 +4,7 @@ the descriptor value rules, their counters, and the worker's abstract Unix
 socket server (RankServer).  Private: no engine import here."""
 import errno
 import hashlib
+import multiprocessing
 import os
 import socket
 import socketserver
@@ -155,12 +156,19 @@ class RankServer:
     takes the name at once; a holder whose engine still runs (another
     engine with this id on this host, or one shutting down) keeps it, and
     the new worker tries again until wait_s passed, then raises an error
-    naming the holder's pid and what to do."""
+    naming the holder's pid and what to do.  "Its parent" is the process
+    that started it (multiprocessing's record, where it has one), so a
+    worker orphaned before it built this server is orphaned too."""
 
     def __init__(self, name: str, ops: dict, wait_s: float = BIND_WAIT_S,
                  on_thread=None, log=None):
         self.name, self.ops, self.log = name, dict(ops), log
-        self.ppid = os.getppid()
+        # The process that started this one: multiprocessing knows it even
+        # when it died before this constructor ran (a vLLM worker loading
+        # weights outlives an engine killed meanwhile); getppid() then gives
+        # init or a subreaper, and the worker would never see its orphanhood.
+        parent = multiprocessing.parent_process()
+        self.ppid = parent.pid if parent is not None else os.getppid()
         self.lock = threading.Lock()
         self.released = False
         outer = self

@@ -834,6 +834,59 @@ def test_rank_socket_taken_from_an_orphan():
         _kill(pid)
 
 
+# An engine that starts its holder with multiprocessing (as vLLM starts its
+# workers) and dies before the holder builds its RankServer: the holder's
+# getppid() is already init's (or a subreaper's) when it records its parent.
+ORPHANED_EARLY = r'''
+import multiprocessing as mp, os, sys, time
+def holder(name):
+    while os.getppid() == mp.parent_process().pid:
+        time.sleep(0.01)
+    from kvtier._engine import RankServer
+    RankServer("\0" + name, {b"P": lambda s: s.sendall(b"%10d" % os.getpid())}, wait_s=0)
+    time.sleep(60)
+p = mp.get_context("fork").Process(target=holder, args=(sys.argv[1],))
+p.start()
+print(p.pid, flush=True)
+os._exit(0)
+'''
+
+
+def test_rank_socket_taken_from_a_worker_orphaned_before_it_bound():
+    """The holder's engine died before the holder bound the name (a worker
+    still loading weights when its engine was killed): it is orphaned all
+    the same and gives the name up (before: it kept it, the new worker
+    failed after wait_s)."""
+    import subprocess
+    import sys
+    from kvtier._engine import RankServer
+    name = _sockname()
+    # (the holder inherits the pipe: read its pid's line, not to the end)
+    p = subprocess.Popen([sys.executable, "-c", ORPHANED_EARLY, name[1:]],
+                         stdout=subprocess.PIPE, text=True)
+    pid = int(p.stdout.readline())
+    assert p.wait(timeout=20) == 0
+    try:
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                assert _who(name) == pid
+                break
+            except (ConnectionRefusedError, FileNotFoundError, ValueError):
+                assert time.monotonic() < deadline, "the holder never bound"
+                time.sleep(0.05)
+        t = time.monotonic()
+        srv = RankServer(name, {b"P": lambda s: s.sendall(b"%10d" % os.getpid())}, wait_s=2)
+        took = time.monotonic() - t
+        try:
+            assert _who(name) == os.getpid()
+            assert took < 1.5, took
+        finally:
+            srv.close()
+    finally:
+        _kill(pid)
+
+
 def test_rank_socket_held_by_a_live_engine():
     """The name held by a process whose parent (its engine) runs: the new
     worker waits wait_s, then fails with the holder's pid and what to do;
