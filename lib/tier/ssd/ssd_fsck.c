@@ -849,6 +849,54 @@ out:
 	return r;
 }
 
+/* A slot whose header is zero or damaged: the generation of the
+ * structure at offset 4096, from which recovery walks it for tombstones
+ * (ssd_recover.c "Headerless": the same probe, either alignment), or 0
+ * if none is there; *tombs: the tombstone records of the walk newer than
+ * the checkpoint recovery uses (all, without one) -- those it applies.
+ * The walk stops where recovery's does, but for the twin rule (a
+ * damaged copy): it may count fewer. */
+static uint64_t headerless_scan(struct fsck *c, int fd, uint64_t fsize, uint64_t *tombs)
+{
+	static const uint32_t aligns[] = { SSD_REC_ALIGN, SSD_REC_ALIGN_4K };
+	struct ssd_struct *st = malloc(sizeof(*st));
+	uint64_t gen = 0, len, off = SSD_ALIGN, ck_seq = 0;
+	struct ssd_rec_hdr prev; /* the last tombstone taken, if lone (its twin due) */
+	bool lone = false;
+	uint32_t a = 0;
+
+	*tombs = 0;
+	for (size_t i = 0; st && i < KVT_ARRAY_LEN(aligns) && !gen; i++) {
+		int d = struct_read(c, fd, SSD_ALIGN, fsize, aligns[i], true, st);
+		if (d < 0)
+			continue;
+		gen = st->kind == SSD_STRUCT_BATCH ? st->batch.generation : st->rec.generation;
+		a = aligns[i];
+		if (ssd_walk_struct(d, st, gen, SSD_ALIGN, fsize, a, &len))
+			gen = 0;
+	}
+	if (c->ck_ok && !c->ck_ignored)
+		ck_seq = c->ck_hdr.seq;
+	while (gen) {
+		int d = struct_read(c, fd, off, fsize, a, true, st);
+		if (d < 0 && d != KVT_ECORRUPT && d != KVT_EVERSION && d != KVT_EBUFSMALL)
+			break;
+		if (ssd_walk_struct(d, st, gen, off, fsize, a, &len))
+			break;
+		if (st->kind == SSD_STRUCT_REC && st->rec.type != SSD_REC_PUT &&
+		    !(lone && ssd_rec_is_twin(&prev, &st->rec))) {
+			*tombs += st->rec.seq > ck_seq;
+			prev = st->rec;
+			lone = true;
+		} else {
+			lone = false;
+		}
+		off += len;
+	}
+	free(st);
+	return gen;
+}
+
 static int check_segment(struct fsck *c, uint32_t slot, uint64_t fsize)
 {
 	char name[32];
@@ -881,8 +929,20 @@ static int check_segment(struct fsck *c, uint32_t slot, uint64_t fsize)
 		 * blocks are forgotten; a crash before the next header leaves
 		 * it so). */
 		bool zero = true;
+		uint64_t g, tombs;
 		for (size_t i = 0; i < SSD_ALIGN && zero; i++)
 			zero = c->buf[i] == 0;
+		/* Over records, it is an eviction's or damage: the two look
+		 * alike, and matter where recovery applies tombstones from
+		 * them (since 2026-12-06; before, nothing was said, and they
+		 * were lost). */
+		if (zero && (g = headerless_scan(c, fd, fsize, &tombs)) && tombs)
+			fsck_say(c, KVT_FSCK_WARN,
+				 "ssd/%s: header zeroed over records (generation %llu) holding %llu "
+				 "tombstones newer than the checkpoint: a segment evicted, or its "
+				 "header damaged; the store takes its slot for free when it opens, "
+				 "applies those tombstones and voids it (its blocks are misses)",
+				 name, (unsigned long long)g, (unsigned long long)tombs);
 		if (zero)
 			goto out;
 	}
@@ -895,8 +955,18 @@ static int check_segment(struct fsck *c, uint32_t slot, uint64_t fsize)
 		goto out;
 	}
 	if (r < 0) {
-		fsck_say(c, KVT_FSCK_DAMAGE, "ssd/%s: segment header damaged (%s)", name,
-			 kvt_strerror(r));
+		uint64_t tombs, g = headerless_scan(c, fd, fsize, &tombs);
+		if (g)
+			fsck_say(c, KVT_FSCK_DAMAGE,
+				 "ssd/%s: segment header damaged (%s), records under it "
+				 "(generation %llu, %llu tombstones newer than the checkpoint): the "
+				 "store takes its slot for free when it opens, applies those "
+				 "tombstones (and voids it if any) and reads nothing else there "
+				 "(its blocks are misses)", name, kvt_strerror(r),
+				 (unsigned long long)g, (unsigned long long)tombs);
+		else
+			fsck_say(c, KVT_FSCK_DAMAGE, "ssd/%s: segment header damaged (%s)", name,
+				 kvt_strerror(r));
 		r = 0;
 		goto out;
 	}
