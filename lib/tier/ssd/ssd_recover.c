@@ -579,6 +579,12 @@ static int rec_walk(struct recovery *rc, uint32_t slot, uint64_t from, uint64_t 
 			}
 		} else {
 			const struct ssd_rec_hdr *h = &st->rec;
+			const struct ns_entry *nse = ns_reg_get(s->reg, h->ns_id);
+			/* A headerless slot's tombstone of no namespace of the
+			 * store's (its digest another's): walked past, not
+			 * applied. */
+			bool other = rc->tombs_only && h->type != SSD_REC_CLEAR_ALL &&
+				     (!nse || memcmp(h->ns_digest, nse->digest, 32) != 0);
 			if (h->type != SSD_REC_PUT) {
 				tomb = *h;
 				lone = true;
@@ -594,7 +600,8 @@ static int rec_walk(struct recovery *rc, uint32_t slot, uint64_t from, uint64_t 
 			se.seq = h->seq;
 			se.value_len = h->value_len;
 			se.key = h->key;
-			r = rec_walk_take(rc, slot, &se);
+			if (!other)
+				r = rec_walk_take(rc, slot, &se);
 		}
 		if (r < 0)
 			break;
