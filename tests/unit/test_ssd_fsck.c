@@ -1302,6 +1302,10 @@ static void seg_cut(void)
 	close(fd);
 	T_RC(fsck(dir, &w), KVT_ECORRUPT);
 	T_ASSERT(w.f.damaged >= 2);
+	/* The record the cut runs through: recovery's walk stops before
+	 * it (fsck said "recovery indexes it" until 2026-12-06). */
+	T_ASSERT(strstr(w.text, "the file ends inside the record") == NULL ||
+		 strstr(w.text, "recovery stops before it; a miss") != NULL);
 
 	pid = fork();
 	T_GE_INT(pid, 0);
