@@ -1153,7 +1153,7 @@ static void tomb_damaged(const char *format, const char *align, int copy, bool z
  *     segment exact; the slot is voided once the checkpoint reflecting
  *     the delete is written, so fsck is clean, and a second open (a new
  *     put of key 0 first) finds nothing to apply again. */
-static void hdr_damaged(const char *align, bool zero)
+static void hdr_damaged(const char *align, bool zero, bool ckpt)
 {
 	char *dir = t_mkdtemp();
 	struct open_seg o;
@@ -1172,6 +1172,11 @@ static void hdr_damaged(const char *align, bool zero)
 			put_k(c, cns, k++);
 			T_OK(kvt_flush(c));
 		}
+		/* A checkpoint naming the open segment, before the delete:
+		 * recovery skips the records below its seq, the delete
+		 * above it. */
+		if (ckpt && ssd_checkpoint(store_ssd(c)) < 0)
+			_exit(3);
 		if (kvt_delete(c, cns, &key0) != KVT_OK)
 			_exit(5);
 		for (uint64_t i = 0; i < 4; i++)
@@ -1198,7 +1203,10 @@ static void hdr_damaged(const char *align, bool zero)
 		close(fd);
 	}
 	T_RC(fsck(dir, &w), zero ? 0 : KVT_ECORRUPT);
-	if (zero) {
+	if (ckpt) {
+		/* and the checkpoint's entries there: sound records no more */
+		T_ASSERT(strstr(w.text, zero ? "header zeroed over records" : "records under it"));
+	} else if (zero) {
 		T_EQ_U64(w.f.damaged, 0);
 		T_EQ_U64(w.f.warnings, 1);
 		T_ASSERT(strstr(w.text, "header zeroed over records") != NULL);
@@ -1236,8 +1244,8 @@ static void hdr_damaged(const char *align, bool zero)
 		T_EQ_U64(t_stat(s, "ssd.recovery_headerless_tombstones"), 0);
 		kvt_store_destroy(s);
 	}
-	fprintf(stderr, "  segment header %s over a tombstone, %s: deleted key stays deleted\n",
-		zero ? "zeroed" : "flipped", align);
+	fprintf(stderr, "  segment header %s over a tombstone, %s%s: deleted key stays deleted\n",
+		zero ? "zeroed" : "flipped", align, ckpt ? ", a checkpoint before" : "");
 	t_rmtree(dir);
 	free(dir);
 }
@@ -1451,6 +1459,7 @@ tomb:
 hdr:
 	for (size_t a = 0; a < KVT_ARRAY_LEN(aligns); a++)
 		for (int z = 0; z < 2; z++)
-			hdr_damaged(aligns[a], z);
+			for (int ck = 0; ck < 2; ck++)
+				hdr_damaged(aligns[a], z, ck);
 	return 0;
 }

@@ -746,6 +746,13 @@ static int rec_headerless(struct recovery *rc, uint32_t slot, uint64_t *max_gen)
 	 * above it all the same ("Generations"). */
 	if (gen > *max_gen)
 		*max_gen = gen;
+	/* Free at the checkpoint, and its generation handed out before it
+	 * (every later one is above all the checkpoint names): its segment
+	 * ended before the checkpoint, so its records are all reflected
+	 * there -- an eviction's leftovers, skipped without a walk. */
+	if (rc->have_ckpt && slot < rc->ck.slot_count && rc->ck_gen[slot] == 0 &&
+	    gen <= rc->ck_max_gen)
+		goto out;
 	g->generation = gen;
 	rc->tombs_only = true;
 	r = rec_walk(rc, slot, SSD_ALIGN, s->cfg.seg_size, &end);
