@@ -699,12 +699,12 @@ static int rec_apply(struct recovery *rc)
  * an evicted segment's tombstones are older than the checkpoint, or, if
  * none is used, remove only versions older than themselves, which they
  * deleted when they were written.  So a tombstone found where it should
- * not be costs at worst a miss (doc/security.md "SSD").  A slot whose
- * tombstones were applied is voided -- its header and first record
- * zeroed -- once a checkpoint that reflects them is durable
- * (ssd_void_headerless): a later open does not walk it again, where its
- * tombstones, of seqs the counter may have handed out again since, would
- * remove newer puts.
+ * not be costs at worst a miss (doc/security.md "Tombstones under a
+ * damaged segment header").  A slot whose tombstones were applied is
+ * voided -- its header and first record zeroed -- once a checkpoint that
+ * reflects them is durable (ssd_void_headerless): a later open does not
+ * walk it again, where its tombstones, of seqs the counter may have
+ * handed out again since, would remove newer puts.
  */
 static int rec_headerless(struct recovery *rc, uint32_t slot, uint64_t *max_gen)
 {
@@ -723,8 +723,8 @@ static int rec_headerless(struct recovery *rc, uint32_t slot, uint64_t *max_gen)
 	}
 	if (limit > rc->fsize[slot])
 		limit = rc->fsize[slot];
-	if (limit < 2 * SSD_ALIGN)
-		goto out;
+	if (limit < SSD_ALIGN + SSD_REC_ALIGN)
+		goto out; /* no room for a record */
 	g->batches = true; /* a batch header decodes only where one was written */
 	for (size_t i = 0; i < KVT_ARRAY_LEN(aligns) && !gen; i++) {
 		int d;
