@@ -48,7 +48,9 @@
  * round's draw, to reproduce a failure); KVT_CRASH_ROUNDS (default 5:
  * each way of ending once; 6-7 s under ASan) or
  * KVT_CRASH_SECONDS (at least the rounds, then until that many seconds
- * passed) make the long mode.
+ * passed) make the long mode.  KVT_CRASH_DAMAGE=NAME (one of damage()'s
+ * names: flip, header, zero, ...) makes every damage round that kind,
+ * the draws otherwise the same.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -95,6 +97,7 @@ static _Atomic uint64_t n_get, n_hit, n_put, n_del, n_del_ok, n_exists;
 static _Atomic uint64_t n_corrupt, n_back;
 static uint64_t v_hits, v_misses; /* of the checks after each restart */
 static uint64_t n_back_damage;    /* deleted versions back after damage */
+static const char *damage_only;   /* KVT_CRASH_DAMAGE: damage()'s kind, or NULL */
 
 static uint32_t mix(uint32_t x)
 {
@@ -430,6 +433,10 @@ static const char *damage(const char *dir, uint32_t *rng)
 					     "ckpt-flip", "ckpt-cut", "ckpt-rm" };
 	uint32_t kind = draw(rng) % 7;
 	char path[800];
+
+	for (uint32_t i = 0; damage_only && i < sizeof(names) / sizeof(names[0]); i++)
+		if (strcmp(damage_only, names[i]) == 0)
+			kind = i;
 	struct stat st;
 	int fd;
 
@@ -585,6 +592,7 @@ int main(int argc, char **argv)
 	char base[512], dir[600];
 
 	signal(SIGPIPE, SIG_IGN);
+	damage_only = getenv("KVT_CRASH_DAMAGE");
 	printf("test_crashloop: KVT_CRASH_SEED=%u\n", seed);
 	fflush(stdout);
 	snprintf(base, sizeof(base), "%s/test_crashloop.XXXXXX", tmp);

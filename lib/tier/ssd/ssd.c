@@ -4483,8 +4483,14 @@ int ssd_open(struct ssd **out, const struct ssd_config *cfg, int dir_fd, struct 
 	 * index as recovered (what a close at once would write; the writer
 	 * has not started).  A failure is logged and costs what it did
 	 * before: the damaged file until the next checkpoint. */
-	if (s->rec_ckpt_damaged && ssd_ckpt_write(s) == 0)
-		kvt_logf(log, KVT_LOG_INFO, "ssd: damaged checkpoint replaced");
+	if ((s->rec_ckpt_damaged || s->rec_hdr_tombs) && ssd_ckpt_write(s) == 0) {
+		if (s->rec_ckpt_damaged)
+			kvt_logf(log, KVT_LOG_INFO, "ssd: damaged checkpoint replaced");
+		/* Tombstones of slots whose header was damaged are applied,
+		 * and the checkpoint that reflects them durable: those slots
+		 * are voided (ssd_recover.c "Headerless"). */
+		ssd_void_headerless(s);
+	}
 	pthread_mutex_lock(&s->seg_lock);
 	/* A log of dead records only (cleared) is not full (ssd_clear). */
 	atomic_store(&s->log_full, seg_next_evicts_locked(s) && !ssd_idx_empty(s));
@@ -4742,6 +4748,7 @@ void ssd_stats(struct ssd *s, kvt_stats_fn fn, void *ctx)
 	fn(ctx, "ssd.recovery_other_size_segments", s->rec_other_size, NULL);
 	fn(ctx, "ssd.recovery_twins_used", s->rec_twins_used, NULL);
 	fn(ctx, "ssd.recovery_ckpt_gone", s->rec_ckpt_gone, NULL);
+	fn(ctx, "ssd.recovery_headerless_tombstones", s->rec_hdr_tombs, NULL);
 	io_stats(s->io, fn, ctx);
 }
 

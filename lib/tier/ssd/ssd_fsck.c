@@ -33,7 +33,8 @@
  * record whose header is sound but whose value is not all there (a part
  * fails its CRC, or the file ends inside it) at or past that write point,
  * in any segment, is likewise a write a crash cut short: recovery indexes
- * it and its first read is a miss, so it is a warning; before the write
+ * it and its first read is a miss (or, cut by the file's end, its walk
+ * stops before it: a miss too), so it is a warning; before the write
  * point it is damage.
  *
  * The files are judged by the store's shape as recovery will judge them
@@ -282,13 +283,16 @@ static bool rec_hdr_err(int r)
 }
 
 /* A record whose header is sound but whose value is not all there (a
- * part fails its CRC, or the file ends inside it), at byte off: at or
- * past `wrote`, the checkpoint's write point for the segment's
+ * part fails its CRC, or the file ends inside it: cut), at byte off: at
+ * or past `wrote`, the checkpoint's write point for the segment's
  * generation (0: none that recovery uses), it is a write a crash cut short
- * -- recovery indexes its header and its first read is a miss -- said as
- * a warning; before it, damage. */
+ * -- recovery indexes its header and its first read is a miss, or, where
+ * the file ends inside it, recovery's walk stops before it (no walk reads
+ * past its file's end) and it is a miss all the same -- said as a
+ * warning; before it, damage.  Until 2026-12-06 a record cut by the
+ * file's end was said to be indexed too. */
 static void torn_say(struct fsck *c, uint32_t slot, uint64_t off, uint64_t wrote,
-		     const char *what)
+		     const char *what, bool cut)
 {
 	if (off < wrote)
 		fsck_say(c, KVT_FSCK_DAMAGE, "ssd/seg-%06u offset %llu %s", slot,
@@ -297,8 +301,9 @@ static void torn_say(struct fsck *c, uint32_t slot, uint64_t off, uint64_t wrote
 		fsck_say(c, KVT_FSCK_WARN,
 			 "ssd/seg-%06u offset %llu %s, at or past the checkpoint's write point "
 			 "for its generation (%llu): a write torn by a crash, not damage "
-			 "(recovery indexes it; its first read is a miss)",
-			 slot, (unsigned long long)off, what, (unsigned long long)wrote);
+			 "(%s)", slot, (unsigned long long)off, what, (unsigned long long)wrote,
+			 cut ? "recovery stops before it; a miss"
+			     : "recovery indexes it; its first read is a miss");
 }
 
 /* A batched value (format 3) named by summary entry e in slot's file
@@ -319,7 +324,7 @@ static int check_batch_value(struct fsck *c, int fd, uint32_t slot, const struct
 	if (off + e->value_len > end) {
 		snprintf(what, sizeof(what), "seq %llu key %s: the file ends inside the batched value",
 			 (unsigned long long)e->seq, kh);
-		torn_say(c, slot, off, wrote, what);
+		torn_say(c, slot, off, wrote, what, true);
 		fr.bad = true;
 		left = 0;
 	}
@@ -336,7 +341,7 @@ static int check_batch_value(struct fsck *c, int fd, uint32_t slot, const struct
 		snprintf(what, sizeof(what),
 			 "seq %llu ns %u key %s: batched value fails its value_crc (stored %08x)",
 			 (unsigned long long)e->seq, e->ns_id, kh, e->value_crc);
-		torn_say(c, slot, off, wrote, what);
+		torn_say(c, slot, off, wrote, what, false);
 		fr.bad = true;
 	}
 	if (!ns_by_id(c, e->ns_id)) {
@@ -509,11 +514,11 @@ static int64_t check_record(struct fsck *c, int fd, uint32_t slot, const struct 
 	c->last_is_rec = true;
 	c->last_seq = h.seq;
 	if (off + len > end) {
-		/* Within the segment, past the end of its file: recovery takes
-		 * it, a read of it finds the bytes missing. */
+		/* Within the segment, past the end of its file: recovery's walk
+		 * stops before it (and drops a checkpoint entry naming it). */
 		snprintf(what, sizeof(what), "seq %llu key %s: the file ends inside the record",
 			 (unsigned long long)h.seq, kh);
-		torn_say(c, slot, off, wrote, what);
+		torn_say(c, slot, off, wrote, what, true);
 		fr.bad = true;
 		h.part_count = 0; /* no bytes to check */
 	}
@@ -538,7 +543,7 @@ static int64_t check_record(struct fsck *c, int fd, uint32_t slot, const struct 
 				 "seq %llu ns %u key %s: part %u of %u fails its CRC32C (stored "
 				 "%08x, bytes give %08x)", (unsigned long long)h.seq, h.ns_id, kh,
 				 p, h.part_count, parts[p].crc, crc);
-			torn_say(c, slot, off, wrote, what);
+			torn_say(c, slot, off, wrote, what, false);
 			fr.bad = true; /* the header is sound: walk on */
 			break;
 		}
@@ -849,6 +854,54 @@ out:
 	return r;
 }
 
+/* A slot whose header is zero or damaged: the generation of the
+ * structure at offset 4096, from which recovery walks it for tombstones
+ * (ssd_recover.c "Headerless": the same probe, either alignment), or 0
+ * if none is there; *tombs: the tombstone records of the walk newer than
+ * the checkpoint recovery uses (all, without one) -- those it applies.
+ * The walk stops where recovery's does, but for the twin rule (a
+ * damaged copy): it may count fewer. */
+static uint64_t headerless_scan(struct fsck *c, int fd, uint64_t fsize, uint64_t *tombs)
+{
+	static const uint32_t aligns[] = { SSD_REC_ALIGN, SSD_REC_ALIGN_4K };
+	struct ssd_struct *st = malloc(sizeof(*st));
+	uint64_t gen = 0, len, off = SSD_ALIGN, ck_seq = 0;
+	struct ssd_rec_hdr prev; /* the last tombstone taken, if lone (its twin due) */
+	bool lone = false;
+	uint32_t a = 0;
+
+	*tombs = 0;
+	for (size_t i = 0; st && i < KVT_ARRAY_LEN(aligns) && !gen; i++) {
+		int d = struct_read(c, fd, SSD_ALIGN, fsize, aligns[i], true, st);
+		if (d < 0)
+			continue;
+		gen = st->kind == SSD_STRUCT_BATCH ? st->batch.generation : st->rec.generation;
+		a = aligns[i];
+		if (ssd_walk_struct(d, st, gen, SSD_ALIGN, fsize, a, &len))
+			gen = 0;
+	}
+	if (c->ck_ok && !c->ck_ignored)
+		ck_seq = c->ck_hdr.seq;
+	while (gen) {
+		int d = struct_read(c, fd, off, fsize, a, true, st);
+		if (d < 0 && d != KVT_ECORRUPT && d != KVT_EVERSION && d != KVT_EBUFSMALL)
+			break;
+		if (ssd_walk_struct(d, st, gen, off, fsize, a, &len))
+			break;
+		if (st->kind == SSD_STRUCT_REC && st->rec.type != SSD_REC_PUT &&
+		    !(lone && ssd_rec_is_twin(&prev, &st->rec))) {
+			*tombs += st->rec.seq > ck_seq;
+			prev = st->rec;
+			lone = true;
+		} else {
+			lone = false;
+		}
+		off += len;
+	}
+	free(st);
+	return gen;
+}
+
 static int check_segment(struct fsck *c, uint32_t slot, uint64_t fsize)
 {
 	char name[32];
@@ -881,8 +934,20 @@ static int check_segment(struct fsck *c, uint32_t slot, uint64_t fsize)
 		 * blocks are forgotten; a crash before the next header leaves
 		 * it so). */
 		bool zero = true;
+		uint64_t g, tombs;
 		for (size_t i = 0; i < SSD_ALIGN && zero; i++)
 			zero = c->buf[i] == 0;
+		/* Over records, it is an eviction's or damage: the two look
+		 * alike, and matter where recovery applies tombstones from
+		 * them (since 2026-12-06; before, nothing was said, and they
+		 * were lost). */
+		if (zero && (g = headerless_scan(c, fd, fsize, &tombs)) && tombs)
+			fsck_say(c, KVT_FSCK_WARN,
+				 "ssd/%s: header zeroed over records (generation %llu) holding %llu "
+				 "tombstones newer than the checkpoint: a segment evicted, or its "
+				 "header damaged; the store takes its slot for free when it opens, "
+				 "applies those tombstones and voids it (its blocks are misses)",
+				 name, (unsigned long long)g, (unsigned long long)tombs);
 		if (zero)
 			goto out;
 	}
@@ -895,8 +960,18 @@ static int check_segment(struct fsck *c, uint32_t slot, uint64_t fsize)
 		goto out;
 	}
 	if (r < 0) {
-		fsck_say(c, KVT_FSCK_DAMAGE, "ssd/%s: segment header damaged (%s)", name,
-			 kvt_strerror(r));
+		uint64_t tombs, g = headerless_scan(c, fd, fsize, &tombs);
+		if (g)
+			fsck_say(c, KVT_FSCK_DAMAGE,
+				 "ssd/%s: segment header damaged (%s), records under it "
+				 "(generation %llu, %llu tombstones newer than the checkpoint): the "
+				 "store takes its slot for free when it opens, applies those "
+				 "tombstones (and voids it if any) and reads nothing else there "
+				 "(its blocks are misses)", name, kvt_strerror(r),
+				 (unsigned long long)g, (unsigned long long)tombs);
+		else
+			fsck_say(c, KVT_FSCK_DAMAGE, "ssd/%s: segment header damaged (%s)", name,
+				 kvt_strerror(r));
 		r = 0;
 		goto out;
 	}

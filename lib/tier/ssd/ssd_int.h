@@ -144,6 +144,10 @@ struct ssd_seg {
 	bool noroom;          /* free, and its file could not be allocated
 			       * (ENOSPC): not opened until the room retry
 			       * (seg_lock; ssd.c "Room") */
+	/* free, its header damaged over records whose tombstones recovery
+	 * applied: voided by ssd_void_headerless once a checkpoint reflects
+	 * them (ssd_recover.c "Headerless") */
+	bool hdr_void;
 	uint64_t generation;  /* 0: never written */
 	uint64_t write_off;   /* bytes allocated so far */
 	uint64_t sum_bytes;   /* summary bytes the entries so far need */
@@ -406,6 +410,8 @@ struct ssd {
 	uint64_t rec_ckpt_gone;      /* checkpoint entries past their segment file's end */
 	bool rec_ckpt_damaged;       /* recovery ignored a damaged checkpoint: open
 				      * replaces it (ssd_recover.c rec_load_ckpt) */
+	uint64_t rec_hdr_tombs;      /* tombstones applied from segments whose header
+				      * was damaged (ssd_recover.c "Headerless") */
 	uint64_t rec_other_size;     /* segments of another ssd.segment, dropped */
 	uint64_t rec_other_seg;      /* the first one's segment size */
 };
@@ -497,6 +503,7 @@ void ssd_rec_align_pick(struct ssd *s);
 /* Room in g->sum for n more entries (grown by doubling): 0 or -ENOMEM. */
 int ssd_seg_sum_room(struct ssd *s, struct ssd_seg *g, size_t n);
 void ssd_seg_sum_free(struct ssd *s, struct ssd_seg *g);
+void ssd_void_headerless(struct ssd *s);
 void ssd_seg_seal_locked(struct ssd *s);
 /* Write the slot's segment header.  Writer thread. */
 int ssd_seg_write_hdr(struct ssd *s, uint32_t slot, uint64_t sum_off, uint64_t sum_len);

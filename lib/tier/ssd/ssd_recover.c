@@ -202,7 +202,15 @@ struct recovery {
 	uint64_t cur_sum_off;       /* the summary being read starts here */
 	uint64_t max_seq;
 	int err;
+	/* Headerless slots (below): per slot 0, or HL_ZERO / HL_DAMAGED;
+	 * the tombstones their walks found, applied as deletes alone. */
+	uint8_t *headerless;
+	struct ssd_ckpt_entry *tombs;
+	size_t tomb_count, tomb_cap;
+	bool tombs_only;            /* the walk is a headerless slot's */
 };
+
+enum { HL_ZERO = 1, HL_DAMAGED = 2 };
 
 static int rec_push(struct recovery *rc, const struct ssd_ckpt_entry *it)
 {
@@ -433,6 +441,27 @@ static int rec_walk_take(struct recovery *rc, uint32_t slot, const struct ssd_su
 	struct ssd_seg *g = &s->segs[slot];
 	struct ssd_ckpt_entry it;
 
+	if (rc->tombs_only) {
+		/* A headerless slot's: its tombstones newer than the
+		 * checkpoint, nothing else, and nothing for a summary. */
+		if (se->type == SSD_REC_PUT || (rc->have_ckpt && se->seq <= rc->ck.seq))
+			return 0;
+		if (rc->tomb_count == rc->tomb_cap) {
+			size_t ncap = rc->tomb_cap ? rc->tomb_cap * 2 : 64;
+			struct ssd_ckpt_entry *n = kvt_mem_realloc(
+				s->mem, rc->tombs, rc->tomb_cap * sizeof(*n), ncap * sizeof(*n));
+			if (!n)
+				return -ENOMEM;
+			rc->tombs = n;
+			rc->tomb_cap = ncap;
+		}
+		memset(&it, 0, sizeof(it));
+		it.e = *se;
+		it.slot = slot;
+		it.generation = g->generation;
+		rc->tombs[rc->tomb_count++] = it;
+		return 0;
+	}
 	/* The summary the crash prevented: rebuilt for sealing. */
 	if (ssd_seg_sum_room(s, g, 1) < 0)
 		return -ENOMEM;
@@ -550,6 +579,12 @@ static int rec_walk(struct recovery *rc, uint32_t slot, uint64_t from, uint64_t 
 			}
 		} else {
 			const struct ssd_rec_hdr *h = &st->rec;
+			const struct ns_entry *nse = ns_reg_get(s->reg, h->ns_id);
+			/* A headerless slot's tombstone of no namespace of the
+			 * store's (its digest another's): walked past, not
+			 * applied. */
+			bool other = rc->tombs_only && h->type != SSD_REC_CLEAR_ALL &&
+				     (!nse || memcmp(h->ns_digest, nse->digest, 32) != 0);
 			if (h->type != SSD_REC_PUT) {
 				tomb = *h;
 				lone = true;
@@ -565,7 +600,8 @@ static int rec_walk(struct recovery *rc, uint32_t slot, uint64_t from, uint64_t 
 			se.seq = h->seq;
 			se.value_len = h->value_len;
 			se.key = h->key;
-			r = rec_walk_take(rc, slot, &se);
+			if (!other)
+				r = rec_walk_take(rc, slot, &se);
 		}
 		if (r < 0)
 			break;
@@ -639,6 +675,165 @@ static int rec_apply(struct recovery *rc)
 	return 0;
 }
 
+/*
+ * Headerless slots.  A slot whose segment header is zero or fails its
+ * checks is free: its blocks are misses and the slot is reused.  But its
+ * records may hold tombstones, and the blocks they deleted lie in older,
+ * sound segments: until 2026-12-06 those came back after the restart
+ * with their old bytes whenever no newer checkpoint reflected the delete
+ * (test_crashloop: 31 in 40 damage rounds, every one after a header was
+ * flipped or zeroed; test_ssd_fsck hdr_damaged).  So such a slot is
+ * walked as a segment left open is -- from offset 4096, under the
+ * generation and record alignment of the structure found there (the
+ * first write of every generation lies there, never a client's bytes),
+ * the same predicate and twin rule (ssd_walk_struct, ssd_walk_twin) --
+ * and only the tombstones found are kept, and applied only as deletes,
+ * after every sound record (rec_apply_headerless).
+ *
+ * A tombstone only ever removes versions older than its seq; it makes
+ * nothing visible, and its seq does not raise the store's sequence
+ * counter: one above every seq sound data names acts as that seq on the
+ * index (whose entries all come from sound data) and raises a clear seq
+ * no further than the highest of those.  A zeroed header is also what
+ * whole-segment eviction leaves (doc/ssd-format.md "Recovery" step 2):
+ * an evicted segment's tombstones are older than the checkpoint, or, if
+ * none is used, remove only versions older than themselves, which they
+ * deleted when they were written.  So a tombstone found where it should
+ * not be costs at worst a miss (doc/security.md "Tombstones under a
+ * damaged segment header").  A slot whose tombstones were applied is
+ * voided -- its header and first record zeroed -- once a checkpoint that
+ * reflects them is durable (ssd_void_headerless): a later open does not
+ * walk it again, where its tombstones, of seqs the counter may have
+ * handed out again since, would remove newer puts.
+ */
+static int rec_headerless(struct recovery *rc, uint32_t slot, uint64_t *max_gen)
+{
+	static const uint32_t aligns[] = { SSD_REC_ALIGN, SSD_REC_ALIGN_4K };
+	struct ssd *s = rc->s;
+	struct ssd_seg *g = &s->segs[slot];
+	size_t cap = SSD_ALIGN, before = rc->tomb_count;
+	uint8_t *buf = kvt_mem_alloc_aligned(s->mem, SSD_ALIGN, cap);
+	struct ssd_struct *st = kvt_mem_alloc(s->mem, sizeof(*st));
+	uint64_t gen = 0, len, end, limit = s->cfg.seg_size;
+	int r = 0;
+
+	if (!buf || !st) {
+		r = -ENOMEM;
+		goto out;
+	}
+	if (limit > rc->fsize[slot])
+		limit = rc->fsize[slot];
+	if (limit < SSD_ALIGN + SSD_REC_ALIGN)
+		goto out; /* no room for a record */
+	g->batches = true; /* a batch header decodes only where one was written */
+	for (size_t i = 0; i < KVT_ARRAY_LEN(aligns) && !gen; i++) {
+		int d;
+		ssd_seg_set_align(s, slot, aligns[i]);
+		d = rec_walk_read(s, slot, SSD_ALIGN, limit, &buf, &cap, st);
+		if (d == -ENOMEM) {
+			r = d;
+			goto out;
+		}
+		if (d < 0)
+			continue;
+		gen = st->kind == SSD_STRUCT_BATCH ? st->batch.generation : st->rec.generation;
+		if (ssd_walk_struct(d, st, gen, SSD_ALIGN, limit, aligns[i], &len))
+			gen = 0;
+	}
+	if (!gen)
+		goto out; /* nothing written there (a new file), or damaged too */
+	/* Its generation is no longer named by a header: new ones go on
+	 * above it all the same ("Generations"). */
+	if (gen > *max_gen)
+		*max_gen = gen;
+	/* Free at the checkpoint, and its generation handed out before it
+	 * (every later one is above all the checkpoint names): its segment
+	 * ended before the checkpoint, so its records are all reflected
+	 * there -- an eviction's leftovers, skipped without a walk. */
+	if (rc->have_ckpt && slot < rc->ck.slot_count && rc->ck_gen[slot] == 0 &&
+	    gen <= rc->ck_max_gen)
+		goto out;
+	g->generation = gen;
+	rc->tombs_only = true;
+	r = rec_walk(rc, slot, SSD_ALIGN, s->cfg.seg_size, &end);
+	rc->tombs_only = false;
+	g->generation = 0;
+	if (r == 0 && rc->tomb_count > before)
+		kvt_logf(s->log, KVT_LOG_WARN,
+			 "ssd: seg-%06u: header %s over records of generation %llu: %zu "
+			 "tombstones there applied, its blocks are misses",
+			 slot, rc->headerless[slot] == HL_ZERO ? "zeroed" : "damaged",
+			 (unsigned long long)gen, rc->tomb_count - before);
+out:
+	g->batches = false;
+	if (buf)
+		kvt_mem_free(s->mem, buf, cap);
+	if (st)
+		kvt_mem_free(s->mem, st, sizeof(*st));
+	return r;
+}
+
+/* The headerless slots' tombstones, after every sound record: a delete
+ * removes the versions below its seq, a clear those of its namespace (or
+ * all) and raises its clear seq, each with the seq bounded by sound data
+ * (above). */
+static void rec_apply_headerless(struct recovery *rc)
+{
+	struct ssd *s = rc->s;
+	uint64_t top = rc->max_seq;
+
+	for (size_t i = 0; i < rc->tomb_count; i++) {
+		const struct ssd_ckpt_entry *t = &rc->tombs[i];
+		uint64_t below = t->e.seq > top ? top + 1 : t->e.seq;
+		uint64_t clear = t->e.seq > top ? top : t->e.seq;
+		switch (t->e.type) {
+		case SSD_REC_DELETE:
+			ssd_idx_remove_key(s, t->e.ns_id, &t->e.key, below);
+			break;
+		case SSD_REC_CLEAR_NS:
+			ssd_clear_raise(s, t->e.ns_id, clear);
+			ssd_idx_sweep(s, t->e.ns_id, UINT32_MAX, 0, below);
+			break;
+		case SSD_REC_CLEAR_ALL:
+			ssd_clear_raise(s, 0, clear);
+			ssd_idx_sweep(s, KVT_NS_ALL, UINT32_MAX, 0, below);
+			break;
+		default:
+			continue;
+		}
+		s->segs[t->slot].hdr_void = true;
+		s->rec_hdr_tombs++;
+	}
+}
+
+/* Void the headerless slots whose tombstones recovery applied (above),
+ * now that a durable checkpoint reflects them: their header and first
+ * record zeroed and synced.  Alone in ssd_open, before the writer
+ * starts.  A failure is logged: the next open walks the slot again. */
+void ssd_void_headerless(struct ssd *s)
+{
+	uint8_t *buf = NULL;
+
+	for (uint32_t i = 0; i < s->slot_count; i++) {
+		struct ssd_seg *g = &s->segs[i];
+		if (!g->hdr_void)
+			continue;
+		g->hdr_void = false;
+		if (!buf) {
+			buf = kvt_mem_alloc_aligned(s->mem, SSD_ALIGN, 2 * SSD_ALIGN);
+			if (buf)
+				memset(buf, 0, 2 * SSD_ALIGN);
+		}
+		if (!buf || g->fd < 0 || pwrite(g->fd, buf, 2 * SSD_ALIGN, 0) != 2 * SSD_ALIGN ||
+		    fdatasync(g->fd) < 0)
+			kvt_logf(s->log, KVT_LOG_WARN,
+				 "ssd: seg-%06u: could not void it after applying its tombstones "
+				 "(the next open walks it again)", i);
+	}
+	if (buf)
+		kvt_mem_free(s->mem, buf, 2 * SSD_ALIGN);
+}
+
 int ssd_id_read(int ssd_dfd, uint8_t id[16])
 {
 	size_t got = 0;
@@ -696,8 +891,9 @@ int ssd_recover(struct ssd *s)
 	rc.ck_gen = kvt_mem_calloc(s->mem, s->slot_count, sizeof(uint64_t));
 	rc.ck_off = kvt_mem_calloc(s->mem, s->slot_count, sizeof(uint64_t));
 	rc.fsize = kvt_mem_calloc(s->mem, s->slot_count, sizeof(uint64_t));
+	rc.headerless = kvt_mem_calloc(s->mem, s->slot_count, 1);
 	buf = kvt_mem_alloc_aligned(s->mem, SSD_ALIGN, SSD_ALIGN);
-	if (!rc.ck_gen || !rc.ck_off || !rc.fsize || !buf) {
+	if (!rc.ck_gen || !rc.ck_off || !rc.fsize || !rc.headerless || !buf) {
 		r = -ENOMEM;
 		goto out;
 	}
@@ -739,9 +935,17 @@ int ssd_recover(struct ssd *s)
 			s->rec_old_format++;
 			continue;
 		}
-		if (ssd_pread_full(s, g->fd, buf, SSD_ALIGN, 0) < 0 ||
-		    ssd_seg_hdr_decode(buf, &h) < 0)
+		if (ssd_pread_full(s, g->fd, buf, SSD_ALIGN, 0) < 0)
 			continue; /* free: reused as such */
+		if (ssd_seg_hdr_decode(buf, &h) < 0) {
+			/* Free as well, but its records may hold tombstones
+			 * ("Headerless", above): walked for them in step 3. */
+			bool zero = true;
+			for (size_t b = 0; b < SSD_ALIGN && zero; b++)
+				zero = buf[b] == 0;
+			rc.headerless[i] = zero ? HL_ZERO : HL_DAMAGED;
+			continue;
+		}
 		/* Whatever header this file holds, its records may lie in it
 		 * past a new segment's write point: new generations go on
 		 * above its ("Generations", above). */
@@ -779,8 +983,11 @@ int ssd_recover(struct ssd *s)
 				 "ssd: recovering: %u of %u segments looked at, %zu records read",
 				 i, s->slot_count, rc.count);
 		}
-		if (g->state == SEG_FREE)
+		if (g->state == SEG_FREE) {
+			if (rc.headerless[i] && (r = rec_headerless(&rc, i, &max_gen)) < 0)
+				goto out;
 			continue;
+		}
 		g->sum_bytes = 0;
 		rc.cur_slot = i;
 		rc.cur_gen = g->generation;
@@ -867,6 +1074,7 @@ int ssd_recover(struct ssd *s)
 	r = rec_apply(&rc);
 	if (r < 0)
 		goto out;
+	rec_apply_headerless(&rc);
 	s->next_seq = rc.max_seq + 1;
 	for (uint32_t i = 0; i < s->slot_count; i++)
 		if (s->segs[i].generation >= s->next_gen)
@@ -877,6 +1085,8 @@ out:
 	kvt_mem_free(s->mem, rc.ck_gen, s->slot_count * sizeof(uint64_t));
 	kvt_mem_free(s->mem, rc.ck_off, s->slot_count * sizeof(uint64_t));
 	kvt_mem_free(s->mem, rc.fsize, s->slot_count * sizeof(uint64_t));
+	kvt_mem_free(s->mem, rc.headerless, s->slot_count);
+	kvt_mem_free(s->mem, rc.tombs, rc.tomb_cap * sizeof(*rc.tombs));
 	if (buf)
 		kvt_mem_free(s->mem, buf, SSD_ALIGN);
 	return r;
