@@ -261,6 +261,11 @@ bool kvtd_pinset_drop(struct kvtd_pinset *s, uintptr_t at)
 	return true;
 }
 
+uint64_t kvtd_pinset_refs(const struct kvtd_pinset *s, uintptr_t at)
+{
+	return at && s->slot ? base_pinset_find(s, at)->refs : 0;
+}
+
 bool kvtd_pinset_add(struct kvtd_pinset *s, uintptr_t at)
 {
 	/* no table (out of memory), or no place: each counted, as before */

@@ -1392,6 +1392,108 @@ static void s3d_delete_bucket_set(struct s3d_req *rq, int r)
 	s3d_finish(rq);
 }
 
+/* ---- DeleteBucket against the bucket's writes -------------------------------
+ *
+ * A write into a bucket -- PutObject, UploadPart, CreateMultipartUpload,
+ * CompleteMultipartUpload, CopyObject, UploadPartCopy -- checks the
+ * bucket's word first and lands later: after its body, its assembly, a
+ * park for write-down room.  A DeleteBucket in between found no object,
+ * cleared the namespace and set the word to 0, and the write landed after
+ * the clear: a PUT answered 200 beside a DeleteBucket answered 204, its
+ * object back in the bucket created again (or, its reservation cancelled
+ * by the clear, a 200 for an object stored nowhere; s3tidy, 2026-12-06,
+ * test_hostile_http s3_bucket_race).  So the two exclude each other per
+ * bucket, in srv->s3_gate (a pin set used as a count of holds, under
+ * s3_gate_lock: a bucket's requests come on any loop): a write holds key
+ * 2*ns from its bucket's check until it is answered, a DeleteBucket key
+ * 2*ns+1 from before its walk until it is answered.  A DeleteBucket that
+ * finds a write of its bucket in progress, or another DeleteBucket, is
+ * 409 OperationAborted (S3's answer to a conflicting operation in
+ * progress; retry); a write that finds a DeleteBucket in progress is 503
+ * SlowDown (S3 clients retry it, and then find the bucket gone, 404, or
+ * kept).  Once a write holds its key the word is read again: a
+ * DeleteBucket that ended since the first check set it to 0 before it let
+ * go.  The cost: a mutex taken twice a write, held for a table lookup.
+ */
+static uintptr_t s3d_gate_key(uint32_t ns, bool del)
+{
+	return (uintptr_t)ns << 1 | (del ? 1u : 0u);
+}
+
+int s3d_gate_write(struct s3d_req *rq)
+{
+	struct kvtd_server *srv = rq->conn->loop->srv;
+	uintptr_t at = s3d_gate_key(rq->ns, false);
+	int r = 0;
+
+	if (rq->gate_at)
+		return 0;
+	pthread_mutex_lock(&srv->s3_gate_lock);
+	if (kvtd_pinset_refs(&srv->s3_gate, s3d_gate_key(rq->ns, true)))
+		r = -EBUSY;
+	else if (kvtd_pinset_hold(&srv->s3_gate, at) < 0)
+		r = -ENOMEM;
+	pthread_mutex_unlock(&srv->s3_gate_lock);
+	if (r < 0)
+		return r;
+	rq->gate_at = at;
+	r = s3d_bucket_live(srv, rq->ns);
+	if (r < 0)
+		s3d_gate_leave(rq);
+	return r;
+}
+
+void s3d_gate_fail(struct s3d_req *rq, int r)
+{
+	if (r == KVT_MISS)
+		s3d_fail(rq, 404, "NoSuchBucket", "The specified bucket does not exist");
+	else if (r == -EBUSY)
+		s3d_fail(rq, 503, "SlowDown", "The bucket is being deleted; retry later.");
+	else
+		s3d_fail(rq, 503, "SlowDown", kvt_strerror(r));
+}
+
+void s3d_gate_leave(struct s3d_req *rq)
+{
+	struct kvtd_server *srv = rq->conn->loop->srv;
+
+	if (!rq->gate_at)
+		return;
+	pthread_mutex_lock(&srv->s3_gate_lock);
+	(void)kvtd_pinset_drop(&srv->s3_gate, rq->gate_at);
+	pthread_mutex_unlock(&srv->s3_gate_lock);
+	rq->gate_at = 0;
+}
+
+/* A DeleteBucket begins: true, holding its bucket's DeleteBucket key;
+ * false, answered (a write or another DeleteBucket of it in progress). */
+static bool s3d_gate_delete(struct s3d_req *rq)
+{
+	struct kvtd_server *srv = rq->conn->loop->srv;
+	uintptr_t at = s3d_gate_key(rq->ns, true);
+	int r = 0;
+
+	pthread_mutex_lock(&srv->s3_gate_lock);
+	if (kvtd_pinset_refs(&srv->s3_gate, s3d_gate_key(rq->ns, false)) ||
+	    kvtd_pinset_refs(&srv->s3_gate, at))
+		r = -EBUSY;
+	else if (kvtd_pinset_hold(&srv->s3_gate, at) < 0)
+		r = -ENOMEM;
+	pthread_mutex_unlock(&srv->s3_gate_lock);
+	if (r == -EBUSY) {
+		s3d_fail(rq, 409, "OperationAborted", "A conflicting conditional operation is "
+			 "currently in progress against this resource (a write into the bucket, "
+			 "or its deletion). Please try again.");
+		return false;
+	}
+	if (r < 0) {
+		s3d_fail(rq, 503, "SlowDown", kvt_strerror(r));
+		return false;
+	}
+	rq->gate_at = at;
+	return true;
+}
+
 /* ---- Walks of the store ---------------------------------------------------
  *
  * kvt_scan walks the DRAM and SSD indexes whole -- every tenant's entries,
@@ -2970,6 +3072,14 @@ void s3d_run(struct s3d_req *rq)
 		s3d_fail(rq, 403, "AccessDenied", "A grant gives read access only.");
 		return;
 	}
+	/* A write into the bucket: none while it is being deleted, and no
+	 * DeleteBucket until it is answered ("DeleteBucket against the
+	 * bucket's writes"; PutObject and UploadPart from their heads, s3d.c) */
+	if ((rq->op == S3_MPU_CREATE || rq->op == S3_MPU_COMPLETE || rq->op == S3_COPY ||
+	     rq->op == S3_MPU_PART_COPY) && (r = s3d_gate_write(rq)) < 0) {
+		s3d_gate_fail(rq, r);
+		return;
+	}
 	switch (rq->op) {
 	case S3_CREATE_BUCKET:
 		/* The bucket is its namespace's word in the registry: the
@@ -2983,8 +3093,9 @@ void s3d_run(struct s3d_req *rq)
 		s3d_finish(rq);
 		return;
 	case S3_DELETE_BUCKET:
-		/* Objects left: refused (a walk, s3d_delete_bucket_scanned) */
-		if (s3d_scan_acquire(rq))
+		/* Objects left: refused (a walk, s3d_delete_bucket_scanned);
+		 * no write of the bucket in progress meanwhile (s3d_gate_delete) */
+		if (s3d_gate_delete(rq) && s3d_scan_acquire(rq))
 			s3d_scan(rq, NULL, 'o', NULL, 1, s3d_delete_bucket_scanned);
 		return;
 	case S3_HEAD:

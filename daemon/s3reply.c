@@ -494,6 +494,7 @@ void s3d_req_free(struct kvtd_server *srv, struct s3d_req *rq)
 	free(rq->del_item);
 	free(rq->flush_item);
 	s3d_scan_release(rq);
+	s3d_gate_leave(rq);
 	free(rq->list);
 	s3d_pins_release(srv, rq);
 	if (rq->reserved)
@@ -690,6 +691,7 @@ void s3d_finish(struct s3d_req *rq)
 	rq->done = true;
 	rq->phase = PH_DONE;
 	s3d_scan_release(rq);
+	s3d_gate_leave(rq); /* its write landed, or will not */
 	/* The pins its answer did not keep (a GET refused, a copy's sources)
 	 * are let go now rather than once it is queued: a GET refused behind
 	 * a request in flight held its object pinned until then

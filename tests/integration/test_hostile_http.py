@@ -6935,6 +6935,92 @@ s3_park_overwrite.extra = ["--ssd", "256M", "--set", "ssd.segment=16M",
                            "--set", "ssd.writedown_max=8M",
                            "--set", "ssd.debug_write_delay_ms=600"]
 
+# s3_bucket_race: how long the SSD writer holds each write-down (a
+# DeleteBucket's clear waits behind one to be durable)
+RACE_WAIT_MS = 300
+
+
+@phase
+def s3_bucket_race(ph):
+    """DeleteBucket and a write into the bucket are linearizable: never a
+    DeleteBucket answered 204 and a PUT into the bucket answered 200 as
+    if after it, the object then back in the bucket created again.  (1)
+    alice's PUT of 64 KiB into `race1` has all but its last KiB sent
+    (its bucket checked, its reservation made) when she deletes the
+    bucket: before, the delete found no object and answered 204, the PUT
+    landed after it (200), and `race1` created again held the object.
+    Now the delete is 409 OperationAborted while a write into the bucket
+    is in progress, the PUT 200, and the bucket holds it.  (2) a
+    DeleteBucket of `race2` (an upload marker in it) waits for its clear
+    to be durable behind a write-down of RACE_WAIT_MS
+    (ssd.debug_write_delay_ms) when a PUT into `race2` arrives: before,
+    the PUT was 200, landing after the clear, and the object came back
+    with `race2` created again; now it is 503 SlowDown (retried, it finds
+    no bucket: 404 NoSuchBucket)."""
+    srv = ph.srv
+    P, _, sm, req = ph.kit()
+    srv.written_down()
+    # (1) a PUT in progress when the DeleteBucket comes
+    st, _, b = req("PUT", "/race1")
+    assert st == 200, (st, b)
+    body = os.urandom(64 << 10)
+    c = socket.create_connection(("127.0.0.1", P), source_address=(ph.addr(), 0))
+    msg = sm("PUT", "/race1/obj", body=body)
+    c.sendall(msg[:-1024])
+    time.sleep(0.2)  # its head taken: bucket checked, DRAM reserved
+    st_del, _, b_del = req("DELETE", "/race1")
+    c.sendall(msg[-1024:])
+    st_put, _, b_put = read_answer(c, 10)
+    c.close()
+    st_mk, _, _ = req("PUT", "/race1")
+    st_get, _, got = req("GET", "/race1/obj")
+    print("a PUT in progress, DeleteBucket: %d %s; the PUT %d; CreateBucket %d; GET %d" % (
+        st_del, code_of(b_del), st_put, st_mk, st_get))
+    ph.expect(not (st_del == 204 and st_put == 200), "the delete and the PUT both done",
+              st_del, st_put)
+    ph.expect(st_del == 409 and code_of(b_del) == "OperationAborted",
+              "DeleteBucket beside a PUT in progress", st_del, b_del[:200])
+    ph.expect(st_put == 200 and st_mk == 409 and st_get == 200 and got == body,
+              "the PUT kept, in the bucket not deleted", st_put, st_mk, st_get)
+    ph.cases += 1
+    # (2) a PUT while the DeleteBucket is in progress
+    for path in ("/race2", "/race2/up?uploads="):
+        st, _, b = req("PUT" if "?" not in path else "POST", path.split("?")[0],
+                       query=path.partition("?")[2])
+        assert st == 200, (path, st, b)
+    srv.written_down()
+    st, _, b = req("PUT", "/hbkt/trigger", body=b"t" * 1024)  # holds the writer
+    assert st == 200, (st, b)
+    d = socket.create_connection(("127.0.0.1", P), source_address=(ph.addr(), 0))
+    t0 = time.monotonic()
+    d.sendall(sm("DELETE", "/race2"))
+    time.sleep(0.1)
+    st_put, _, b_put = req("PUT", "/race2/late", body=b"late")
+    st_del, _, b_del = read_answer(d, 10)
+    dt = time.monotonic() - t0
+    d.close()
+    st_again, _, b_again = req("PUT", "/race2/late", body=b"late")
+    st_mk, _, _ = req("PUT", "/race2")
+    st_get, _, _ = req("GET", "/race2/late")
+    print("DeleteBucket in progress (%d %s after %.0f ms), a PUT: %d %s, again %d %s; "
+          "CreateBucket %d; GET %d" % (st_del, code_of(b_del), dt * 1e3, st_put,
+                                       code_of(b_put), st_again, code_of(b_again), st_mk,
+                                       st_get))
+    ph.expect(st_del == 204 and dt >= RACE_WAIT_MS / 2000, "the DeleteBucket waited", st_del,
+              dt)
+    ph.expect(st_put == 503 and code_of(b_put) == "SlowDown",
+              "a PUT beside the DeleteBucket", st_put, b_put[:200])
+    ph.expect(st_again == 404 and code_of(b_again) == "NoSuchBucket", "the PUT retried",
+              st_again)
+    ph.expect(st_mk == 200 and st_get == 404, "the bucket created again is empty", st_mk,
+              st_get)
+    ph.cases += 1
+    ph.probe("DeleteBucket beside PUTs")
+
+
+s3_bucket_race.extra = ["--ssd", "64M", "--set", "ssd.segment=16M",
+                        "--set", "ssd.debug_write_delay_ms=%d" % RACE_WAIT_MS]
+
 
 def main():
     if len(sys.argv) < 3 or sys.argv[2] not in PHASES:
