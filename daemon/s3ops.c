@@ -765,29 +765,38 @@ void s3d_req_done(struct kvtd_loop *loop, struct kvt_req *r)
  * Operations
  */
 
+/* A bucket ListBuckets lists: its name (at most 63 bytes) and word. */
+struct s3d_listed_bucket {
+	char name[64];
+	uint64_t word;
+};
+
+static int s3d_listed_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct s3d_listed_bucket *)a)->name,
+		      ((const struct s3d_listed_bucket *)b)->name);
+}
+
 /* ListBuckets: the tenant's bucket namespaces whose word is not 0, with
  * it as their creation date -- the registry alone, in memory: no read.
  * (Until 2026-12-06 each bucket's marker block was read, a quiet part get
  * of its 8 bytes: from SSD after a restart, an aligned read each.)
  * Namespace ids are 1, 2, 3 ... (lib/ns.c); a tenant's buckets are those
- * with model "s3/NAME", layout s3-object and its tenant line. */
+ * with model "s3/NAME", layout s3-object and its tenant line.  Sorted by
+ * name, as S3 lists them (names are a-z 0-9 . -: byte order); until
+ * 2026-12-06 in the order of their ids, of their first creation. */
 static void s3d_list_buckets(struct s3d_req *rq)
 {
 	struct kvtd_server *srv = rq->conn->loop->srv;
+	struct s3d_listed_bucket *bk = NULL;
+	size_t n = 0, cap = 0;
 	char canon[2100];
 
-	s3d_xml_begin(rq, "ListAllMyBucketsResult");
-	s3d_text(rq, "<Owner><ID>", 11);
-	s3d_xml_str(rq, rq->tenant, rq->tenant_len);
-	s3d_text(rq, "</ID><DisplayName>", 18);
-	s3d_xml_str(rq, rq->tenant, rq->tenant_len);
-	s3d_text(rq, "</DisplayName></Owner><Buckets>", 31);
 	for (uint32_t id = 1;; id++) {
 		uint8_t digest[32];
 		const char *name, *t;
 		size_t nl;
 		uint64_t w = 0;
-		char d[40];
 		int tl, len = kvt_ns_info(srv->store, id, digest, canon, sizeof(canon));
 
 		if (len < 0)
@@ -795,13 +804,40 @@ static void s3d_list_buckets(struct s3d_req *rq)
 		if ((size_t)len >= sizeof(canon) ||
 		    !s3d_canon_bucket(canon, (size_t)len, &name, &nl, &t, &tl) || tl < 0 ||
 		    (size_t)tl != rq->tenant_len || memcmp(t, rq->tenant, rq->tenant_len) ||
-		    kvt_ns_word(srv->store, id, &w) != 0 || !w)
+		    kvt_ns_word(srv->store, id, &w) != 0 || !w ||
+		    nl >= sizeof(bk->name)) /* (a name no request could address) */
 			continue;
-		s3d_iso_date(d, sizeof(d), w);
+		if (n == cap) {
+			size_t nc = cap ? 2 * cap : 16;
+			struct s3d_listed_bucket *nb = realloc(bk, nc * sizeof(*bk));
+			if (!nb) {
+				free(bk);
+				s3d_fail(rq, 503, "SlowDown", "server out of memory");
+				return;
+			}
+			bk = nb;
+			cap = nc;
+		}
+		memcpy(bk[n].name, name, nl);
+		bk[n].name[nl] = 0;
+		bk[n++].word = w;
+	}
+	if (n > 1)
+		qsort(bk, n, sizeof(*bk), s3d_listed_cmp);
+	s3d_xml_begin(rq, "ListAllMyBucketsResult");
+	s3d_text(rq, "<Owner><ID>", 11);
+	s3d_xml_str(rq, rq->tenant, rq->tenant_len);
+	s3d_text(rq, "</ID><DisplayName>", 18);
+	s3d_xml_str(rq, rq->tenant, rq->tenant_len);
+	s3d_text(rq, "</DisplayName></Owner><Buckets>", 31);
+	for (size_t i = 0; i < n; i++) {
+		char d[40];
+		s3d_iso_date(d, sizeof(d), bk[i].word);
 		s3d_text(rq, "<Bucket><Name>", 14);
-		s3d_xml_str(rq, name, nl);
+		s3d_xml_str(rq, bk[i].name, strlen(bk[i].name));
 		s3d_printf(rq, "</Name><CreationDate>%s</CreationDate></Bucket>", d);
 	}
+	free(bk);
 	s3d_text(rq, "</Buckets></ListAllMyBucketsResult>\n", 36);
 	s3d_xml_answer(rq, 200);
 	s3d_finish(rq);
