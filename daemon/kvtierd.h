@@ -802,6 +802,7 @@ struct kvtd_aux {
 struct kvtd_pinslot {
 	uintptr_t at;
 	uint64_t refs;
+	uint64_t len; /* what its first hold counted (kvtd_pinset_hold) */
 };
 struct kvtd_pinset {
 	struct kvtd_pinslot *slot;
@@ -1231,16 +1232,20 @@ void kvtd_resv_release(struct kvtd_tstat *t, uint64_t n);
  * added (always without a table: init failed, or `at` 0); at most `max`
  * adds.  The same table counts references where pins come and go one by
  * one (S3 requests in progress, s3reply.c): kvtd_pinset_hold, 1 the
- * first time `at` is held (the value to count; `at` 0: always), 0 if it
- * is already, -ENOMEM (nothing held); kvtd_pinset_drop, true when the
- * last hold of `at` is dropped (the value to uncount); kvtd_pinset_refs,
+ * first time `at` is held (the value to count, len bytes: kept in its
+ * slot; `at` 0: always, nothing kept), 0 if it is already, -ENOMEM
+ * (nothing held); kvtd_pinset_drop, true when the last hold of `at` is
+ * dropped (the value to uncount), with *len the len its first hold
+ * counted (`at` 0: *len untouched) -- whatever length the last holder's
+ * view has, so that a value is uncounted by what was counted for it;
+ * kvtd_pinset_refs,
  * how many holds of `at` there are (0: none).  A set of `at`s held is
  * freed when it holds none.  (The structs: before struct kvtd_server.) */
 int kvtd_pinset_init(struct kvtd_pinset *s, uint32_t max);
 void kvtd_pinset_free(struct kvtd_pinset *s);
 bool kvtd_pinset_add(struct kvtd_pinset *s, uintptr_t at);
-int kvtd_pinset_hold(struct kvtd_pinset *s, uintptr_t at);
-bool kvtd_pinset_drop(struct kvtd_pinset *s, uintptr_t at);
+int kvtd_pinset_hold(struct kvtd_pinset *s, uintptr_t at, uint64_t len);
+bool kvtd_pinset_drop(struct kvtd_pinset *s, uintptr_t at, uint64_t *len);
 uint64_t kvtd_pinset_refs(const struct kvtd_pinset *s, uintptr_t at);
 /* Where a pinned value is (its view's first run), its key in a
  * kvtd_pinset; 0: none.  kvtd_item_pin_at: a native item's. */

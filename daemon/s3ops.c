@@ -1467,7 +1467,7 @@ int s3d_gate_write(struct s3d_req *rq)
 	pthread_mutex_lock(&srv->s3_gate_lock);
 	if (kvtd_pinset_refs(&srv->s3_gate, s3d_gate_key(rq->ns, true)))
 		r = -EBUSY;
-	else if (kvtd_pinset_hold(&srv->s3_gate, at) < 0)
+	else if (kvtd_pinset_hold(&srv->s3_gate, at, 0) < 0)
 		r = -ENOMEM;
 	pthread_mutex_unlock(&srv->s3_gate_lock);
 	if (r < 0)
@@ -1492,11 +1492,12 @@ void s3d_gate_fail(struct s3d_req *rq, int r)
 void s3d_gate_leave(struct s3d_req *rq)
 {
 	struct kvtd_server *srv = rq->conn->loop->srv;
+	uint64_t len;
 
 	if (!rq->gate_at)
 		return;
 	pthread_mutex_lock(&srv->s3_gate_lock);
-	(void)kvtd_pinset_drop(&srv->s3_gate, rq->gate_at);
+	(void)kvtd_pinset_drop(&srv->s3_gate, rq->gate_at, &len);
 	pthread_mutex_unlock(&srv->s3_gate_lock);
 	rq->gate_at = 0;
 }
@@ -1513,7 +1514,7 @@ static bool s3d_gate_delete(struct s3d_req *rq)
 	if (kvtd_pinset_refs(&srv->s3_gate, s3d_gate_key(rq->ns, false)) ||
 	    kvtd_pinset_refs(&srv->s3_gate, at))
 		r = -EBUSY;
-	else if (kvtd_pinset_hold(&srv->s3_gate, at) < 0)
+	else if (kvtd_pinset_hold(&srv->s3_gate, at, 0) < 0)
 		r = -ENOMEM;
 	pthread_mutex_unlock(&srv->s3_gate_lock);
 	if (r == -EBUSY) {

@@ -192,13 +192,18 @@ static bool s3d_pin_new(const struct s3d_item *it)
 /* Undo the holds of the new items of items[0, n) in set. */
 static void s3d_pins_undo(struct kvtd_pinset *set, struct s3d_item *items, uint32_t n)
 {
+	uint64_t len;
+
 	for (uint32_t i = 0; i < n; i++)
 		if (s3d_pin_new(&items[i]))
-			(void)kvtd_pinset_drop(set, kvtd_req_pin_at(&items[i].req));
+			(void)kvtd_pinset_drop(set, kvtd_req_pin_at(&items[i].req), &len);
 }
 
 /* Hold the new items' values in set: the bytes of those it did not
- * hold, or -ENOMEM (*done: the items tried, holds of [0, *done) made). */
+ * hold, or -ENOMEM (*done: the items tried, holds of [0, *done) made).
+ * A value is counted by its first holder's length, kept in its slot and
+ * given back by its last (s3d_pins_put), whatever theirs: equal today
+ * (every such pin holds a whole value), not if a ranged view shared one. */
 static int64_t s3d_pins_hold(struct kvtd_pinset *set, struct s3d_item *items, uint32_t n,
 			     uint32_t *done)
 {
@@ -209,7 +214,7 @@ static int64_t s3d_pins_hold(struct kvtd_pinset *set, struct s3d_item *items, ui
 		int r;
 		if (!s3d_pin_new(&items[i]))
 			continue;
-		r = kvtd_pinset_hold(set, kvtd_req_pin_at(&items[i].req));
+		r = kvtd_pinset_hold(set, kvtd_req_pin_at(&items[i].req), items[i].req.length);
 		if (r < 0)
 			break;
 		add += r ? items[i].req.length : 0;
@@ -274,14 +279,15 @@ static void s3d_pins_put(struct s3d_req *rq, struct s3d_item *it)
 {
 	struct s3d_conn *sc = s3d_of(rq->conn);
 	struct kvtd_tstat *t = it->pin_tstat;
+	uint64_t len = it->pin_charged; /* (pin_at 0: not kept in the sets) */
 
-	if (sc && kvtd_pinset_drop(&sc->pin_set, it->pin_at))
-		sc->pin_held -= it->pin_charged;
+	if (sc && kvtd_pinset_drop(&sc->pin_set, it->pin_at, &len))
+		sc->pin_held -= len;
 	if (t) {
+		len = it->pin_charged;
 		pthread_mutex_lock(&t->pin_lock);
-		if (kvtd_pinset_drop(&t->pin_set, it->pin_at))
-			atomic_fetch_sub_explicit(&t->pinned, it->pin_charged,
-						  memory_order_relaxed);
+		if (kvtd_pinset_drop(&t->pin_set, it->pin_at, &len))
+			atomic_fetch_sub_explicit(&t->pinned, len, memory_order_relaxed);
 		pthread_mutex_unlock(&t->pin_lock);
 	}
 	it->pin_charged = 0;
