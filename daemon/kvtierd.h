@@ -1420,6 +1420,11 @@ void kvtd_conn_stop_input(struct kvtd_conn *c);
 /* Checks the RESP options; registers the default tenant's namespace. */
 int kvtd_resp_setup(struct kvtd_server *srv);
 
+/* s3ops.c: the table of the S3 buckets' writes and DeleteBuckets in
+ * progress (srv->s3_gate: s3ops.c "DeleteBucket against the bucket's
+ * writes"), made before any request; freed at exit. */
+void kvtd_s3_gate_init(struct kvtd_server *srv);
+void kvtd_s3_gate_free(struct kvtd_server *srv);
 /* s3ops.c: at start, before any request, with or without --s3: a bucket
  * an older kvtierd created exists while its marker block (key "B": 8
  * bytes, its creation time) does; keep each such bucket whose marker is

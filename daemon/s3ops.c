@@ -1449,11 +1449,27 @@ static void s3d_delete_bucket_set(struct s3d_req *rq, int r)
  * SlowDown (S3 clients retry it, and then find the bucket gone, 404, or
  * kept).  Once a write holds its key the word is read again: a
  * DeleteBucket that ended since the first check set it to 0 before it let
- * go.  The cost: a mutex taken twice a write, held for a table lookup.
+ * go.  The cost: a mutex taken twice a write, held for a table lookup
+ * (the table kept: a pin set frees itself once empty, and a calloc and a
+ * free a write were half the gate's cost, so it always holds key 1, ns 0's
+ * DeleteBucket -- no namespace has id 0).
  */
 static uintptr_t s3d_gate_key(uint32_t ns, bool del)
 {
 	return (uintptr_t)ns << 1 | (del ? 1u : 0u);
+}
+
+void kvtd_s3_gate_init(struct kvtd_server *srv)
+{
+	pthread_mutex_init(&srv->s3_gate_lock, NULL);
+	/* (without memory: made and freed by the writes, as they come) */
+	(void)kvtd_pinset_hold(&srv->s3_gate, s3d_gate_key(0, true), 0);
+}
+
+void kvtd_s3_gate_free(struct kvtd_server *srv)
+{
+	kvtd_pinset_free(&srv->s3_gate);
+	pthread_mutex_destroy(&srv->s3_gate_lock);
 }
 
 int s3d_gate_write(struct s3d_req *rq)
