@@ -6988,8 +6988,9 @@ s3_park_overwrite.extra = ["--ssd", "256M", "--set", "ssd.segment=16M",
                            "--set", "ssd.debug_write_delay_ms=600"]
 
 # s3_bucket_race: how long the SSD writer holds each write-down (a
-# DeleteBucket's clear waits behind one to be durable)
-RACE_WAIT_MS = 300
+# DeleteBucket's clear waits behind one to be durable), and when the PUT
+# is sent into it
+RACE_WAIT_MS, RACE_PUT_AT_S = 400, 0.15
 
 
 @phase
@@ -6997,18 +6998,21 @@ def s3_bucket_race(ph):
     """DeleteBucket and a write into the bucket are linearizable: never a
     DeleteBucket answered 204 and a PUT into the bucket answered 200 as
     if after it, the object then back in the bucket created again.  (1)
-    alice's PUT of 64 KiB into `race1` has all but its last KiB sent
-    (its bucket checked, its reservation made) when she deletes the
-    bucket: before, the delete found no object and answered 204, the PUT
-    landed after it (200), and `race1` created again held the object.
-    Now the delete is 409 OperationAborted while a write into the bucket
-    is in progress, the PUT 200, and the bucket holds it.  (2) a
-    DeleteBucket of `race2` (an upload marker in it) waits for its clear
-    to be durable behind a write-down of RACE_WAIT_MS
-    (ssd.debug_write_delay_ms) when a PUT into `race2` arrives: before,
-    the PUT was 200, landing after the clear, and the object came back
-    with `race2` created again; now it is 503 SlowDown (retried, it finds
-    no bucket: 404 NoSuchBucket)."""
+    alice's PUT of 64 KiB into `race1` has its head taken (100 Continue:
+    its bucket checked, its DRAM reserved) and all but its last KiB sent
+    when she deletes the bucket: before, the delete found no object and
+    answered 204, then the PUT 200 (its reservation cancelled by the
+    clear: stored nowhere).  Now the delete is 409 OperationAborted while
+    a write into the bucket is in progress, the PUT 200, and the bucket
+    holds it.  (2) a DeleteBucket of `race2N` (an upload marker in it)
+    waits for its clear to be durable behind a write-down of
+    RACE_WAIT_MS (ssd.debug_write_delay_ms) when a PUT into the bucket
+    arrives: before, the PUT was 200, landing after the clear, and the
+    object came back with the bucket created again; now it is 503
+    SlowDown (retried, it finds no bucket: 404 NoSuchBucket).  A PUT
+    that got there before the DeleteBucket (a loaded machine) makes it
+    409 BucketNotEmpty, as it should: the case is tried again, 3 times
+    at most."""
     srv = ph.srv
     P, _, sm, req = ph.kit()
     srv.written_down()
@@ -7016,12 +7020,15 @@ def s3_bucket_race(ph):
     st, _, b = req("PUT", "/race1")
     assert st == 200, (st, b)
     body = os.urandom(64 << 10)
+    msg = sm("PUT", "/race1/obj", body=body, extra={"expect": "100-continue"})
+    head = msg[:len(msg) - len(body)]
     c = socket.create_connection(("127.0.0.1", P), source_address=(ph.addr(), 0))
-    msg = sm("PUT", "/race1/obj", body=body)
-    c.sendall(msg[:-1024])
-    time.sleep(0.2)  # its head taken: bucket checked, DRAM reserved
+    c.sendall(head)
+    st, _, _ = read_answer(c, 10)
+    assert st == 100, st  # its head taken: bucket checked, DRAM reserved
+    c.sendall(body[:-1024])
     st_del, _, b_del = req("DELETE", "/race1")
-    c.sendall(msg[-1024:])
+    c.sendall(body[-1024:])
     st_put, _, b_put = read_answer(c, 10)
     c.close()
     st_mk, _, _ = req("PUT", "/race1")
@@ -7036,28 +7043,36 @@ def s3_bucket_race(ph):
               "the PUT kept, in the bucket not deleted", st_put, st_mk, st_get)
     ph.cases += 1
     # (2) a PUT while the DeleteBucket is in progress
-    for path in ("/race2", "/race2/up?uploads="):
-        st, _, b = req("PUT" if "?" not in path else "POST", path.split("?")[0],
-                       query=path.partition("?")[2])
-        assert st == 200, (path, st, b)
-    srv.written_down()
-    st, _, b = req("PUT", "/hbkt/trigger", body=b"t" * 1024)  # holds the writer
-    assert st == 200, (st, b)
-    d = socket.create_connection(("127.0.0.1", P), source_address=(ph.addr(), 0))
-    t0 = time.monotonic()
-    d.sendall(sm("DELETE", "/race2"))
-    time.sleep(0.1)
-    st_put, _, b_put = req("PUT", "/race2/late", body=b"late")
-    st_del, _, b_del = read_answer(d, 10)
-    dt = time.monotonic() - t0
-    d.close()
-    st_again, _, b_again = req("PUT", "/race2/late", body=b"late")
-    st_mk, _, _ = req("PUT", "/race2")
-    st_get, _, _ = req("GET", "/race2/late")
-    print("DeleteBucket in progress (%d %s after %.0f ms), a PUT: %d %s, again %d %s; "
-          "CreateBucket %d; GET %d" % (st_del, code_of(b_del), dt * 1e3, st_put,
-                                       code_of(b_put), st_again, code_of(b_again), st_mk,
-                                       st_get))
+    for attempt in range(3):
+        bkt = "/race2%d" % attempt
+        st, _, b = req("PUT", bkt)
+        assert st == 200, (bkt, st, b)
+        st, _, b = req("POST", bkt + "/up", query="uploads=")
+        assert st == 200, (bkt, st, b)
+        srv.written_down()
+        st, _, b = req("PUT", "/hbkt/trigger", body=b"t" * 1024)  # holds the writer
+        assert st == 200, (st, b)
+        d = socket.create_connection(("127.0.0.1", P), source_address=(ph.addr(), 0))
+        t0 = time.monotonic()
+        d.sendall(sm("DELETE", bkt))
+        time.sleep(RACE_PUT_AT_S)
+        st_put, _, b_put = req("PUT", bkt + "/late", body=b"late")
+        st_del, _, b_del = read_answer(d, 10)
+        dt = time.monotonic() - t0
+        d.close()
+        st_again, _, b_again = req("PUT", bkt + "/late", body=b"late")
+        print("DeleteBucket in progress (%d %s after %.0f ms), a PUT: %d %s, again %d %s" % (
+            st_del, code_of(b_del), dt * 1e3, st_put, code_of(b_put), st_again,
+            code_of(b_again)))
+        ph.expect(not (st_del == 204 and st_put == 200), "the delete and the PUT both done",
+                  st_del, st_put)
+        if st_put == 200 and st_del == 409 and code_of(b_del) == "BucketNotEmpty":
+            req("DELETE", bkt + "/late")
+            continue  # the PUT came first: linearizable, not the case under test
+        break
+    st_mk, _, _ = req("PUT", bkt)
+    st_get, _, _ = req("GET", bkt + "/late")
+    print("then CreateBucket %d; GET %d (attempt %d)" % (st_mk, st_get, attempt + 1))
     ph.expect(st_del == 204 and dt >= RACE_WAIT_MS / 2000, "the DeleteBucket waited", st_del,
               dt)
     ph.expect(st_put == 503 and code_of(b_put) == "SlowDown",
