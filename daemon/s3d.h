@@ -361,8 +361,8 @@ int s3d_bucket_ns(struct s3d_req *rq, bool create);
  * bucket's writes"): 0 (held until s3d_gate_leave; 0 too when rq holds
  * it already), KVT_MISS (the bucket is gone), -EBUSY (a DeleteBucket of
  * it is in progress) or -ENOMEM, nothing held.  s3d_gate_fail answers
- * such a refusal; s3d_gate_leave gives back what rq holds (s3d_finish,
- * s3d_req_free). */
+ * such a refusal; s3d_gate_leave (s3reply.c) gives back what rq holds
+ * (s3d_finish, s3d_req_free). */
 int s3d_gate_write(struct s3d_req *rq);
 void s3d_gate_fail(struct s3d_req *rq, int r);
 void s3d_gate_leave(struct s3d_req *rq);

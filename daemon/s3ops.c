@@ -1505,19 +1505,6 @@ void s3d_gate_fail(struct s3d_req *rq, int r)
 		s3d_fail(rq, 503, "SlowDown", kvt_strerror(r));
 }
 
-void s3d_gate_leave(struct s3d_req *rq)
-{
-	struct kvtd_server *srv = rq->conn->loop->srv;
-	uint64_t len;
-
-	if (!rq->gate_at)
-		return;
-	pthread_mutex_lock(&srv->s3_gate_lock);
-	(void)kvtd_pinset_drop(&srv->s3_gate, rq->gate_at, &len);
-	pthread_mutex_unlock(&srv->s3_gate_lock);
-	rq->gate_at = 0;
-}
-
 /* A DeleteBucket begins: true, holding its bucket's DeleteBucket key;
  * false, answered (a write or another DeleteBucket of it in progress). */
 static bool s3d_gate_delete(struct s3d_req *rq)

@@ -461,6 +461,22 @@ void s3d_scan_release(struct s3d_req *rq)
 	rq->scan_slot = NULL;
 }
 
+/* (Taken by s3ops.c's s3d_gate_write and DeleteBucket: its bucket's
+ * entry in srv->s3_gate, s3ops.c "DeleteBucket against the bucket's
+ * writes".) */
+void s3d_gate_leave(struct s3d_req *rq)
+{
+	struct kvtd_server *srv = rq->conn->loop->srv;
+	uint64_t len;
+
+	if (!rq->gate_at)
+		return;
+	pthread_mutex_lock(&srv->s3_gate_lock);
+	(void)kvtd_pinset_drop(&srv->s3_gate, rq->gate_at, &len);
+	pthread_mutex_unlock(&srv->s3_gate_lock);
+	rq->gate_at = 0;
+}
+
 void s3d_tenant_charge(struct s3d_req *rq, uint64_t n)
 {
 	if (!rq->in_tstat || n == 0)
