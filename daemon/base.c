@@ -211,7 +211,7 @@ void kvtd_pinset_free(struct kvtd_pinset *s)
 	*s = (struct kvtd_pinset){ 0 };
 }
 
-int kvtd_pinset_hold(struct kvtd_pinset *s, uintptr_t at)
+int kvtd_pinset_hold(struct kvtd_pinset *s, uintptr_t at, uint64_t len)
 {
 	struct kvtd_pinslot *sl;
 
@@ -225,12 +225,12 @@ int kvtd_pinset_hold(struct kvtd_pinset *s, uintptr_t at)
 		sl->refs++;
 		return 0;
 	}
-	*sl = (struct kvtd_pinslot){ at, 1 };
+	*sl = (struct kvtd_pinslot){ at, 1, len };
 	s->used++;
 	return 1;
 }
 
-bool kvtd_pinset_drop(struct kvtd_pinset *s, uintptr_t at)
+bool kvtd_pinset_drop(struct kvtd_pinset *s, uintptr_t at, uint64_t *len)
 {
 	struct kvtd_pinslot *sl;
 	uint64_t mask = s->cap - 1, i, j;
@@ -242,6 +242,7 @@ bool kvtd_pinset_drop(struct kvtd_pinset *s, uintptr_t at)
 	sl = base_pinset_find(s, at);
 	if (!sl->at || --sl->refs)
 		return false;
+	*len = sl->len;
 	/* the last: its slot emptied, the entries after it moved back
 	 * (linear probing's deletion) */
 	i = j = (uint64_t)(sl - s->slot);
@@ -261,10 +262,15 @@ bool kvtd_pinset_drop(struct kvtd_pinset *s, uintptr_t at)
 	return true;
 }
 
+uint64_t kvtd_pinset_refs(const struct kvtd_pinset *s, uintptr_t at)
+{
+	return at && s->slot ? base_pinset_find(s, at)->refs : 0;
+}
+
 bool kvtd_pinset_add(struct kvtd_pinset *s, uintptr_t at)
 {
 	/* no table (out of memory), or no place: each counted, as before */
 	if (!s->slot || !at || 2 * (s->used + 1) > s->cap)
 		return true;
-	return kvtd_pinset_hold(s, at) != 0;
+	return kvtd_pinset_hold(s, at, 0) != 0;
 }

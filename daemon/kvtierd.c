@@ -1245,6 +1245,7 @@ static void kvtierd_close(struct kvtd_server *srv, int sfd)
 	kvtd_auth_shutdown();
 	kvtd_metrics_free(srv);
 	kvtd_tenant_ns_free(srv);
+	kvtd_s3_gate_free(srv);
 	kvtd_tls_free(srv);
 	free(srv->metrics_token);
 	kvtd_log_close();
@@ -1262,6 +1263,7 @@ int main(int argc, char **argv)
 
 	kvtierd_parse(&srv->cfg, argc, argv);
 	srv->listeners = listeners;
+	kvtd_s3_gate_init(srv);
 	exit_code = kvtierd_open(srv, listeners, &sfd);
 	/* Why a start failed went to the log: with --log FILE the terminal
 	 * (or the unit's journal) is told where to look -- once the log is

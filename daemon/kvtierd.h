@@ -798,6 +798,17 @@ struct kvtd_aux {
 	bool stop;
 };
 
+/* A pin set (its functions below, kvtd_pinset_init ...). */
+struct kvtd_pinslot {
+	uintptr_t at;
+	uint64_t refs;
+	uint64_t len; /* what its first hold counted (kvtd_pinset_hold) */
+};
+struct kvtd_pinset {
+	struct kvtd_pinslot *slot;
+	uint64_t cap, used;
+};
+
 struct kvtd_server {
 	struct kvtd_config cfg;
 	struct kvt_store *store;
@@ -831,6 +842,10 @@ struct kvtd_server {
 	_Atomic uint64_t s3_hdr_charged;
 	/* S3 listings walking the store of tenants without counters (s3ops.c) */
 	_Atomic uint32_t s3_scans_untracked;
+	/* S3 writes in progress and DeleteBuckets, by bucket namespace
+	 * (s3ops.c "DeleteBucket against the bucket's writes") */
+	pthread_mutex_t s3_gate_lock;
+	struct kvtd_pinset s3_gate; /* (s3_gate_lock) */
 	/* CLEARs in progress of tenants without counters (ops.c) */
 	_Atomic uint32_t clears_untracked;
 	/* Unauthenticated connections, all and by peer slot (loop.c) */
@@ -1217,23 +1232,21 @@ void kvtd_resv_release(struct kvtd_tstat *t, uint64_t n);
  * added (always without a table: init failed, or `at` 0); at most `max`
  * adds.  The same table counts references where pins come and go one by
  * one (S3 requests in progress, s3reply.c): kvtd_pinset_hold, 1 the
- * first time `at` is held (the value to count; `at` 0: always), 0 if it
- * is already, -ENOMEM (nothing held); kvtd_pinset_drop, true when the
- * last hold of `at` is dropped (the value to uncount).  A set of `at`s
- * held is freed when it holds none. */
-struct kvtd_pinslot {
-	uintptr_t at;
-	uint64_t refs;
-};
-struct kvtd_pinset {
-	struct kvtd_pinslot *slot;
-	uint64_t cap, used;
-};
+ * first time `at` is held (the value to count, len bytes: kept in its
+ * slot; `at` 0: always, nothing kept), 0 if it is already, -ENOMEM
+ * (nothing held); kvtd_pinset_drop, true when the last hold of `at` is
+ * dropped (the value to uncount), with *len the len its first hold
+ * counted (`at` 0: *len untouched) -- whatever length the last holder's
+ * view has, so that a value is uncounted by what was counted for it;
+ * kvtd_pinset_refs,
+ * how many holds of `at` there are (0: none).  A set of `at`s held is
+ * freed when it holds none.  (The structs: before struct kvtd_server.) */
 int kvtd_pinset_init(struct kvtd_pinset *s, uint32_t max);
 void kvtd_pinset_free(struct kvtd_pinset *s);
 bool kvtd_pinset_add(struct kvtd_pinset *s, uintptr_t at);
-int kvtd_pinset_hold(struct kvtd_pinset *s, uintptr_t at);
-bool kvtd_pinset_drop(struct kvtd_pinset *s, uintptr_t at);
+int kvtd_pinset_hold(struct kvtd_pinset *s, uintptr_t at, uint64_t len);
+bool kvtd_pinset_drop(struct kvtd_pinset *s, uintptr_t at, uint64_t *len);
+uint64_t kvtd_pinset_refs(const struct kvtd_pinset *s, uintptr_t at);
 /* Where a pinned value is (its view's first run), its key in a
  * kvtd_pinset; 0: none.  kvtd_item_pin_at: a native item's. */
 uintptr_t kvtd_req_pin_at(const struct kvt_req *r);
@@ -1407,6 +1420,11 @@ void kvtd_conn_stop_input(struct kvtd_conn *c);
 /* Checks the RESP options; registers the default tenant's namespace. */
 int kvtd_resp_setup(struct kvtd_server *srv);
 
+/* s3ops.c: the table of the S3 buckets' writes and DeleteBuckets in
+ * progress (srv->s3_gate: s3ops.c "DeleteBucket against the bucket's
+ * writes"), made before any request; freed at exit. */
+void kvtd_s3_gate_init(struct kvtd_server *srv);
+void kvtd_s3_gate_free(struct kvtd_server *srv);
 /* s3ops.c: at start, before any request, with or without --s3: a bucket
  * an older kvtierd created exists while its marker block (key "B": 8
  * bytes, its creation time) does; keep each such bucket whose marker is

@@ -2064,9 +2064,28 @@ void kvtd_get_resume(struct kvtd_conn *c)
 	if (c->pin_bytes && budget < KVTD_PIN_CONN_MAX(c->loop->srv) / 2)
 		return;
 	its = malloc((fr->n - fr->chunk_start) * sizeof(*its));
-	if (!its)
-		return; /* tried again at the next drain */
 	ops_pin_pop(c);
+	if (!its) {
+		/* No memory: the frame's deferred items are answered -ENOMEM
+		 * (no_memory), as items whose submission failed, and the frame
+		 * ends.  It waited for "the next drain" before: called from
+		 * ops_get_answer, nothing of c's pinned, none came, and the
+		 * frame and every GET of c queued behind it stayed unanswered
+		 * (this malloc made to fail: test_hostile range_pins got 1 of
+		 * its frame's 10 items in 10 s; now all 10 at once, 9 of them
+		 * no_memory). */
+		for (uint32_t i = fr->chunk_start; i < fr->n; i++) {
+			struct kvtd_item *it = &fr->items[i];
+			if (it->deferred) {
+				it->deferred = false;
+				it->status = -ENOMEM;
+			}
+		}
+		KVTD_COUNT(c->loop->srv, errors[KVTD_ERR_NOMEM], 1);
+		if (--fr->pending == 0)
+			ops_finish(fr);
+		return;
+	}
 	/* Where each was is an estimate (its block may have gone since): the
 	 * answer counts them again as read (ops_get_answer). */
 	if (fr->n - fr->chunk_start > 1)

@@ -1124,6 +1124,13 @@ static int s3d_body_setup(struct s3d_req *rq)
 			s3d_fail(rq, 403, "AccessDenied", "A grant gives read access only.");
 			return -1;
 		}
+		/* no DeleteBucket of it until this is answered, and none in
+		 * progress (s3ops.c "DeleteBucket against the bucket's writes") */
+		if ((r = s3d_gate_write(rq)) < 0) {
+			rq->close_after = true; /* its body is not read */
+			s3d_gate_fail(rq, r);
+			return -1;
+		}
 		if (rq->op == S3_MPU_PART && !s3d_upload_live(rq)) {
 			rq->close_after = true; /* its body is not read */
 			s3d_fail(rq, 404, "NoSuchUpload", "The specified multipart upload does not "

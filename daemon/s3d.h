@@ -215,6 +215,8 @@ struct s3d_req {
 	struct s3d_list *list;     /* ListObjects(V2): its state, one allocation (owned) */
 	_Atomic uint32_t *scan_slot; /* its tenant's walks in progress, while it holds
 				      * one (s3ops.c "Walks of the store") */
+	uintptr_t gate_at;         /* its bucket's entry it holds in srv->s3_gate, or 0
+				    * (s3ops.c "DeleteBucket against the bucket's writes") */
 	/* an error decided before the body was read: answered after it */
 	int err_status;
 	const char *err_code;
@@ -355,6 +357,15 @@ bool s3d_bucket_ok(const char *b, size_t n, bool create);
 /* The bucket's namespace into rq->ns: 0, KVT_MISS (no such bucket), or an
  * error.  create: register it if new, and do not ask whether it exists. */
 int s3d_bucket_ns(struct s3d_req *rq, bool create);
+/* A write into rq->ns's bucket begins (s3ops.c "DeleteBucket against the
+ * bucket's writes"): 0 (held until s3d_gate_leave; 0 too when rq holds
+ * it already), KVT_MISS (the bucket is gone), -EBUSY (a DeleteBucket of
+ * it is in progress) or -ENOMEM, nothing held.  s3d_gate_fail answers
+ * such a refusal; s3d_gate_leave (s3reply.c) gives back what rq holds
+ * (s3d_finish, s3d_req_free). */
+int s3d_gate_write(struct s3d_req *rq);
+void s3d_gate_fail(struct s3d_req *rq, int r);
+void s3d_gate_leave(struct s3d_req *rq);
 /* Does rq->upload_id's upload exist in rq->ns?  (An index lookup.) */
 bool s3d_upload_live(struct s3d_req *rq);
 /* The header of a new object into out (S3D_HDR_LEN + name + ctype). */

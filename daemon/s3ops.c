@@ -765,29 +765,38 @@ void s3d_req_done(struct kvtd_loop *loop, struct kvt_req *r)
  * Operations
  */
 
+/* A bucket ListBuckets lists: its name (at most 63 bytes) and word. */
+struct s3d_listed_bucket {
+	char name[64];
+	uint64_t word;
+};
+
+static int s3d_listed_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct s3d_listed_bucket *)a)->name,
+		      ((const struct s3d_listed_bucket *)b)->name);
+}
+
 /* ListBuckets: the tenant's bucket namespaces whose word is not 0, with
  * it as their creation date -- the registry alone, in memory: no read.
  * (Until 2026-12-06 each bucket's marker block was read, a quiet part get
  * of its 8 bytes: from SSD after a restart, an aligned read each.)
  * Namespace ids are 1, 2, 3 ... (lib/ns.c); a tenant's buckets are those
- * with model "s3/NAME", layout s3-object and its tenant line. */
+ * with model "s3/NAME", layout s3-object and its tenant line.  Sorted by
+ * name, as S3 lists them (names are a-z 0-9 . -: byte order); until
+ * 2026-12-06 in the order of their ids, of their first creation. */
 static void s3d_list_buckets(struct s3d_req *rq)
 {
 	struct kvtd_server *srv = rq->conn->loop->srv;
+	struct s3d_listed_bucket *bk = NULL;
+	size_t n = 0, cap = 0;
 	char canon[2100];
 
-	s3d_xml_begin(rq, "ListAllMyBucketsResult");
-	s3d_text(rq, "<Owner><ID>", 11);
-	s3d_xml_str(rq, rq->tenant, rq->tenant_len);
-	s3d_text(rq, "</ID><DisplayName>", 18);
-	s3d_xml_str(rq, rq->tenant, rq->tenant_len);
-	s3d_text(rq, "</DisplayName></Owner><Buckets>", 31);
 	for (uint32_t id = 1;; id++) {
 		uint8_t digest[32];
 		const char *name, *t;
 		size_t nl;
 		uint64_t w = 0;
-		char d[40];
 		int tl, len = kvt_ns_info(srv->store, id, digest, canon, sizeof(canon));
 
 		if (len < 0)
@@ -795,13 +804,40 @@ static void s3d_list_buckets(struct s3d_req *rq)
 		if ((size_t)len >= sizeof(canon) ||
 		    !s3d_canon_bucket(canon, (size_t)len, &name, &nl, &t, &tl) || tl < 0 ||
 		    (size_t)tl != rq->tenant_len || memcmp(t, rq->tenant, rq->tenant_len) ||
-		    kvt_ns_word(srv->store, id, &w) != 0 || !w)
+		    kvt_ns_word(srv->store, id, &w) != 0 || !w ||
+		    nl >= sizeof(bk->name)) /* (a name no request could address) */
 			continue;
-		s3d_iso_date(d, sizeof(d), w);
+		if (n == cap) {
+			size_t nc = cap ? 2 * cap : 16;
+			struct s3d_listed_bucket *nb = realloc(bk, nc * sizeof(*bk));
+			if (!nb) {
+				free(bk);
+				s3d_fail(rq, 503, "SlowDown", "server out of memory");
+				return;
+			}
+			bk = nb;
+			cap = nc;
+		}
+		memcpy(bk[n].name, name, nl);
+		bk[n].name[nl] = 0;
+		bk[n++].word = w;
+	}
+	if (n > 1)
+		qsort(bk, n, sizeof(*bk), s3d_listed_cmp);
+	s3d_xml_begin(rq, "ListAllMyBucketsResult");
+	s3d_text(rq, "<Owner><ID>", 11);
+	s3d_xml_str(rq, rq->tenant, rq->tenant_len);
+	s3d_text(rq, "</ID><DisplayName>", 18);
+	s3d_xml_str(rq, rq->tenant, rq->tenant_len);
+	s3d_text(rq, "</DisplayName></Owner><Buckets>", 31);
+	for (size_t i = 0; i < n; i++) {
+		char d[40];
+		s3d_iso_date(d, sizeof(d), bk[i].word);
 		s3d_text(rq, "<Bucket><Name>", 14);
-		s3d_xml_str(rq, name, nl);
+		s3d_xml_str(rq, bk[i].name, strlen(bk[i].name));
 		s3d_printf(rq, "</Name><CreationDate>%s</CreationDate></Bucket>", d);
 	}
+	free(bk);
 	s3d_text(rq, "</Buckets></ListAllMyBucketsResult>\n", 36);
 	s3d_xml_answer(rq, 200);
 	s3d_finish(rq);
@@ -1390,6 +1426,112 @@ static void s3d_delete_bucket_set(struct s3d_req *rq, int r)
 	rq->tlen = 0;
 	s3d_answer(rq, 204, NULL, 0, false);
 	s3d_finish(rq);
+}
+
+/* ---- DeleteBucket against the bucket's writes -------------------------------
+ *
+ * A write into a bucket -- PutObject, UploadPart, CreateMultipartUpload,
+ * CompleteMultipartUpload, CopyObject, UploadPartCopy -- checks the
+ * bucket's word first and lands later: after its body, its assembly, a
+ * park for write-down room.  A DeleteBucket in between found no object,
+ * cleared the namespace and set the word to 0, and the write landed after
+ * the clear: a PUT answered 200 beside a DeleteBucket answered 204, its
+ * object back in the bucket created again (or, its reservation cancelled
+ * by the clear, a 200 for an object stored nowhere; s3tidy, 2026-12-06,
+ * test_hostile_http s3_bucket_race).  So the two exclude each other per
+ * bucket, in srv->s3_gate (a pin set used as a count of holds, under
+ * s3_gate_lock: a bucket's requests come on any loop): a write holds key
+ * 2*ns from its bucket's check until it is answered, a DeleteBucket key
+ * 2*ns+1 from before its walk until it is answered.  A DeleteBucket that
+ * finds a write of its bucket in progress, or another DeleteBucket, is
+ * 409 OperationAborted (S3's answer to a conflicting operation in
+ * progress; retry); a write that finds a DeleteBucket in progress is 503
+ * SlowDown (S3 clients retry it, and then find the bucket gone, 404, or
+ * kept).  Once a write holds its key the word is read again: a
+ * DeleteBucket that ended since the first check set it to 0 before it let
+ * go.  The cost: a mutex taken twice a write, held for a table lookup
+ * (the table kept: a pin set frees itself once empty, and a calloc and a
+ * free a write were half the gate's cost, so it always holds key 1, ns 0's
+ * DeleteBucket -- no namespace has id 0).
+ */
+static uintptr_t s3d_gate_key(uint32_t ns, bool del)
+{
+	return (uintptr_t)ns << 1 | (del ? 1u : 0u);
+}
+
+void kvtd_s3_gate_init(struct kvtd_server *srv)
+{
+	pthread_mutex_init(&srv->s3_gate_lock, NULL);
+	/* (without memory: made and freed by the writes, as they come) */
+	(void)kvtd_pinset_hold(&srv->s3_gate, s3d_gate_key(0, true), 0);
+}
+
+void kvtd_s3_gate_free(struct kvtd_server *srv)
+{
+	kvtd_pinset_free(&srv->s3_gate);
+	pthread_mutex_destroy(&srv->s3_gate_lock);
+}
+
+int s3d_gate_write(struct s3d_req *rq)
+{
+	struct kvtd_server *srv = rq->conn->loop->srv;
+	uintptr_t at = s3d_gate_key(rq->ns, false);
+	int r = 0;
+
+	if (rq->gate_at)
+		return 0;
+	pthread_mutex_lock(&srv->s3_gate_lock);
+	if (kvtd_pinset_refs(&srv->s3_gate, s3d_gate_key(rq->ns, true)))
+		r = -EBUSY;
+	else if (kvtd_pinset_hold(&srv->s3_gate, at, 0) < 0)
+		r = -ENOMEM;
+	pthread_mutex_unlock(&srv->s3_gate_lock);
+	if (r < 0)
+		return r;
+	rq->gate_at = at;
+	r = s3d_bucket_live(srv, rq->ns);
+	if (r < 0)
+		s3d_gate_leave(rq);
+	return r;
+}
+
+void s3d_gate_fail(struct s3d_req *rq, int r)
+{
+	if (r == KVT_MISS)
+		s3d_fail(rq, 404, "NoSuchBucket", "The specified bucket does not exist");
+	else if (r == -EBUSY)
+		s3d_fail(rq, 503, "SlowDown", "The bucket is being deleted; retry later.");
+	else
+		s3d_fail(rq, 503, "SlowDown", kvt_strerror(r));
+}
+
+/* A DeleteBucket begins: true, holding its bucket's DeleteBucket key;
+ * false, answered (a write or another DeleteBucket of it in progress). */
+static bool s3d_gate_delete(struct s3d_req *rq)
+{
+	struct kvtd_server *srv = rq->conn->loop->srv;
+	uintptr_t at = s3d_gate_key(rq->ns, true);
+	int r = 0;
+
+	pthread_mutex_lock(&srv->s3_gate_lock);
+	if (kvtd_pinset_refs(&srv->s3_gate, s3d_gate_key(rq->ns, false)) ||
+	    kvtd_pinset_refs(&srv->s3_gate, at))
+		r = -EBUSY;
+	else if (kvtd_pinset_hold(&srv->s3_gate, at, 0) < 0)
+		r = -ENOMEM;
+	pthread_mutex_unlock(&srv->s3_gate_lock);
+	if (r == -EBUSY) {
+		s3d_fail(rq, 409, "OperationAborted", "A conflicting conditional operation is "
+			 "currently in progress against this resource (a write into the bucket, "
+			 "or its deletion). Please try again.");
+		return false;
+	}
+	if (r < 0) {
+		s3d_fail(rq, 503, "SlowDown", kvt_strerror(r));
+		return false;
+	}
+	rq->gate_at = at;
+	return true;
 }
 
 /* ---- Walks of the store ---------------------------------------------------
@@ -2970,6 +3112,14 @@ void s3d_run(struct s3d_req *rq)
 		s3d_fail(rq, 403, "AccessDenied", "A grant gives read access only.");
 		return;
 	}
+	/* A write into the bucket: none while it is being deleted, and no
+	 * DeleteBucket until it is answered ("DeleteBucket against the
+	 * bucket's writes"; PutObject and UploadPart from their heads, s3d.c) */
+	if ((rq->op == S3_MPU_CREATE || rq->op == S3_MPU_COMPLETE || rq->op == S3_COPY ||
+	     rq->op == S3_MPU_PART_COPY) && (r = s3d_gate_write(rq)) < 0) {
+		s3d_gate_fail(rq, r);
+		return;
+	}
 	switch (rq->op) {
 	case S3_CREATE_BUCKET:
 		/* The bucket is its namespace's word in the registry: the
@@ -2983,8 +3133,9 @@ void s3d_run(struct s3d_req *rq)
 		s3d_finish(rq);
 		return;
 	case S3_DELETE_BUCKET:
-		/* Objects left: refused (a walk, s3d_delete_bucket_scanned) */
-		if (s3d_scan_acquire(rq))
+		/* Objects left: refused (a walk, s3d_delete_bucket_scanned);
+		 * no write of the bucket in progress meanwhile (s3d_gate_delete) */
+		if (s3d_gate_delete(rq) && s3d_scan_acquire(rq))
 			s3d_scan(rq, NULL, 'o', NULL, 1, s3d_delete_bucket_scanned);
 		return;
 	case S3_HEAD:

@@ -192,13 +192,18 @@ static bool s3d_pin_new(const struct s3d_item *it)
 /* Undo the holds of the new items of items[0, n) in set. */
 static void s3d_pins_undo(struct kvtd_pinset *set, struct s3d_item *items, uint32_t n)
 {
+	uint64_t len;
+
 	for (uint32_t i = 0; i < n; i++)
 		if (s3d_pin_new(&items[i]))
-			(void)kvtd_pinset_drop(set, kvtd_req_pin_at(&items[i].req));
+			(void)kvtd_pinset_drop(set, kvtd_req_pin_at(&items[i].req), &len);
 }
 
 /* Hold the new items' values in set: the bytes of those it did not
- * hold, or -ENOMEM (*done: the items tried, holds of [0, *done) made). */
+ * hold, or -ENOMEM (*done: the items tried, holds of [0, *done) made).
+ * A value is counted by its first holder's length, kept in its slot and
+ * given back by its last (s3d_pins_put), whatever theirs: equal today
+ * (every such pin holds a whole value), not if a ranged view shared one. */
 static int64_t s3d_pins_hold(struct kvtd_pinset *set, struct s3d_item *items, uint32_t n,
 			     uint32_t *done)
 {
@@ -209,7 +214,7 @@ static int64_t s3d_pins_hold(struct kvtd_pinset *set, struct s3d_item *items, ui
 		int r;
 		if (!s3d_pin_new(&items[i]))
 			continue;
-		r = kvtd_pinset_hold(set, kvtd_req_pin_at(&items[i].req));
+		r = kvtd_pinset_hold(set, kvtd_req_pin_at(&items[i].req), items[i].req.length);
 		if (r < 0)
 			break;
 		add += r ? items[i].req.length : 0;
@@ -274,14 +279,15 @@ static void s3d_pins_put(struct s3d_req *rq, struct s3d_item *it)
 {
 	struct s3d_conn *sc = s3d_of(rq->conn);
 	struct kvtd_tstat *t = it->pin_tstat;
+	uint64_t len = it->pin_charged; /* (pin_at 0: not kept in the sets) */
 
-	if (sc && kvtd_pinset_drop(&sc->pin_set, it->pin_at))
-		sc->pin_held -= it->pin_charged;
+	if (sc && kvtd_pinset_drop(&sc->pin_set, it->pin_at, &len))
+		sc->pin_held -= len;
 	if (t) {
+		len = it->pin_charged;
 		pthread_mutex_lock(&t->pin_lock);
-		if (kvtd_pinset_drop(&t->pin_set, it->pin_at))
-			atomic_fetch_sub_explicit(&t->pinned, it->pin_charged,
-						  memory_order_relaxed);
+		if (kvtd_pinset_drop(&t->pin_set, it->pin_at, &len))
+			atomic_fetch_sub_explicit(&t->pinned, len, memory_order_relaxed);
 		pthread_mutex_unlock(&t->pin_lock);
 	}
 	it->pin_charged = 0;
@@ -455,6 +461,22 @@ void s3d_scan_release(struct s3d_req *rq)
 	rq->scan_slot = NULL;
 }
 
+/* (Taken by s3ops.c's s3d_gate_write and DeleteBucket: its bucket's
+ * entry in srv->s3_gate, s3ops.c "DeleteBucket against the bucket's
+ * writes".) */
+void s3d_gate_leave(struct s3d_req *rq)
+{
+	struct kvtd_server *srv = rq->conn->loop->srv;
+	uint64_t len;
+
+	if (!rq->gate_at)
+		return;
+	pthread_mutex_lock(&srv->s3_gate_lock);
+	(void)kvtd_pinset_drop(&srv->s3_gate, rq->gate_at, &len);
+	pthread_mutex_unlock(&srv->s3_gate_lock);
+	rq->gate_at = 0;
+}
+
 void s3d_tenant_charge(struct s3d_req *rq, uint64_t n)
 {
 	if (!rq->in_tstat || n == 0)
@@ -494,6 +516,7 @@ void s3d_req_free(struct kvtd_server *srv, struct s3d_req *rq)
 	free(rq->del_item);
 	free(rq->flush_item);
 	s3d_scan_release(rq);
+	s3d_gate_leave(rq);
 	free(rq->list);
 	s3d_pins_release(srv, rq);
 	if (rq->reserved)
@@ -690,6 +713,7 @@ void s3d_finish(struct s3d_req *rq)
 	rq->done = true;
 	rq->phase = PH_DONE;
 	s3d_scan_release(rq);
+	s3d_gate_leave(rq); /* its write landed, or will not */
 	/* The pins its answer did not keep (a GET refused, a copy's sources)
 	 * are let go now rather than once it is queued: a GET refused behind
 	 * a request in flight held its object pinned until then

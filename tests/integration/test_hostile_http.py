@@ -6752,15 +6752,37 @@ def s3_copy_pins(ph):
     connections are kept (a GET after the copies on each answered), bob's
     GET is answered beside them, and every copy made holds one of its
     sources' bytes.  (s3_copy_loop: copies of one source count it once.)"""
+    _copy_pins(ph, CPS_SRCS, CPS_SIZE, CPS_CONNS, 64, False)
+
+
+def _copy_pins(ph, nsrcs, size, nconns, tenant_mib, part_copy):
+    """alice pipelines copies of nsrcs distinct sources of size bytes,
+    nsrcs / nconns on each of nconns connections (her pins' cap
+    tenant_mib): CopyObjects into a key a connection, or (part_copy)
+    UploadPartCopies into parts 1..nsrcs of one upload."""
     srv = ph.srv
     P, known, sm, req = ph.kit()
+    what = "UploadPartCopies" if part_copy else "CopyObjects"
     for path, body in (("/bobcopy", b""), ("/bobcopy/k", b"bob")):
         st, _, b = http(P, signed_msg(P, "PUT", path, body=body, who=BOB), src=PROBER)
         assert st == 200, (path, st, b)
-    srcs = [bytes([65 + i]) * CPS_SIZE for i in range(CPS_SRCS)]
+    srcs = [bytes([65 + i]) * size for i in range(nsrcs)]
+    etags = []
     for i, v in enumerate(srcs):
-        st, _, b = req("PUT", "/hbkt/cs%d" % i, body=v)
+        st, hd, b = req("PUT", "/hbkt/cs%d" % i, body=v)
         assert st == 200, (i, st, b[:200])
+        etags.append(re.search(r"(?im)^etag: *([^\r]*)", hd).group(1))
+    if part_copy:
+        st, _, b = req("POST", "/hbkt/pcd", query="uploads=")
+        assert st == 200, (st, b[:200])
+        upload = re.search(rb"<UploadId>([^<]*)</UploadId>", b).group(1).decode()
+
+    def copy_msg(j, k):
+        extra = {"x-amz-copy-source": "/hbkt/cs%d" % k}
+        if part_copy:
+            return sm("PUT", "/hbkt/pcd", query="partNumber=%d&uploadId=%s" % (k + 1, upload),
+                      extra=extra)
+        return sm("PUT", "/hbkt/cd%d" % j, extra=extra)
     pins0 = srv.metric("kvtier_pins_active")
     peak, stop, series = [0], threading.Event(), []
 
@@ -6772,15 +6794,14 @@ def s3_copy_pins(ph):
             time.sleep(0.002)
     sampler = threading.Thread(target=sample)
     sampler.start()
-    per = CPS_SRCS // CPS_CONNS
+    per = nsrcs // nconns
     conns, wanted = [], []
+    made_tags = {}
     try:
-        for j in range(CPS_CONNS):
+        for j in range(nconns):
             c = socket.create_connection(("127.0.0.1", P), source_address=(ph.addr(), 0))
             ks = [per * j + k for k in range(per)]
-            c.sendall(b"".join(sm("PUT", "/hbkt/cd%d" % j,
-                                  extra={"x-amz-copy-source": "/hbkt/cs%d" % k})
-                               for k in ks))
+            c.sendall(b"".join(copy_msg(j, k) for k in ks))
             conns.append(c)
             wanted.append(ks)
         t0 = time.monotonic()
@@ -6794,6 +6815,8 @@ def s3_copy_pins(ph):
                 if st == 200:
                     got.append("200")
                     made.setdefault(j, set()).add(k)
+                    m = re.search(rb"<ETag>([^<]*)</ETag>", b)
+                    made_tags[k] = m.group(1).decode().replace("&quot;", '"') if m else None
                 elif st == 503 and b"pin its share" in b:
                     got.append("pins")
                 elif st == 503 and b"concurrent write" in b:
@@ -6814,37 +6837,66 @@ def s3_copy_pins(ph):
     # pins seen in two /metrics reads in a row outlived a loop iteration:
     # held by requests, not a burst of reads done and not yet taken up
     held_pins = max([min(a[1], b[1]) for a, b in zip(series, series[1:])] or [0])
-    pinned = held_pins * CPS_SIZE
-    print("%d CopyObjects of distinct %d MiB sources, %d on each of %d connections: %d "
+    pinned = held_pins * size
+    print("%d %s of distinct %d MiB sources, %d on each of %d connections: %d "
           "answered 200, %d 503 SlowDown for pins, %d a concurrent write, other %s; pins "
           "held in two /metrics reads in a row at most %d (%d MiB of sources; %d reads, "
           "at most %d in one); bob's GET %.0f ms" % (
-              CPS_SRCS, CPS_SIZE >> 20, per, CPS_CONNS, got.count("200"), got.count("pins"),
+              nsrcs, what, size >> 20, per, nconns, got.count("200"), got.count("pins"),
               got.count("race"), [g for g in got if g not in ("200", "pins", "race")],
               held_pins, pinned >> 20, len(series), peak[0], bob * 1e3))
     ph.expect(len(series) >= 2, "/metrics reads beside the copies", len(series))
     ph.expect(all(g in ("200", "pins", "race") for g in got), "the copies' answers", got)
-    ph.expect(got.count("200") >= 4, "copies answered 200", got)
+    ph.expect(got.count("200") >= nconns, "copies answered 200", got)
     ph.expect(got.count("pins") >= 1, "copies refused 503 past the tenant's pins", got)
     # the tenant's share (--dram/4) and one source past it
-    ph.expect(pinned <= (64 << 20) + CPS_SIZE, "sources held pinned (MiB)", pinned >> 20)
+    ph.expect(pinned <= (tenant_mib << 20) + size, "sources held pinned (MiB)", pinned >> 20)
     # (its latency printed, not asserted: s3_copy_loop bounds the loop's
     # copying, alone in every build -- this phase runs beside others)
     for j, ks in made.items():
+        if part_copy:  # a part's ETag is its bytes' (CRC32C and length)
+            for k in ks:
+                ph.expect(made_tags[k] == etags[k], "a part's ETag", k, made_tags[k],
+                          etags[k])
+            continue
         st, _, b = req("GET", "/hbkt/cd%d" % j)
         ph.expect(st == 200 and any(b == srcs[k] for k in ks), "a copy's bytes", j, st,
                   len(b), b[:1])
-    for path in ["/hbkt/cs%d" % i for i in range(CPS_SRCS)] + \
-            ["/hbkt/cd%d" % j for j in range(CPS_CONNS)]:
-        req("DELETE", path)
+    # given back once the copies are answered (their sources still there)
     pins = settled(srv, "kvtier_pins_active", pins0)
     ph.expect(pins <= pins0, "pins given back", pins0, pins)
+    for path in ["/hbkt/cs%d" % i for i in range(nsrcs)] + \
+            ["/hbkt/cd%d" % j for j in range(nconns)]:
+        req("DELETE", path)
+    if part_copy:
+        st, _, b = req("DELETE", "/hbkt/pcd", query="uploadId=" + upload)
+        ph.expect(st == 204, "the upload aborted", st, b[:200])
     ph.cases += 1
     ph.probe("copies of many sources")
 
 
 s3_copy_pins.extra = ["--dram", "256M"]
 s3_copy_pins.dram_mib = 256
+
+
+@phase
+def s3_part_copy_pins(ph):
+    """UploadPartCopy pins its source from its probe until the part is
+    copied, on CopyObject's path (s3ops.c s3d_work_pins, s3reply.c
+    "Pins of requests in progress"), which only s3_copy_pins tested,
+    with CopyObjects.  alice (--dram 160M: a tenant's pins 40 MiB, a
+    connection's 20) pipelines UploadPartCopies of 10 distinct 8 MiB
+    sources into parts 1..10 of one upload, 2 on each of 5 connections
+    (80 MiB of sources): those past her 40 MiB are 503 SlowDown, the
+    sources held pinned stay within the cap and one source, the
+    connections are kept, bob is served beside them, each part made has
+    its source's ETag, and the pins are given back after (with the
+    UploadPartCopy left out of the count: all 10 answered 200, 0 refused)."""
+    _copy_pins(ph, 10, 8 << 20, 5, 40, True)
+
+
+s3_part_copy_pins.extra = ["--dram", "160M"]
+s3_part_copy_pins.dram_mib = 160
 
 
 @phase
@@ -6934,6 +6986,107 @@ def s3_park_overwrite(ph):
 s3_park_overwrite.extra = ["--ssd", "256M", "--set", "ssd.segment=16M",
                            "--set", "ssd.writedown_max=8M",
                            "--set", "ssd.debug_write_delay_ms=600"]
+
+# s3_bucket_race: how long the SSD writer holds each write-down (a
+# DeleteBucket's clear waits behind one to be durable), and when the PUT
+# is sent into it
+RACE_WAIT_MS, RACE_PUT_AT_S = 400, 0.15
+
+
+@phase
+def s3_bucket_race(ph):
+    """DeleteBucket and a write into the bucket are linearizable: never a
+    DeleteBucket answered 204 and a PUT into the bucket answered 200 as
+    if after it, the object then back in the bucket created again.  (1)
+    alice's PUT of 64 KiB into `race1` has its head taken (100 Continue:
+    its bucket checked, its DRAM reserved) and all but its last KiB sent
+    when she deletes the bucket: before, the delete found no object and
+    answered 204, then the PUT 200 (its reservation cancelled by the
+    clear: stored nowhere).  Now the delete is 409 OperationAborted while
+    a write into the bucket is in progress, the PUT 200, and the bucket
+    holds it.  (2) a DeleteBucket of `race2N` (an upload marker in it)
+    waits for its clear to be durable behind a write-down of
+    RACE_WAIT_MS (ssd.debug_write_delay_ms) when a PUT into the bucket
+    arrives: before, the PUT was 200, landing after the clear, and the
+    object came back with the bucket created again; now it is 503
+    SlowDown (retried, it finds no bucket: 404 NoSuchBucket).  A PUT
+    that got there before the DeleteBucket (a loaded machine) makes it
+    409 BucketNotEmpty, as it should: the case is tried again, 3 times
+    at most."""
+    srv = ph.srv
+    P, _, sm, req = ph.kit()
+    srv.written_down()
+    # (1) a PUT in progress when the DeleteBucket comes
+    st, _, b = req("PUT", "/race1")
+    assert st == 200, (st, b)
+    body = os.urandom(64 << 10)
+    msg = sm("PUT", "/race1/obj", body=body, extra={"expect": "100-continue"})
+    head = msg[:len(msg) - len(body)]
+    c = socket.create_connection(("127.0.0.1", P), source_address=(ph.addr(), 0))
+    c.sendall(head)
+    st, _, _ = read_answer(c, 10)
+    assert st == 100, st  # its head taken: bucket checked, DRAM reserved
+    c.sendall(body[:-1024])
+    st_del, _, b_del = req("DELETE", "/race1")
+    c.sendall(body[-1024:])
+    st_put, _, b_put = read_answer(c, 10)
+    c.close()
+    st_mk, _, _ = req("PUT", "/race1")
+    st_get, _, got = req("GET", "/race1/obj")
+    print("a PUT in progress, DeleteBucket: %d %s; the PUT %d; CreateBucket %d; GET %d" % (
+        st_del, code_of(b_del), st_put, st_mk, st_get))
+    ph.expect(not (st_del == 204 and st_put == 200), "the delete and the PUT both done",
+              st_del, st_put)
+    ph.expect(st_del == 409 and code_of(b_del) == "OperationAborted",
+              "DeleteBucket beside a PUT in progress", st_del, b_del[:200])
+    ph.expect(st_put == 200 and st_mk == 409 and st_get == 200 and got == body,
+              "the PUT kept, in the bucket not deleted", st_put, st_mk, st_get)
+    ph.cases += 1
+    # (2) a PUT while the DeleteBucket is in progress
+    for attempt in range(3):
+        bkt = "/race2%d" % attempt
+        st, _, b = req("PUT", bkt)
+        assert st == 200, (bkt, st, b)
+        st, _, b = req("POST", bkt + "/up", query="uploads=")
+        assert st == 200, (bkt, st, b)
+        srv.written_down()
+        st, _, b = req("PUT", "/hbkt/trigger", body=b"t" * 1024)  # holds the writer
+        assert st == 200, (st, b)
+        d = socket.create_connection(("127.0.0.1", P), source_address=(ph.addr(), 0))
+        t0 = time.monotonic()
+        d.sendall(sm("DELETE", bkt))
+        time.sleep(RACE_PUT_AT_S)
+        st_put, _, b_put = req("PUT", bkt + "/late", body=b"late")
+        st_del, _, b_del = read_answer(d, 10)
+        dt = time.monotonic() - t0
+        d.close()
+        st_again, _, b_again = req("PUT", bkt + "/late", body=b"late")
+        print("DeleteBucket in progress (%d %s after %.0f ms), a PUT: %d %s, again %d %s" % (
+            st_del, code_of(b_del), dt * 1e3, st_put, code_of(b_put), st_again,
+            code_of(b_again)))
+        ph.expect(not (st_del == 204 and st_put == 200), "the delete and the PUT both done",
+                  st_del, st_put)
+        if st_put == 200 and st_del == 409 and code_of(b_del) == "BucketNotEmpty":
+            req("DELETE", bkt + "/late")
+            continue  # the PUT came first: linearizable, not the case under test
+        break
+    st_mk, _, _ = req("PUT", bkt)
+    st_get, _, _ = req("GET", bkt + "/late")
+    print("then CreateBucket %d; GET %d (attempt %d)" % (st_mk, st_get, attempt + 1))
+    ph.expect(st_del == 204 and dt >= RACE_WAIT_MS / 2000, "the DeleteBucket waited", st_del,
+              dt)
+    ph.expect(st_put == 503 and code_of(b_put) == "SlowDown",
+              "a PUT beside the DeleteBucket", st_put, b_put[:200])
+    ph.expect(st_again == 404 and code_of(b_again) == "NoSuchBucket", "the PUT retried",
+              st_again)
+    ph.expect(st_mk == 200 and st_get == 404, "the bucket created again is empty", st_mk,
+              st_get)
+    ph.cases += 1
+    ph.probe("DeleteBucket beside PUTs")
+
+
+s3_bucket_race.extra = ["--ssd", "64M", "--set", "ssd.segment=16M",
+                        "--set", "ssd.debug_write_delay_ms=%d" % RACE_WAIT_MS]
 
 
 def main():

@@ -12,7 +12,8 @@
  *   3. its marker deleted (as the SSD log's wrap took markers) and a
  *      restart: still a bucket, same creation time (the word is in the
  *      registry file; until 2026-12-06 this was NoSuchBucket);
- *   4. DeleteBucket, restart: gone, and CreateBucket makes it again.
+ *   4. DeleteBucket, restart: gone, and CreateBucket makes it again;
+ *   5. ListBuckets lists by name (until 2026-12-06 by namespace id).
  *
  * argv[1]: kvtierd.
  */
@@ -213,6 +214,24 @@ int main(int argc, char **argv)
 	T_EQ_INT((int)s3_call("PUT", "/old", NULL, 0, NULL), 200);
 	T_EQ_INT((int)s3_call("HEAD", "/old", NULL, 0, NULL), 200);
 	T_ASSERT(listed("old", NULL) && !listed("old", date));
+
+	/* 5: ListBuckets in name order, as S3 (not the namespaces' ids,
+	 * the order of creation: old, zeta, mid, alpha before). */
+	T_EQ_INT((int)s3_call("PUT", "/zeta", NULL, 0, NULL), 200);
+	T_EQ_INT((int)s3_call("PUT", "/mid", NULL, 0, NULL), 200);
+	T_EQ_INT((int)s3_call("PUT", "/alpha", NULL, 0, NULL), 200);
+	{
+		const char *order[] = { "alpha", "mid", "old", "zeta" }, *at;
+		char want[80];
+		b.len = 0;
+		T_EQ_INT((int)s3_call("GET", "/", NULL, 0, &b), 200);
+		at = b.p;
+		for (unsigned i = 0; i < 4; i++) {
+			snprintf(want, sizeof(want), "<Bucket><Name>%s</Name>", order[i]);
+			at = strstr(at, want);
+			T_ASSERT(at != NULL);
+		}
+	}
 
 	T_EQ_INT(tsrv_stop(&srv), 0);
 	tsrv_check_reports(base);
