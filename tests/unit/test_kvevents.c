@@ -1669,6 +1669,113 @@ static void test_share_flood(void)
 	rmdir(dir);
 }
 
+/* kvevents_stats' "events.endpoint" of a publisher opened directly. */
+static void ev_endpoint(struct kvevents *ev, char *ep)
+{
+	ep[0] = 0;
+	kvevents_stats(ev, endpoint_stat, ep);
+	T_ASSERT(strncmp(ep, "tcp://127.0.0.1:", 16) == 0);
+}
+
+/* One raw peer from 127.0.0.3 finishes ZMTP's handshake as a SUB and
+ * writes distinct subscriptions of 1,000 bytes as fast as its socket
+ * takes them, one connection, nothing published: the publisher reads
+ * them as they come (kvevents_wait), lets the peer go past
+ * KVEVENTS_SUBS_MAX, and libzmq took at most KVEVENTS_SUBS_FLOOD_MAX of
+ * them on the connection (events.subscriptions).  Before, a bound
+ * socket's subscriptions were read only when a message was sent: with
+ * nothing published the connection stayed, its subscriptions waiting in
+ * the socket buffers (4-8 MB written before the peer's socket was
+ * full), and past the first send 99-323 were taken on the connection
+ * (an event every 10 ms; ASan).  Without waiting for the drop
+ * (kvzap_drop_wait), 100-848. */
+static void test_sub_flood_prompt(void)
+{
+	enum { TOPIC = 1000, FRAME = 9 + 1 + TOPIC, CHUNK = 64 };
+	static uint8_t buf[CHUNK * FRAME];
+	struct kvt_mem mem;
+	struct kvt_logger lg = { 0 };
+	struct kvevents_config cfg = { .endpoint = "tcp://127.0.0.1:*", .batch_ms = 1 };
+	struct kvevents *ev;
+	uint8_t hello[128] = { 0xff, 0, 0, 0, 0, 0, 0, 0, 0, 0x7f, 3, 0, 'N', 'U', 'L', 'L' };
+	size_t hn = 64, off = 0, have = 0;
+	uint64_t t0, subs, resets, sent = 0, published = 0, closed_ms = 0;
+	bool closed = false;
+	char ep[256];
+	int fd;
+
+	kvt_mem_init(&mem);
+	T_OK(kvevents_open(&ev, &cfg, &mem, &lg));
+	ev_endpoint(ev, ep);
+	fd = raw_tcp_from("127.0.0.3", ep);
+	hello[hn++] = 0x04;
+	hello[hn++] = 1 + 5 + 1 + 11 + 4 + 3;
+	memcpy(hello + hn, "\5READY\13Socket-Type\0\0\0\3SUB", 25);
+	hn += 25;
+	T_EQ_INT(send(fd, hello, hn, MSG_NOSIGNAL), (int64_t)hn);
+	/* its greeting and READY (sent before the handshake ends, the
+	 * subscriptions would be taken for commands) */
+	for (size_t got = 0; got < 64 + 27;) {
+		ssize_t r = recv(fd, hello, 64 + 27 - got, 0);
+		T_ASSERT(r > 0);
+		got += (size_t)r;
+	}
+	T_EQ_INT(fcntl(fd, F_SETFL, O_NONBLOCK), 0);
+	t0 = t_now_ms();
+	while (!closed && t_now_ms() - t0 < 1500) {
+		struct pollfd p = { fd, POLLOUT, 0 };
+		ssize_t w;
+		if (off == have) { /* the next CHUNK subscriptions */
+			for (unsigned i = 0; i < CHUNK; i++) {
+				uint8_t *f = buf + (size_t)i * FRAME;
+				f[0] = 0x02;
+				memset(f + 1, 0, 8);
+				f[7] = (uint8_t)((1 + TOPIC) >> 8);
+				f[8] = (uint8_t)(1 + TOPIC);
+				f[9] = 0x01;
+				memset(f + 10, 'T', TOPIC);
+				snprintf((char *)f + 10, 21, "%020" PRIu64, sent + i);
+				f[30] = 'T';
+			}
+			off = 0;
+			have = sizeof(buf);
+			sent += CHUNK;
+		}
+		w = send(fd, buf + off, have - off, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (w > 0) {
+			off += (size_t)w;
+		} else if (w < 0 && (errno == EAGAIN || errno == EINTR)) {
+			if (poll(&p, 1, 10) < 0 || (p.revents & (POLLERR | POLLHUP)))
+				closed = true;
+		} else {
+			closed = true;
+		}
+		if (closed)
+			closed_ms = t_now_ms() - t0;
+		/* past 1 s: an event every 10 ms (the code before took
+		 * subscriptions only as it sent: it fails, with its figure) */
+		if (!closed && t_now_ms() - t0 >= 1000 + 10 * published) {
+			struct kvt_key k = t_key(700000 + published++);
+			kvevents_stored(ev, 0, &k, NULL, 16);
+		}
+	}
+	close(fd);
+	usleep(50000);
+	subs = ev_stat(ev, "events.subscriptions");
+	resets = ev_stat(ev, "events.sub_resets");
+	printf("a flood of subscriptions of %d bytes on one connection: let go %d after %"
+	       PRIu64 " ms (%" PRIu64 " events published), %" PRIu64 " subscriptions "
+	       "written, %" PRIu64 " taken; events.sub_resets %" PRIu64 "\n", TOPIC, closed,
+	       closed_ms, published, sent, subs, resets);
+	T_ASSERT(closed);
+	T_EQ_U64(published, 0);
+	T_ASSERT(subs > KVEVENTS_SUBS_MAX);
+	T_ASSERT(subs <= KVEVENTS_SUBS_FLOOD_MAX);
+	T_ASSERT(resets >= 1);
+	kvevents_close(ev);
+	T_EQ_INT(atomic_load(&mem.bytes), 0);
+}
+
 int main(void)
 {
 	test_encode();
@@ -1679,6 +1786,7 @@ int main(void)
 	test_sub_cap_fair();
 	test_sub_cap_fair_ipc();
 	test_sub_cap_addr_table_full();
+	test_sub_flood_prompt();
 	test_replay();
 	test_replay_hostile();
 	test_replay_group();
