@@ -36,9 +36,12 @@
  *
  * Locks: z->lock guards the sockets handed to the thread (posted), the
  * next id, the stop flag and the drops' numbers (kvzap_drop_wait waits on
- * z->done under it); z->peer_lock the table of peers, which the thread
- * changes and other threads read (kvzap_addr_live); the monitors and the
- * REP socket belong to the thread (or to open and close around it).
+ * z->done under it); it is held only to hand entries over, never while
+ * the thread reads a monitor or drops a peer (kvzap_adopt).
+ * z->peer_lock guards the table of peers, which the thread changes and
+ * other threads read (kvzap_addr_live); the monitors, the entries taken
+ * (adopting) and the REP socket belong to the thread (or to open and
+ * close around it).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -109,6 +112,10 @@ struct kvzap {
 	pthread_cond_t done;            /* drops_done changed */
 
 	/* the thread */
+	struct kvzap_mon *adopting;     /* posted entries taken out of the lock: the
+					 * last one's array, its [adopt_at, adopt_n)
+					 * not done yet (kvzap_adopt) */
+	size_t adopt_at, adopt_n, adopt_cap;
 	void *rep;                      /* bound at inproc://zeromq.zap.01 */
 	struct kvzap_mon *mons;         /* the sockets it watches */
 	size_t mon_n, mon_cap;
@@ -367,20 +374,41 @@ static void kvzap_drop(struct kvzap *z, uint32_t id, const char *addr)
 		 "let go", id, n, addr);
 }
 
-/* ZAP thread: take the sockets handed over.  Returns the stop flag. */
+/* ZAP thread: take the sockets handed over, in order.  Returns the stop
+ * flag.  The posted entries are taken out under z->lock (the arrays
+ * swapped) and done outside it: a drop reads the socket's monitor and
+ * makes a few system calls a descriptor (kvzap_drop), and a flood of
+ * connections can queue thousands of monitor events -- under the lock
+ * it held up every kvzap_post meanwhile, the publisher's next drop and
+ * kvevents_group_endpoint's watch and close, which hold the groups'
+ * channel lock that the publisher thread needs to send (review39). */
 static bool kvzap_adopt(struct kvzap *z)
 {
-	size_t i = 0;
 	bool stop;
 
 	pthread_mutex_lock(&z->lock);
 	stop = z->stop;
-	for (; i < z->posted_n; i++) {
-		struct kvzap_mon *m = &z->posted[i];
+	if (z->adopt_at == z->adopt_n) {
+		/* all done: the next ones */
+		struct kvzap_mon *t = z->adopting;
+		size_t cap = z->adopt_cap;
+		z->adopting = z->posted;
+		z->adopt_cap = z->posted_cap;
+		z->adopt_n = z->posted_n;
+		z->adopt_at = 0;
+		z->posted = t;
+		z->posted_cap = cap;
+		z->posted_n = 0;
+	}
+	pthread_mutex_unlock(&z->lock);
+	for (; z->adopt_at < z->adopt_n; z->adopt_at++) {
+		struct kvzap_mon *m = &z->adopting[z->adopt_at];
 		if (m->drop[0]) {
 			kvzap_drop(z, m->id, m->drop);
+			pthread_mutex_lock(&z->lock);
 			z->drops_done = m->ticket;
 			pthread_cond_broadcast(&z->done);
+			pthread_mutex_unlock(&z->lock);
 			continue;
 		}
 		if (!m->pair) {
@@ -405,12 +433,6 @@ static bool kvzap_adopt(struct kvzap *z)
 		}
 		z->mons[z->mon_n++] = *m;
 	}
-	if (i) {
-		memmove(z->posted, z->posted + i,
-			(z->posted_n - i) * sizeof(*z->posted));
-		z->posted_n -= i;
-	}
-	pthread_mutex_unlock(&z->lock);
 	return stop;
 }
 
@@ -674,6 +696,9 @@ void kvzap_close(struct kvzap *z)
 	for (size_t k = 0; k < z->posted_n; k++)
 		if (z->posted[k].pair)
 			zmq_close(z->posted[k].pair);
+	for (size_t k = z->adopt_at; k < z->adopt_n; k++)
+		if (z->adopting[k].pair)
+			zmq_close(z->adopting[k].pair);
 	if (z->rep)
 		zmq_close(z->rep);
 	if (z->wake >= 0)
@@ -681,6 +706,7 @@ void kvzap_close(struct kvzap *z)
 	kvt_mem_free(z->mem, z->mons, z->mon_cap * sizeof(*z->mons));
 	kvt_mem_free(z->mem, z->peers, z->peer_cap * sizeof(*z->peers));
 	kvt_mem_free(z->mem, z->posted, z->posted_cap * sizeof(*z->posted));
+	kvt_mem_free(z->mem, z->adopting, z->adopt_cap * sizeof(*z->adopting));
 	pthread_cond_destroy(&z->done);
 	pthread_mutex_destroy(&z->lock);
 	pthread_mutex_destroy(&z->peer_lock);
