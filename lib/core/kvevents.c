@@ -99,6 +99,8 @@ struct kvev_subs {
 	struct kvev_addr *a;            /* the addresses of its peers (a few stale) */
 	size_t a_n, a_cap;
 	uint32_t total;                 /* of a[].n */
+	uint64_t resets;                /* times its peers from an address were let go
+					 * (a group's: events.<g>.sub_resets) */
 };
 
 /* A group's own socket. */
@@ -583,6 +585,7 @@ static void kvevents_addr_let_go(struct kvevents *ev, struct kvev_subs *s, const
 	 * read before (kvevents.h KVEVENTS_SUBS_FLOOD_MAX). */
 	(void)kvzap_drop_wait(ev->zap, kvzap_drop_addr(ev->zap, s->zap_id, addr),
 			      KVEVENTS_DROP_WAIT_MS);
+	s->resets++;
 	drops = atomic_fetch_add_explicit(&ev->c_sub_resets, 1, memory_order_relaxed) + 1;
 	if ((drops & (drops - 1)) == 0) /* 1, 2, 4, ...: a flood logs little */
 		kvt_logf(ev->log, KVT_LOG_WARN, "events: the subscribers from %s held %s: "
@@ -1214,6 +1217,32 @@ int kvevents_group_replay(struct kvevents *ev, uint32_t group, const char *endpo
 out:
 	pthread_mutex_unlock(&ev->chan_lock);
 	return ret;
+}
+
+void kvevents_group_stats(struct kvevents *ev, uint32_t group, kvt_stats_fn fn, void *ctx)
+{
+	uint64_t dropped, resets = 0;
+	bool feed = false;
+	char name[48];
+
+	if (group == 0 || group >= KVT_QUOTA_GROUPS)
+		return;
+	pthread_mutex_lock(&ev->lock);
+	dropped = ev->c_gdropped[group];
+	pthread_mutex_unlock(&ev->lock);
+	pthread_mutex_lock(&ev->chan_lock);
+	for (size_t c = 0; c < ev->chan_n; c++)
+		if (ev->chans[c].group == group) {
+			feed = true;
+			resets = ev->chans[c].subs.resets;
+		}
+	pthread_mutex_unlock(&ev->chan_lock);
+	snprintf(name, sizeof(name), "events.%u.dropped", group);
+	fn(ctx, name, dropped, NULL);
+	if (feed) {
+		snprintf(name, sizeof(name), "events.%u.sub_resets", group);
+		fn(ctx, name, resets, NULL);
+	}
 }
 
 void kvevents_stats(struct kvevents *ev, kvt_stats_fn fn, void *ctx)

@@ -258,6 +258,17 @@ int kvevents_group_replay(struct kvevents *ev, uint32_t group, const char *endpo
 void kvevents_stats(struct kvevents *ev, kvt_stats_fn fn, void *ctx);
 
 /*
+ * What concerns group (1..KVT_QUOTA_GROUPS-1) alone, through fn: its
+ * events dropped ("events.<g>.dropped": the queue's share rule, or a full
+ * queue; always reported), and with a feed of its own
+ * (kvevents_group_endpoint) the times that feed's peers from one address
+ * were let go ("events.<g>.sub_resets", the feed's since it opened).  Not
+ * counted anywhere: the messages libzmq drops for a subscriber past
+ * KVEVENTS_SNDHWM (a gap in its sequence numbers).  Any thread.
+ */
+void kvevents_group_stats(struct kvevents *ev, uint32_t group, kvt_stats_fn fn, void *ctx);
+
+/*
  * Encode one KVEventBatch of evs[0..n) at time ts (seconds since the
  * epoch), in format (KVEVENTS_MAP or _ARRAY), into buf[0..cap).  Returns the length, or
  * KVT_EBUFSMALL with *need set (retry with that much), -ENOMEM.  Pure: for the thread and for

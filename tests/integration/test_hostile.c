@@ -4599,7 +4599,9 @@ static void phase_kvevents_share(void)
  * kvtier_events_tenant_dropped_total{tenant="alice"}, equal to her quota
  * group's events.<g>.dropped; bob, who dropped none, has no series.
  * Before, /metrics had none of them: a KV-aware router's feed could lose
- * events and no dashboard showed it.
+ * events and no dashboard showed it.  Each tenant's own STATS has them as
+ * tenant.events_dropped (alice's the same, bob's 0) and its feed's
+ * tenant.events_sub_resets (before session 40: no such rows).
  */
 static void phase_kvevents_metrics(void)
 {
@@ -4617,8 +4619,9 @@ static void phase_kvevents_metrics(void)
 	};
 	enum { N = sizeof(stats) / sizeof(stats[0]) };
 	const char *extra[] = { "--ssd", "0", "--metrics", "127.0.0.1:0", "--set",
-				"events.batch_ms=200", "--set", "events.queue_max=256", NULL };
-	char text[2000], ep[2][700], name[64], *page = NULL;
+				"events.batch_ms=200", "--set", "events.queue_max=256",
+				"--resp", "127.0.0.1:0", NULL };
+	char text[2000], ep[2][700], name[64], *page = NULL, info[2048], want[64];
 	uint64_t before[N + 1], after[N + 1], group;
 	struct fq_seen seen = { 0 };
 	uint8_t ns[PROTO_DIGEST_LEN];
@@ -4669,6 +4672,27 @@ static void phase_kvevents_metrics(void)
 		 after[N]);
 	T_ASSERT(strstr(page, "\n# TYPE kvtier_events_tenant_dropped_total counter\n"));
 	T_ASSERT(!strstr(page, "kvtier_events_tenant_dropped_total{tenant=\"bob\"}"));
+	/* Each tenant's own STATS has its drops (before: no such rows, a
+	 * tenant could not tell that its feed lost events), and its feed's
+	 * resets: none here. */
+	for (unsigned t = 0; t < 2; t++) {
+		uint64_t dropped = UINT64_MAX, resets = UINT64_MAX;
+		login_group(&c, t ? "bob" : "alice", SECRET_ALICE, ns);
+		T_RC(kc_stat(&c, PROTO_SCOPE_TENANT, "tenant.events_dropped", &dropped), 0);
+		T_RC(kc_stat(&c, PROTO_SCOPE_TENANT, "tenant.events_sub_resets", &resets), 0);
+		kc_close(&c);
+		printf("kvevents_metrics: %s's STATS: tenant.events_dropped %" PRIu64
+		       ", tenant.events_sub_resets %" PRIu64 "\n", t ? "bob" : "alice", dropped,
+		       resets);
+		T_EQ_U64(dropped, t ? 0 : after[N]);
+		T_EQ_U64(resets, 0);
+	}
+	/* and alice's RESP INFO */
+	memset(info, 0, sizeof(info));
+	resp_as(tsrv_listener_port(srv.log, "RESP"), "alice", SECRET_ALICE, "INFO stats", info,
+		sizeof(info) - 1);
+	snprintf(want, sizeof(want), "kvtier_tenant_events_dropped:%" PRIu64 "\r\n", after[N]);
+	T_ASSERT(strstr(info, want) != NULL);
 	printf("kvevents_metrics: %u samples parsed; events.queued %" PRIu64 ", dropped %" PRIu64
 	       " (alice's group %" PRIu64 ": %" PRIu64 "), batches %" PRIu64 ", bytes %" PRIu64
 	       ": the same on /metrics (%u tries)\n", samples, after[0], after[1], group, after[N],

@@ -1776,6 +1776,78 @@ static void test_sub_flood_prompt(void)
 	T_EQ_INT(atomic_load(&mem.bytes), 0);
 }
 
+/* kvevents_group_stats (kvt_quota_stats, a tenant's STATS): a group's
+ * drops, and its own feed's resets -- here a SUB of 100 topics on group
+ * 3's feed (ipc://), let go without anything published; group 4, without
+ * a feed, has its drops and no resets row.  Before, no group's resets
+ * were counted, and a tenant's STATS had neither. */
+struct gstat_find {
+	uint64_t dropped[2], resets[2];
+	bool has_resets[2];
+};
+
+static void gstat_cb(void *ctx, const char *name, uint64_t value, const char *str)
+{
+	struct gstat_find *f = ctx;
+	for (int i = 0; i < 2 && !str; i++) {
+		char d[32], r[32];
+		snprintf(d, sizeof(d), "events.%d.dropped", 3 + i);
+		snprintf(r, sizeof(r), "events.%d.sub_resets", 3 + i);
+		if (strcmp(name, d) == 0)
+			f->dropped[i] = value;
+		if (strcmp(name, r) == 0) {
+			f->resets[i] = value;
+			f->has_resets[i] = true;
+		}
+	}
+}
+
+static void test_group_stats(void)
+{
+	struct kvt_mem mem;
+	struct kvt_logger lg = { 0 };
+	struct kvevents_config cfg = { .groups = true, .batch_ms = 1 };
+	char dir[] = "/tmp/kvt-evgst-XXXXXX", ep[96];
+	struct gstat_find f;
+	struct kvevents *ev;
+	void *zctx = zmq_ctx_new(), *att;
+	int linger = 0;
+
+	kvt_mem_init(&mem);
+	T_ASSERT(mkdtemp(dir) != NULL);
+	snprintf(ep, sizeof(ep), "ipc://%s/g3", dir);
+	T_OK(kvevents_open(&ev, &cfg, &mem, &lg));
+	T_OK(kvevents_group_endpoint(ev, 3, ep));
+	att = zmq_socket(zctx, ZMQ_SUB);
+	zmq_setsockopt(att, ZMQ_LINGER, &linger, sizeof(linger));
+	for (int t = 0; t < 100; t++) {
+		char topic[16];
+		int n = snprintf(topic, sizeof(topic), "gst-%d", t);
+		T_EQ_INT(zmq_setsockopt(att, ZMQ_SUBSCRIBE, topic, (size_t)n), 0);
+	}
+	T_EQ_INT(zmq_connect(att, ep), 0);
+	for (int i = 0; i < 200; i++) {
+		memset(&f, 0, sizeof(f));
+		kvevents_group_stats(ev, 3, gstat_cb, &f);
+		if (f.resets[0])
+			break;
+		usleep(5000);
+	}
+	kvevents_group_stats(ev, 4, gstat_cb, &f);
+	printf("group stats: group 3 (a feed, a flooder): dropped %" PRIu64 ", sub_resets %"
+	       PRIu64 "; group 4 (no feed): dropped %" PRIu64 ", a resets row %d\n",
+	       f.dropped[0], f.resets[0], f.dropped[1], f.has_resets[1]);
+	T_ASSERT(f.has_resets[0] && f.resets[0] >= 1);
+	T_ASSERT(!f.has_resets[1]);
+	T_ASSERT(ev_stat(ev, "events.sub_resets") >= f.resets[0]);
+	kvevents_close(ev);
+	zmq_close(att);
+	zmq_ctx_term(zctx);
+	unlink(ep + 6);
+	rmdir(dir);
+	T_EQ_INT(atomic_load(&mem.bytes), 0);
+}
+
 int main(void)
 {
 	test_encode();
@@ -1787,6 +1859,7 @@ int main(void)
 	test_sub_cap_fair_ipc();
 	test_sub_cap_addr_table_full();
 	test_sub_flood_prompt();
+	test_group_stats();
 	test_replay();
 	test_replay_hostile();
 	test_replay_group();
