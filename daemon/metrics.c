@@ -220,6 +220,8 @@ static const struct {
 	{ "events.sub_resets", "kvtier_events_sub_resets_total", "counter",
 	  "times a bound KV-events socket's peers from one address held too many topics "
 	  "and were let go" },
+	{ "events.subscriptions", "kvtier_events_subscriptions_total", "counter",
+	  "subscriptions the bound KV-events sockets took" },
 	{ "events.refused", "kvtier_events_refused_total", "counter",
 	  "subscribers a bound events socket refused during the handshake" },
 	{ "events.replay_kept", "kvtier_events_replay_kept", "gauge",

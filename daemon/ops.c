@@ -1538,12 +1538,20 @@ static const char *const ops_quota_fields[] = { "dram_bytes", "dram_leaving_byte
 						"ssd_declined" };
 #define OPS_QUOTA_FIELDS (sizeof(ops_quota_fields) / sizeof(ops_quota_fields[0]))
 
+/* The group's KV-events drops ("events.<group>.<field>", kvt_quota_stats),
+ * reported as "tenant.events_<field>". */
+static const char *const ops_quota_events[] = { "dropped", "sub_resets" };
+#define OPS_QUOTA_EVENTS (sizeof(ops_quota_events) / sizeof(ops_quota_events[0]))
+
 struct ops_quota {
 	uint64_t v[OPS_QUOTA_FIELDS];
 	bool found[OPS_QUOTA_FIELDS];
+	uint64_t ev[OPS_QUOTA_EVENTS];
+	bool ev_found[OPS_QUOTA_EVENTS];
 };
 
-/* "quota.<group>.<field>" into q's slot for field. */
+/* "quota.<group>.<field>" into q's slot for field ("events.<group>.<field>"
+ * into its events slot). */
 static void ops_stats_quota_cb(void *ctx, const char *name, uint64_t value, const char *str)
 {
 	struct ops_quota *q = ctx;
@@ -1551,6 +1559,14 @@ static void ops_stats_quota_cb(void *ctx, const char *name, uint64_t value, cons
 
 	if (str || !f)
 		return;
+	if (strncmp(name, "events.", 7) == 0) {
+		for (size_t i = 0; i < OPS_QUOTA_EVENTS; i++)
+			if (strcmp(f + 1, ops_quota_events[i]) == 0) {
+				q->ev[i] = value;
+				q->ev_found[i] = true;
+			}
+		return;
+	}
 	for (size_t i = 0; i < OPS_QUOTA_FIELDS; i++)
 		if (strcmp(f + 1, ops_quota_fields[i]) == 0) {
 			q->v[i] = value;
@@ -1579,6 +1595,27 @@ static void ops_stats_quota(struct ops_stats *st, struct kvtd_server *srv, const
 			continue;
 		snprintf(name, sizeof(name), "tenant.%s", fields[i]);
 		ops_stats_add(st, name, q.v[i], NULL);
+	}
+	if (q.ev_found[0]) {
+		/* The group's drops since it was given to this tenant: an
+		 * earlier tenant's are not this one's (/metrics'
+		 * kvtier_events_tenant_dropped_total subtracts the same base);
+		 * none while the base of a group just given is not read. */
+		char owner[PROTO_TENANT_MAX + 1];
+		uint64_t base = 0;
+		size_t ol = kvtd_tenant_group_name(g, owner, &base);
+		if (ol == tl && memcmp(owner, tn, tl) == 0)
+			q.ev[0] = q.ev[0] > base ? q.ev[0] - base : 0;
+		else
+			q.ev_found[0] = false;
+	}
+	/* (its feed's resets count from its opening: a group given anew
+	 * gets its feed afresh, doc/kvevents.md "Per tenant") */
+	for (size_t i = 0; i < OPS_QUOTA_EVENTS; i++) {
+		if (!q.ev_found[i])
+			continue;
+		snprintf(name, sizeof(name), "tenant.events_%s", ops_quota_events[i]);
+		ops_stats_add(st, name, q.ev[i], NULL);
 	}
 }
 

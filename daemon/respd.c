@@ -1393,8 +1393,11 @@ static uint64_t respd_stat(struct kvtd_server *srv, struct respd_figs *fg, const
 	return 0;
 }
 
-/* A tenant's quota group's figures ("quota.<g>.<field>"). */
-static const char *const respd_quota_fields[] = { "dram_bytes", "dram_limit", "ssd_bytes" };
+/* A tenant's quota group's figures ("quota.<g>.<field>", and its KV-events
+ * drops "events.<g>.dropped"). */
+static const char *const respd_quota_fields[] = { "dram_bytes", "dram_limit", "ssd_bytes",
+						  "dropped" };
+#define RESPD_QUOTA_FIELDS (sizeof(respd_quota_fields) / sizeof(respd_quota_fields[0]))
 
 static void respd_quota_cb(void *ctx, const char *name, uint64_t value, const char *str)
 {
@@ -1403,7 +1406,7 @@ static void respd_quota_cb(void *ctx, const char *name, uint64_t value, const ch
 
 	if (str || !f)
 		return;
-	for (size_t i = 0; i < 3; i++)
+	for (size_t i = 0; i < RESPD_QUOTA_FIELDS; i++)
 		if (strcmp(f + 1, respd_quota_fields[i]) == 0)
 			v[i] = value;
 }
@@ -1433,12 +1436,18 @@ static void respd_info(struct respd_cmd *cmd)
 		 * server-wide ones tell what other tenants do. */
 		struct kvtd_tstat *t = kvtd_tstat_of(cmd->conn);
 		uint32_t g = kvtd_tenant_group(cmd->conn->tenant, cmd->conn->tenant_len);
-		uint64_t q[3] = { 0, 0, 0 }, dram, dlim, ssd;
+		uint64_t q[RESPD_QUOTA_FIELDS] = { 0 }, dram, dlim, ssd, evd, base = 0;
+		char owner[PROTO_TENANT_MAX + 1];
 		if (g) /* this group's statistics only: not a pass over all */
 			kvt_quota_stats(srv->store, g, respd_quota_cb, q);
 		dram = q[0];
 		dlim = q[1];
 		ssd = q[2];
+		/* its KV-events drops since the group is its (STATS'
+		 * tenant.events_dropped) */
+		evd = g && kvtd_tenant_group_name(g, owner, &base) == cmd->conn->tenant_len &&
+		      memcmp(owner, cmd->conn->tenant, cmd->conn->tenant_len) == 0 &&
+		      q[3] > base ? q[3] - base : 0;
 		if (SECTION("server"))
 			fprintf(f, "# Server\r\nredis_version:7.0.0\r\nkvtier_version:%s\r\n"
 				"redis_mode:standalone\r\nuptime_in_seconds:%" PRIu64 "\r\n\r\n",
@@ -1451,10 +1460,11 @@ static void respd_info(struct respd_cmd *cmd)
 		if (SECTION("stats"))
 			fprintf(f, "# Stats\r\nkvtier_tenant_requests:%" PRIu64
 				"\r\nkvtier_tenant_net_input_bytes:%" PRIu64
-				"\r\nkvtier_tenant_net_output_bytes:%" PRIu64 "\r\n\r\n",
+				"\r\nkvtier_tenant_net_output_bytes:%" PRIu64
+				"\r\nkvtier_tenant_events_dropped:%" PRIu64 "\r\n\r\n",
 				t ? atomic_load(&t->requests) : 0,
 				t ? atomic_load(&t->bytes_in) : 0,
-				t ? atomic_load(&t->bytes_out) : 0);
+				t ? atomic_load(&t->bytes_out) : 0, evd);
 		fclose(f);
 		respd_bulk(cmd, b, bl);
 		free(b);

@@ -1364,7 +1364,10 @@ int kvt_store_stat(struct kvt_store *store, const char *name, uint64_t *value);
  * The statistics of one quota group ("quota.<group>.*", as kvt_store_stats
  * reports them), through fn, without walking the store's other statistics
  * or groups: its cost does not grow with the number of groups.  Nothing is
- * reported for a group no limit or namespace has named yet.  Returns 0,
+ * reported for a group no limit or namespace has named yet.  With KV
+ * events, then the group's KV-events drops: "events.<group>.dropped"
+ * (always) and, with a feed of its own (kvt_events_group_endpoint),
+ * "events.<group>.sub_resets" (doc/stats.md).  Returns 0,
  * KVT_ENULL, KVT_EOPTVAL (group 0 or >= KVT_QUOTA_GROUPS), KVT_ECLOSED.
  * After open; any thread; fn runs on the calling thread.
  */

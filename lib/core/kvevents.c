@@ -11,7 +11,8 @@
  *
  * The thread wakes when the first event is queued into an empty queue
  * (then waits up to events.batch_ms for more: one message per batch, as
- * vLLM sends one per scheduler step) or at close; it swaps the arrays,
+ * vLLM sends one per scheduler step), at close, or when a bound socket
+ * has subscriptions to read (kvevents_wait polls them); it swaps the arrays,
  * encodes one KVEventBatch with msgpack-c's packer into its buffer, and
  * sends [topic, seq, payload].  A full queue drops new events (counted:
  * a router that misses events sees stale state, never a stalled put).
@@ -54,6 +55,8 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <poll.h>
+#include <sys/eventfd.h>
 #include <sys/random.h>
 
 #include <msgpack.h>
@@ -89,10 +92,15 @@ struct kvev_addr {
 /* A bound socket's subscriptions, by address. */
 struct kvev_subs {
 	bool bound;                     /* a listener: an XPUB */
+	int fd;                         /* a listener's ZMQ_FD: readable when libzmq has
+					 * commands for it, subscriptions among them
+					 * (kvevents_wait); -1 if not one */
 	uint32_t zap_id;                /* its kvzap id (KVZAP_UNWATCHED: none) */
 	struct kvev_addr *a;            /* the addresses of its peers (a few stale) */
 	size_t a_n, a_cap;
 	uint32_t total;                 /* of a[].n */
+	uint64_t resets;                /* times its peers from an address were let go
+					 * (a group's: events.<g>.sub_resets) */
 };
 
 /* A group's own socket. */
@@ -121,12 +129,14 @@ struct kvevents {
 	pthread_mutex_t chan_lock;      /* chans; their sockets are used under it */
 	struct kvev_chan *chans;
 	size_t chan_n, chan_cap;
+	uint64_t chan_gen;              /* chan_lock: changed whenever chans is */
 	_Atomic bool listening;         /* a socket exists: events are worth queuing */
 
 	pthread_t thread;
 	bool started;
 	pthread_mutex_t lock;
-	pthread_cond_t cond;
+	int wake;                       /* eventfd: the thread's wake-up (an event queued
+					 * into an empty queue, stop, chans changed) */
 	struct evq fill;                /* lock */
 	bool stop;                      /* lock */
 	uint64_t batches;               /* lock: fill handed to send, so far */
@@ -146,6 +156,8 @@ struct kvevents {
 	struct evq send;                /* batch number send_batch */
 	uint64_t send_batch;
 	struct evq sub;                 /* one group's share of send */
+	struct pollfd *pfd;             /* kvevents_wait's: wake, pub, chans[] */
+	size_t pfd_cap;
 	uint8_t *buf;
 	size_t buf_cap;
 	uint64_t seq;
@@ -159,6 +171,7 @@ struct kvevents {
 	struct kvreplay_ep *main_rp;    /* the main socket's endpoint, or NULL */
 
 	_Atomic uint64_t c_events, c_dropped, c_batches, c_send_errors, c_bytes, c_sub_resets;
+	_Atomic uint64_t c_subscriptions;       /* subscriptions the bound sockets took */
 	/* lock (counted where the drop is decided; read under it) */
 	uint64_t c_share_dropped;
 	uint64_t c_gdropped[KVT_QUOTA_GROUPS]; /* events.<g>.dropped */
@@ -396,6 +409,14 @@ static bool kvevents_push_out_locked(struct kvevents *ev)
 	return true;
 }
 
+/* Wake the publisher thread (ev->wake). */
+static void kvevents_wake(struct kvevents *ev)
+{
+	uint64_t one = 1;
+	ssize_t w = write(ev->wake, &one, sizeof(one));
+	(void)w; /* fails only if the count is huge: the thread wakes anyway */
+}
+
 static void kvevents_push(struct kvevents *ev, const struct kvevent *v)
 {
 	uint32_t g = kvevents_gi(v->group);
@@ -444,7 +465,7 @@ static void kvevents_push(struct kvevents *ev, const struct kvevent *v)
 	pthread_mutex_unlock(&ev->lock);
 	atomic_fetch_add_explicit(&ev->c_events, 1, memory_order_relaxed);
 	if (wake)
-		pthread_cond_signal(&ev->cond);
+		kvevents_wake(ev);
 }
 
 void kvevents_stored(struct kvevents *ev, uint32_t group, const struct kvt_key *key,
@@ -558,7 +579,13 @@ static void kvevents_addr_let_go(struct kvevents *ev, struct kvev_subs *s, const
 {
 	uint64_t drops;
 
-	(void)kvzap_drop_addr(ev->zap, s->zap_id, addr);
+	/* Nothing more read from the socket until its descriptors from addr
+	 * are disconnected: libzmq applies a subscription as this thread
+	 * reads, so that what a flooder gets past the bound is what libzmq
+	 * read before (kvevents.h KVEVENTS_SUBS_FLOOD_MAX). */
+	(void)kvzap_drop_wait(ev->zap, kvzap_drop_addr(ev->zap, s->zap_id, addr),
+			      KVEVENTS_DROP_WAIT_MS);
+	s->resets++;
 	drops = atomic_fetch_add_explicit(&ev->c_sub_resets, 1, memory_order_relaxed) + 1;
 	if ((drops & (drops - 1)) == 0) /* 1, 2, 4, ...: a flood logs little */
 		kvt_logf(ev->log, KVT_LOG_WARN, "events: the subscribers from %s held %s: "
@@ -643,6 +670,7 @@ static void kvevents_subs(struct kvevents *ev, void *pub, struct kvev_subs *s)
 			zmq_msg_close(&msg);
 			continue;
 		}
+		atomic_fetch_add_explicit(&ev->c_subscriptions, 1, memory_order_relaxed);
 		h = kvevents_topic_hash(ev, b + 1, len - 1);
 		a = kvevents_addr(ev, s, addr);
 		if (!a) {
@@ -734,31 +762,116 @@ static void kvevents_send(struct kvevents *ev)
 	pthread_mutex_unlock(&ev->chan_lock);
 }
 
+/* Wait until ms have passed (-1: no limit) or ev->wake is written,
+ * taking the subscriptions of each bound socket as they come: the thread
+ * polls each one's ZMQ_FD (readable once libzmq has a command for the
+ * socket, after a read that found none) and reads a readable one's
+ * (kvevents_subs: libzmq applies a subscription only as the socket's
+ * owner processes its commands -- before, as it sent, so that with
+ * nothing to publish a flooder's subscriptions waited in the socket
+ * buffers, and the first send took thousands on one connection).  The
+ * groups' sockets are polled by descriptor, outside chan_lock; chans
+ * changed meanwhile (chan_gen) are only polled again, their indexes
+ * being others' now (a descriptor stays readable until its socket is
+ * read). */
+static void kvevents_wait(struct kvevents *ev, int ms)
+{
+	size_t n;
+	uint64_t gen;
+
+	pthread_mutex_lock(&ev->chan_lock);
+	gen = ev->chan_gen;
+	n = 2 + ev->chan_n;
+	if (n > ev->pfd_cap) {
+		struct pollfd *na = kvt_mem_realloc(ev->mem, ev->pfd,
+						    ev->pfd_cap * sizeof(*na), n * sizeof(*na));
+		if (na) {
+			ev->pfd = na;
+			ev->pfd_cap = n;
+		}
+	}
+	if (n > ev->pfd_cap) {
+		/* Without memory for them: the wake-up alone, and every socket
+		 * read every 10 ms. */
+		pthread_mutex_unlock(&ev->chan_lock);
+		if (ev->pfd_cap) {
+			ev->pfd[0] = (struct pollfd){ ev->wake, POLLIN, 0 };
+			(void)poll(ev->pfd, 1, ms < 0 || ms > 10 ? 10 : ms);
+		} else {
+			usleep(1000);
+		}
+		n = 0;
+	} else {
+		int r;
+		ev->pfd[0] = (struct pollfd){ ev->wake, POLLIN, 0 };
+		ev->pfd[1] = (struct pollfd){ ev->pub_subs.fd, POLLIN, 0 };
+		for (size_t c = 0; c < ev->chan_n; c++)
+			ev->pfd[2 + c] = (struct pollfd){ ev->chans[c].subs.fd, POLLIN, 0 };
+		pthread_mutex_unlock(&ev->chan_lock);
+		r = poll(ev->pfd, (nfds_t)n, ms);
+		if (r <= 0)
+			return;
+	}
+	if (n == 0 || ev->pfd[0].revents) {
+		uint64_t v;
+		ssize_t r = read(ev->wake, &v, sizeof(v));
+		(void)r; /* EAGAIN: read with an earlier wake */
+	}
+	if (ev->pub_subs.bound && (n == 0 || ev->pfd[1].revents))
+		kvevents_subs(ev, ev->pub, &ev->pub_subs);
+	pthread_mutex_lock(&ev->chan_lock);
+	for (size_t c = 0; c < ev->chan_n && (n == 0 || gen == ev->chan_gen); c++) {
+		struct kvev_chan *ch = &ev->chans[c];
+		if (ch->subs.bound && (n == 0 || ev->pfd[2 + c].revents))
+			kvevents_subs(ev, ch->pub, &ch->subs);
+	}
+	pthread_mutex_unlock(&ev->chan_lock);
+}
+
+static uint64_t kvevents_now_ms(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000 + (uint64_t)t.tv_nsec / 1000000;
+}
+
 static void *kvevents_main(void *arg)
 {
 	struct kvevents *ev = arg;
+	uint64_t due = 0; /* when the batch being filled goes (ms); 0: none */
 	sigset_t all;
 
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, NULL);
-	pthread_mutex_lock(&ev->lock);
 	for (;;) {
 		struct evq t;
 		bool stop;
-		while (!ev->stop && ev->fill.n == 0)
-			pthread_cond_wait(&ev->cond, &ev->lock);
-		if (!ev->stop && ev->cfg.batch_ms) {
-			/* Let the batch fill: one message per burst. */
-			struct timespec until;
-			clock_gettime(CLOCK_REALTIME, &until);
-			until.tv_nsec += (long)(ev->cfg.batch_ms % 1000) * 1000000L;
-			until.tv_sec += ev->cfg.batch_ms / 1000 + until.tv_nsec / 1000000000L;
-			until.tv_nsec %= 1000000000L;
-			while (!ev->stop &&
-			       pthread_cond_timedwait(&ev->cond, &ev->lock, &until) != ETIMEDOUT)
-				;
-		}
+		size_t queued;
+
+		pthread_mutex_lock(&ev->lock);
 		stop = ev->stop;
+		queued = ev->fill.n;
+		if (!stop) {
+			/* Wait for the first event, then up to batch_ms for
+			 * more (one message per burst), reading subscriptions
+			 * meanwhile. */
+			int ms = -1;
+			if (queued) {
+				uint64_t now = kvevents_now_ms();
+				if (!due)
+					due = now + ev->cfg.batch_ms;
+				ms = due > now ? (int)(due - now) : 0;
+			}
+			if (ms != 0) {
+				pthread_mutex_unlock(&ev->lock);
+				kvevents_wait(ev, ms);
+				continue;
+			}
+		} else if (queued == 0) { /* all sent */
+			pthread_mutex_unlock(&ev->lock);
+			break;
+		}
+		due = 0;
 		t = ev->fill;
 		ev->fill = ev->send;
 		ev->fill.n = 0;
@@ -778,11 +891,7 @@ static void *kvevents_main(void *arg)
 		if (ev->send.n)
 			kvevents_send(ev);
 		ev->send.n = 0;
-		pthread_mutex_lock(&ev->lock);
-		if (stop && ev->fill.n == 0)
-			break;
 	}
-	pthread_mutex_unlock(&ev->lock);
 	return NULL;
 }
 
@@ -816,7 +925,9 @@ static void kvevents_free(struct kvevents *ev)
 	kvt_mem_free(ev->mem, ev->fill.ev, ev->fill.cap * sizeof(*ev->fill.ev));
 	kvt_mem_free(ev->mem, ev->send.ev, ev->send.cap * sizeof(*ev->send.ev));
 	kvt_mem_free(ev->mem, ev->buf, ev->buf_cap);
-	pthread_cond_destroy(&ev->cond);
+	kvt_mem_free(ev->mem, ev->pfd, ev->pfd_cap * sizeof(*ev->pfd));
+	if (ev->wake >= 0)
+		close(ev->wake);
 	pthread_mutex_destroy(&ev->lock);
 	kvt_mem_free(ev->mem, ev, sizeof(*ev));
 }
@@ -826,7 +937,7 @@ static void kvevents_free(struct kvevents *ev)
  * A bound one is watched (kvzap_watch): *zap_id, else KVZAP_UNWATCHED.
  * 0, KVT_EOPTVAL (refused: logged), -ENOMEM, -errno. */
 static int kvevents_socket(struct kvevents *ev, const char *ep, const char *what, void **out,
-			   uint32_t *zap_id, bool *bound)
+			   uint32_t *zap_id, bool *bound, int *fd)
 {
 	int linger = 200, hwm = KVEVENTS_SNDHWM, in_hwm = KVEVENTS_SUB_RCVHWM, ret;
 	bool listen = strchr(ep, '*') || strstr(ep, "::") || strncmp(ep, "ipc://", 6) == 0 ||
@@ -848,6 +959,14 @@ static int kvevents_socket(struct kvevents *ev, const char *ep, const char *what
 	kvzap_peer_bounds(pub);
 	*zap_id = KVZAP_UNWATCHED;
 	*bound = listen;
+	*fd = -1;
+	if (listen) {
+		size_t fl = sizeof(*fd);
+		if (zmq_getsockopt(pub, ZMQ_FD, fd, &fl) < 0) {
+			zmq_close(pub);
+			return -ENOMEM;
+		}
+	}
 	if (listen) {
 		/* A listener: the ZAP thread bounds its peers. */
 		ret = kvzap_watch(ev->zap, pub, zap_id);
@@ -909,7 +1028,12 @@ int kvevents_open(struct kvevents **out, const struct kvevents_config *cfg,
 		ev->topic_seed = (uint64_t)(uintptr_t)ev ^ (uint64_t)time(NULL);
 	pthread_mutex_init(&ev->lock, NULL);
 	pthread_mutex_init(&ev->chan_lock, NULL);
-	pthread_cond_init(&ev->cond, NULL);
+	ev->pub_subs.fd = -1;
+	ev->wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (ev->wake < 0) {
+		ret = -errno;
+		goto fail;
+	}
 	ev->zctx = zmq_ctx_new();
 	if (!ev->zctx) {
 		ret = -ENOMEM;
@@ -923,7 +1047,7 @@ int kvevents_open(struct kvevents **out, const struct kvevents_config *cfg,
 	}
 	if (ep) {
 		ret = kvevents_socket(ev, ep, "events.endpoint", &ev->pub, &ev->pub_zap_id,
-				      &ev->pub_subs.bound);
+				      &ev->pub_subs.bound, &ev->pub_subs.fd);
 		if (ret < 0)
 			goto fail;
 		ev->pub_subs.zap_id = ev->pub_zap_id;
@@ -969,8 +1093,8 @@ void kvevents_close(struct kvevents *ev)
 	if (ev->started) {
 		pthread_mutex_lock(&ev->lock);
 		ev->stop = true;
-		pthread_cond_signal(&ev->cond);
 		pthread_mutex_unlock(&ev->lock);
+		kvevents_wake(ev);
 		pthread_join(ev->thread, NULL);
 	}
 	kvevents_free(ev);
@@ -982,7 +1106,7 @@ int kvevents_group_endpoint(struct kvevents *ev, uint32_t group, const char *end
 	void *pub = NULL;
 	uint32_t zap_id = KVZAP_UNWATCHED;
 	bool bound = false;
-	int ret = 0;
+	int ret = 0, fd = -1;
 
 	if (group == 0 || group >= KVT_QUOTA_GROUPS ||
 	    (endpoint && strlen(endpoint) >= sizeof(ch->want)))
@@ -996,7 +1120,7 @@ int kvevents_group_endpoint(struct kvevents *ev, uint32_t group, const char *end
 	if (endpoint && *endpoint) {
 		char what[48];
 		snprintf(what, sizeof(what), "the endpoint of group %u", group);
-		ret = kvevents_socket(ev, endpoint, what, &pub, &zap_id, &bound);
+		ret = kvevents_socket(ev, endpoint, what, &pub, &zap_id, &bound, &fd);
 		if (ret < 0)
 			goto out;
 	}
@@ -1047,6 +1171,7 @@ int kvevents_group_endpoint(struct kvevents *ev, uint32_t group, const char *end
 		ch->zap_id = zap_id;
 		memset(&ch->subs, 0, sizeof(ch->subs));
 		ch->subs.bound = bound;
+		ch->subs.fd = fd;
 		ch->subs.zap_id = zap_id;
 		ch->seq = 0;
 		snprintf(ch->want, sizeof(ch->want), "%s", endpoint);
@@ -1054,6 +1179,9 @@ int kvevents_group_endpoint(struct kvevents *ev, uint32_t group, const char *end
 			 group, endpoint);
 	}
 	atomic_store(&ev->listening, ev->pub != NULL || ev->chan_n > 0);
+	/* The thread polls the sockets as they are now. */
+	ev->chan_gen++;
+	kvevents_wake(ev);
 out:
 	pthread_mutex_unlock(&ev->chan_lock);
 	return ret;
@@ -1091,6 +1219,32 @@ out:
 	return ret;
 }
 
+void kvevents_group_stats(struct kvevents *ev, uint32_t group, kvt_stats_fn fn, void *ctx)
+{
+	uint64_t dropped, resets = 0;
+	bool feed = false;
+	char name[48];
+
+	if (group == 0 || group >= KVT_QUOTA_GROUPS)
+		return;
+	pthread_mutex_lock(&ev->lock);
+	dropped = ev->c_gdropped[group];
+	pthread_mutex_unlock(&ev->lock);
+	pthread_mutex_lock(&ev->chan_lock);
+	for (size_t c = 0; c < ev->chan_n; c++)
+		if (ev->chans[c].group == group) {
+			feed = true;
+			resets = ev->chans[c].subs.resets;
+		}
+	pthread_mutex_unlock(&ev->chan_lock);
+	snprintf(name, sizeof(name), "events.%u.dropped", group);
+	fn(ctx, name, dropped, NULL);
+	if (feed) {
+		snprintf(name, sizeof(name), "events.%u.sub_resets", group);
+		fn(ctx, name, resets, NULL);
+	}
+}
+
 void kvevents_stats(struct kvevents *ev, kvt_stats_fn fn, void *ctx)
 {
 #define S(name, c) fn(ctx, "events." name, atomic_load_explicit(&ev->c, memory_order_relaxed), NULL)
@@ -1101,6 +1255,7 @@ void kvevents_stats(struct kvevents *ev, kvt_stats_fn fn, void *ctx)
 	S("send_errors", c_send_errors);
 	S("bytes", c_bytes);
 	S("sub_resets", c_sub_resets);
+	S("subscriptions", c_subscriptions);
 #undef S
 	/* Each group's, once it lost one: at most KVT_QUOTA_GROUPS rows,
 	 * read under the lock that counts them, reported after it. */

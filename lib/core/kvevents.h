@@ -137,19 +137,42 @@ struct kvevents_config {
  * socket is an XPUB (ZMQ_XPUB_VERBOSE), which hands the publisher every
  * subscription with its peer's address (libzmq's Peer-Address: the IP
  * address, or the process on ipc://; libzmq tells no more of a peer), and
- * the publisher counts, as it sends, the distinct topics subscribed from
- * each address: past KVEVENTS_SUBS_MAX the peers from that address are let
- * go (kvzap_drop_addr: their connections closed, their subscriptions
- * freed), and past KVEVENTS_SUBS_SOCKET_MAX on the socket, those of the
- * address with the most; the socket's other peers keep their connections,
- * subscriptions and messages.  Counted in events.sub_resets.  A peer's
- * subscriptions wait in a pipe of KVEVENTS_SUB_RCVHWM messages
- * (ZMQ_RCVHWM) until a send takes them, so that one send applies at most
- * that many a peer.  A router subscribes to one topic (events.topic, or
- * everything: ""). */
+ * the publisher counts the distinct topics subscribed from each address
+ * as they come (its thread polls each bound socket, not only as it sends):
+ * past KVEVENTS_SUBS_MAX the peers from that address are let go
+ * (kvzap_drop_addr: their connections closed, their subscriptions freed),
+ * and past KVEVENTS_SUBS_SOCKET_MAX on the socket, those of the address
+ * with the most; the socket's other peers keep their connections,
+ * subscriptions and messages.  Counted in events.sub_resets; every
+ * subscription taken in events.subscriptions.  A peer's subscriptions
+ * wait in a pipe of KVEVENTS_SUB_RCVHWM messages (ZMQ_RCVHWM) until the
+ * thread reads the socket.  A router subscribes to one topic
+ * (events.topic, or everything: "").
+ *
+ * KVEVENTS_DROP_WAIT_MS: after letting an address go the thread reads
+ * nothing more until the ZAP thread has disconnected its descriptors (at
+ * most that long): libzmq applies a subscription only as the socket's
+ * owner reads, so what a flooding connection gets past the bound is what
+ * libzmq had read for it before (its pipe, and what libzmq reads while
+ * the thread empties it: libzmq reads a peer's pipe until it finds it
+ * empty, and its I/O thread refills it meanwhile).  That is no strict
+ * bound (a publisher thread slower than libzmq's I/O thread reads more);
+ * measured, one connection writing 1,000-byte topics as fast as it can
+ * with nothing published (test_kvevents test_sub_flood_prompt), 100-250
+ * taken, let go within 13-180 ms (release and ASan; 301 once with
+ * ZMQ_RCVHWM 1, which does not help): ~8 MiB of trie at ~32 bytes a
+ * topic byte, freed when libzmq closes the connection.  Before, the
+ * bound socket was read only as the thread sent: with nothing to publish
+ * the connection stayed, 4-8 MB of subscriptions waiting in the socket
+ * buffers, and past the first send 99-323 were taken (an event every
+ * 10 ms, ASan); reading promptly without the wait, up to 848.
+ * KVEVENTS_SUBS_FLOOD_MAX: what that test allows, twice the most
+ * measured. */
 #define KVEVENTS_SUBS_MAX 64
 #define KVEVENTS_SUBS_SOCKET_MAX 256
 #define KVEVENTS_SUB_RCVHWM 16
+#define KVEVENTS_DROP_WAIT_MS 100
+#define KVEVENTS_SUBS_FLOOD_MAX 512
 
 /* The replay endpoint (doc/kvevents.md "Replay"), vLLM's ZmqEventPublisher
  * replay_endpoint: a ROUTER socket; a peer (DEALER, or REQ) sends
@@ -233,6 +256,17 @@ int kvevents_group_endpoint(struct kvevents *ev, uint32_t group, const char *end
 int kvevents_group_replay(struct kvevents *ev, uint32_t group, const char *endpoint);
 
 void kvevents_stats(struct kvevents *ev, kvt_stats_fn fn, void *ctx);
+
+/*
+ * What concerns group (1..KVT_QUOTA_GROUPS-1) alone, through fn: its
+ * events dropped ("events.<g>.dropped": the queue's share rule, or a full
+ * queue; always reported), and with a feed of its own
+ * (kvevents_group_endpoint) the times that feed's peers from one address
+ * were let go ("events.<g>.sub_resets", the feed's since it opened).  Not
+ * counted anywhere: the messages libzmq drops for a subscriber past
+ * KVEVENTS_SNDHWM (a gap in its sequence numbers).  Any thread.
+ */
+void kvevents_group_stats(struct kvevents *ev, uint32_t group, kvt_stats_fn fn, void *ctx);
 
 /*
  * Encode one KVEventBatch of evs[0..n) at time ts (seconds since the

@@ -35,10 +35,13 @@
  * disconnects their descriptors, which stay libzmq's to close.
  *
  * Locks: z->lock guards the sockets handed to the thread (posted), the
- * next id and the stop flag; z->peer_lock the table of peers, which the
- * thread changes and other threads read (kvzap_addr_live); the monitors
- * and the REP socket belong to the thread (or to open and close around
- * it).
+ * next id, the stop flag and the drops' numbers (kvzap_drop_wait waits on
+ * z->done under it); it is held only to hand entries over, never while
+ * the thread reads a monitor or drops a peer (kvzap_adopt).
+ * z->peer_lock guards the table of peers, which the thread changes and
+ * other threads read (kvzap_addr_live); the monitors, the entries taken
+ * (adopting) and the REP socket belong to the thread (or to open and
+ * close around it).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -51,6 +54,7 @@
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include <zmq.h>
 
@@ -63,6 +67,7 @@ struct kvzap_mon {
 					 * was closed (handed over: forget it) */
 	char drop[KVZAP_ADDR_LEN];      /* posted only: let the socket's peers from
 					 * this address go (kvzap_drop_addr) */
+	uint64_t ticket;                /* posted only: the drop's number */
 };
 
 /* A descriptor libzmq took for a watched socket and has not closed yet. */
@@ -102,8 +107,15 @@ struct kvzap {
 	size_t posted_n, posted_cap;    /* lock */
 	uint32_t ids;                   /* lock: the next watched socket's id */
 	bool stop;                      /* lock */
+	uint64_t drops, drops_done;     /* lock: drops posted, and the last one done
+					 * (they are done in order) */
+	pthread_cond_t done;            /* drops_done changed */
 
 	/* the thread */
+	struct kvzap_mon *adopting;     /* posted entries taken out of the lock: the
+					 * last one's array, its [adopt_at, adopt_n)
+					 * not done yet (kvzap_adopt) */
+	size_t adopt_at, adopt_n, adopt_cap;
 	void *rep;                      /* bound at inproc://zeromq.zap.01 */
 	struct kvzap_mon *mons;         /* the sockets it watches */
 	size_t mon_n, mon_cap;
@@ -172,10 +184,11 @@ static void kvzap_wake(struct kvzap *z)
 }
 
 /* Hand socket id's monitor (pair), its closing (pair NULL, drop NULL), or
- * the drop of its peers from address drop to the ZAP thread.  0, -ENOMEM. */
-static int kvzap_post(struct kvzap *z, uint32_t id, void *pair, const char *drop)
+ * the drop of its peers from address drop to the ZAP thread.  0 (a drop:
+ * its number, > 0), -ENOMEM. */
+static int64_t kvzap_post(struct kvzap *z, uint32_t id, void *pair, const char *drop)
 {
-	int ret = 0;
+	int64_t ret = 0;
 
 	pthread_mutex_lock(&z->lock);
 	if (z->posted_n == z->posted_cap) {
@@ -191,12 +204,15 @@ static int kvzap_post(struct kvzap *z, uint32_t id, void *pair, const char *drop
 		z->posted_cap = nc;
 	}
 	z->posted[z->posted_n] = (struct kvzap_mon){ .id = id, .pair = pair };
-	if (drop)
+	if (drop) {
 		snprintf(z->posted[z->posted_n].drop, KVZAP_ADDR_LEN, "%s", drop);
+		ret = (int64_t)++z->drops;
+		z->posted[z->posted_n].ticket = (uint64_t)ret;
+	}
 	z->posted_n++;
 out:
 	pthread_mutex_unlock(&z->lock);
-	if (ret == 0)
+	if (ret >= 0)
 		kvzap_wake(z);
 	return ret;
 }
@@ -233,7 +249,7 @@ int kvzap_watch(struct kvzap *z, void *sock, uint32_t *id)
 	if (ret < 0)
 		ret = zmq_errno() ? -zmq_errno() : -ENOMEM;
 	else
-		ret = kvzap_post(z, *id, pair, NULL);
+		ret = (int)kvzap_post(z, *id, pair, NULL);
 	if (ret < 0) {
 		zmq_socket_monitor(sock, NULL, 0);
 		zmq_close(pair);
@@ -243,11 +259,32 @@ int kvzap_watch(struct kvzap *z, void *sock, uint32_t *id)
 }
 
 /* kvzap.h */
-int kvzap_drop_addr(struct kvzap *z, uint32_t id, const char *addr)
+int64_t kvzap_drop_addr(struct kvzap *z, uint32_t id, const char *addr)
 {
 	if (id == KVZAP_UNWATCHED || !addr[0] || strlen(addr) >= KVZAP_ADDR_LEN)
 		return -EINVAL;
 	return kvzap_post(z, id, NULL, addr);
+}
+
+/* kvzap.h */
+bool kvzap_drop_wait(struct kvzap *z, int64_t ticket, unsigned ms)
+{
+	struct timespec until;
+	bool done;
+
+	if (ticket <= 0)
+		return false;
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_nsec += (long)(ms % 1000) * 1000000L;
+	until.tv_sec += ms / 1000 + until.tv_nsec / 1000000000L;
+	until.tv_nsec %= 1000000000L;
+	pthread_mutex_lock(&z->lock);
+	while (z->drops_done < (uint64_t)ticket && !z->stop &&
+	       pthread_cond_timedwait(&z->done, &z->lock, &until) != ETIMEDOUT)
+		;
+	done = z->drops_done >= (uint64_t)ticket;
+	pthread_mutex_unlock(&z->lock);
+	return done;
 }
 
 /* kvzap.h */
@@ -337,18 +374,41 @@ static void kvzap_drop(struct kvzap *z, uint32_t id, const char *addr)
 		 "let go", id, n, addr);
 }
 
-/* ZAP thread: take the sockets handed over.  Returns the stop flag. */
+/* ZAP thread: take the sockets handed over, in order.  Returns the stop
+ * flag.  The posted entries are taken out under z->lock (the arrays
+ * swapped) and done outside it: a drop reads the socket's monitor and
+ * makes a few system calls a descriptor (kvzap_drop), and a flood of
+ * connections can queue thousands of monitor events -- under the lock
+ * it held up every kvzap_post meanwhile, the publisher's next drop and
+ * kvevents_group_endpoint's watch and close, which hold the groups'
+ * channel lock that the publisher thread needs to send (review39). */
 static bool kvzap_adopt(struct kvzap *z)
 {
-	size_t i = 0;
 	bool stop;
 
 	pthread_mutex_lock(&z->lock);
 	stop = z->stop;
-	for (; i < z->posted_n; i++) {
-		struct kvzap_mon *m = &z->posted[i];
+	if (z->adopt_at == z->adopt_n) {
+		/* all done: the next ones */
+		struct kvzap_mon *t = z->adopting;
+		size_t cap = z->adopt_cap;
+		z->adopting = z->posted;
+		z->adopt_cap = z->posted_cap;
+		z->adopt_n = z->posted_n;
+		z->adopt_at = 0;
+		z->posted = t;
+		z->posted_cap = cap;
+		z->posted_n = 0;
+	}
+	pthread_mutex_unlock(&z->lock);
+	for (; z->adopt_at < z->adopt_n; z->adopt_at++) {
+		struct kvzap_mon *m = &z->adopting[z->adopt_at];
 		if (m->drop[0]) {
 			kvzap_drop(z, m->id, m->drop);
+			pthread_mutex_lock(&z->lock);
+			z->drops_done = m->ticket;
+			pthread_cond_broadcast(&z->done);
+			pthread_mutex_unlock(&z->lock);
 			continue;
 		}
 		if (!m->pair) {
@@ -373,12 +433,6 @@ static bool kvzap_adopt(struct kvzap *z)
 		}
 		z->mons[z->mon_n++] = *m;
 	}
-	if (i) {
-		memmove(z->posted, z->posted + i,
-			(z->posted_n - i) * sizeof(*z->posted));
-		z->posted_n -= i;
-	}
-	pthread_mutex_unlock(&z->lock);
 	return stop;
 }
 
@@ -597,6 +651,7 @@ int kvzap_open(struct kvzap **out, void *zctx, unsigned sub_max, struct kvt_mem 
 	z->log = log;
 	pthread_mutex_init(&z->lock, NULL);
 	pthread_mutex_init(&z->peer_lock, NULL);
+	pthread_cond_init(&z->done, NULL);
 	z->wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (z->wake < 0) {
 		ret = -errno;
@@ -631,6 +686,7 @@ void kvzap_close(struct kvzap *z)
 	if (z->started) {
 		pthread_mutex_lock(&z->lock);
 		z->stop = true;
+		pthread_cond_broadcast(&z->done);
 		pthread_mutex_unlock(&z->lock);
 		kvzap_wake(z);
 		pthread_join(z->thread, NULL);
@@ -640,6 +696,9 @@ void kvzap_close(struct kvzap *z)
 	for (size_t k = 0; k < z->posted_n; k++)
 		if (z->posted[k].pair)
 			zmq_close(z->posted[k].pair);
+	for (size_t k = z->adopt_at; k < z->adopt_n; k++)
+		if (z->adopting[k].pair)
+			zmq_close(z->adopting[k].pair);
 	if (z->rep)
 		zmq_close(z->rep);
 	if (z->wake >= 0)
@@ -647,6 +706,8 @@ void kvzap_close(struct kvzap *z)
 	kvt_mem_free(z->mem, z->mons, z->mon_cap * sizeof(*z->mons));
 	kvt_mem_free(z->mem, z->peers, z->peer_cap * sizeof(*z->peers));
 	kvt_mem_free(z->mem, z->posted, z->posted_cap * sizeof(*z->posted));
+	kvt_mem_free(z->mem, z->adopting, z->adopt_cap * sizeof(*z->adopting));
+	pthread_cond_destroy(&z->done);
 	pthread_mutex_destroy(&z->lock);
 	pthread_mutex_destroy(&z->peer_lock);
 	kvt_mem_free(z->mem, z, sizeof(*z));

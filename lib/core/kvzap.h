@@ -56,8 +56,15 @@ void kvzap_close_socket(struct kvzap *z, void *sock, uint32_t id);
  * the socket's monitor and shuts down each descriptor libzmq accepted from
  * there and has not closed (checked to be still that socket: its inode and
  * peer), so libzmq closes the connection and frees its subscriptions; the
- * socket's other peers keep theirs.  0, -EINVAL, -ENOMEM. */
-int kvzap_drop_addr(struct kvzap *z, uint32_t id, const char *addr);
+ * socket's other peers keep theirs.  Returns the drop's number (> 0, for
+ * kvzap_drop_wait), -EINVAL, -ENOMEM. */
+int64_t kvzap_drop_addr(struct kvzap *z, uint32_t id, const char *addr);
+
+/* Wait up to ms for drop number ticket (kvzap_drop_addr) to be done: its
+ * descriptors disconnected, so that libzmq takes nothing more from them
+ * than it read already.  Whether it was (false: a ticket <= 0, the time
+ * passed, or the thread is stopping).  Any thread but the ZAP thread. */
+bool kvzap_drop_wait(struct kvzap *z, int64_t ticket, unsigned ms);
 
 /* Whether watched socket id has a peer from address addr (as far as its
  * monitor was read: a peer accepted is, since its handshake waited for the

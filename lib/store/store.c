@@ -790,6 +790,8 @@ int kvt_quota_stats(struct kvt_store *s, uint32_t group, kvt_stats_fn fn, void *
 	if (group == 0 || group >= KVT_QUOTA_GROUPS)
 		return KVT_EOPTVAL;
 	quota_group_stats(&s->quota, group, fn, ctx);
+	if (s->events)
+		kvevents_group_stats(s->events, group, fn, ctx);
 	return 0;
 }
 

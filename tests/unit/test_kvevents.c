@@ -1669,6 +1669,185 @@ static void test_share_flood(void)
 	rmdir(dir);
 }
 
+/* kvevents_stats' "events.endpoint" of a publisher opened directly. */
+static void ev_endpoint(struct kvevents *ev, char *ep)
+{
+	ep[0] = 0;
+	kvevents_stats(ev, endpoint_stat, ep);
+	T_ASSERT(strncmp(ep, "tcp://127.0.0.1:", 16) == 0);
+}
+
+/* One raw peer from 127.0.0.3 finishes ZMTP's handshake as a SUB and
+ * writes distinct subscriptions of 1,000 bytes as fast as its socket
+ * takes them, one connection, nothing published: the publisher reads
+ * them as they come (kvevents_wait), lets the peer go past
+ * KVEVENTS_SUBS_MAX, and libzmq took at most KVEVENTS_SUBS_FLOOD_MAX of
+ * them on the connection (events.subscriptions).  Before, a bound
+ * socket's subscriptions were read only when a message was sent: with
+ * nothing published the connection stayed, its subscriptions waiting in
+ * the socket buffers (4-8 MB written before the peer's socket was
+ * full), and past the first send 99-323 were taken on the connection
+ * (an event every 10 ms; ASan).  Without waiting for the drop
+ * (kvzap_drop_wait), 100-848. */
+static void test_sub_flood_prompt(void)
+{
+	enum { TOPIC = 1000, FRAME = 9 + 1 + TOPIC, CHUNK = 64 };
+	static uint8_t buf[CHUNK * FRAME];
+	struct kvt_mem mem;
+	struct kvt_logger lg = { 0 };
+	struct kvevents_config cfg = { .endpoint = "tcp://127.0.0.1:*", .batch_ms = 1 };
+	struct kvevents *ev;
+	uint8_t hello[128] = { 0xff, 0, 0, 0, 0, 0, 0, 0, 0, 0x7f, 3, 0, 'N', 'U', 'L', 'L' };
+	size_t hn = 64, off = 0, have = 0;
+	uint64_t t0, subs, resets, sent = 0, published = 0, closed_ms = 0;
+	bool closed = false;
+	char ep[256];
+	int fd;
+
+	kvt_mem_init(&mem);
+	T_OK(kvevents_open(&ev, &cfg, &mem, &lg));
+	ev_endpoint(ev, ep);
+	fd = raw_tcp_from("127.0.0.3", ep);
+	hello[hn++] = 0x04;
+	hello[hn++] = 1 + 5 + 1 + 11 + 4 + 3;
+	memcpy(hello + hn, "\5READY\13Socket-Type\0\0\0\3SUB", 25);
+	hn += 25;
+	T_EQ_INT(send(fd, hello, hn, MSG_NOSIGNAL), (int64_t)hn);
+	/* its greeting and READY (sent before the handshake ends, the
+	 * subscriptions would be taken for commands) */
+	for (size_t got = 0; got < 64 + 27;) {
+		ssize_t r = recv(fd, hello, 64 + 27 - got, 0);
+		T_ASSERT(r > 0);
+		got += (size_t)r;
+	}
+	T_EQ_INT(fcntl(fd, F_SETFL, O_NONBLOCK), 0);
+	t0 = t_now_ms();
+	while (!closed && t_now_ms() - t0 < 1500) {
+		struct pollfd p = { fd, POLLOUT, 0 };
+		ssize_t w;
+		if (off == have) { /* the next CHUNK subscriptions */
+			for (unsigned i = 0; i < CHUNK; i++) {
+				uint8_t *f = buf + (size_t)i * FRAME;
+				f[0] = 0x02;
+				memset(f + 1, 0, 8);
+				f[7] = (uint8_t)((1 + TOPIC) >> 8);
+				f[8] = (uint8_t)(1 + TOPIC);
+				f[9] = 0x01;
+				memset(f + 10, 'T', TOPIC);
+				snprintf((char *)f + 10, 21, "%020" PRIu64, sent + i);
+				f[30] = 'T';
+			}
+			off = 0;
+			have = sizeof(buf);
+			sent += CHUNK;
+		}
+		w = send(fd, buf + off, have - off, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (w > 0) {
+			off += (size_t)w;
+		} else if (w < 0 && (errno == EAGAIN || errno == EINTR)) {
+			if (poll(&p, 1, 10) < 0 || (p.revents & (POLLERR | POLLHUP)))
+				closed = true;
+		} else {
+			closed = true;
+		}
+		if (closed)
+			closed_ms = t_now_ms() - t0;
+		/* past 1 s: an event every 10 ms (the code before took
+		 * subscriptions only as it sent: it fails, with its figure) */
+		if (!closed && t_now_ms() - t0 >= 1000 + 10 * published) {
+			struct kvt_key k = t_key(700000 + published++);
+			kvevents_stored(ev, 0, &k, NULL, 16);
+		}
+	}
+	close(fd);
+	usleep(50000);
+	subs = ev_stat(ev, "events.subscriptions");
+	resets = ev_stat(ev, "events.sub_resets");
+	printf("a flood of subscriptions of %d bytes on one connection: let go %d after %"
+	       PRIu64 " ms (%" PRIu64 " events published), %" PRIu64 " subscriptions "
+	       "written, %" PRIu64 " taken; events.sub_resets %" PRIu64 "\n", TOPIC, closed,
+	       closed_ms, published, sent, subs, resets);
+	T_ASSERT(closed);
+	T_EQ_U64(published, 0);
+	T_ASSERT(subs > KVEVENTS_SUBS_MAX);
+	T_ASSERT(subs <= KVEVENTS_SUBS_FLOOD_MAX);
+	T_ASSERT(resets >= 1);
+	kvevents_close(ev);
+	T_EQ_INT(atomic_load(&mem.bytes), 0);
+}
+
+/* kvevents_group_stats (kvt_quota_stats, a tenant's STATS): a group's
+ * drops, and its own feed's resets -- here a SUB of 100 topics on group
+ * 3's feed (ipc://), let go without anything published; group 4, without
+ * a feed, has its drops and no resets row.  Before, no group's resets
+ * were counted, and a tenant's STATS had neither. */
+struct gstat_find {
+	uint64_t dropped[2], resets[2];
+	bool has_resets[2];
+};
+
+static void gstat_cb(void *ctx, const char *name, uint64_t value, const char *str)
+{
+	struct gstat_find *f = ctx;
+	for (int i = 0; i < 2 && !str; i++) {
+		char d[32], r[32];
+		snprintf(d, sizeof(d), "events.%d.dropped", 3 + i);
+		snprintf(r, sizeof(r), "events.%d.sub_resets", 3 + i);
+		if (strcmp(name, d) == 0)
+			f->dropped[i] = value;
+		if (strcmp(name, r) == 0) {
+			f->resets[i] = value;
+			f->has_resets[i] = true;
+		}
+	}
+}
+
+static void test_group_stats(void)
+{
+	struct kvt_mem mem;
+	struct kvt_logger lg = { 0 };
+	struct kvevents_config cfg = { .groups = true, .batch_ms = 1 };
+	char dir[] = "/tmp/kvt-evgst-XXXXXX", ep[96];
+	struct gstat_find f;
+	struct kvevents *ev;
+	void *zctx = zmq_ctx_new(), *att;
+	int linger = 0;
+
+	kvt_mem_init(&mem);
+	T_ASSERT(mkdtemp(dir) != NULL);
+	snprintf(ep, sizeof(ep), "ipc://%s/g3", dir);
+	T_OK(kvevents_open(&ev, &cfg, &mem, &lg));
+	T_OK(kvevents_group_endpoint(ev, 3, ep));
+	att = zmq_socket(zctx, ZMQ_SUB);
+	zmq_setsockopt(att, ZMQ_LINGER, &linger, sizeof(linger));
+	for (int t = 0; t < 100; t++) {
+		char topic[16];
+		int n = snprintf(topic, sizeof(topic), "gst-%d", t);
+		T_EQ_INT(zmq_setsockopt(att, ZMQ_SUBSCRIBE, topic, (size_t)n), 0);
+	}
+	T_EQ_INT(zmq_connect(att, ep), 0);
+	for (int i = 0; i < 200; i++) {
+		memset(&f, 0, sizeof(f));
+		kvevents_group_stats(ev, 3, gstat_cb, &f);
+		if (f.resets[0])
+			break;
+		usleep(5000);
+	}
+	kvevents_group_stats(ev, 4, gstat_cb, &f);
+	printf("group stats: group 3 (a feed, a flooder): dropped %" PRIu64 ", sub_resets %"
+	       PRIu64 "; group 4 (no feed): dropped %" PRIu64 ", a resets row %d\n",
+	       f.dropped[0], f.resets[0], f.dropped[1], f.has_resets[1]);
+	T_ASSERT(f.has_resets[0] && f.resets[0] >= 1);
+	T_ASSERT(!f.has_resets[1]);
+	T_ASSERT(ev_stat(ev, "events.sub_resets") >= f.resets[0]);
+	kvevents_close(ev);
+	zmq_close(att);
+	zmq_ctx_term(zctx);
+	unlink(ep + 6);
+	rmdir(dir);
+	T_EQ_INT(atomic_load(&mem.bytes), 0);
+}
+
 int main(void)
 {
 	test_encode();
@@ -1679,6 +1858,8 @@ int main(void)
 	test_sub_cap_fair();
 	test_sub_cap_fair_ipc();
 	test_sub_cap_addr_table_full();
+	test_sub_flood_prompt();
+	test_group_stats();
 	test_replay();
 	test_replay_hostile();
 	test_replay_group();
