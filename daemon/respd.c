@@ -164,7 +164,9 @@ struct respd_conn {
 	struct resp_arg *args;     /* parser scratch */
 	uint32_t args_cap;
 	struct resp_resume resume; /* the command at rstart, as far as parsed */
-	uint64_t args_charged;     /* of it, charged to --max-memory (respd_args) */
+	uint64_t args_charged;     /* of it, charged to --max-memory and its tenant's
+				    * input share (respd_args) */
+	struct kvtd_tstat *args_tstat; /* that tenant's (held by the connection) */
 	struct respd_cmd *head, *tail;
 	bool ns_ok;
 	uint32_t ns;
@@ -1962,6 +1964,26 @@ static bool respd_share_hold(struct kvtd_conn *c, uint64_t need)
 	return kvtd_in_hold(c, c->state == KVTD_CS_READY ? kvtd_tstat_of(c) : NULL, need);
 }
 
+/*
+ * No more input (closed, refused, the server stopping): what a command
+ * still arriving holds goes back now -- its bytes' place in the tenant's
+ * input share (respd_share_hold), the argument scratch -- not when the
+ * connection is freed (loop_reap, once a second): until then a client
+ * that reconnected after a cut SET of 4 MiB had its next one refused for
+ * 0.4-0.8 s (test_hostile_http resp_args_share), as native.c's
+ * native_drop_input gives back a frame's table.
+ */
+static void respd_args_release(struct kvtd_conn *c, struct respd_conn *rc);
+
+static void respd_drop_input(struct kvtd_conn *c)
+{
+	struct respd_conn *rc = respd_of(c);
+
+	kvtd_in_release(c);
+	if (rc)
+		respd_args_release(c, rc);
+}
+
 static void respd_free(struct kvtd_conn *c)
 {
 	struct respd_conn *rc = respd_of(c);
@@ -1977,7 +1999,7 @@ static void respd_free(struct kvtd_conn *c)
 		respd_cmd_free(c->loop->srv, cmd);
 	}
 	free(rc->args);
-	kvtd_mem_uncharge(c->loop->srv, rc->args_charged);
+	kvtd_in_uncharge(c->loop->srv, rc->args_tstat, rc->args_charged);
 	free(rc);
 	c->alt = NULL;
 }
@@ -1986,31 +2008,43 @@ static void respd_free(struct kvtd_conn *c)
  * The parser's argument scratch for n arguments.  Past RESPD_ARGS_FREE
  * entries it is charged to --max-memory: "*65536" is 8 bytes that ask
  * for a 1 MiB array, kept for the connection's life, and a few thousand
- * connections asking were gigabytes outside the budget.  0, -ENOBUFS
- * (the budget), -ENOMEM.
+ * connections asking were gigabytes outside the budget.  And to its
+ * tenant's input share (kvtd_in_charge), as the command's bytes and
+ * arguments are once it is whole: charged to the budget alone, 40 of one
+ * tenant's connections that each sent "*65536" and one argument held all
+ * of a 32 MiB budget for as long as they stayed, and another tenant's SET
+ * of 1 MB was refused, its connection closed (test_hostile_http
+ * resp_args_share).  0, -EDQUOT (the share), -ENOBUFS (the budget),
+ * -ENOMEM.
  */
 static int respd_args(struct kvtd_conn *c, struct respd_conn *rc, uint32_t n)
 {
+	struct kvtd_server *srv = c->loop->srv;
 	uint64_t want = n > RESPD_ARGS_FREE ? (uint64_t)n * sizeof(*rc->args) : 0;
+	uint64_t more = want > rc->args_charged ? want - rc->args_charged : 0;
+	struct kvtd_tstat *t = rc->args_charged ? rc->args_tstat
+			       : c->state == KVTD_CS_READY ? kvtd_tstat_of(c) : NULL;
 	struct resp_arg *na;
+	int r;
 
-	if (want > rc->args_charged &&
-	    !kvtd_mem_charge(c->loop->srv, want - rc->args_charged, false))
-		return -ENOBUFS;
+	if (more && (r = kvtd_in_charge(srv, t, rc->args_charged, more, false)) < 0)
+		return r;
 	na = realloc(rc->args, n * sizeof(*na));
 	if (!na) {
-		if (want > rc->args_charged)
-			kvtd_mem_uncharge(c->loop->srv, want - rc->args_charged);
+		kvtd_in_uncharge(srv, t, more);
 		return -ENOMEM;
 	}
-	if (want > rc->args_charged)
+	if (more) {
 		rc->args_charged = want;
+		rc->args_tstat = t;
+	}
 	rc->args = na;
 	rc->args_cap = n;
 	return 0;
 }
 
-/* A large scratch goes back once its command is parsed. */
+/* The scratch past RESPD_ARGS_FREE given back: a command parsed, or no
+ * more input. */
 static void respd_args_release(struct kvtd_conn *c, struct respd_conn *rc)
 {
 	if (rc->args_cap <= RESPD_ARGS_FREE)
@@ -2018,8 +2052,9 @@ static void respd_args_release(struct kvtd_conn *c, struct respd_conn *rc)
 	free(rc->args);
 	rc->args = NULL;
 	rc->args_cap = 0;
-	kvtd_mem_uncharge(c->loop->srv, rc->args_charged);
+	kvtd_in_uncharge(c->loop->srv, rc->args_tstat, rc->args_charged);
 	rc->args_charged = 0;
+	rc->args_tstat = NULL;
 }
 
 /* cmd, parsed on c, at the end of its list: answered in order. */
@@ -2132,6 +2167,21 @@ static void respd_parse(struct kvtd_conn *c)
 		}
 		if (r == RESP_NEED_ARGS) {
 			r = respd_args(c, rc, pc.argc);
+			/* Past the tenant's share: as a command still arriving
+			 * (below), a connection with commands in flight waits
+			 * for them, one without is refused. */
+			if (r == -EDQUOT && c->inflight > 0) {
+				c->tbl_want = (uint64_t)pc.argc * sizeof(*rc->args);
+				kvtd_conn_flow(c);
+				return;
+			}
+			if (r == -EDQUOT) {
+				KVTD_COUNT(srv, mem_refused, 1);
+				respd_proto_error(c, "the tenant's commands being received hold its "
+						  "share of the server memory limit (--max-memory); "
+						  "retry later");
+				return;
+			}
 			if (r == -ENOBUFS) {
 				KVTD_COUNT(srv, mem_refused, 1);
 				respd_proto_error(c, "server memory limit reached (--max-memory); "
@@ -2342,6 +2392,7 @@ const struct kvtd_proto kvtd_resp_proto = {
 	.preauth_buf = RESPD_PREAUTH_BUF,
 	.open = respd_open,
 	.parse = respd_parse,
+	.drop_input = respd_drop_input,
 	.fail = respd_fail,
 	.written = respd_written,
 	.req_done = respd_req_done,

@@ -72,7 +72,9 @@ s3_throttle_kept (an address's auth throttle spares its proven connections),
 s3_delete_errors (deletes that failed are not answered deleted),
 s3_complete_pins (CompleteMultipartUploads' pinned parts in the pin caps),
 s3_pins_cond (a conditional GET at the pin cap: its 304 or 412, not 503),
-s3_park_overwrite (an overwrite over the input share, parked, reads its body).
+s3_park_overwrite (an overwrite over the input share, parked, reads its body),
+resp_args_share (RESP commands of many arguments started: their scratch in
+the tenant's share; a cut command's share given back at the close).
 """
 import base64
 import datetime
@@ -1740,6 +1742,62 @@ def resp_share_answer(ph):
 resp_share_answer.extra = ["--resp", "127.0.0.1:0", "--ssd", "64M", "--set", "ssd.segment=4M",
                            "--set", "ssd.admission=always",
                            "--set", "ssd.debug_write_delay_ms=500"]
+
+
+@phase
+def resp_args_share(ph):
+    """What a RESP command still arriving holds, in its tenant's input
+    share and given back at its connection's close (attack40).  One
+    tenant's 40 connections each send "*65536" and one argument: the
+    parser's scratch for 65,536 arguments (1.5 MiB each) was charged to
+    --max-memory alone, so they held all of a 32 MiB budget while they
+    stayed, and another tenant's SET of 1 MB was refused and its
+    connection closed.  Now the scratch counts in the tenant's share (a
+    quarter of the budget): past it the rest are refused, the other
+    tenant is served.  Then a connection of alice's sends 2 MiB of a 4 MiB
+    SET and closes; her next such SET, at once on a new connection, was
+    refused for 0.4-0.8 s (the closed connection's share given back only
+    when it was freed, once a second): now it is taken."""
+    srv = ph.srv
+    R = resp_port(srv)
+    socks = []
+    for _ in range(40):
+        s = resp_login(R, ALICE, ph.addr())
+        s.sendall(b"*65536\r\n$1\r\nx\r\n")
+        socks.append(s)
+    refused = [resp_line(s, 0.1) for s in held_socks(socks)]
+    mem = srv.metric("kvtier_server_memory_bytes")
+    print("40 RESP commands of 65536 arguments started: %d held, %d refused; --max-memory "
+          "%.1f MiB held" % (len(socks), len(refused), mem / 2 ** 20))
+    ph.expect(mem <= 9 << 20, "the scratch held past the tenant's share", mem)
+    ph.expect(refused and all(b"share" in a for a in refused), "refusals", refused[:3])
+    v = os.urandom(1 << 20)
+    b = resp_login(R, BOB, PROBER)
+    b.sendall(resp_cmd(b"SET", b"k", v))
+    st = resp_line(b, 10.0)
+    b.close()
+    print("the other tenant's SET of 1 MiB beside them: %s" % st)
+    ph.expect(st == b"+OK", "the other tenant's SET beside the started commands", st)
+    for s in socks:
+        s.close()
+    ph.cases += 1
+    time.sleep(0.3)  # their scratch given back at their close
+    hdr = b"*3\r\n$3\r\nSET\r\n$3\r\ncut\r\n$%d\r\n" % (4 << 20)
+    s = resp_login(R, ALICE, ph.addr())
+    s.sendall(hdr + b"x" * (2 << 20))
+    ph.expect(not held_socks([s], 0.3), "the first cut SET held")
+    s.close()
+    time.sleep(0.05)
+    s = resp_login(R, ALICE, ph.addr())
+    s.sendall(hdr + b"x" * 1024)
+    answer = [resp_line(a, 0.1) for a in held_socks([s], 0.3)]
+    print("a 4 MiB SET at once after a cut one: %s" % (answer or "held"))
+    ph.expect(not answer, "a SET after a cut one refused", answer)
+    s.close()
+    ph.cases += 1
+    ph.probe("RESP commands of many arguments started")
+resp_args_share.extra = ["--resp", "127.0.0.1:0"]
+
 
 @phase
 def s3_signers(ph):
