@@ -543,6 +543,34 @@ static void raw_eq(int fd, const char *req, const char *want)
 		T_FAIL("reply to '%s': got '%s', want '%s'", req, o, want);
 }
 
+/*
+ * FLUSHDB's walk runs on the library's worker: the commands pipelined
+ * behind it wait until it is answered (respd.c respd_hold_behind).  Run
+ * beside it, a GET after it answered the flushed value and a SET after
+ * it was answered +OK, then cleared (attack40: 129 and 141 of 200).
+ * Each round: a value set before, then in one write SET, FLUSHDB, SET of
+ * the same key, its GET and a GET of the earlier value; then the key
+ * read again.  Run last: it clears the keys of the tests before.
+ */
+static void test_flush_order(void)
+{
+	int fd = resp_dial();
+
+	for (int i = 0; i < 40; i++) {
+		char req[256], want[128];
+		snprintf(req, sizeof(req), "SET fe%d old\r\n", i);
+		raw_eq(fd, req, "+OK\r\n");
+		snprintf(req, sizeof(req),
+			 "SET fo%d before\r\nFLUSHDB\r\nSET fo%d after\r\nGET fo%d\r\nGET fe%d\r\n",
+			 i, i, i, i);
+		raw_eq(fd, req, "+OK\r\n+OK\r\n+OK\r\n$5\r\nafter\r\n$-1\r\n");
+		snprintf(req, sizeof(req), "GET fo%d\r\n", i);
+		snprintf(want, sizeof(want), "$5\r\nafter\r\n");
+		raw_eq(fd, req, want);
+	}
+	close(fd);
+}
+
 static void test_resp3(void)
 {
 	int fd = resp_dial();
@@ -1123,6 +1151,7 @@ int main(int argc, char **argv)
 	test_benchmark();
 	test_metrics();
 	test_loop_spread();
+	test_flush_order();
 	T_EQ_INT(tsrv_stop(&s), 0);
 	check_stderr(&s);
 	test_stop_deferred();
