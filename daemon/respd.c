@@ -29,8 +29,12 @@
  *   part 1: the value's bytes (absent when the value is empty)
  *
  * Every read compares the stored key with the one asked for (a mismatch
- * is a miss) and checks the expiry (an expired value is a miss and is
- * deleted).  GET replies are sent from the pinned DRAM view, no copy.
+ * is a miss) and checks the expiry (an expired value is a miss; it stays
+ * until a SET, DEL or FLUSHDB removes it, or eviction: a delete of it
+ * from a read's completion came after the requests submitted meanwhile,
+ * and removed the value a SET of this or another connection had just
+ * stored -- attack40, test_resp expired_set).  GET replies are sent from
+ * the pinned DRAM view, no copy.
  *
  * kvtier keys name immutable bytes (put if absent); SET is therefore
  * DELETE then PUT, submitted together.  A racing SET of the same key can
@@ -812,9 +816,16 @@ static bool respd_work_turn(struct respd_cmd *cmd, uint32_t w)
  * several loop iterations, and a GET of an MSET's last key parsed
  * meanwhile answered nil, an MGET saw a later SET of its last key, a GET
  * after a DEL the value (test_resp many_keys_order).  So does a FLUSHDB,
- * whose walk runs on the library's worker (respd_exec).  Redis runs a
- * connection's commands one at a time.  Commands of one window go to the
- * store in one batch, in order, and are not held.
+ * whose walk runs on the library's worker (respd_exec), and a command
+ * whose writes wait for its probes (a DEL, a SET NX or XX): its deletes
+ * and puts went to the store after the commands parsed meanwhile, so a
+ * GET after a DEL answered the value, and a SET after it was answered +OK
+ * and then deleted; a SET after a SET NX was overwritten by the NX's
+ * value (attack40, test_resp probe_order).  Held until its writes are
+ * back (respd_hold_release), not until its durability flush.  Redis runs
+ * a connection's commands one at a time.  Commands of one window whose
+ * requests do not wait for others go to the store in one batch, in
+ * order, and are not held.
  */
 static void respd_hold_behind(struct respd_cmd *cmd)
 {
@@ -822,6 +833,17 @@ static void respd_hold_behind(struct respd_cmd *cmd)
 		return;
 	cmd->windowed = true;
 	respd_of(cmd->conn)->windowed++;
+	respd_pin_flow(cmd->conn);
+}
+
+/* cmd's writes are applied (its deletes and puts back from the store,
+ * its durability flush to wait for): the commands behind it go on. */
+static void respd_hold_release(struct respd_cmd *cmd)
+{
+	if (!cmd->windowed)
+		return;
+	cmd->windowed = false;
+	respd_of(cmd->conn)->windowed--;
 	respd_pin_flow(cmd->conn);
 }
 
@@ -1013,30 +1035,6 @@ static bool respd_submit_window(struct respd_cmd *cmd, uint32_t w)
 	return --cmd->pending != 0;
 }
 
-/* An expired value found by a probe is deleted (lazily, as Redis does). */
-static void respd_reap_one(struct respd_cmd *cmd, struct respd_item *it, uint32_t ns)
-{
-	struct respd_item *d;
-	uint8_t h[RESPD_HDR_LEN];
-	struct kvt_req *r;
-
-	if (!it->present || it->live || !kvtd_view_read(&it->req, 0, h, sizeof(h)) ||
-	    memcmp(h, "KVR1", 4) != 0 || respd_get64(h + 8) == 0 ||
-	    respd_unix_ms() < respd_get64(h + 8))
-		return;
-	/* A request of no command: freed when it completes. */
-	d = calloc(1, sizeof(*d));
-	if (!d)
-		return;
-	d->req.op = KVT_OP_DELETE;
-	d->req.ns = ns;
-	d->req.key = it->req.key;
-	d->req.user_data = (uint64_t)(uintptr_t)d | KVTD_UD_RESP;
-	r = &d->req;
-	if (kvt_submit(cmd->conn->loop->q, &r, 1) != 1)
-		free(d);
-}
-
 /*
  * The last window of a windowed command is back: look at each of its
  * requests, keep what the answer needs, release the rest.  Probes (MGET,
@@ -1074,7 +1072,6 @@ static bool respd_settle(struct respd_cmd *cmd)
 		uint64_t vlen = respd_check(cmd, it);
 		if (it->pinned)
 			cmd->probe_bytes += it->req.length;
-		respd_reap_one(cmd, it, it->req.ns);
 		if (cmd->kind == RK_MGET && it->live && vlen &&
 		    respd_tenant_pins_over(cmd->conn)) {
 			respd_mget_refuse(cmd, RESPD_REFUSE_TENANT_PINS);
@@ -1179,6 +1176,7 @@ static bool respd_sync(struct respd_cmd *cmd, int64_t count)
 
 	if (!srv->cfg.ssd_bytes || !respd_items(cmd, 1))
 		return false;
+	respd_hold_release(cmd); /* applied: only durability is waited for */
 	it = &cmd->items[0];
 	cmd->n = 1;
 	respd_item_init(cmd, it, KVT_OP_FLUSH, 0, 0);
@@ -1238,10 +1236,8 @@ static void respd_step(struct respd_cmd *cmd)
 			return;
 		respd_of(cmd->conn)->probing--;
 		respd_pin_flow(cmd->conn); /* reading may go on */
-		if (cmd->kind == RK_GET || cmd->kind == RK_SET) {
+		if (cmd->kind == RK_GET || cmd->kind == RK_SET)
 			vlen = respd_check(cmd, &cmd->items[0]);
-			respd_reap_one(cmd, &cmd->items[0], ns);
-		}
 		switch (cmd->kind) {
 		case RK_GET:
 			if (cmd->items[0].live && vlen && respd_tenant_pins_over(cmd->conn))
@@ -1332,10 +1328,6 @@ static void respd_req_done(struct kvtd_loop *loop, struct kvt_req *r)
 	struct respd_cmd *cmd = it->cmd;
 
 	(void)loop;
-	if (!cmd) {
-		free(it); /* a lazy expiry delete */
-		return;
-	}
 	if (r->op == KVT_OP_GET_PINNED && r->status == KVT_OK)
 		it->pinned = true;
 	if (r->status == KVT_OK && (int)r->tier > cmd->tier && r->tier < KVT_TIER_COUNT)
@@ -1904,14 +1896,19 @@ static void respd_exec(struct respd_cmd *cmd)
 	case RK_GET:
 	case RK_MGET:
 	case RK_EXISTS:
-	case RK_DEL:
+		respd_probe(cmd, ns, 1, argc - 1);
+		return;
+	case RK_DEL: /* its writes wait for its probes: "Windows" */
+		respd_hold_behind(cmd);
 		respd_probe(cmd, ns, 1, argc - 1);
 		return;
 	case RK_SET:
-		if (cmd->cond)
+		if (cmd->cond) {
+			respd_hold_behind(cmd);
 			respd_probe(cmd, ns, 1, 1);
-		else
+		} else {
 			respd_write(cmd, ns);
+		}
 		return;
 	case RK_MSET:
 		respd_write(cmd, ns);
