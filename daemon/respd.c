@@ -29,8 +29,12 @@
  *   part 1: the value's bytes (absent when the value is empty)
  *
  * Every read compares the stored key with the one asked for (a mismatch
- * is a miss) and checks the expiry (an expired value is a miss and is
- * deleted).  GET replies are sent from the pinned DRAM view, no copy.
+ * is a miss) and checks the expiry (an expired value is a miss; it stays
+ * until a SET, DEL or FLUSHDB removes it, or eviction: a delete of it
+ * from a read's completion came after the requests submitted meanwhile,
+ * and removed the value a SET of this or another connection had just
+ * stored -- attack40, test_resp expired_set).  GET replies are sent from
+ * the pinned DRAM view, no copy.
  *
  * kvtier keys name immutable bytes (put if absent); SET is therefore
  * DELETE then PUT, submitted together.  A racing SET of the same key can
@@ -164,7 +168,9 @@ struct respd_conn {
 	struct resp_arg *args;     /* parser scratch */
 	uint32_t args_cap;
 	struct resp_resume resume; /* the command at rstart, as far as parsed */
-	uint64_t args_charged;     /* of it, charged to --max-memory (respd_args) */
+	uint64_t args_charged;     /* of it, charged to --max-memory and its tenant's
+				    * input share (respd_args) */
+	struct kvtd_tstat *args_tstat; /* that tenant's (held by the connection) */
 	struct respd_cmd *head, *tail;
 	bool ns_ok;
 	uint32_t ns;
@@ -809,17 +815,42 @@ static bool respd_work_turn(struct respd_cmd *cmd, uint32_t w)
  * parse; respd_finish lets it go on): its windows go to the store in
  * several loop iterations, and a GET of an MSET's last key parsed
  * meanwhile answered nil, an MGET saw a later SET of its last key, a GET
- * after a DEL the value (test_resp many_keys_order).  Redis runs a
- * connection's commands one at a time.  Commands of one window go to the
- * store in one batch, in order, and are not held.
+ * after a DEL the value (test_resp many_keys_order).  So does a FLUSHDB,
+ * whose walk runs on the library's worker (respd_exec), and a command
+ * whose writes wait for its probes (a DEL, a SET NX or XX): its deletes
+ * and puts went to the store after the commands parsed meanwhile, so a
+ * GET after a DEL answered the value, and a SET after it was answered +OK
+ * and then deleted; a SET after a SET NX was overwritten by the NX's
+ * value (attack40, test_resp probe_order).  Held until its writes are
+ * back (respd_hold_release), not until its durability flush.  Redis runs
+ * a connection's commands one at a time.  Commands of one window whose
+ * requests do not wait for others go to the store in one batch, in
+ * order, and are not held.
  */
-static void respd_windowed(struct respd_cmd *cmd)
+static void respd_hold_behind(struct respd_cmd *cmd)
 {
-	if (cmd->n <= RESPD_PROBE_WINDOW || cmd->windowed)
+	if (cmd->windowed)
 		return;
 	cmd->windowed = true;
 	respd_of(cmd->conn)->windowed++;
 	respd_pin_flow(cmd->conn);
+}
+
+/* cmd's writes are applied (its deletes and puts back from the store,
+ * its durability flush to wait for): the commands behind it go on. */
+static void respd_hold_release(struct respd_cmd *cmd)
+{
+	if (!cmd->windowed)
+		return;
+	cmd->windowed = false;
+	respd_of(cmd->conn)->windowed--;
+	respd_pin_flow(cmd->conn);
+}
+
+static void respd_windowed(struct respd_cmd *cmd)
+{
+	if (cmd->n > RESPD_PROBE_WINDOW)
+		respd_hold_behind(cmd);
 }
 
 /*
@@ -1004,30 +1035,6 @@ static bool respd_submit_window(struct respd_cmd *cmd, uint32_t w)
 	return --cmd->pending != 0;
 }
 
-/* An expired value found by a probe is deleted (lazily, as Redis does). */
-static void respd_reap_one(struct respd_cmd *cmd, struct respd_item *it, uint32_t ns)
-{
-	struct respd_item *d;
-	uint8_t h[RESPD_HDR_LEN];
-	struct kvt_req *r;
-
-	if (!it->present || it->live || !kvtd_view_read(&it->req, 0, h, sizeof(h)) ||
-	    memcmp(h, "KVR1", 4) != 0 || respd_get64(h + 8) == 0 ||
-	    respd_unix_ms() < respd_get64(h + 8))
-		return;
-	/* A request of no command: freed when it completes. */
-	d = calloc(1, sizeof(*d));
-	if (!d)
-		return;
-	d->req.op = KVT_OP_DELETE;
-	d->req.ns = ns;
-	d->req.key = it->req.key;
-	d->req.user_data = (uint64_t)(uintptr_t)d | KVTD_UD_RESP;
-	r = &d->req;
-	if (kvt_submit(cmd->conn->loop->q, &r, 1) != 1)
-		free(d);
-}
-
 /*
  * The last window of a windowed command is back: look at each of its
  * requests, keep what the answer needs, release the rest.  Probes (MGET,
@@ -1065,7 +1072,6 @@ static bool respd_settle(struct respd_cmd *cmd)
 		uint64_t vlen = respd_check(cmd, it);
 		if (it->pinned)
 			cmd->probe_bytes += it->req.length;
-		respd_reap_one(cmd, it, it->req.ns);
 		if (cmd->kind == RK_MGET && it->live && vlen &&
 		    respd_tenant_pins_over(cmd->conn)) {
 			respd_mget_refuse(cmd, RESPD_REFUSE_TENANT_PINS);
@@ -1170,6 +1176,7 @@ static bool respd_sync(struct respd_cmd *cmd, int64_t count)
 
 	if (!srv->cfg.ssd_bytes || !respd_items(cmd, 1))
 		return false;
+	respd_hold_release(cmd); /* applied: only durability is waited for */
 	it = &cmd->items[0];
 	cmd->n = 1;
 	respd_item_init(cmd, it, KVT_OP_FLUSH, 0, 0);
@@ -1229,10 +1236,8 @@ static void respd_step(struct respd_cmd *cmd)
 			return;
 		respd_of(cmd->conn)->probing--;
 		respd_pin_flow(cmd->conn); /* reading may go on */
-		if (cmd->kind == RK_GET || cmd->kind == RK_SET) {
+		if (cmd->kind == RK_GET || cmd->kind == RK_SET)
 			vlen = respd_check(cmd, &cmd->items[0]);
-			respd_reap_one(cmd, &cmd->items[0], ns);
-		}
 		switch (cmd->kind) {
 		case RK_GET:
 			if (cmd->items[0].live && vlen && respd_tenant_pins_over(cmd->conn))
@@ -1323,10 +1328,6 @@ static void respd_req_done(struct kvtd_loop *loop, struct kvt_req *r)
 	struct respd_cmd *cmd = it->cmd;
 
 	(void)loop;
-	if (!cmd) {
-		free(it); /* a lazy expiry delete */
-		return;
-	}
 	if (r->op == KVT_OP_GET_PINNED && r->status == KVT_OK)
 		it->pinned = true;
 	if (r->status == KVT_OK && (int)r->tier > cmd->tier && r->tier < KVT_TIER_COUNT)
@@ -1905,14 +1906,19 @@ static void respd_exec(struct respd_cmd *cmd)
 	case RK_GET:
 	case RK_MGET:
 	case RK_EXISTS:
-	case RK_DEL:
+		respd_probe(cmd, ns, 1, argc - 1);
+		return;
+	case RK_DEL: /* its writes wait for its probes: "Windows" */
+		respd_hold_behind(cmd);
 		respd_probe(cmd, ns, 1, argc - 1);
 		return;
 	case RK_SET:
-		if (cmd->cond)
+		if (cmd->cond) {
+			respd_hold_behind(cmd);
 			respd_probe(cmd, ns, 1, 1);
-		else
+		} else {
 			respd_write(cmd, ns);
+		}
 		return;
 	case RK_MSET:
 		respd_write(cmd, ns);
@@ -1928,6 +1934,13 @@ static void respd_exec(struct respd_cmd *cmd)
 		}
 		if (!respd_items(cmd, 1))
 			goto done;
+		/* The walk runs on the worker while the loop goes on: the
+		 * commands pipelined behind it wait until it is answered, as
+		 * behind a command of many windows.  Run beside it, a GET
+		 * after FLUSHDB answered the flushed value (129 of 200) and a
+		 * SET after it was answered +OK and then cleared (141 of 200;
+		 * test_resp flush_order). */
+		respd_hold_behind(cmd);
 		cmd->n = 1;
 		respd_item_init(cmd, &cmd->items[0], KVT_OP_CLEAR, ns, 0);
 		cmd->items[0].req.flags = KVT_F_DEFER;
@@ -1972,6 +1985,26 @@ static bool respd_share_hold(struct kvtd_conn *c, uint64_t need)
 	return kvtd_in_hold(c, c->state == KVTD_CS_READY ? kvtd_tstat_of(c) : NULL, need);
 }
 
+/*
+ * No more input (closed, refused, the server stopping): what a command
+ * still arriving holds goes back now -- its bytes' place in the tenant's
+ * input share (respd_share_hold), the argument scratch -- not when the
+ * connection is freed (loop_reap, once a second): until then a client
+ * that reconnected after a cut SET of 4 MiB had its next one refused for
+ * 0.4-0.8 s (test_hostile_http resp_args_share), as native.c's
+ * native_drop_input gives back a frame's table.
+ */
+static void respd_args_release(struct kvtd_conn *c, struct respd_conn *rc);
+
+static void respd_drop_input(struct kvtd_conn *c)
+{
+	struct respd_conn *rc = respd_of(c);
+
+	kvtd_in_release(c);
+	if (rc)
+		respd_args_release(c, rc);
+}
+
 static void respd_free(struct kvtd_conn *c)
 {
 	struct respd_conn *rc = respd_of(c);
@@ -1987,7 +2020,7 @@ static void respd_free(struct kvtd_conn *c)
 		respd_cmd_free(c->loop->srv, cmd);
 	}
 	free(rc->args);
-	kvtd_mem_uncharge(c->loop->srv, rc->args_charged);
+	kvtd_in_uncharge(c->loop->srv, rc->args_tstat, rc->args_charged);
 	free(rc);
 	c->alt = NULL;
 }
@@ -1996,31 +2029,43 @@ static void respd_free(struct kvtd_conn *c)
  * The parser's argument scratch for n arguments.  Past RESPD_ARGS_FREE
  * entries it is charged to --max-memory: "*65536" is 8 bytes that ask
  * for a 1 MiB array, kept for the connection's life, and a few thousand
- * connections asking were gigabytes outside the budget.  0, -ENOBUFS
- * (the budget), -ENOMEM.
+ * connections asking were gigabytes outside the budget.  And to its
+ * tenant's input share (kvtd_in_charge), as the command's bytes and
+ * arguments are once it is whole: charged to the budget alone, 40 of one
+ * tenant's connections that each sent "*65536" and one argument held all
+ * of a 32 MiB budget for as long as they stayed, and another tenant's SET
+ * of 1 MB was refused, its connection closed (test_hostile_http
+ * resp_args_share).  0, -EDQUOT (the share), -ENOBUFS (the budget),
+ * -ENOMEM.
  */
 static int respd_args(struct kvtd_conn *c, struct respd_conn *rc, uint32_t n)
 {
+	struct kvtd_server *srv = c->loop->srv;
 	uint64_t want = n > RESPD_ARGS_FREE ? (uint64_t)n * sizeof(*rc->args) : 0;
+	uint64_t more = want > rc->args_charged ? want - rc->args_charged : 0;
+	struct kvtd_tstat *t = rc->args_charged ? rc->args_tstat
+			       : c->state == KVTD_CS_READY ? kvtd_tstat_of(c) : NULL;
 	struct resp_arg *na;
+	int r;
 
-	if (want > rc->args_charged &&
-	    !kvtd_mem_charge(c->loop->srv, want - rc->args_charged, false))
-		return -ENOBUFS;
+	if (more && (r = kvtd_in_charge(srv, t, rc->args_charged, more, false)) < 0)
+		return r;
 	na = realloc(rc->args, n * sizeof(*na));
 	if (!na) {
-		if (want > rc->args_charged)
-			kvtd_mem_uncharge(c->loop->srv, want - rc->args_charged);
+		kvtd_in_uncharge(srv, t, more);
 		return -ENOMEM;
 	}
-	if (want > rc->args_charged)
+	if (more) {
 		rc->args_charged = want;
+		rc->args_tstat = t;
+	}
 	rc->args = na;
 	rc->args_cap = n;
 	return 0;
 }
 
-/* A large scratch goes back once its command is parsed. */
+/* The scratch past RESPD_ARGS_FREE given back: a command parsed, or no
+ * more input. */
 static void respd_args_release(struct kvtd_conn *c, struct respd_conn *rc)
 {
 	if (rc->args_cap <= RESPD_ARGS_FREE)
@@ -2028,8 +2073,9 @@ static void respd_args_release(struct kvtd_conn *c, struct respd_conn *rc)
 	free(rc->args);
 	rc->args = NULL;
 	rc->args_cap = 0;
-	kvtd_mem_uncharge(c->loop->srv, rc->args_charged);
+	kvtd_in_uncharge(c->loop->srv, rc->args_tstat, rc->args_charged);
 	rc->args_charged = 0;
+	rc->args_tstat = NULL;
 }
 
 /* cmd, parsed on c, at the end of its list: answered in order. */
@@ -2142,6 +2188,21 @@ static void respd_parse(struct kvtd_conn *c)
 		}
 		if (r == RESP_NEED_ARGS) {
 			r = respd_args(c, rc, pc.argc);
+			/* Past the tenant's share: as a command still arriving
+			 * (below), a connection with commands in flight waits
+			 * for them, one without is refused. */
+			if (r == -EDQUOT && c->inflight > 0) {
+				c->tbl_want = (uint64_t)pc.argc * sizeof(*rc->args);
+				kvtd_conn_flow(c);
+				return;
+			}
+			if (r == -EDQUOT) {
+				KVTD_COUNT(srv, mem_refused, 1);
+				respd_proto_error(c, "the tenant's commands being received hold its "
+						  "share of the server memory limit (--max-memory); "
+						  "retry later");
+				return;
+			}
 			if (r == -ENOBUFS) {
 				KVTD_COUNT(srv, mem_refused, 1);
 				respd_proto_error(c, "server memory limit reached (--max-memory); "
@@ -2352,6 +2413,7 @@ const struct kvtd_proto kvtd_resp_proto = {
 	.preauth_buf = RESPD_PREAUTH_BUF,
 	.open = respd_open,
 	.parse = respd_parse,
+	.drop_input = respd_drop_input,
 	.fail = respd_fail,
 	.written = respd_written,
 	.req_done = respd_req_done,

@@ -223,6 +223,7 @@ struct s3d_req {
 	char err_msg[160];
 	/* the answer */
 	bool done;
+	bool write_held;           /* counted in its connection's writes (s3d_hold) */
 	bool close_after;
 	uint8_t *text;
 	size_t tlen, tcap;
@@ -251,6 +252,9 @@ struct s3d_conn {
 	size_t head_scan;          /* of the head at rstart, bytes searched (s3h_parse_from) */
 	unsigned gets;             /* GetObjects listed, their answers not queued
 				    * (S3D_GETS_MAX) */
+	unsigned writes;           /* copies, Completes, bucket creations and
+				    * deletions begun, not finished: no head is
+				    * parsed behind them (s3d.c "Order") */
 	uint64_t pin_held;         /* value bytes its requests' kept pins hold,
 				    * answers not queued (s3d_keep_pin), and the
 				    * values of pin_set */

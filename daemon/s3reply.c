@@ -694,7 +694,7 @@ void s3d_pin_flow(struct kvtd_conn *c)
 		pins = c->pin_bytes + sc->pin_held >= KVTD_PIN_CONN_MAX(srv) ||
 		       (c->tstat && atomic_load_explicit(&c->tstat->pinned, memory_order_relaxed) >=
 					    KVTD_PIN_TENANT_MAX(srv));
-	over = pins || sc->gets >= S3D_GETS_MAX;
+	over = pins || sc->gets >= S3D_GETS_MAX || sc->writes;
 	if (over == c->pin_paused)
 		return;
 	c->pin_paused = over;
@@ -712,6 +712,11 @@ void s3d_finish(struct s3d_req *rq)
 
 	rq->done = true;
 	rq->phase = PH_DONE;
+	if (rq->write_held) { /* s3d.c s3d_hold: the heads behind it may be parsed */
+		rq->write_held = false;
+		s3d_of(rq->conn)->writes--;
+		s3d_pin_flow(rq->conn);
+	}
 	s3d_scan_release(rq);
 	s3d_gate_leave(rq); /* its write landed, or will not */
 	/* The pins its answer did not keep (a GET refused, a copy's sources)

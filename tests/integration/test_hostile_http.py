@@ -72,7 +72,10 @@ s3_throttle_kept (an address's auth throttle spares its proven connections),
 s3_delete_errors (deletes that failed are not answered deleted),
 s3_complete_pins (CompleteMultipartUploads' pinned parts in the pin caps),
 s3_pins_cond (a conditional GET at the pin cap: its 304 or 412, not 503),
-s3_park_overwrite (an overwrite over the input share, parked, reads its body).
+s3_park_overwrite (an overwrite over the input share, parked, reads its body),
+resp_args_share (RESP commands of many arguments started: their scratch in
+the tenant's share; a cut command's share given back at the close),
+s3_order (requests pipelined behind one that changes the store run after it).
 """
 import base64
 import datetime
@@ -1740,6 +1743,62 @@ def resp_share_answer(ph):
 resp_share_answer.extra = ["--resp", "127.0.0.1:0", "--ssd", "64M", "--set", "ssd.segment=4M",
                            "--set", "ssd.admission=always",
                            "--set", "ssd.debug_write_delay_ms=500"]
+
+
+@phase
+def resp_args_share(ph):
+    """What a RESP command still arriving holds, in its tenant's input
+    share and given back at its connection's close (attack40).  One
+    tenant's 40 connections each send "*65536" and one argument: the
+    parser's scratch for 65,536 arguments (1.5 MiB each) was charged to
+    --max-memory alone, so they held all of a 32 MiB budget while they
+    stayed, and another tenant's SET of 1 MB was refused and its
+    connection closed.  Now the scratch counts in the tenant's share (a
+    quarter of the budget): past it the rest are refused, the other
+    tenant is served.  Then a connection of alice's sends 2 MiB of a 4 MiB
+    SET and closes; her next such SET, at once on a new connection, was
+    refused for 0.4-0.8 s (the closed connection's share given back only
+    when it was freed, once a second): now it is taken."""
+    srv = ph.srv
+    R = resp_port(srv)
+    socks = []
+    for _ in range(40):
+        s = resp_login(R, ALICE, ph.addr())
+        s.sendall(b"*65536\r\n$1\r\nx\r\n")
+        socks.append(s)
+    refused = [resp_line(s, 0.1) for s in held_socks(socks)]
+    mem = srv.metric("kvtier_server_memory_bytes")
+    print("40 RESP commands of 65536 arguments started: %d held, %d refused; --max-memory "
+          "%.1f MiB held" % (len(socks), len(refused), mem / 2 ** 20))
+    ph.expect(mem <= 9 << 20, "the scratch held past the tenant's share", mem)
+    ph.expect(refused and all(b"share" in a for a in refused), "refusals", refused[:3])
+    v = os.urandom(1 << 20)
+    b = resp_login(R, BOB, PROBER)
+    b.sendall(resp_cmd(b"SET", b"k", v))
+    st = resp_line(b, 10.0)
+    b.close()
+    print("the other tenant's SET of 1 MiB beside them: %s" % st)
+    ph.expect(st == b"+OK", "the other tenant's SET beside the started commands", st)
+    for s in socks:
+        s.close()
+    ph.cases += 1
+    time.sleep(0.3)  # their scratch given back at their close
+    hdr = b"*3\r\n$3\r\nSET\r\n$3\r\ncut\r\n$%d\r\n" % (4 << 20)
+    s = resp_login(R, ALICE, ph.addr())
+    s.sendall(hdr + b"x" * (2 << 20))
+    ph.expect(not held_socks([s], 0.3), "the first cut SET held")
+    s.close()
+    time.sleep(0.05)
+    s = resp_login(R, ALICE, ph.addr())
+    s.sendall(hdr + b"x" * 1024)
+    answer = [resp_line(a, 0.1) for a in held_socks([s], 0.3)]
+    print("a 4 MiB SET at once after a cut one: %s" % (answer or "held"))
+    ph.expect(not answer, "a SET after a cut one refused", answer)
+    s.close()
+    ph.cases += 1
+    ph.probe("RESP commands of many arguments started")
+resp_args_share.extra = ["--resp", "127.0.0.1:0"]
+
 
 @phase
 def s3_signers(ph):
@@ -6219,6 +6278,47 @@ s3_vhost.tenants = ("alice %s tenant\nbob %s tenant\ngrant alice model=s3/shared
 
 
 @phase
+def s3_order(ph):
+    """Requests pipelined on one connection behind one that changes the
+    store run after it (s3d.c "Order"; attack40).  Before, they ran as
+    soon as parsed, beside it: a GET after a CopyObject answered 200 was
+    404, a DELETE after it answered 204 and the copy then stored the
+    object again, a PUT after a CreateBucket NoSuchBucket, a DeleteBucket
+    after the DELETE of its last object BucketNotEmpty -- every round."""
+    P = ph.srv.port
+    sm = lambda *a, **k: signed_msg(P, *a, **k)
+
+    def pipe(msgs, heads=()):
+        s = socket.create_connection(("127.0.0.1", P), source_address=(PROBER, 0))
+        s.sendall(b"".join(msgs))
+        out = [read_answer(s, no_body=i in heads) for i in range(len(msgs))]
+        s.close()
+        return [(st, body) for st, _, body in out]
+
+    for i in range(3):
+        a, b, c = "/hbkt/oa%d" % i, "/hbkt/ob%d" % i, "/hbkt/oc%d" % i
+        src = {"x-amz-copy-source": a}
+        got = pipe([sm("PUT", a, body=b"new%d" % i), sm("PUT", b, extra=src), sm("GET", b),
+                    sm("PUT", c, extra=src), sm("DELETE", c), sm("GET", c),
+                    sm("HEAD", a)], heads=(6,))
+        print("round %d: PUT, copy, GET, copy, DELETE, GET, HEAD: %s" % (
+            i, [st for st, _ in got]))
+        ph.expect([st for st, _ in got] == [200, 200, 200, 200, 204, 404, 200] and
+                  got[2][1] == b"new%d" % i, "copies and what follows them", got)
+        st, _, body = http(P, sm("GET", c), src=PROBER)
+        ph.expect(st == 404, "the copy deleted after it stayed deleted", st, body[:100])
+        nb = "/ordb%d" % i
+        got = pipe([sm("PUT", nb), sm("PUT", nb + "/k", body=b"x"), sm("GET", nb + "/k"),
+                    sm("DELETE", nb + "/k"), sm("DELETE", nb), sm("PUT", nb + "/k2", body=b"y")])
+        print("round %d: CreateBucket, PUT, GET, DELETE, DeleteBucket, PUT: %s" % (
+            i, [st for st, _ in got]))
+        ph.expect([st for st, _ in got] == [200, 200, 200, 204, 204, 404] and
+                  got[2][1] == b"x", "a bucket's steps in order", [st for st, _ in got])
+        ph.cases += 1
+    ph.probe("pipelined writes")
+
+
+@phase
 def s3_copy_key(ph):
     """x-amz-copy-source names a key by its bytes: a key's own '?' (sent
     as %3F, as botocore quotes it) and %00 are the key's, and only a '?'
@@ -6635,13 +6735,13 @@ def s3_complete_pins(ph):
     assembled, and a Complete waiting for its work turn (or for write-down
     room) held them outside the pin caps.  alice (--dram 128M: a
     connection's pins 16 MiB, a tenant's 32 MiB) pipelines 2 Completes of
-    3 parts of 6 MiB on one connection: their probes are answered in one
-    loop iteration, before either is assembled (18 MiB, past an
-    iteration's work), so each holds its parts pinned while the other's
-    turn comes.  Before: both went ahead, 36 MiB pinned at once on a
-    connection whose cap is 16.  Now the first goes ahead (alone: a Complete of any size does) and
-    those that find its pins are 503 SlowDown (their parts let go, the
-    connection and the upload kept) and complete when sent again; every
+    3 parts of 6 MiB on one connection.  Before: their probes were
+    answered in one loop iteration, before either was assembled (18 MiB,
+    past an iteration's work), both went ahead, 36 MiB pinned at once on a
+    connection whose cap is 16; then (s3reply.c s3d_pins_take) the second
+    was 503 SlowDown and completed when sent again.  Since attack40 the
+    second runs only once the first is done (s3d.c "Order"): both 200,
+    never pinned at once; every
     object reads back exactly, and the pins are all given back (s3ops.c
     s3reply.c s3d_pins_take).  Then two Completes whose connections are reset
     (at once, 20 ms in) give their charge back: a Complete of 33 MiB,
@@ -6674,15 +6774,9 @@ def s3_complete_pins(ph):
         got.append((st, code_of(b) if st != 200 else None))
     print("%d Completes of %d parts of %d MiB pipelined on one connection: %s" % (
         CP_UPLOADS, CP_PARTS, CP_PART >> 20, got))
-    ph.expect(got[0] == (200, None) and (503, "SlowDown") in got and
-              all(g in ((200, None), (503, "SlowDown")) for g in got),
-              "the Completes past the connection's pins", got)
-    # the connection kept; a refused Complete completes when sent again
-    for i, (st, _) in enumerate(got):
-        if st == 503:
-            c.sendall(sm("POST", "/hbkt/cp%d" % i, query="uploadId=" + ups[i][0], body=xml))
-            st2, _, b = read_answer(c, 20)
-            ph.expect(st2 == 200, "the refused Complete sent again", i, st2, b[:200])
+    # since attack40 the second runs once the first is done (s3d.c
+    # "Order"): never both pinned at once on the connection, both 200
+    ph.expect(all(g == (200, None) for g in got), "the Completes, one after the other", got)
     c.close()
     for i, (_, data) in enumerate(ups):
         st, _, b = req("GET", "/hbkt/cp%d" % i)
@@ -6733,7 +6827,7 @@ s3_complete_pins.dram_mib = 128
 # s3_copy_pins: alice's sources (distinct, CPS_SIZE each: a loop assembles
 # one an iteration, S3D_WORK_ITER) and the copies of them pipelined on each
 # of CPS_CONNS connections, one destination key a connection
-CPS_SRCS, CPS_SIZE, CPS_CONNS = 16, 8 << 20, 4
+CPS_SRCS, CPS_SIZE, CPS_CONNS = 16, 8 << 20, 16
 
 
 @phase
@@ -6742,8 +6836,10 @@ def s3_copy_pins(ph):
     copies waiting for their work turn (a loop assembles 16 MiB an
     iteration: one 8 MiB source) held their sources outside the pin caps.
     alice (--dram 256M: a tenant's pins 64 MiB, a connection's 32)
-    pipelines copies of 16 distinct 8 MiB sources, 4 on each of 4
-    connections (128 MiB of sources, 32 a connection).  Before: all 16
+    sends copies of 16 distinct 8 MiB sources, one on each of 16
+    connections (128 MiB of sources; until attack40, 4 pipelined on each of
+    4 connections: copies pipelined on one connection now run one after
+    another, s3d.c "Order").  Before: all 16
     went ahead, 12-13 sources (96-104 MiB) seen pinned in two /metrics
     reads in a row.  Now the sources count against the caps, each value
     once a connection and once a tenant (s3reply.c "Pins of requests in

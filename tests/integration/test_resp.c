@@ -543,6 +543,97 @@ static void raw_eq(int fd, const char *req, const char *want)
 		T_FAIL("reply to '%s': got '%s', want '%s'", req, o, want);
 }
 
+/*
+ * FLUSHDB's walk runs on the library's worker: the commands pipelined
+ * behind it wait until it is answered (respd.c respd_hold_behind).  Run
+ * beside it, a GET after it answered the flushed value and a SET after
+ * it was answered +OK, then cleared (attack40: 129 and 141 of 200).
+ * Each round: a value set before, then in one write SET, FLUSHDB, SET of
+ * the same key, its GET and a GET of the earlier value; then the key
+ * read again.  Run last: it clears the keys of the tests before.
+ */
+static void test_flush_order(void)
+{
+	int fd = resp_dial();
+
+	for (int i = 0; i < 40; i++) {
+		char req[256], want[128];
+		snprintf(req, sizeof(req), "SET fe%d old\r\n", i);
+		raw_eq(fd, req, "+OK\r\n");
+		snprintf(req, sizeof(req),
+			 "SET fo%d before\r\nFLUSHDB\r\nSET fo%d after\r\nGET fo%d\r\nGET fe%d\r\n",
+			 i, i, i, i);
+		raw_eq(fd, req, "+OK\r\n+OK\r\n+OK\r\n$5\r\nafter\r\n$-1\r\n");
+		snprintf(req, sizeof(req), "GET fo%d\r\n", i);
+		snprintf(want, sizeof(want), "$5\r\nafter\r\n");
+		raw_eq(fd, req, want);
+	}
+	close(fd);
+}
+
+/*
+ * Commands whose writes wait for their probes -- a DEL, a SET NX or XX --
+ * hold the commands pipelined behind them until the writes are back
+ * (respd.c respd_hold_behind).  Before (attack40), in every round: a GET
+ * after a DEL answered the value, a SET after it was answered +OK and
+ * then deleted, a SET after a SET NX was overwritten by the NX's value,
+ * and a GET after a SET XX answered the old value.
+ */
+static void test_probe_order(void)
+{
+	int fd = resp_dial();
+
+	for (int i = 0; i < 20; i++) {
+		char req[256];
+		snprintf(req, sizeof(req), "SET po%d old\r\n", i);
+		raw_eq(fd, req, "+OK\r\n");
+		snprintf(req, sizeof(req), "DEL po%d\r\nEXISTS po%d\r\nSET po%d new\r\nGET po%d\r\n",
+			 i, i, i, i);
+		raw_eq(fd, req, ":1\r\n:0\r\n+OK\r\n$3\r\nnew\r\n");
+		snprintf(req, sizeof(req), "GET po%d\r\n", i);
+		raw_eq(fd, req, "$3\r\nnew\r\n");
+		snprintf(req, sizeof(req), "SET pn%d a NX\r\nGET pn%d\r\nSET pn%d b\r\nGET pn%d\r\n",
+			 i, i, i, i);
+		raw_eq(fd, req, "+OK\r\n$1\r\na\r\n+OK\r\n$1\r\nb\r\n");
+		snprintf(req, sizeof(req), "GET pn%d\r\n", i);
+		raw_eq(fd, req, "$1\r\nb\r\n");
+		snprintf(req, sizeof(req), "SET pn%d c XX\r\nGET pn%d\r\n", i, i);
+		raw_eq(fd, req, "+OK\r\n$1\r\nc\r\n");
+	}
+	close(fd);
+}
+
+/*
+ * A read of an expired value deletes nothing: that delete, sent from the
+ * read's completion, came after the requests submitted meanwhile and
+ * removed the value of a SET pipelined behind the GET (or of another
+ * connection's SET at that moment): answered +OK, then gone (attack40:
+ * 50 of 50).  The expired value stays until overwritten or evicted.
+ */
+static void test_expired_set(void)
+{
+	int fd = resp_dial();
+	char req[256];
+
+	for (int i = 0; i < 20; i++) {
+		snprintf(req, sizeof(req), "SET xs%d old PX 1\r\n", i);
+		raw_eq(fd, req, "+OK\r\n");
+	}
+	tsrv_sleep_ms(20);
+	for (int i = 0; i < 20; i++) {
+		snprintf(req, sizeof(req), "GET xs%d\r\nSET xs%d new\r\n", i, i);
+		raw_eq(fd, req, "$-1\r\n+OK\r\n");
+		snprintf(req, sizeof(req), "GET xs%d\r\n", i);
+		raw_eq(fd, req, "$3\r\nnew\r\n");
+	}
+	/* and NX sees an expired value as absent */
+	raw_eq(fd, "SET xn old PX 1\r\n", "+OK\r\n");
+	tsrv_sleep_ms(20);
+	raw_eq(fd, "MGET xn xn\r\nSET xn again NX\r\nGET xn\r\n",
+	       "*2\r\n$-1\r\n$-1\r\n+OK\r\n$5\r\nagain\r\n");
+	close(fd);
+}
+
 static void test_resp3(void)
 {
 	int fd = resp_dial();
@@ -1123,6 +1214,9 @@ int main(int argc, char **argv)
 	test_benchmark();
 	test_metrics();
 	test_loop_spread();
+	test_probe_order();
+	test_expired_set();
+	test_flush_order();
 	T_EQ_INT(tsrv_stop(&s), 0);
 	check_stderr(&s);
 	test_stop_deferred();
