@@ -1250,6 +1250,83 @@ static void hdr_damaged(const char *align, bool zero, bool ckpt)
 	free(dir);
 }
 
+/* 13. A voided slot's generation handed out again.  A child puts keys 1
+ *     and 2 (100 bytes each), deletes key 1 and dies: one segment, open,
+ *     generation 1.  Its header is damaged; the next open walks it for
+ *     the tombstone, takes generation 1 as used ("Generations") and voids
+ *     the slot -- header and first record zeroed -- and stops with nothing
+ *     written.  Then no header, record or checkpoint names generation 1,
+ *     and the open after hands it out again, to the same slot (the lowest
+ *     free): a child puts key 2 anew (200 bytes) and dies.  The walk of
+ *     that open segment went on past the new record into the old ones of
+ *     generation 1 beyond the void, and key 2 came back with its old 100
+ *     bytes, of a seq above the new put's (the counter went on from sound
+ *     data, of which there was none): stale bytes, until 2026-12-06.  The
+ *     slot's file is now cut to nothing when voided: an empty file is a
+ *     free slot, and no record of the old generation is left to walk. */
+static void hdr_void_gen(const char *align)
+{
+	char *dir = t_mkdtemp();
+	struct open_seg o;
+	struct said w;
+	pid_t pid = fork();
+
+	T_GE_INT(pid, 0);
+	if (pid == 0) {
+		struct kvt_store *c = open_at(dir, align, "progressive");
+		uint32_t cns = ns_of(c);
+		struct kvt_key key1 = t_key(1);
+		if (t_put_filled(c, cns, 1, 100) != KVT_OK ||
+		    t_put_filled(c, cns, 2, 100) != KVT_OK || kvt_flush(c) != KVT_OK ||
+		    kvt_delete(c, cns, &key1) != KVT_OK || kvt_flush(c) != KVT_OK)
+			_exit(3);
+		_exit(0);
+	}
+	reap(pid, dir, &o);
+	T_EQ_U64(o.h.generation, 1);
+	T_EQ_U64(o.n, 4); /* the two puts, the tombstone and its twin */
+	T_EQ_U64(o.types[2], SSD_REC_DELETE);
+	{
+		int fd = seg_fd(dir, o.slot, O_RDWR);
+		uint8_t hb[SSD_ALIGN];
+		T_ASSERT(fd >= 0);
+		T_EQ_INT(pread(fd, hb, SSD_ALIGN, 0), SSD_ALIGN);
+		hb[12] ^= 0x10; /* its CRC */
+		T_EQ_INT(pwrite(fd, hb, SSD_ALIGN, 0), SSD_ALIGN);
+		close(fd);
+	}
+	{
+		struct kvt_store *s = open_at(dir, align, "progressive");
+		uint32_t ns = ns_of(s);
+		T_EQ_U64(t_stat(s, "ssd.recovery_headerless_tombstones"), 1);
+		T_RC(t_get_filled(s, ns, 1, 100), KVT_MISS);
+		T_RC(t_get_filled(s, ns, 2, 100), KVT_MISS);
+		kvt_store_destroy(s);
+	}
+	pid = fork();
+	T_GE_INT(pid, 0);
+	if (pid == 0) {
+		struct kvt_store *c = open_at(dir, align, "progressive");
+		if (t_put_filled(c, ns_of(c), 2, 200) != KVT_OK || kvt_flush(c) != KVT_OK)
+			_exit(3);
+		_exit(0);
+	}
+	reap(pid, dir, &o);
+	{
+		struct kvt_store *s = open_at(dir, align, "progressive");
+		uint32_t ns = ns_of(s);
+		/* the new bytes, never the old ones (t_get_filled checks the
+		 * length and the bytes) */
+		T_RC(t_get_filled(s, ns, 2, 200), KVT_OK);
+		T_RC(t_get_filled(s, ns, 1, 100), KVT_MISS);
+		kvt_store_destroy(s);
+	}
+	clean(&w, fsck(dir, &w));
+	fprintf(stderr, "  voided slot, %s: its generation again, no old record taken\n", align);
+	t_rmtree(dir);
+	free(dir);
+}
+
 /* 10. A segment file cut short under a sound checkpoint that names records
  *     in the part cut off.  A store of 4 segments is filled past two seals
  *     and stopped (a checkpoint naming every block); slot 0's file (sealed)
@@ -1461,5 +1538,7 @@ hdr:
 		for (int z = 0; z < 2; z++)
 			for (int ck = 0; ck < 2; ck++)
 				hdr_damaged(aligns[a], z, ck);
+	for (size_t a = 0; a < KVT_ARRAY_LEN(aligns); a++)
+		hdr_void_gen(aligns[a]);
 	return 0;
 }

@@ -701,10 +701,16 @@ static int rec_apply(struct recovery *rc)
  * deleted when they were written.  So a tombstone found where it should
  * not be costs at worst a miss (doc/security.md "Tombstones under a
  * damaged segment header").  A slot whose tombstones were applied is
- * voided -- its header and first record zeroed -- once a checkpoint that
- * reflects them is durable (ssd_void_headerless): a later open does not
- * walk it again, where its tombstones, of seqs the counter may have
- * handed out again since, would remove newer puts.
+ * voided -- its file cut to nothing -- once a checkpoint that reflects
+ * them is durable (ssd_void_headerless): a later open does not walk it
+ * again, where its tombstones, of seqs the counter may have handed out
+ * again since, would remove newer puts.  Cut, not its header and first
+ * record zeroed (until 2026-12-06): then nothing named its generation
+ * any more, an open after one that wrote nothing handed it out again, to
+ * this slot (the lowest free), and the walk of that new segment after a
+ * crash went on past its records into the old ones beyond the void --
+ * puts of seqs above the new ones, stale bytes served (test_ssd_fsck
+ * hdr_void_gen).
  */
 static int rec_headerless(struct recovery *rc, uint32_t slot, uint64_t *max_gen)
 {
@@ -807,31 +813,24 @@ static void rec_apply_headerless(struct recovery *rc)
 }
 
 /* Void the headerless slots whose tombstones recovery applied (above),
- * now that a durable checkpoint reflects them: their header and first
- * record zeroed and synced.  Alone in ssd_open, before the writer
- * starts.  A failure is logged: the next open walks the slot again. */
+ * now that a durable checkpoint reflects them: their file cut to nothing
+ * and synced (an empty file is a free slot; its next segment allocates
+ * it again), so that no record of their old generation is left for a
+ * walk under that generation handed out again.  Alone in ssd_open,
+ * before the writer starts.  A failure is logged: the next open walks
+ * the slot again. */
 void ssd_void_headerless(struct ssd *s)
 {
-	uint8_t *buf = NULL;
-
 	for (uint32_t i = 0; i < s->slot_count; i++) {
 		struct ssd_seg *g = &s->segs[i];
 		if (!g->hdr_void)
 			continue;
 		g->hdr_void = false;
-		if (!buf) {
-			buf = kvt_mem_alloc_aligned(s->mem, SSD_ALIGN, 2 * SSD_ALIGN);
-			if (buf)
-				memset(buf, 0, 2 * SSD_ALIGN);
-		}
-		if (!buf || g->fd < 0 || pwrite(g->fd, buf, 2 * SSD_ALIGN, 0) != 2 * SSD_ALIGN ||
-		    fdatasync(g->fd) < 0)
+		if (g->fd < 0 || ftruncate(g->fd, 0) < 0 || fdatasync(g->fd) < 0)
 			kvt_logf(s->log, KVT_LOG_WARN,
 				 "ssd: seg-%06u: could not void it after applying its tombstones "
 				 "(the next open walks it again)", i);
 	}
-	if (buf)
-		kvt_mem_free(s->mem, buf, 2 * SSD_ALIGN);
 }
 
 int ssd_id_read(int ssd_dfd, uint8_t id[16])
