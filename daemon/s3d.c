@@ -257,7 +257,6 @@ static bool s3d_b64_equal(const char *b64, const uint8_t *raw, size_t rn)
 	return strlen(b64) == strlen(mine) && CRYPTO_memcmp(b64, mine, strlen(mine)) == 0;
 }
 
-/* The body is complete: check what must match, then run the operation. */
 /*
  * Order.  HTTP/1.1 answers leave a connection in order, and a request that
  * changes the store runs before the requests behind it (RFC 9112 9.3.2
@@ -299,6 +298,7 @@ static void s3d_hold(struct s3d_req *rq)
 	s3d_of(rq->conn)->writes++;
 }
 
+/* The body is complete: check what must match, then run the operation. */
 static void s3d_body_done(struct s3d_req *rq)
 {
 	struct kvtd_server *srv = rq->conn->loop->srv;

@@ -36,7 +36,7 @@
  * Little-endian fields and CRCs
  */
 
-static bool ssdfmt_is_zero(const uint8_t *p, size_t n)
+bool ssd_is_zero(const uint8_t *p, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
 		if (p[i])
@@ -193,7 +193,7 @@ int ssd_seg_hdr_decode(const uint8_t *buf, struct ssd_seg_hdr *h)
 	if ((t.version == SSD_FMT_VERSION      ? le_get32(buf + SEG_REC_ALIGN) != 0
 	     : t.version == SSD_SEG_VERSION_4K ? t.rec_align != SSD_REC_ALIGN_4K
 					       : !ssdfmt_align_ok(t.rec_align)) ||
-	    !ssdfmt_is_zero(buf + SEG_FIXED, SSD_ALIGN - SEG_FIXED))
+	    !ssd_is_zero(buf + SEG_FIXED, SSD_ALIGN - SEG_FIXED))
 		return KVT_ECORRUPT;
 	if (t.seg_size < 2 * SSD_ALIGN || t.seg_size > SSDFMT_SEG_MAX || t.seg_size % SSD_ALIGN ||
 	    t.generation > SSD_GEN_MAX)
@@ -484,7 +484,7 @@ static int ssdfmt_rec_decode(const uint8_t *buf, size_t buf_len, uint32_t align,
 	memcpy(t.key.bytes, buf + REC_KEY, t.key.len);
 	if (!ssdfmt_rec_ok(&t))
 		return KVT_ECORRUPT;
-	if (!ssdfmt_is_zero(buf + REC_KEY + t.key.len, KVT_KEY_MAX - t.key.len) ||
+	if (!ssd_is_zero(buf + REC_KEY + t.key.len, KVT_KEY_MAX - t.key.len) ||
 	    le_get32(buf + REC_RESERVED) != 0)
 		return KVT_ECORRUPT;
 
@@ -507,7 +507,7 @@ static int ssdfmt_rec_decode(const uint8_t *buf, size_t buf_len, uint32_t align,
 	}
 	if (sum != t.value_len)
 		return KVT_ECORRUPT;
-	if (!ssdfmt_is_zero(buf + table_end, hdr_len - table_end))
+	if (!ssd_is_zero(buf + table_end, hdr_len - table_end))
 		return KVT_ECORRUPT;
 
 	*h = t;
@@ -683,7 +683,7 @@ static int64_t ssdfmt_ent_get(const uint8_t *p, size_t avail, struct ssd_sum_ent
 	if (avail < len)
 		return KVT_ECORRUPT;
 	memcpy(e->key.bytes, p + fixed, e->key.len);
-	if (!ssdfmt_is_zero(p + fixed + e->key.len, len - fixed - e->key.len))
+	if (!ssd_is_zero(p + fixed + e->key.len, len - fixed - e->key.len))
 		return KVT_ECORRUPT;
 	return (int64_t)len;
 }
@@ -905,7 +905,7 @@ int ssd_batch_decode(const uint8_t *buf, size_t buf_len, uint64_t off, uint32_t 
 	b->ns_count = le_get16(buf + BAT_NS_COUNT);
 	b->values_len = le_get32(buf + BAT_VALUES_LEN);
 	if (b->count < 1 || b->count > SSD_BATCH_MAX || b->ns_count < 1 ||
-	    b->ns_count > b->count || !ssdfmt_is_zero(buf + BAT_RESERVED, BAT_FIXED - BAT_RESERVED))
+	    b->ns_count > b->count || !ssd_is_zero(buf + BAT_RESERVED, BAT_FIXED - BAT_RESERVED))
 		goto corrupt;
 	p = BAT_FIXED;
 	if (p + (size_t)b->ns_count * SSD_BATCH_NS_LEN > hdr_len)
@@ -936,7 +936,7 @@ int ssd_batch_decode(const uint8_t *buf, size_t buf_len, uint64_t off, uint32_t 
 		if (p + len > hdr_len)
 			goto corrupt;
 		memcpy(e->key.bytes, buf + p + BENT_FIXED, e->key.len);
-		if (!ssdfmt_is_zero(buf + p + BENT_FIXED + e->key.len,
+		if (!ssd_is_zero(buf + p + BENT_FIXED + e->key.len,
 				    len - BENT_FIXED - e->key.len))
 			goto corrupt;
 		/* Redundant, so checked: the values follow the header in
@@ -951,7 +951,7 @@ int ssd_batch_decode(const uint8_t *buf, size_t buf_len, uint64_t off, uint32_t 
 	 * padding, the values' length. */
 	if (!ssdfmt_batch_ok(b, align, &used, &values) || used != p ||
 	    KVT_ALIGN_UP(used, align) != hdr_len || values != b->values_len ||
-	    !ssdfmt_is_zero(buf + p, hdr_len - p))
+	    !ssd_is_zero(buf + p, hdr_len - p))
 		goto corrupt;
 	b->hdr_len = hdr_len;
 	return 0;
@@ -1181,7 +1181,7 @@ int64_t ssd_sum_decode(const uint8_t *buf, size_t buf_len, uint64_t generation,
 	if (version != SSD_FMT_VERSION && version != SSD_SUM_VERSION_BATCH)
 		return KVT_EVERSION;
 	if (le_get64(buf + SUM_GENERATION) != generation ||
-	    !ssdfmt_is_zero(buf + SUM_RESERVED, SUM_HDR - SUM_RESERVED))
+	    !ssd_is_zero(buf + SUM_RESERVED, SUM_HDR - SUM_RESERVED))
 		return KVT_ECORRUPT;
 	count = le_get32(buf + SUM_COUNT);
 	entries_len = le_get64(buf + SUM_ENTRIES_LEN);
@@ -1193,7 +1193,7 @@ int64_t ssd_sum_decode(const uint8_t *buf, size_t buf_len, uint64_t generation,
 		return KVT_ECORRUPT;
 	if (kvt_crc32c(0, buf + SUM_HDR, entries_len) != le_get32(buf + SUM_ENTRIES_CRC))
 		return KVT_ECORRUPT;
-	if (!ssdfmt_is_zero(buf + SUM_HDR + entries_len, total - SUM_HDR - entries_len))
+	if (!ssd_is_zero(buf + SUM_HDR + entries_len, total - SUM_HDR - entries_len))
 		return KVT_ECORRUPT;
 
 	ret = ssdfmt_sum_walk(buf, version, count, entries_len, NULL, NULL);
@@ -1471,7 +1471,7 @@ static int ssdfmt_ckpt_hdr(const uint8_t *buf, uint64_t file_len, struct ssd_ckp
 		return KVT_ECORRUPT;
 	if (!ssdfmt_ckpt_version_ok(le_get32(buf + CKPT_VERSION)))
 		return KVT_EVERSION;
-	if (!ssdfmt_is_zero(buf + CKPT_RESERVED, CKPT_HDR - CKPT_RESERVED))
+	if (!ssd_is_zero(buf + CKPT_RESERVED, CKPT_HDR - CKPT_RESERVED))
 		return KVT_ECORRUPT;
 
 	memset(t, 0, sizeof(*t));
@@ -1525,7 +1525,7 @@ int ssd_ckpt_decode(const uint8_t *buf, size_t len, struct ssd_ckpt_hdr *h,
 		return ret;
 	if (kvt_crc32c(0, buf + CKPT_HDR, body_len) != le_get32(buf + CKPT_BODY_CRC))
 		return KVT_ECORRUPT;
-	if (!ssdfmt_is_zero(buf + CKPT_HDR + body_len, len - CKPT_HDR - body_len))
+	if (!ssd_is_zero(buf + CKPT_HDR + body_len, len - CKPT_HDR - body_len))
 		return KVT_ECORRUPT;
 
 	ret = ssdfmt_ckpt_walk(buf, &t, body_len, NULL, NULL);

@@ -91,6 +91,9 @@ int ssd_seg_hdr_ours(const struct ssd_seg_hdr *h, uint32_t slot, uint64_t seg_si
  * (an intact header of a version other than SSD_FMT_VERSION,
  * SSD_SEG_VERSION_4K and SSD_SEG_VERSION_BATCH: h->version says which). */
 int ssd_seg_hdr_decode(const uint8_t *buf, struct ssd_seg_hdr *h);
+/* Whether p[0, n) is all zero bytes (a zeroed header: a free slot, or one
+ * over records -- ssd_recover.c "Headerless"). */
+bool ssd_is_zero(const uint8_t *p, size_t n);
 
 /* ------------------------------------------------------------------------
  * Records.

@@ -933,10 +933,8 @@ static int check_segment(struct fsck *c, uint32_t slot, uint64_t fsize)
 		 * step 2: whole-segment eviction zeroes and syncs it before its
 		 * blocks are forgotten; a crash before the next header leaves
 		 * it so). */
-		bool zero = true;
+		bool zero = ssd_is_zero(c->buf, SSD_ALIGN);
 		uint64_t g, tombs;
-		for (size_t i = 0; i < SSD_ALIGN && zero; i++)
-			zero = c->buf[i] == 0;
 		/* Over records, it is an eviction's or damage: the two look
 		 * alike, and matter where recovery applies tombstones from
 		 * them (since 2026-12-06; before, nothing was said, and they

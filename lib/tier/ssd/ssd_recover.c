@@ -939,10 +939,7 @@ int ssd_recover(struct ssd *s)
 		if (ssd_seg_hdr_decode(buf, &h) < 0) {
 			/* Free as well, but its records may hold tombstones
 			 * ("Headerless", above): walked for them in step 3. */
-			bool zero = true;
-			for (size_t b = 0; b < SSD_ALIGN && zero; b++)
-				zero = buf[b] == 0;
-			rc.headerless[i] = zero ? HL_ZERO : HL_DAMAGED;
+			rc.headerless[i] = ssd_is_zero(buf, SSD_ALIGN) ? HL_ZERO : HL_DAMAGED;
 			continue;
 		}
 		/* Whatever header this file holds, its records may lie in it
