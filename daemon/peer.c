@@ -38,6 +38,13 @@
 #define PEER_TIMEOUT_MS 5000
 #define PEER_ANSWER_MS 30000
 #define PEER_MORE_MAX 32u
+/* How fast a member must take what is sent to it (peer_sendv): each
+ * PEER_SEND_WINDOW bytes of a request, or the rest of it, within
+ * PEER_TIMEOUT_MS -- 1 MiB/s, the rate below which kvtierd closes a
+ * client that reads its pinned answers (KVTD_MIN_DRAIN_BPS).  The repair
+ * thread holds the values it sends pinned until they are in the socket,
+ * and its pass (every later forward with it) waits on the send. */
+#define PEER_SEND_WINDOW (5ull << 20)
 /* Tags a connection may have unanswered (repair.c keeps at most
  * REPAIR_WINDOW + 1): a bit each in kvtd_peer.open_tags. */
 #define PEER_OPEN_MAX 64u
@@ -50,17 +57,30 @@ static int64_t peer_now_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* All of iov[0..n) (modified), with as few system calls as the socket
- * allows. */
+/*
+ * All of iov[0..n) (modified), with as few system calls as the socket
+ * allows.  Each PEER_SEND_WINDOW bytes of it (or the rest, if less) must
+ * go within PEER_TIMEOUT_MS, else -ETIMEDOUT: the clock was per poll, so
+ * a member that took a little every few seconds (enough for the socket to
+ * be writable again within each 5 s) set the pace of the whole send --
+ * 16 MiB at 466 KiB/s held the repair thread 35 s, the value pinned
+ * (test_peer_attack slow_read).
+ */
 static int peer_sendv(struct kvtd_peer *p, struct iovec *iov, unsigned n)
 {
+	uint64_t rest = 0, due;
+	int64_t mark = peer_now_ms();
 	short ev = POLLOUT;
 
+	for (unsigned i = 0; i < n; i++)
+		rest += iov[i].iov_len;
+	due = rest < PEER_SEND_WINDOW ? rest : PEER_SEND_WINDOW;
 	while (n) {
 		struct pollfd pf = { .fd = p->fd, .events = ev };
 		struct msghdr mh = { .msg_iov = iov, .msg_iovlen = n > 64 ? 64 : n };
+		int64_t left = mark + PEER_TIMEOUT_MS - peer_now_ms();
 		ssize_t w;
-		int pr = poll(&pf, 1, PEER_TIMEOUT_MS), want = 0;
+		int pr = left > 0 ? poll(&pf, 1, (int)left) : 0, want = 0;
 		if (pr < 0 && errno == EINTR)
 			continue;
 		if (pr <= 0)
@@ -74,6 +94,13 @@ static int peer_sendv(struct kvtd_peer *p, struct iovec *iov, unsigned n)
 			continue;
 		if (w < 0)
 			return -errno;
+		rest -= (uint64_t)w;
+		if ((uint64_t)w >= due) { /* this window's share went: the next */
+			mark = peer_now_ms();
+			due = rest < PEER_SEND_WINDOW ? rest : PEER_SEND_WINDOW;
+		} else {
+			due -= (uint64_t)w;
+		}
 		while (n && (size_t)w >= iov->iov_len) {
 			w -= (ssize_t)iov->iov_len;
 			iov++;

@@ -33,6 +33,15 @@
  *              over every frame of one answer)
  *   more_stall 2 frames of MORE, then nothing: given up PEER_TIMEOUT_MS
  *              after the last
+ *   slow_read  the forwarded block is 16 MiB; the fake answers the
+ *              namespace's registration and the EXISTS (a miss), then
+ *              reads the PUT 64 KiB every 100 ms (a receive buffer of
+ *              128 KiB): the sender's socket was writable again within
+ *              each PEER_TIMEOUT_MS, its only clock, so the fake set the
+ *              pace of the send (466 KiB/s here: not given up in 20 s, the
+ *              value pinned throughout); now each PEER_SEND_WINDOW (5 MiB)
+ *              of a frame, or its rest, must go within PEER_TIMEOUT_MS:
+ *              given up at ~7 s
  *   tls_pod    no fake: two real members with --tls-cert and --tls-ca, the
  *              block forwarded to the other over TLS (peer.c spoke plain
  *              TCP to the TLS port: nothing forwarded or healed), the
@@ -70,8 +79,12 @@
 #define SECRET_ROOT "secret-of-root-0123456789abc"
 #define VLEN 4096u
 #define JUNK_MAX (64u << 20) /* the table phase's junk, at most */
+#define SLOW_VLEN (16u << 20) /* the slow_read phase's block */
+#define SLOW_STEP (64u << 10) /* ... read this much every SLOW_EVERY_MS */
+#define SLOW_EVERY_MS 100
 
 static const char *bin;
+static uint32_t vlen = VLEN; /* the forwarded block's bytes */
 static const char *cli; /* tls_drain: the kvtier CLI */
 static char base[512];
 static struct tsrv srv;
@@ -81,7 +94,7 @@ static const struct kvt_ns_desc desc = {
 	.block_tokens = 16, .tp_size = 1, .pp_size = 1,
 };
 
-enum { M_DOWNGRADE, M_TABLE, M_TAGS, M_MORE, M_MORE_SLOW, M_MORE_STALL };
+enum { M_DOWNGRADE, M_TABLE, M_TAGS, M_MORE, M_MORE_SLOW, M_MORE_STALL, M_SLOW_READ };
 
 /* The fake member. */
 static struct {
@@ -269,6 +282,25 @@ static bool fk_more(int fd, const struct proto_frame *req, unsigned n, unsigned 
 	return fk_answer(fd, req, 0, req->tag);
 }
 
+/* The slow_read phase: read what the server sends SLOW_STEP bytes every
+ * SLOW_EVERY_MS (F.sent: bytes read), until it closes or 30 s. */
+static void fk_trickle(int fd)
+{
+	static uint8_t sink[SLOW_STEP];
+	uint64_t end = tsrv_now_ns() + 30000000000ull;
+
+	atomic_store(&F.lie_ns, tsrv_now_ns());
+	while (tsrv_now_ns() < end && !atomic_load(&F.stop)) {
+		ssize_t r;
+		tsrv_sleep_ms(SLOW_EVERY_MS);
+		r = recv(fd, sink, sizeof(sink), MSG_DONTWAIT);
+		if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR))
+			return;
+		if (r > 0)
+			atomic_fetch_add(&F.sent, (uint64_t)r);
+	}
+}
+
 /* STATS (the static pod's poll: has the member left?): not draining. */
 static bool fk_stats(int fd, const struct proto_frame *req)
 {
@@ -325,6 +357,16 @@ static void fk_serve(int fd)
 				if (!slow)
 					break;
 				continue;
+			}
+			if (F.mode == M_SLOW_READ) {
+				/* the registration and the EXISTS answered (a
+				 * miss), the PUT read slowly */
+				if (fk_answer(fd, &f, 0, f.tag) &&
+				    kc_fake_request(fd, &buf, &cap, &f, &F.stop) == 1 &&
+				    f.op == PROTO_OP_EXISTS && fk_answer(fd, &f, 0, f.tag))
+					fk_trickle(fd);
+				lying = false;
+				break;
 			}
 			if (F.mode == M_TABLE)
 				fk_big_table(fd, &f);
@@ -388,21 +430,21 @@ static uint16_t listen_tcp(int *lfd)
 }
 
 /* Alice's one PLACED|FORWARD put of copies 2 to the server s: the key
- * "forwarded-block", VLEN bytes of seed 7; its namespace's digest in ns. */
+ * "forwarded-block", vlen bytes of seed 7; its namespace's digest in ns. */
 static void forward_put(const struct tsrv *s, uint8_t ns[PROTO_DIGEST_LEN])
 {
-	uint8_t *val = malloc(VLEN);
+	uint8_t *val = malloc(vlen);
 	struct proto_frame f = { .op = PROTO_OP_PUT, .ns_count = 1, .ns = ns };
 	struct proto_item it = { 0 };
-	uint64_t lens[1] = { VLEN };
+	uint64_t lens[1] = { vlen };
 	uint32_t crc[1];
-	struct iovec d = { val, VLEN };
+	struct iovec d = { val, vlen };
 	struct kc c;
 	struct kc_resp r;
 
 	T_ASSERT(val);
-	tsrv_fill(val, VLEN, 7);
-	crc[0] = kvt_crc32c(0, val, VLEN);
+	tsrv_fill(val, vlen, 7);
+	crc[0] = kvt_crc32c(0, val, vlen);
 	T_RC(kc_connect_unix(&c, s->sock), 0);
 	T_RC(kc_login(&c, "alice", SECRET_ALICE), 0);
 	T_RC(kc_register(&c, &desc, ns, NULL, 0), KVT_OK);
@@ -431,6 +473,8 @@ static void start(const char *name, int mode)
 	uint8_t ns[PROTO_DIGEST_LEN];
 
 	F.mode = mode;
+	if (mode == M_SLOW_READ) /* a small window: the sender waits on it */
+		T_OK(setsockopt(F.lfd, SOL_SOCKET, SO_RCVBUF, &(int){ 65536 }, sizeof(int)));
 	T_OK(-pthread_create(&F.th, NULL, fk_main, NULL));
 	snprintf(self, sizeof(self), "127.0.0.1:%u", sp);
 	snprintf(members, sizeof(members), "127.0.0.1:%u,127.0.0.1:%u", sp, fp);
@@ -567,6 +611,43 @@ static void phase_more_stall(void)
 	 * machine's margins */
 	T_GE_INT((uint64_t)ms, 4000);
 	T_LE_INT((uint64_t)ms, 9000);
+	stop();
+}
+
+/* Does the log at path hold the line naming what? */
+static bool log_says(const char *path, const char *what);
+
+/* A member that takes the forward slowly (slow_read in the header). */
+static void phase_slow_read(void)
+{
+	uint64_t end, lost_ns = 0;
+	double ms;
+
+	vlen = SLOW_VLEN;
+	start("slow_read", M_SLOW_READ);
+	wait_lie();
+	end = atomic_load(&F.lie_ns) + 20000000000ull;
+	while (tsrv_now_ns() < end && !lost_ns) {
+		if (log_says(srv.log, "repair: lost a member"))
+			lost_ns = tsrv_now_ns();
+		else
+			tsrv_sleep_ms(50);
+	}
+	ms = lost_ns ? (double)(lost_ns - atomic_load(&F.lie_ns)) / 1e6 : -1;
+	printf("slow_read: a %u KiB forward read %u KiB every %d ms: %" PRIu64
+	       " KiB read, the member given up %.0f ms after the registration's answer "
+	       "(-1: not in 20 s)\n", SLOW_VLEN >> 10, SLOW_STEP >> 10, SLOW_EVERY_MS,
+	       atomic_load(&F.sent) >> 10, ms);
+	/* The socket buffers take the first window (~4 MiB) at once, the
+	 * rest of it comes at the fake's pace, then the second window's
+	 * 5 MiB must go within PEER_TIMEOUT_MS: ~7 s, with a loaded
+	 * machine's margin.  Before, the send went on at the fake's pace (16
+	 * MiB: 35 s), then 5 s for the answer it never got. */
+	T_ASSERT(lost_ns != 0);
+	T_GE_INT((uint64_t)ms, 5000);
+	T_LE_INT((uint64_t)ms, 11000);
+	T_ASSERT(log_says(srv.log, "error=-110"));
+	T_ASSERT(atomic_load(&F.sent) < SLOW_VLEN);
 	stop();
 }
 
@@ -891,6 +972,7 @@ static const struct tsrv_phase phases[] = {
 	{ "more", phase_more },
 	{ "more_slow", phase_more_slow },
 	{ "more_stall", phase_more_stall },
+	{ "slow_read", phase_slow_read },
 };
 
 int main(int argc, char **argv)
