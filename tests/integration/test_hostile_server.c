@@ -9,7 +9,8 @@
  *
  * Usage: test_hostile_server [CASE]   (no CASE: every case)
  *
- * Cases: answers (tags, items, statuses, data sections), sizes (a value
+ * Cases: answers (tags, items, statuses, data sections), flood (empty
+ * MORE frames as fast as the socket takes them: a miss by the deadline), sizes (a value
  * past the caller's buffer; past remote.value_max: 1 GiB, or 48,000 bytes
  * against 16K until the engine puts one that big), lookup (LOOKUP and
  * EXISTS claiming more than asked), pinned (the DRAM path; 8 MiB
@@ -59,6 +60,7 @@
 #define TIMEOUT_MS 400       /* remote.timeout_ms of every engine here */
 #define BOUND_MS 5000        /* a miss must come by then: the deadline and a wide margin */
 #define VLEN 12000           /* the fake's values: three parts */
+#define FLOOD_MS 3000        /* how long M_MORE_FLOOD floods (unless the client closes) */
 
 /* What the fake answers (besides HELLO, AUTH, NS_REGISTER and PING). */
 enum {
@@ -83,6 +85,7 @@ enum {
 	M_LOOKUP_MORE,     /* LOOKUP: more items and hits than keys asked */
 	M_EXISTS_MORE,     /* EXISTS: an item for an index never asked */
 	M_MORE_FOREVER,    /* GET: empty MORE frames, never a last one */
+	M_MORE_FLOOD,      /* ... as fast as the socket takes them, FLOOD_MS */
 	M_SILENT,          /* no answer at all */
 	M_LATE,            /* the right answer, after the deadline */
 	M_CLEAR_HUGE,      /* CLEAR: 2^64 - 5003 blocks removed */
@@ -683,6 +686,29 @@ static bool fk_answer(int fd, const struct proto_frame *req)
 		fk_hold(fd);
 		return false;
 	}
+	case M_MORE_FLOOD: {
+		/* 64 KiB of empty MORE frames a write: faster than the client
+		 * reads them (a read a header) */
+		uint64_t end = t_now_ms() + FLOOD_MS;
+		uint8_t *one, *many;
+		size_t len, k;
+		bool ok = true;
+		if (req->op != PROTO_OP_GET)
+			break;
+		kc_fake_answer(&f, req);
+		f.flags |= PROTO_F_MORE;
+		one = fk_encode(&f, NULL, 0, &len);
+		k = (64u << 10) / len;
+		many = malloc(k * len);
+		T_ASSERT(many);
+		for (size_t i = 0; i < k; i++)
+			memcpy(many + i * len, one, len);
+		while (ok && t_now_ms() < end && !atomic_load(&F.stop))
+			ok = fk_write(fd, many, k * len);
+		free(one);
+		free(many);
+		return false;
+	}
 	case M_MORE_FOREVER:
 		if (req->op != PROTO_OP_GET)
 			break;
@@ -968,6 +994,30 @@ static void case_answers(void)
 	 * the bytes after it are not a frame. */
 	atomic_store(&F.mode, M_GET_LONG);
 	T_RC(get1(s, ns, VLEN, NULL, NULL), KVT_OK);
+	works(s, ns);
+	kvt_store_destroy(s);
+}
+
+/* Empty MORE frames of the GET's tag as fast as the socket takes them
+ * (a server's loop gone wrong, or a hostile one): the client's thread
+ * read until the socket was empty, which it never was, so its deadlines
+ * were not looked at -- the get waited for as long as the server went on
+ * (FLOOD_MS), and every other connection of the member with it.  Now a
+ * connection yields after RX_BUDGET reads: a miss by the deadline. */
+static void case_flood(void)
+{
+	struct kvt_store *s = engine(NULL);
+	uint32_t ns = t_ns(s, "hostile");
+	uint64_t ms = 0;
+	int r;
+
+	works(s, ns);
+	atomic_store(&F.mode, M_MORE_FLOOD);
+	r = get1(s, ns, VLEN, &ms, NULL);
+	printf("  %-28s -> %s in %llu ms (the flood lasts %d ms)\n", "MORE frames flooded",
+	       kvt_strerror(r), (unsigned long long)ms, FLOOD_MS);
+	T_RC(r, KVT_MISS);
+	T_ASSERT(ms < FLOOD_MS / 2); /* the deadline (TIMEOUT_MS) and a margin */
 	works(s, ns);
 	kvt_store_destroy(s);
 }
@@ -1770,6 +1820,7 @@ int main(int argc, char **argv)
 		void (*fn)(void);
 	} cases[] = {
 		{ "answers", case_answers },
+		{ "flood", case_flood },
 		{ "sizes", case_sizes },
 		{ "lookup", case_lookup },
 		{ "pinned", case_pinned },

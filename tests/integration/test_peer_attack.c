@@ -638,14 +638,15 @@ static void phase_slow_read(void)
 	       " KiB read, the member given up %.0f ms after the registration's answer "
 	       "(-1: not in 20 s)\n", SLOW_VLEN >> 10, SLOW_STEP >> 10, SLOW_EVERY_MS,
 	       atomic_load(&F.sent) >> 10, ms);
-	/* The socket buffers take the first window (~4 MiB) at once, the
-	 * rest of it comes at the fake's pace, then the second window's
-	 * 5 MiB must go within PEER_TIMEOUT_MS: ~7 s, with a loaded
-	 * machine's margin.  Before, the send went on at the fake's pace (16
-	 * MiB: 35 s), then 5 s for the answer it never got. */
+	/* The socket buffers take most of the first window (5 MiB) at once,
+	 * the rest comes at the fake's pace, and the second window's must
+	 * go within PEER_TIMEOUT_MS of the first's end: given up 5-10 s in
+	 * (7.2 s seen), bound with a loaded machine's margin.  Before, the
+	 * send went on at the fake's pace (16 MiB: 35 s), then 5 s for the
+	 * answer it never got. */
 	T_ASSERT(lost_ns != 0);
 	T_GE_INT((uint64_t)ms, 5000);
-	T_LE_INT((uint64_t)ms, 11000);
+	T_LE_INT((uint64_t)ms, 13000);
 	T_ASSERT(log_says(srv.log, "error=-110"));
 	T_ASSERT(atomic_load(&F.sent) < SLOW_VLEN);
 	stop();
