@@ -10,7 +10,8 @@
  * Usage: test_hostile_server [CASE]   (no CASE: every case)
  *
  * Cases: answers (tags, items, statuses, data sections), flood (empty
- * MORE frames as fast as the socket takes them: a miss by the deadline), sizes (a value
+ * MORE frames as fast as the socket takes them: a miss by the deadline),
+ * early (a PUT answered from its header, before its data was sent), sizes (a value
  * past the caller's buffer; past remote.value_max: 1 GiB, or 48,000 bytes
  * against 16K until the engine puts one that big), lookup (LOOKUP and
  * EXISTS claiming more than asked), pinned (the DRAM path; 8 MiB
@@ -61,6 +62,7 @@
 #define BOUND_MS 5000        /* a miss must come by then: the deadline and a wide margin */
 #define VLEN 12000           /* the fake's values: three parts */
 #define FLOOD_MS 3000        /* how long M_MORE_FLOOD floods (unless the client closes) */
+#define EARLY_LEN (32u << 20) /* M_PUT_EARLY's value: more than the sockets' buffers */
 
 /* What the fake answers (besides HELLO, AUTH, NS_REGISTER and PING). */
 enum {
@@ -86,6 +88,7 @@ enum {
 	M_EXISTS_MORE,     /* EXISTS: an item for an index never asked */
 	M_MORE_FOREVER,    /* GET: empty MORE frames, never a last one */
 	M_MORE_FLOOD,      /* ... as fast as the socket takes them, FLOOD_MS */
+	M_PUT_EARLY,       /* PUT: answered OK from its header, its data read after */
 	M_SILENT,          /* no answer at all */
 	M_LATE,            /* the right answer, after the deadline */
 	M_CLEAR_HUGE,      /* CLEAR: 2^64 - 5003 blocks removed */
@@ -750,6 +753,73 @@ static bool fk_answer(int fd, const struct proto_frame *req)
 	return fk_keys(fd, req, mode);
 }
 
+/* Read exactly n bytes (into buf, or dropped: NULL); false if the client
+ * closed or the test stops. */
+static bool fk_read(int fd, uint8_t *buf, uint64_t n)
+{
+	static uint8_t sink[1 << 16];
+	while (n) {
+		struct pollfd pf = { .fd = fd, .events = POLLIN };
+		size_t k = n < sizeof(sink) ? (size_t)n : sizeof(sink);
+		ssize_t r;
+		if (atomic_load(&F.stop))
+			return false;
+		if (poll(&pf, 1, 50) <= 0)
+			continue;
+		r = read(fd, buf ? buf : sink, k);
+		if (r < 0 && (errno == EINTR || errno == EAGAIN))
+			continue;
+		if (r <= 0)
+			return false;
+		if (buf)
+			buf += r;
+		n -= (uint64_t)r;
+	}
+	return true;
+}
+
+/* A request, as kc_fake_request reads one (header and table in *buf,
+ * parsed into f; its data read and dropped), but the mode is looked at
+ * once its header came: in M_PUT_EARLY a PUT is answered (each item
+ * stored) before a byte of its data is read, the data read 300 ms later
+ * (2).  1 (read whole, to be answered), 0 (closed) or < 0. */
+static int fk_request(int fd, uint8_t **buf, size_t *cap, struct proto_frame *f)
+{
+	int rc;
+
+	if (!fk_read(fd, *buf, PROTO_HDR_LEN))
+		return 0;
+	rc = proto_parse_request(*buf, PROTO_HDR_LEN, NULL, f);
+	if (rc == PROTO_NEED_MORE) {
+		if (f->need > *cap) {
+			uint8_t *nb = realloc(*buf, f->need);
+			T_ASSERT(nb);
+			*buf = nb;
+			*cap = f->need;
+		}
+		if (!fk_read(fd, *buf + PROTO_HDR_LEN, f->need - PROTO_HDR_LEN))
+			return 0;
+		rc = proto_parse_request(*buf, f->need, NULL, f);
+	}
+	if (rc < 0)
+		return rc;
+	if (f->op == PROTO_OP_PUT && f->data_len && atomic_load(&F.mode) == M_PUT_EARLY) {
+		struct proto_frame a;
+		struct proto_item out[64];
+		struct proto_iter it;
+		struct proto_item in;
+		uint32_t n = 0;
+		kc_fake_answer(&a, f);
+		proto_iter_init(&it, f, NULL, NULL, 0);
+		while (n < 64 && proto_iter_next(&it, &in) == 1)
+			out[n++] = (struct proto_item){ .index = in.index, .status = KVT_OK };
+		if (!fk_send(fd, &a, out, n) || !fk_nap(300))
+			return 0;
+		return fk_read(fd, NULL, f->data_len) ? 2 : 0;
+	}
+	return fk_read(fd, NULL, f->data_len) ? 1 : 0;
+}
+
 static void fk_serve(int fd)
 {
 	size_t cap = 1 << 16;
@@ -757,7 +827,11 @@ static void fk_serve(int fd)
 	T_ASSERT(buf);
 	for (;;) {
 		struct proto_frame f;
-		int rc = kc_fake_request(fd, &buf, &cap, &f, &F.stop);
+		int rc = fk_request(fd, &buf, &cap, &f);
+		if (rc == 2) { /* answered */
+			atomic_fetch_add(&F.frames, 1);
+			continue;
+		}
 		if (rc < 0)
 			T_FAIL("fake: the client sent a frame the codec refuses: %s",
 			       kvt_strerror(rc));
@@ -1018,6 +1092,39 @@ static void case_flood(void)
 	       kvt_strerror(r), (unsigned long long)ms, FLOOD_MS);
 	T_RC(r, KVT_MISS);
 	T_ASSERT(ms < FLOOD_MS / 2); /* the deadline (TIMEOUT_MS) and a margin */
+	works(s, ns);
+	kvt_store_destroy(s);
+}
+
+/* A PUT answered (stored) from its header, before the server read a byte
+ * of its data (a server can: the header names the tag).  The frame was
+ * freed at its answer while it was still being sent (conn_tx went on from
+ * it: a use after free), and kvt_put returned while its bytes were still
+ * to go out of the caller's buffer.  Now an answer to a frame not sent
+ * whole is a protocol error: the connection fails, the put with it. */
+static void case_early(void)
+{
+	struct kvt_store *s = engine((const char *[]){ "remote.put_local", "never", NULL });
+	uint32_t ns = t_ns(s, "hostile");
+	uint8_t *v = malloc(EARLY_LEN);
+	struct iovec iov = { v, EARLY_LEN };
+	struct kvt_key k;
+	uint64_t t0;
+	int r;
+
+	T_ASSERT(v);
+	works(s, ns);
+	t_fill(v, EARLY_LEN, 9);
+	atomic_store(&F.mode, M_PUT_EARLY);
+	k = t_key(next_id++);
+	t0 = t_now_ms();
+	r = kvt_put(s, ns, &k, &iov, 1);
+	printf("  PUT answered from its header -> %s in %llu ms\n", kvt_strerror(r),
+	       (unsigned long long)(t_now_ms() - t0));
+	memset(v, 0x5a, EARLY_LEN); /* the caller's buffer is its own again */
+	free(v);
+	T_ASSERT(r != KVT_OK && r != KVT_EXISTS);
+	usleep(600000); /* the fake reads the rest: the client's send goes on */
 	works(s, ns);
 	kvt_store_destroy(s);
 }
@@ -1821,6 +1928,7 @@ int main(int argc, char **argv)
 	} cases[] = {
 		{ "answers", case_answers },
 		{ "flood", case_flood },
+		{ "early", case_early },
 		{ "sizes", case_sizes },
 		{ "lookup", case_lookup },
 		{ "pinned", case_pinned },

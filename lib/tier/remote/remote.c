@@ -148,6 +148,7 @@ struct rframe {
 	unsigned iov_count;
 	uint64_t bytes;               /* all of it */
 	uint64_t deadline;
+	bool sent;                    /* all of it in the socket: only then answered */
 };
 
 enum { C_DOWN = 0, C_CONNECTING, C_TLS, C_HELLO, C_AUTH, C_READY };
@@ -678,6 +679,7 @@ static int conn_tx(struct rconn *c)
 			}
 		}
 		if (c->out_iov == fr->iov_count) {
+			fr->sent = true;
 			c->out_head = fr->next_out;
 			if (!c->out_head)
 				c->out_tail = NULL;
@@ -1588,6 +1590,18 @@ static int rx_frame(struct rconn *c)
 	c->rx_fr = conn_find(c, f->tag);
 	if (!c->rx_fr || c->rx_fr->op != f->op)
 		return -EPROTO;
+	if (!c->rx_fr->sent) {
+		/* An answer to a frame still being sent (the header names the
+		 * tag): a server answers what it received whole.  Taken, it
+		 * completed the puts while their bytes were still to go out of
+		 * the callers' buffers, and freed the frame the send queue
+		 * went on from (test_hostile_server early: a use after free). */
+		kvt_logf(rm->log, KVT_LOG_WARN,
+			 "remote: %s answered a %s frame before it was sent whole: the connection is dropped",
+			 rm->cfg.addr, proto_op_name(f->op));
+		c->rx_fr = NULL;
+		return -EPROTO;
+	}
 	if (c->state == C_HELLO || c->state == C_AUTH) {
 		if (f->status < 0) {
 			kvt_logf(rm->log, KVT_LOG_ERROR, "remote: %s refused %s: %s", rm->cfg.addr,
