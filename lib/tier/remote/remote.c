@@ -2199,15 +2199,15 @@ static void *remote_main(void *arg)
 		dispatch(rm, now, &next);
 		now = now_ns();
 		ms = next > now ? (int)((next - now + 999999) / 1000000) : 0;
+		for (unsigned i = 0; i < rm->conns_used; i++)
+			if (rm->conns[i].rx_more)
+				ms = 0; /* a connection has more to read */
 		pthread_mutex_lock(&rm->lock);
 		if (rm->sub_head && rm->plugged == 0)
 			ms = 0; /* submitted while this pass ran: nobody woke us */
 		else
 			atomic_store_explicit(&rm->asleep, true, memory_order_relaxed);
 		pthread_mutex_unlock(&rm->lock);
-		for (unsigned i = 0; i < rm->conns_used; i++)
-			if (rm->conns[i].rx_more)
-				ms = 0; /* a connection has more to read */
 		n = epoll_wait(rm->epfd, evs, 16, ms);
 		atomic_store_explicit(&rm->asleep, false, memory_order_relaxed);
 		A(rm->c_wakeups);
