@@ -1376,7 +1376,7 @@ int dram_open(struct dram **out, const struct dram_config *cfg, struct kvt_mem *
 	struct dram *d;
 	uint32_t n = cfg->shards;
 	uint64_t per, secret;
-	struct timespec t0, t1;
+	uint64_t t0;
 	char pf[64] = "";
 	ssize_t got;
 	int ret = 0;
@@ -1456,15 +1456,13 @@ int dram_open(struct dram **out, const struct dram_config *cfg, struct kvt_mem *
 		if (s->leaving_max > per / 4)
 			s->leaving_max = per / 4;
 		d->shard_count = i + 1;
-		clock_gettime(CLOCK_MONOTONIC, &t0);
+		t0 = kvt_now_ns();
 		ret = arena_init(&s->arena, mem, per, cfg->chunk, cfg->hugepages, cfg->prefault);
 		if (ret < 0)
 			goto fail;
-		clock_gettime(CLOCK_MONOTONIC, &t1);
 		if (s->arena.prefaulted) {
 			d->prefault_bytes += s->arena.map_len;
-			d->prefault_ns += (uint64_t)(t1.tv_sec - t0.tv_sec) * 1000000000u +
-					  (uint64_t)t1.tv_nsec - (uint64_t)t0.tv_nsec;
+			d->prefault_ns += kvt_now_ns() - t0;
 			if (i + 1 < n && d->prefault_ns - pf_said >= DRAM_PREFAULT_EVERY_NS) {
 				pf_said = d->prefault_ns;
 				kvt_logf(log, KVT_LOG_INFO, "dram: pre-faulted %llu of %llu MiB",

@@ -316,13 +316,6 @@ static void pool_note(struct remote *rm, uint64_t len);
 #define A(c) atomic_fetch_add_explicit(&(c), 1, memory_order_relaxed)
 #define AN(c, n) atomic_fetch_add_explicit(&(c), (n), memory_order_relaxed)
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* ------------------------------------------------------------------------
  * Operations: allocation and completion
  */
@@ -400,7 +393,7 @@ static void rop_done(struct remote *rm, struct rop *op, int status, struct dram_
 		 * failed for the life of the store. */
 		e->state = status == KVT_OK ? NS_READY : NS_NONE;
 		if (status == KVT_EDESC)
-			e->retry_at = now_ns() + (uint64_t)rm->cfg.backoff_max_ms * 1000000u;
+			e->retry_at = kvt_now_ns() + (uint64_t)rm->cfg.backoff_max_ms * 1000000u;
 		/* Once per namespace and cause, not at every retry. */
 		if (status != KVT_OK && (status != e->logged || e->mismatch != e->logged_mm))
 			kvt_logf(rm->log, KVT_LOG_WARN, "remote: namespace %u not registered: %s%s",
@@ -555,7 +548,7 @@ static void conn_fail(struct rconn *c, int why, const char *what)
 	c->want_out = false;
 	c->state = C_DOWN;
 	c->failed_once = true;
-	c->retry_at = now_ns() + c->backoff_ms * 1000000u;
+	c->retry_at = kvt_now_ns() + c->backoff_ms * 1000000u;
 	c->backoff_ms = c->backoff_ms * 2 > rm->cfg.backoff_max_ms ? rm->cfg.backoff_max_ms
 								   : c->backoff_ms * 2;
 	if (remote_all_down(rm) && !atomic_load(&rm->down)) {
@@ -569,7 +562,7 @@ static void conn_fail(struct rconn *c, int why, const char *what)
 /* Queue a frame on c (it is sent as the socket takes it). */
 static void conn_queue(struct rconn *c, struct rframe *fr)
 {
-	fr->deadline = now_ns() + (uint64_t)c->rm->cfg.timeout_ms * 1000000u;
+	fr->deadline = kvt_now_ns() + (uint64_t)c->rm->cfg.timeout_ms * 1000000u;
 	if (c->out_tail)
 		c->out_tail->next_out = fr;
 	else
@@ -1035,7 +1028,7 @@ static void conn_start(struct rconn *c)
 	int fd = socket(rm->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	int one = 1;
 
-	c->deadline = now_ns() + (uint64_t)rm->cfg.connect_timeout_ms * 1000000u;
+	c->deadline = kvt_now_ns() + (uint64_t)rm->cfg.connect_timeout_ms * 1000000u;
 	c->state = C_CONNECTING;
 	c->fd = fd;
 	c->rx = RX_HEAD;
@@ -1115,8 +1108,8 @@ static void rx_item(struct rconn *c, const struct proto_item *it)
 			memcpy(rm->nsmap[op->ns].digest, it->digest, PROTO_DIGEST_LEN);
 		else
 			rm->nsmap[op->ns].retry_at =
-				now_ns() + (uint64_t)(rm->cfg.backoff_ms ? rm->cfg.backoff_ms : 1) *
-						   1000000u;
+				kvt_now_ns() +
+				(uint64_t)(rm->cfg.backoff_ms ? rm->cfg.backoff_ms : 1) * 1000000u;
 		if (status != it->status)
 			rm->nsmap[op->ns].mismatch = true;
 		rop_done(rm, op, status, NULL, NULL);
@@ -1610,7 +1603,7 @@ static int rx_frame(struct rconn *c)
 				 * (11,782 in one 400 ms get). */
 				if (fr->op == PROTO_OP_NS_REGISTER)
 					rm->nsmap[op->ns].retry_at =
-						now_ns() + (uint64_t)(rm->cfg.backoff_ms ?
+						kvt_now_ns() + (uint64_t)(rm->cfg.backoff_ms ?
 								      rm->cfg.backoff_ms : 1) *
 								   1000000u;
 				rop_done(rm, op, fr->op == PROTO_OP_GET ? KVT_MISS : f->status,
@@ -2141,7 +2134,7 @@ static void *remote_main(void *arg)
 	for (unsigned i = 0; i < rm->conns_used; i++)
 		conn_start(&rm->conns[i]);
 	for (;;) {
-		uint64_t now = now_ns(), next = now + 100000000u;
+		uint64_t now = kvt_now_ns(), next = now + 100000000u;
 		struct rop *sub;
 		bool stop;
 		int n, ms;
@@ -2160,7 +2153,7 @@ static void *remote_main(void *arg)
 			break;
 		timers(rm, now, &next);
 		dispatch(rm, now, &next);
-		now = now_ns();
+		now = kvt_now_ns();
 		ms = next > now ? (int)((next - now + 999999) / 1000000) : 0;
 		pthread_mutex_lock(&rm->lock);
 		if (rm->sub_head && rm->plugged == 0)
@@ -2406,7 +2399,7 @@ static int rop_submit(struct remote *rm, struct rop *op)
 		rop_free(rm, op);
 		return -ENOTCONN;
 	}
-	op->deadline = now_ns() + (uint64_t)rm->cfg.timeout_ms * 1000000u;
+	op->deadline = kvt_now_ns() + (uint64_t)rm->cfg.timeout_ms * 1000000u;
 	pthread_mutex_lock(&rm->lock);
 	if (rm->stop) {
 		pthread_mutex_unlock(&rm->lock);

@@ -580,13 +580,6 @@ static void pool_give(struct shs3 *s3, CURL **hs, unsigned n)
 	pthread_mutex_unlock(&s3->lock);
 }
 
-static uint64_t s3_now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 /* Whether a finished attempt failed transiently: no HTTP answer, or one
  * the AWS SDKs retry (throttling, 5xx but 501). */
 static bool req_transient(const struct s3req *r, CURLcode cc)
@@ -668,7 +661,7 @@ static bool s3_retry_plan(const struct shs3 *s3, unsigned n, uint64_t now, uint6
 static int req_run(struct s3req *r)
 {
 	struct shs3 *s3 = r->s3;
-	uint64_t deadline = s3_now_ms() + s3->cfg.timeout_ms;
+	uint64_t deadline = kvt_now_ms() + s3->cfg.timeout_ms;
 	bool idem = strcmp(r->method, "POST") != 0;
 	unsigned n = 0;
 
@@ -696,7 +689,7 @@ static int req_run(struct s3req *r)
 		n++;
 		if (ret >= 0 || !idem || !req_transient(r, cc) || (r->sink && r->got > 0))
 			return ret;
-		if (!s3_retry_plan(s3, n, s3_now_ms(), deadline, &backoff))
+		if (!s3_retry_plan(s3, n, kvt_now_ms(), deadline, &backoff))
 			return req_giveup(r, n, cc, ret);
 		if (backoff) {
 			struct timespec ts = { .tv_sec = (time_t)(backoff / 1000),
@@ -705,7 +698,7 @@ static int req_run(struct s3req *r)
 				;
 		}
 		A(s3->st.retries);
-		now = s3_now_ms();
+		now = kvt_now_ms();
 		if (now >= deadline) /* the sleep overran what was left */
 			return req_giveup(r, n, cc, ret);
 		r->timeout_ms = (unsigned)(deadline - now);
@@ -804,7 +797,7 @@ struct mp_part {
  * counted and logged by req_giveup). */
 static bool mp_retry(struct shs3 *s3, struct mp_part *p, CURLcode cc, int rr, struct s3req *r)
 {
-	uint64_t now = s3_now_ms(), backoff = 0;
+	uint64_t now = kvt_now_ms(), backoff = 0;
 	if (!req_transient(r, cc))
 		return false;
 	if (!s3_retry_plan(s3, p->tries, now, p->deadline_ms, &backoff)) {
@@ -866,7 +859,7 @@ static int put_multipart(struct shs3 *s3, const char *name, const struct iovec *
 		unsigned nidle = nh, inflight = 0;
 		memcpy(idle, hs, nh * sizeof(CURL *));
 		while (done < parts && ret == KVT_OK) {
-			uint64_t now = s3_now_ms();
+			uint64_t now = kvt_now_ms();
 			/* 1. Start waiting parts whose time has come. */
 			for (unsigned i = 0; i < parts && nidle > 0 && ret == KVT_OK; i++) {
 				struct mp_part *p = &ps[i];
@@ -929,7 +922,7 @@ static int put_multipart(struct shs3 *s3, const char *name, const struct iovec *
 			 * next waiting part's time. */
 			if (done < parts && ret == KVT_OK) {
 				uint64_t t = 100, wake = UINT64_MAX;
-				now = s3_now_ms();
+				now = kvt_now_ms();
 				for (unsigned i = 0; i < parts && nidle > 0; i++)
 					if (!ps[i].running && !ps[i].done && ps[i].ready_ms < wake)
 						wake = ps[i].ready_ms;
