@@ -1370,6 +1370,27 @@ static void rx_direct_crc(struct rconn *c, uint64_t from, uint64_t n)
 	}
 }
 
+/* The bytes [skip, skip + want) of the buffers src[0..src_n) as at most
+ * max iovecs in out: how many. */
+static int iov_window(struct iovec *out, size_t max, const struct iovec *src, size_t src_n,
+		      uint64_t skip, uint64_t want)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < src_n && want && n < max; i++) {
+		uint64_t l = src[i].iov_len;
+		if (skip >= l) {
+			skip -= l;
+			continue;
+		}
+		out[n].iov_base = (uint8_t *)src[i].iov_base + skip;
+		out[n].iov_len = l - skip < want ? l - skip : want;
+		want -= out[n].iov_len;
+		skip = 0;
+		n++;
+	}
+	return (int)n;
+}
+
 /* Read the data of GET items.  1: more to read later (EAGAIN); 0: frame
  * done; < 0: failed. */
 static int rx_data(struct rconn *c)
@@ -1396,40 +1417,16 @@ static int rx_data(struct rconn *c)
 			 * so far ended. */
 			struct iovec iov[64];
 			const struct rop *op = c->cur_op;
-			int n = 0;
-			uint64_t skip = c->cur_done, want = left, from = c->cur_done;
-			for (uint32_t i = 0; i < op->dst_count && want && n < 64; i++) {
-				uint64_t l = op->dst[i].iov_len;
-				if (skip >= l) {
-					skip -= l;
-					continue;
-				}
-				iov[n].iov_base = (uint8_t *)op->dst[i].iov_base + skip;
-				iov[n].iov_len = l - skip < want ? l - skip : want;
-				want -= iov[n].iov_len;
-				skip = 0;
-				n++;
-			}
+			int n = iov_window(iov, KVT_ARRAY_LEN(iov), op->dst, op->dst_count,
+					   c->cur_done, left);
 			r = conn_readv(c, iov, n);
 			if (r > 0)
-				rx_direct_crc(c, from, (uint64_t)r);
+				rx_direct_crc(c, c->cur_done, (uint64_t)r);
 		} else if (c->cur_item) {
 			struct iovec iov[DRAM_MAX_RUNS];
-			unsigned n = 0;
-			uint64_t skip = c->cur_done, want = left;
-			for (unsigned i = 0; i < c->cur_vc && want; i++) {
-				uint64_t l = c->cur_view[i].iov_len;
-				if (skip >= l) {
-					skip -= l;
-					continue;
-				}
-				iov[n].iov_base = (uint8_t *)c->cur_view[i].iov_base + skip;
-				iov[n].iov_len = l - skip < want ? l - skip : want;
-				want -= iov[n].iov_len;
-				skip = 0;
-				n++;
-			}
-			r = conn_readv(c, iov, (int)n);
+			int n = iov_window(iov, KVT_ARRAY_LEN(iov), c->cur_view, c->cur_vc,
+					   c->cur_done, left);
+			r = conn_readv(c, iov, n);
 		} else {
 			r = conn_read(c, c->scratch, left < RX_SCRATCH ? left : RX_SCRATCH);
 		}
