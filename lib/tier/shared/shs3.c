@@ -293,25 +293,43 @@ struct s3req {
 	unsigned timeout_ms;        /* this attempt's (req_run); 0: cfg.timeout_ms */
 };
 
-/* Copy n body bytes from stream position pos to dst. */
-static void body_copy(const struct s3req *r, uint64_t pos, uint8_t *dst, uint64_t n)
+/* fn on each contiguous run of the iov stream's bytes [pos, pos + n), in
+ * order: 0, or the first nonzero fn returned. */
+static int body_iov_each(const struct s3req *r, uint64_t pos, uint64_t n,
+			 int (*fn)(void *ctx, const uint8_t *p, uint64_t len), void *ctx)
 {
-	if (!r->iov) {
-		memcpy(dst, r->body + pos, n);
-		return;
-	}
 	for (unsigned i = 0; i < r->iovcnt && n > 0; i++) {
-		uint64_t l = r->iov[i].iov_len;
+		uint64_t l = r->iov[i].iov_len, k;
+		int ret;
 		if (pos >= l) {
 			pos -= l;
 			continue;
 		}
-		uint64_t k = l - pos < n ? l - pos : n;
-		memcpy(dst, (const uint8_t *)r->iov[i].iov_base + pos, k);
-		dst += k;
+		k = l - pos < n ? l - pos : n;
+		ret = fn(ctx, (const uint8_t *)r->iov[i].iov_base + pos, k);
+		if (ret != 0)
+			return ret;
 		n -= k;
 		pos = 0;
 	}
+	return 0;
+}
+
+static int body_copy_run(void *ctx, const uint8_t *p, uint64_t len)
+{
+	uint8_t **dst = ctx;
+	memcpy(*dst, p, len);
+	*dst += len;
+	return 0;
+}
+
+/* Copy n body bytes from stream position pos to dst. */
+static void body_copy(const struct s3req *r, uint64_t pos, uint8_t *dst, uint64_t n)
+{
+	if (!r->iov)
+		memcpy(dst, r->body + pos, n);
+	else
+		body_iov_each(r, pos, n, body_copy_run, &dst);
 }
 
 static size_t rd_cb(char *p, size_t size, size_t n, void *ctx)
@@ -325,6 +343,11 @@ static size_t rd_cb(char *p, size_t size, size_t n, void *ctx)
 	return (size_t)k;
 }
 
+static int body_sha_run(void *ctx, const uint8_t *p, uint64_t len)
+{
+	return EVP_DigestUpdate(ctx, p, len) == 1 ? 0 : -ENOMEM;
+}
+
 /* SHA-256 (hex) of the body: the iov stream's range or the contiguous body. */
 static int body_sha256_hex(const struct s3req *r, char out[65])
 {
@@ -334,23 +357,10 @@ static int body_sha256_hex(const struct s3req *r, char out[65])
 	EVP_MD_CTX *c = EVP_MD_CTX_new();
 	uint8_t h[32];
 	unsigned hl = 0;
-	uint64_t pos = r->body_off, n = r->body_len;
 	int ret = -ENOMEM;
-	if (!c || EVP_DigestInit_ex(c, EVP_sha256(), NULL) != 1)
-		goto out;
-	for (unsigned i = 0; i < r->iovcnt && n > 0; i++) {
-		uint64_t l = r->iov[i].iov_len;
-		if (pos >= l) {
-			pos -= l;
-			continue;
-		}
-		uint64_t k = l - pos < n ? l - pos : n;
-		if (EVP_DigestUpdate(c, (const uint8_t *)r->iov[i].iov_base + pos, k) != 1)
-			goto out;
-		n -= k;
-		pos = 0;
-	}
-	if (EVP_DigestFinal_ex(c, h, &hl) != 1)
+	if (!c || EVP_DigestInit_ex(c, EVP_sha256(), NULL) != 1 ||
+	    body_iov_each(r, r->body_off, r->body_len, body_sha_run, c) != 0 ||
+	    EVP_DigestFinal_ex(c, h, &hl) != 1)
 		goto out;
 	hexs(out, h, 32);
 	ret = 0;
