@@ -12,7 +12,8 @@
  *   evict.c  S3-FIFO and LRU queues over DRAM items
  *   quota.c  quota groups: namespace -> group, byte limits and usage per tier
  *   log.c    kvt_logf; size.c kvt_parse_size; le.h the little-endian codec;
- *            kvt_now_ns (here) the one monotonic clock
+ *            kvt_now_ns (here) the one monotonic clock, kvt_deadline a
+ *            timed wait's deadline
  *   store*.c the store (store_int.h): store.c handles, queues, workers;
  *            store_options.c the option table; store_tiers.c the chain;
  *            store_dispatch.c running requests; store_sync.c, store_stats.c,
@@ -71,6 +72,22 @@ static inline uint64_t kvt_now_ns(void)
 static inline uint64_t kvt_now_ms(void)
 {
 	return kvt_now_ns() / 1000000u;
+}
+
+/* ns from now on clock, as the absolute deadline pthread_cond_timedwait
+ * takes: CLOCK_REALTIME for a condition variable on its default clock,
+ * CLOCK_MONOTONIC for one set to it (pthread_condattr_setclock). */
+static inline struct timespec kvt_deadline(clockid_t clock, uint64_t ns)
+{
+	struct timespec ts;
+	clock_gettime(clock, &ts);
+	ts.tv_sec += (time_t)(ns / 1000000000u);
+	ts.tv_nsec += (long)(ns % 1000000000u);
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	return ts;
 }
 
 /* ------------------------------------------------------------------------

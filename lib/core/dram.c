@@ -696,16 +696,6 @@ static void evict_one_locked(struct dram *d, struct dram_shard *s, struct dram_i
 
 static void dram_admit_locked(struct dram *d, struct dram_shard *s, struct dram_item *it, int why);
 
-static void deadline_add(struct timespec *dl, uint64_t ns)
-{
-	dl->tv_sec += (time_t)(ns / 1000000000u);
-	dl->tv_nsec += (long)(ns % 1000000000u);
-	if (dl->tv_nsec >= 1000000000L) {
-		dl->tv_sec++;
-		dl->tv_nsec -= 1000000000L;
-	}
-}
-
 
 
 /*
@@ -768,10 +758,8 @@ static bool victim_writedown_locked(struct dram *d, struct dram_shard *s, struct
 		 * large: a bound under one block would shed them all): wait for a write to end (it
 		 * frees its block's chunks), up to the deadline; past it the caller sheds victims
 		 * in the policy's order, least valuable first. */
-		if (deadline->tv_sec == 0) {
-			clock_gettime(CLOCK_REALTIME, deadline);
-			deadline_add(deadline, d->victim_wait_ns);
-		}
+		if (deadline->tv_sec == 0)
+			*deadline = kvt_deadline(CLOCK_REALTIME, d->victim_wait_ns);
 		s->victim_waits++;
 		*waited = true;
 		below_plug_locked(d, s, false);
@@ -839,10 +827,8 @@ static int dram_alloc_locked(struct dram *d, struct dram_shard *s, uint32_t chun
 			below_plug_locked(d, s, false);
 			/* Blocks on their way down will free their chunks. */
 			if (s->leaving_bytes > 0 && !deadline_passed(&deadline)) {
-				if (deadline.tv_sec == 0) {
-					clock_gettime(CLOCK_REALTIME, &deadline);
-					deadline_add(&deadline, d->victim_wait_ns);
-				}
+				if (deadline.tv_sec == 0)
+					deadline = kvt_deadline(CLOCK_REALTIME, d->victim_wait_ns);
 				*waited = true;
 				pthread_cond_timedwait(&s->room, &s->lock, &deadline);
 				continue;

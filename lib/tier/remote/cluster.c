@@ -2019,14 +2019,8 @@ static void *cluster_refresh_main(void *arg)
 
 	pthread_mutex_lock(&cl->rlock);
 	while (!cl->stop) {
-		struct timespec ts;
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		ts.tv_sec += cl->refresh_ms / 1000;
-		ts.tv_nsec += (long)(cl->refresh_ms % 1000) * 1000000L;
-		if (ts.tv_nsec >= 1000000000L) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000L;
-		}
+		struct timespec ts =
+			kvt_deadline(CLOCK_MONOTONIC, (uint64_t)cl->refresh_ms * 1000000u);
 		while (!cl->stop && pthread_cond_timedwait(&cl->rcond, &cl->rlock, &ts) == 0)
 			;
 		if (cl->stop)
