@@ -11,7 +11,9 @@
  *   arena.c  the DRAM arena: mmap'd regions and their chunk allocator
  *   evict.c  S3-FIFO and LRU queues over DRAM items
  *   quota.c  quota groups: namespace -> group, byte limits and usage per tier
- *   log.c    kvt_logf; size.c kvt_parse_size; le.h the little-endian codec
+ *   log.c    kvt_logf; size.c kvt_parse_size; le.h the little-endian codec;
+ *            kvt_now_ns (here) the one monotonic clock, kvt_deadline a
+ *            timed wait's deadline
  *   store*.c the store (store_int.h): store.c handles, queues, workers;
  *            store_options.c the option table; store_tiers.c the chain;
  *            store_dispatch.c running requests; store_sync.c, store_stats.c,
@@ -32,6 +34,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/uio.h>
+#include <time.h>
 
 #include "kvtier.h"
 
@@ -48,6 +51,44 @@
 #define KVT_UNLIKELY(x) (x)
 #define KVT_PRINTF(a, b)
 #endif
+
+/*
+ * The library's clock for every timeout, deadline, rate window and
+ * duration it measures: CLOCK_MONOTONIC in ns, which never jumps with the
+ * wall clock.  What must be wall time uses CLOCK_REALTIME where it is
+ * read: a time written to disk (ssdfmt.h created_ns), an event's
+ * timestamp (kvevents.c), and the absolute deadlines of
+ * pthread_cond_timedwait on a condition variable left on its default
+ * clock (dram.c, kvzap.c, remote.c lane_flush, ssd.c's room waits).
+ */
+static inline uint64_t kvt_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* The same clock in ms. */
+static inline uint64_t kvt_now_ms(void)
+{
+	return kvt_now_ns() / 1000000u;
+}
+
+/* ns from now on clock, as the absolute deadline pthread_cond_timedwait
+ * takes: CLOCK_REALTIME for a condition variable on its default clock,
+ * CLOCK_MONOTONIC for one set to it (pthread_condattr_setclock). */
+static inline struct timespec kvt_deadline(clockid_t clock, uint64_t ns)
+{
+	struct timespec ts;
+	clock_gettime(clock, &ts);
+	ts.tv_sec += (time_t)(ns / 1000000000u);
+	ts.tv_nsec += (long)(ns % 1000000000u);
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	return ts;
+}
 
 /* ------------------------------------------------------------------------
  * mem.c: every byte of index and metadata goes through here.

@@ -696,16 +696,6 @@ static void evict_one_locked(struct dram *d, struct dram_shard *s, struct dram_i
 
 static void dram_admit_locked(struct dram *d, struct dram_shard *s, struct dram_item *it, int why);
 
-static void deadline_add(struct timespec *dl, uint64_t ns)
-{
-	dl->tv_sec += (time_t)(ns / 1000000000u);
-	dl->tv_nsec += (long)(ns % 1000000000u);
-	if (dl->tv_nsec >= 1000000000L) {
-		dl->tv_sec++;
-		dl->tv_nsec -= 1000000000L;
-	}
-}
-
 
 
 /*
@@ -768,10 +758,8 @@ static bool victim_writedown_locked(struct dram *d, struct dram_shard *s, struct
 		 * large: a bound under one block would shed them all): wait for a write to end (it
 		 * frees its block's chunks), up to the deadline; past it the caller sheds victims
 		 * in the policy's order, least valuable first. */
-		if (deadline->tv_sec == 0) {
-			clock_gettime(CLOCK_REALTIME, deadline);
-			deadline_add(deadline, d->victim_wait_ns);
-		}
+		if (deadline->tv_sec == 0)
+			*deadline = kvt_deadline(CLOCK_REALTIME, d->victim_wait_ns);
 		s->victim_waits++;
 		*waited = true;
 		below_plug_locked(d, s, false);
@@ -839,10 +827,8 @@ static int dram_alloc_locked(struct dram *d, struct dram_shard *s, uint32_t chun
 			below_plug_locked(d, s, false);
 			/* Blocks on their way down will free their chunks. */
 			if (s->leaving_bytes > 0 && !deadline_passed(&deadline)) {
-				if (deadline.tv_sec == 0) {
-					clock_gettime(CLOCK_REALTIME, &deadline);
-					deadline_add(&deadline, d->victim_wait_ns);
-				}
+				if (deadline.tv_sec == 0)
+					deadline = kvt_deadline(CLOCK_REALTIME, d->victim_wait_ns);
 				*waited = true;
 				pthread_cond_timedwait(&s->room, &s->lock, &deadline);
 				continue;
@@ -1376,7 +1362,7 @@ int dram_open(struct dram **out, const struct dram_config *cfg, struct kvt_mem *
 	struct dram *d;
 	uint32_t n = cfg->shards;
 	uint64_t per, secret;
-	struct timespec t0, t1;
+	uint64_t t0;
 	char pf[64] = "";
 	ssize_t got;
 	int ret = 0;
@@ -1456,15 +1442,13 @@ int dram_open(struct dram **out, const struct dram_config *cfg, struct kvt_mem *
 		if (s->leaving_max > per / 4)
 			s->leaving_max = per / 4;
 		d->shard_count = i + 1;
-		clock_gettime(CLOCK_MONOTONIC, &t0);
+		t0 = kvt_now_ns();
 		ret = arena_init(&s->arena, mem, per, cfg->chunk, cfg->hugepages, cfg->prefault);
 		if (ret < 0)
 			goto fail;
-		clock_gettime(CLOCK_MONOTONIC, &t1);
 		if (s->arena.prefaulted) {
 			d->prefault_bytes += s->arena.map_len;
-			d->prefault_ns += (uint64_t)(t1.tv_sec - t0.tv_sec) * 1000000000u +
-					  (uint64_t)t1.tv_nsec - (uint64_t)t0.tv_nsec;
+			d->prefault_ns += kvt_now_ns() - t0;
 			if (i + 1 < n && d->prefault_ns - pf_said >= DRAM_PREFAULT_EVERY_NS) {
 				pf_said = d->prefault_ns;
 				kvt_logf(log, KVT_LOG_INFO, "dram: pre-faulted %llu of %llu MiB",

@@ -828,13 +828,6 @@ static void kvevents_wait(struct kvevents *ev, int ms)
 	pthread_mutex_unlock(&ev->chan_lock);
 }
 
-static uint64_t kvevents_now_ms(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (uint64_t)t.tv_sec * 1000 + (uint64_t)t.tv_nsec / 1000000;
-}
-
 static void *kvevents_main(void *arg)
 {
 	struct kvevents *ev = arg;
@@ -857,7 +850,7 @@ static void *kvevents_main(void *arg)
 			 * meanwhile. */
 			int ms = -1;
 			if (queued) {
-				uint64_t now = kvevents_now_ms();
+				uint64_t now = kvt_now_ms();
 				if (!due)
 					due = now + ev->cfg.batch_ms;
 				ms = due > now ? (int)(due - now) : 0;

@@ -274,10 +274,7 @@ bool kvzap_drop_wait(struct kvzap *z, int64_t ticket, unsigned ms)
 
 	if (ticket <= 0)
 		return false;
-	clock_gettime(CLOCK_REALTIME, &until);
-	until.tv_nsec += (long)(ms % 1000) * 1000000L;
-	until.tv_sec += ms / 1000 + until.tv_nsec / 1000000000L;
-	until.tv_nsec %= 1000000000L;
+	until = kvt_deadline(CLOCK_REALTIME, (uint64_t)ms * 1000000u);
 	pthread_mutex_lock(&z->lock);
 	while (z->drops_done < (uint64_t)ticket && !z->stop &&
 	       pthread_cond_timedwait(&z->done, &z->lock, &until) != ETIMEDOUT)

@@ -189,13 +189,6 @@ struct kvt_io {
 
 #define IO_INC(io, f, v) atomic_fetch_add_explicit(&(io)->f, (v), memory_order_relaxed)
 
-static uint64_t io_now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static uint64_t io_iov_total(const struct io_req *r)
 {
 	uint64_t n = 0;
@@ -527,7 +520,7 @@ static bool io_pre_issue(struct kvt_io *io, struct io_req *r)
 	int kind = IO_ST_FAULT(r);
 	uint64_t torn = r->done_len_;
 	r->done_len_ = 0;
-	r->start_ns_ = io_now_ns();
+	r->start_ns_ = kvt_now_ns();
 	if (!io_valid(r)) {
 		r->res = -EINVAL;
 		return true;
@@ -655,7 +648,7 @@ static void io_account(struct kvt_io *io, struct io_req *r, uint64_t now)
 static void io_finish(struct kvt_io *io, struct io_req *list)
 {
 	unsigned n = 0, nw = 0;
-	uint64_t now = io_now_ns();
+	uint64_t now = kvt_now_ns();
 	struct io_req *r, *nx;
 	for (r = list; r; r = nx) {
 		nx = r->next_;

@@ -379,13 +379,6 @@ static unsigned cluster_place_ex(struct cluster *cl, const struct cview *v, uint
  * the next member of its ranking, the group's owner before the join,
  * until the members' repair has moved the group over. */
 
-static uint64_t cluster_now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* Where a single-key read goes: as cluster_place, and during a join's
  * warm-up the previous owner after the new one. */
 static unsigned cluster_place_read(struct cluster *cl, const struct cview *v, uint32_t ns,
@@ -395,7 +388,7 @@ static unsigned cluster_place_read(struct cluster *cl, const struct cview *v, ui
 	uint64_t anchor;
 	unsigned k = cluster_place_ex(cl, v, ns, key, hint, out, &anchor, NULL);
 	*anchor_out = anchor;
-	if (k == 1 && v->warm_until_ns && cluster_now_ns() < v->warm_until_ns) {
+	if (k == 1 && v->warm_until_ns && kvt_now_ns() < v->warm_until_ns) {
 		k = cluster_rank(cl, v, anchor, false, 2, out);
 		A(cl->c_warm_reads);
 	}
@@ -1963,7 +1956,7 @@ static int cluster_apply(struct cluster *cl, char *text, uint64_t epoch)
 		for (unsigned j = 0; j < old->n && !was; j++)
 			was = old->m[j].mb == nv->m[i].mb;
 		if (!was && cl->cfg.warm_ms)
-			nv->warm_until_ns = cluster_now_ns() + cl->cfg.warm_ms * 1000000ull;
+			nv->warm_until_ns = kvt_now_ns() + cl->cfg.warm_ms * 1000000ull;
 	}
 	cview_swap(cl, nv);
 	kvt_mem_strfree(cl->mem, cl->list);
@@ -2026,14 +2019,8 @@ static void *cluster_refresh_main(void *arg)
 
 	pthread_mutex_lock(&cl->rlock);
 	while (!cl->stop) {
-		struct timespec ts;
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		ts.tv_sec += cl->refresh_ms / 1000;
-		ts.tv_nsec += (long)(cl->refresh_ms % 1000) * 1000000L;
-		if (ts.tv_nsec >= 1000000000L) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000L;
-		}
+		struct timespec ts =
+			kvt_deadline(CLOCK_MONOTONIC, (uint64_t)cl->refresh_ms * 1000000u);
 		while (!cl->stop && pthread_cond_timedwait(&cl->rcond, &cl->rlock, &ts) == 0)
 			;
 		if (cl->stop)

@@ -323,13 +323,6 @@ static void pool_note(struct remote *rm, uint64_t len);
 #define A(c) atomic_fetch_add_explicit(&(c), 1, memory_order_relaxed)
 #define AN(c, n) atomic_fetch_add_explicit(&(c), (n), memory_order_relaxed)
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* ------------------------------------------------------------------------
  * Operations: allocation and completion
  */
@@ -407,7 +400,7 @@ static void rop_done(struct remote *rm, struct rop *op, int status, struct dram_
 		 * failed for the life of the store. */
 		e->state = status == KVT_OK ? NS_READY : NS_NONE;
 		if (status == KVT_EDESC)
-			e->retry_at = now_ns() + (uint64_t)rm->cfg.backoff_max_ms * 1000000u;
+			e->retry_at = kvt_now_ns() + (uint64_t)rm->cfg.backoff_max_ms * 1000000u;
 		/* Once per namespace and cause, not at every retry. */
 		if (status != KVT_OK && (status != e->logged || e->mismatch != e->logged_mm))
 			kvt_logf(rm->log, KVT_LOG_WARN, "remote: namespace %u not registered: %s%s",
@@ -563,7 +556,7 @@ static void conn_fail(struct rconn *c, int why, const char *what)
 	c->want_out = false;
 	c->state = C_DOWN;
 	c->failed_once = true;
-	c->retry_at = now_ns() + c->backoff_ms * 1000000u;
+	c->retry_at = kvt_now_ns() + c->backoff_ms * 1000000u;
 	c->backoff_ms = c->backoff_ms * 2 > rm->cfg.backoff_max_ms ? rm->cfg.backoff_max_ms
 								   : c->backoff_ms * 2;
 	if (remote_all_down(rm) && !atomic_load(&rm->down)) {
@@ -577,7 +570,7 @@ static void conn_fail(struct rconn *c, int why, const char *what)
 /* Queue a frame on c (it is sent as the socket takes it). */
 static void conn_queue(struct rconn *c, struct rframe *fr)
 {
-	fr->deadline = now_ns() + (uint64_t)c->rm->cfg.timeout_ms * 1000000u;
+	fr->deadline = kvt_now_ns() + (uint64_t)c->rm->cfg.timeout_ms * 1000000u;
 	if (c->out_tail)
 		c->out_tail->next_out = fr;
 	else
@@ -1044,7 +1037,7 @@ static void conn_start(struct rconn *c)
 	int fd = socket(rm->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	int one = 1;
 
-	c->deadline = now_ns() + (uint64_t)rm->cfg.connect_timeout_ms * 1000000u;
+	c->deadline = kvt_now_ns() + (uint64_t)rm->cfg.connect_timeout_ms * 1000000u;
 	c->state = C_CONNECTING;
 	c->fd = fd;
 	c->rx = RX_HEAD;
@@ -1124,8 +1117,8 @@ static void rx_item(struct rconn *c, const struct proto_item *it)
 			memcpy(rm->nsmap[op->ns].digest, it->digest, PROTO_DIGEST_LEN);
 		else
 			rm->nsmap[op->ns].retry_at =
-				now_ns() + (uint64_t)(rm->cfg.backoff_ms ? rm->cfg.backoff_ms : 1) *
-						   1000000u;
+				kvt_now_ns() +
+				(uint64_t)(rm->cfg.backoff_ms ? rm->cfg.backoff_ms : 1) * 1000000u;
 		if (status != it->status)
 			rm->nsmap[op->ns].mismatch = true;
 		rop_done(rm, op, status, NULL, NULL);
@@ -1386,6 +1379,27 @@ static void rx_direct_crc(struct rconn *c, uint64_t from, uint64_t n)
 	}
 }
 
+/* The bytes [skip, skip + want) of the buffers src[0..src_n) as at most
+ * max iovecs in out: how many. */
+static int iov_window(struct iovec *out, size_t max, const struct iovec *src, size_t src_n,
+		      uint64_t skip, uint64_t want)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < src_n && want && n < max; i++) {
+		uint64_t l = src[i].iov_len;
+		if (skip >= l) {
+			skip -= l;
+			continue;
+		}
+		out[n].iov_base = (uint8_t *)src[i].iov_base + skip;
+		out[n].iov_len = l - skip < want ? l - skip : want;
+		want -= out[n].iov_len;
+		skip = 0;
+		n++;
+	}
+	return (int)n;
+}
+
 /* Read the data of GET items.  1: more to read later (EAGAIN); 0: frame
  * done; < 0: failed. */
 static int rx_data(struct rconn *c)
@@ -1412,40 +1426,16 @@ static int rx_data(struct rconn *c)
 			 * so far ended. */
 			struct iovec iov[64];
 			const struct rop *op = c->cur_op;
-			int n = 0;
-			uint64_t skip = c->cur_done, want = left, from = c->cur_done;
-			for (uint32_t i = 0; i < op->dst_count && want && n < 64; i++) {
-				uint64_t l = op->dst[i].iov_len;
-				if (skip >= l) {
-					skip -= l;
-					continue;
-				}
-				iov[n].iov_base = (uint8_t *)op->dst[i].iov_base + skip;
-				iov[n].iov_len = l - skip < want ? l - skip : want;
-				want -= iov[n].iov_len;
-				skip = 0;
-				n++;
-			}
+			int n = iov_window(iov, KVT_ARRAY_LEN(iov), op->dst, op->dst_count,
+					   c->cur_done, left);
 			r = conn_readv(c, iov, n);
 			if (r > 0)
-				rx_direct_crc(c, from, (uint64_t)r);
+				rx_direct_crc(c, c->cur_done, (uint64_t)r);
 		} else if (c->cur_item) {
 			struct iovec iov[DRAM_MAX_RUNS];
-			unsigned n = 0;
-			uint64_t skip = c->cur_done, want = left;
-			for (unsigned i = 0; i < c->cur_vc && want; i++) {
-				uint64_t l = c->cur_view[i].iov_len;
-				if (skip >= l) {
-					skip -= l;
-					continue;
-				}
-				iov[n].iov_base = (uint8_t *)c->cur_view[i].iov_base + skip;
-				iov[n].iov_len = l - skip < want ? l - skip : want;
-				want -= iov[n].iov_len;
-				skip = 0;
-				n++;
-			}
-			r = conn_readv(c, iov, (int)n);
+			int n = iov_window(iov, KVT_ARRAY_LEN(iov), c->cur_view, c->cur_vc,
+					   c->cur_done, left);
+			r = conn_readv(c, iov, n);
 		} else {
 			r = conn_read(c, c->scratch, left < RX_SCRATCH ? left : RX_SCRATCH);
 		}
@@ -1631,7 +1621,7 @@ static int rx_frame(struct rconn *c)
 				 * (11,782 in one 400 ms get). */
 				if (fr->op == PROTO_OP_NS_REGISTER)
 					rm->nsmap[op->ns].retry_at =
-						now_ns() + (uint64_t)(rm->cfg.backoff_ms ?
+						kvt_now_ns() + (uint64_t)(rm->cfg.backoff_ms ?
 								      rm->cfg.backoff_ms : 1) *
 								   1000000u;
 				rop_done(rm, op, fr->op == PROTO_OP_GET ? KVT_MISS : f->status,
@@ -2178,7 +2168,7 @@ static void *remote_main(void *arg)
 	for (unsigned i = 0; i < rm->conns_used; i++)
 		conn_start(&rm->conns[i]);
 	for (;;) {
-		uint64_t now = now_ns(), next = now + 100000000u;
+		uint64_t now = kvt_now_ns(), next = now + 100000000u;
 		struct rop *sub;
 		bool stop;
 		int n, ms;
@@ -2197,7 +2187,7 @@ static void *remote_main(void *arg)
 			break;
 		timers(rm, now, &next);
 		dispatch(rm, now, &next);
-		now = now_ns();
+		now = kvt_now_ns();
 		ms = next > now ? (int)((next - now + 999999) / 1000000) : 0;
 		for (unsigned i = 0; i < rm->conns_used; i++)
 			if (rm->conns[i].rx_more)
@@ -2457,7 +2447,7 @@ static int rop_submit(struct remote *rm, struct rop *op)
 		rop_free(rm, op);
 		return -ENOTCONN;
 	}
-	op->deadline = now_ns() + (uint64_t)rm->cfg.timeout_ms * 1000000u;
+	op->deadline = kvt_now_ns() + (uint64_t)rm->cfg.timeout_ms * 1000000u;
 	pthread_mutex_lock(&rm->lock);
 	if (rm->stop) {
 		pthread_mutex_unlock(&rm->lock);

@@ -154,13 +154,6 @@ struct shared {
 #define A(x) atomic_fetch_add_explicit(&(x), 1, memory_order_relaxed)
 #define AL(x) atomic_load_explicit(&(x), memory_order_relaxed)
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 static const uint8_t *ns_digest_of(struct shared *sh, uint32_t ns)
 {
 	const struct ns_entry *e = ns_reg_get(sh->reg, ns);
@@ -467,7 +460,7 @@ static void run_get(struct shared *sh, struct sh_task *t)
 	const uint8_t *dg = ns_digest_of(sh, t->ns);
 	struct dram_item *item = NULL;
 	int ret = KVT_MISS;
-	uint64_t t0 = now_ns();
+	uint64_t t0 = kvt_now_ns();
 
 	if (!rb || !dg)
 		goto out;
@@ -485,7 +478,7 @@ static void run_get(struct shared *sh, struct sh_task *t)
 	}
 	item = rb->item;
 	{
-		uint64_t dt = now_ns() - t0, len = rb->h.value_len;
+		uint64_t dt = kvt_now_ns() - t0, len = rb->h.value_len;
 		if (dt > 0 && len >= (1u << 16))
 			atomic_store_explicit(&sh->bps, (uint64_t)((double)len * 1e9 / (double)dt),
 					      memory_order_relaxed);

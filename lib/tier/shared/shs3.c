@@ -293,25 +293,43 @@ struct s3req {
 	unsigned timeout_ms;        /* this attempt's (req_run); 0: cfg.timeout_ms */
 };
 
-/* Copy n body bytes from stream position pos to dst. */
-static void body_copy(const struct s3req *r, uint64_t pos, uint8_t *dst, uint64_t n)
+/* fn on each contiguous run of the iov stream's bytes [pos, pos + n), in
+ * order: 0, or the first nonzero fn returned. */
+static int body_iov_each(const struct s3req *r, uint64_t pos, uint64_t n,
+			 int (*fn)(void *ctx, const uint8_t *p, uint64_t len), void *ctx)
 {
-	if (!r->iov) {
-		memcpy(dst, r->body + pos, n);
-		return;
-	}
 	for (unsigned i = 0; i < r->iovcnt && n > 0; i++) {
-		uint64_t l = r->iov[i].iov_len;
+		uint64_t l = r->iov[i].iov_len, k;
+		int ret;
 		if (pos >= l) {
 			pos -= l;
 			continue;
 		}
-		uint64_t k = l - pos < n ? l - pos : n;
-		memcpy(dst, (const uint8_t *)r->iov[i].iov_base + pos, k);
-		dst += k;
+		k = l - pos < n ? l - pos : n;
+		ret = fn(ctx, (const uint8_t *)r->iov[i].iov_base + pos, k);
+		if (ret != 0)
+			return ret;
 		n -= k;
 		pos = 0;
 	}
+	return 0;
+}
+
+static int body_copy_run(void *ctx, const uint8_t *p, uint64_t len)
+{
+	uint8_t **dst = ctx;
+	memcpy(*dst, p, len);
+	*dst += len;
+	return 0;
+}
+
+/* Copy n body bytes from stream position pos to dst. */
+static void body_copy(const struct s3req *r, uint64_t pos, uint8_t *dst, uint64_t n)
+{
+	if (!r->iov)
+		memcpy(dst, r->body + pos, n);
+	else
+		body_iov_each(r, pos, n, body_copy_run, &dst);
 }
 
 static size_t rd_cb(char *p, size_t size, size_t n, void *ctx)
@@ -325,6 +343,11 @@ static size_t rd_cb(char *p, size_t size, size_t n, void *ctx)
 	return (size_t)k;
 }
 
+static int body_sha_run(void *ctx, const uint8_t *p, uint64_t len)
+{
+	return EVP_DigestUpdate(ctx, p, len) == 1 ? 0 : -ENOMEM;
+}
+
 /* SHA-256 (hex) of the body: the iov stream's range or the contiguous body. */
 static int body_sha256_hex(const struct s3req *r, char out[65])
 {
@@ -334,23 +357,10 @@ static int body_sha256_hex(const struct s3req *r, char out[65])
 	EVP_MD_CTX *c = EVP_MD_CTX_new();
 	uint8_t h[32];
 	unsigned hl = 0;
-	uint64_t pos = r->body_off, n = r->body_len;
 	int ret = -ENOMEM;
-	if (!c || EVP_DigestInit_ex(c, EVP_sha256(), NULL) != 1)
-		goto out;
-	for (unsigned i = 0; i < r->iovcnt && n > 0; i++) {
-		uint64_t l = r->iov[i].iov_len;
-		if (pos >= l) {
-			pos -= l;
-			continue;
-		}
-		uint64_t k = l - pos < n ? l - pos : n;
-		if (EVP_DigestUpdate(c, (const uint8_t *)r->iov[i].iov_base + pos, k) != 1)
-			goto out;
-		n -= k;
-		pos = 0;
-	}
-	if (EVP_DigestFinal_ex(c, h, &hl) != 1)
+	if (!c || EVP_DigestInit_ex(c, EVP_sha256(), NULL) != 1 ||
+	    body_iov_each(r, r->body_off, r->body_len, body_sha_run, c) != 0 ||
+	    EVP_DigestFinal_ex(c, h, &hl) != 1)
 		goto out;
 	hexs(out, h, 32);
 	ret = 0;
@@ -580,13 +590,6 @@ static void pool_give(struct shs3 *s3, CURL **hs, unsigned n)
 	pthread_mutex_unlock(&s3->lock);
 }
 
-static uint64_t s3_now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 /* Whether a finished attempt failed transiently: no HTTP answer, or one
  * the AWS SDKs retry (throttling, 5xx but 501). */
 static bool req_transient(const struct s3req *r, CURLcode cc)
@@ -668,7 +671,7 @@ static bool s3_retry_plan(const struct shs3 *s3, unsigned n, uint64_t now, uint6
 static int req_run(struct s3req *r)
 {
 	struct shs3 *s3 = r->s3;
-	uint64_t deadline = s3_now_ms() + s3->cfg.timeout_ms;
+	uint64_t deadline = kvt_now_ms() + s3->cfg.timeout_ms;
 	bool idem = strcmp(r->method, "POST") != 0;
 	unsigned n = 0;
 
@@ -696,7 +699,7 @@ static int req_run(struct s3req *r)
 		n++;
 		if (ret >= 0 || !idem || !req_transient(r, cc) || (r->sink && r->got > 0))
 			return ret;
-		if (!s3_retry_plan(s3, n, s3_now_ms(), deadline, &backoff))
+		if (!s3_retry_plan(s3, n, kvt_now_ms(), deadline, &backoff))
 			return req_giveup(r, n, cc, ret);
 		if (backoff) {
 			struct timespec ts = { .tv_sec = (time_t)(backoff / 1000),
@@ -705,7 +708,7 @@ static int req_run(struct s3req *r)
 				;
 		}
 		A(s3->st.retries);
-		now = s3_now_ms();
+		now = kvt_now_ms();
 		if (now >= deadline) /* the sleep overran what was left */
 			return req_giveup(r, n, cc, ret);
 		r->timeout_ms = (unsigned)(deadline - now);
@@ -804,7 +807,7 @@ struct mp_part {
  * counted and logged by req_giveup). */
 static bool mp_retry(struct shs3 *s3, struct mp_part *p, CURLcode cc, int rr, struct s3req *r)
 {
-	uint64_t now = s3_now_ms(), backoff = 0;
+	uint64_t now = kvt_now_ms(), backoff = 0;
 	if (!req_transient(r, cc))
 		return false;
 	if (!s3_retry_plan(s3, p->tries, now, p->deadline_ms, &backoff)) {
@@ -866,7 +869,7 @@ static int put_multipart(struct shs3 *s3, const char *name, const struct iovec *
 		unsigned nidle = nh, inflight = 0;
 		memcpy(idle, hs, nh * sizeof(CURL *));
 		while (done < parts && ret == KVT_OK) {
-			uint64_t now = s3_now_ms();
+			uint64_t now = kvt_now_ms();
 			/* 1. Start waiting parts whose time has come. */
 			for (unsigned i = 0; i < parts && nidle > 0 && ret == KVT_OK; i++) {
 				struct mp_part *p = &ps[i];
@@ -929,7 +932,7 @@ static int put_multipart(struct shs3 *s3, const char *name, const struct iovec *
 			 * next waiting part's time. */
 			if (done < parts && ret == KVT_OK) {
 				uint64_t t = 100, wake = UINT64_MAX;
-				now = s3_now_ms();
+				now = kvt_now_ms();
 				for (unsigned i = 0; i < parts && nidle > 0; i++)
 					if (!ps[i].running && !ps[i].done && ps[i].ready_ms < wake)
 						wake = ps[i].ready_ms;

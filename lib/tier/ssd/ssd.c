@@ -916,7 +916,7 @@ static void seg_noroom_locked(struct ssd *s, uint32_t slot)
 		g->noroom = true;
 		atomic_fetch_add_explicit(&s->noroom_slots, 1, memory_order_relaxed);
 	}
-	s->noroom_at_ns = now_ns();
+	s->noroom_at_ns = kvt_now_ns();
 }
 
 /* The room retry: every ssd.enospc_retry_ms, one allocation is tried
@@ -932,9 +932,9 @@ static bool seg_room_retry_locked(struct ssd *s)
 	int r;
 
 	if (!atomic_load_explicit(&s->noroom_slots, memory_order_relaxed) ||
-	    now_ns() - s->noroom_at_ns < s->cfg.retry_ns)
+	    kvt_now_ns() - s->noroom_at_ns < s->cfg.retry_ns)
 		return false;
-	s->noroom_at_ns = now_ns();
+	s->noroom_at_ns = kvt_now_ns();
 	for (uint32_t i = 0; i < s->slot_count && probe == UINT32_MAX; i++)
 		if (s->segs[i].noroom && s->segs[i].state == SEG_FREE)
 			probe = i;
@@ -952,7 +952,7 @@ static bool seg_room_retry_locked(struct ssd *s)
 	for (uint32_t i = 0; i < s->slot_count; i++)
 		s->segs[i].noroom = false;
 	atomic_store_explicit(&s->noroom_slots, 0, memory_order_relaxed);
-	s->noroom_at_ns = now_ns();
+	s->noroom_at_ns = kvt_now_ns();
 	return true;
 }
 
@@ -1460,7 +1460,7 @@ bool ssd_admit(void *ctx, struct dram_item *item, uint32_t ns, int why)
 	if (full && group && !over && !s->wd_stop && !s->degraded)
 		full = !wd_preempt_locked(s, group, len);
 	if (s->wd_stop || full ||
-	    (s->degraded && now_ns() - s->degraded_at_ns < s->cfg.retry_ns)) {
+	    (s->degraded && kvt_now_ns() - s->degraded_at_ns < s->cfg.retry_ns)) {
 		pthread_mutex_unlock(&s->wd_lock);
 		A(s->wd_shed);
 		return false;
@@ -1496,6 +1496,13 @@ bool ssd_admit(void *ctx, struct dram_item *item, uint32_t ns, int why)
 	return true;
 }
 
+/* A wall_ns time as the timespec of wd_cond's timed waits. */
+static struct timespec ssd_ts_of(uint64_t ns)
+{
+	return (struct timespec){ .tv_sec = (time_t)(ns / 1000000000u),
+				  .tv_nsec = (long)(ns % 1000000000u) };
+}
+
 int ssd_put_room(struct ssd *s, uint32_t ns, uint64_t len)
 {
 	struct timespec dl;
@@ -1504,13 +1511,7 @@ int ssd_put_room(struct ssd *s, uint32_t ns, uint64_t len)
 
 	if (!ns_persistent(s, ns))
 		return KVT_OK;
-	clock_gettime(CLOCK_REALTIME, &dl);
-	dl.tv_sec += (time_t)(s->cfg.wd_wait_ns / 1000000000u);
-	dl.tv_nsec += (long)(s->cfg.wd_wait_ns % 1000000000u);
-	if (dl.tv_nsec >= 1000000000L) {
-		dl.tv_sec++;
-		dl.tv_nsec -= 1000000000L;
-	}
+	dl = ssd_ts_of(wall_ns() + s->cfg.wd_wait_ns);
 	pthread_mutex_lock(&s->wd_lock);
 	/* A value larger than the whole queue goes alone, once it is empty. */
 	while (!s->wd_stop && !s->degraded &&
@@ -1548,19 +1549,6 @@ struct ssd_room_waiter {
 	void *ctx;
 };
 
-static uint64_t ssd_realtime_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-static struct timespec ssd_ts_of(uint64_t ns)
-{
-	return (struct timespec){ .tv_sec = (time_t)(ns / 1000000000u),
-				  .tv_nsec = (long)(ns % 1000000000u) };
-}
-
 /* Would a persistent put of len bytes wait?  ssd_put_room's condition.
  * wd_lock. */
 static bool ssd_room_short_locked(const struct ssd *s, uint64_t len)
@@ -1582,7 +1570,7 @@ static void ssd_room_run(struct ssd *s)
 		pthread_mutex_unlock(&s->wd_lock);
 		return;
 	}
-	now = ssd_realtime_ns();
+	now = wall_ns();
 	while ((w = s->room_head)) {
 		/* Those woken together pass wd_max by a block each at most,
 		 * as puts that waited in ssd_put_room do. */
@@ -1637,7 +1625,7 @@ int ssd_room_watch(struct ssd *s, uint32_t ns, uint64_t len, tier_done_fn done, 
 	if (!w)
 		return -ENOMEM;
 	w->len = len;
-	w->deadline_ns = ssd_realtime_ns() + s->cfg.wd_wait_ns;
+	w->deadline_ns = wall_ns() + s->cfg.wd_wait_ns;
 	w->done = done;
 	w->ctx = ctx;
 	pthread_mutex_lock(&s->wd_lock);
@@ -1777,7 +1765,7 @@ static void wd_finish(struct ssd *s, struct wd_task *t, int64_t res)
 			pthread_mutex_lock(&s->wd_lock);
 			was = s->degraded;
 			s->degraded = true;
-			s->degraded_at_ns = now_ns();
+			s->degraded_at_ns = kvt_now_ns();
 			pthread_mutex_unlock(&s->wd_lock);
 			if (!was) /* logged outside the lock: the callback is the embedder's */
 				kvt_logf(s->log, KVT_LOG_ERROR,
@@ -2793,12 +2781,12 @@ static void wd_wake_waiter(struct wd_task *t, int status)
  * wd_cond rather than a sleep, so that parked puts still fail on time. */
 static void wd_debug_delay(struct ssd *s)
 {
-	uint64_t until = ssd_realtime_ns() + s->cfg.debug_delay_ns;
+	uint64_t until = wall_ns() + s->cfg.debug_delay_ns;
 	for (;;) {
 		uint64_t at = until;
 		struct timespec ts;
 		ssd_room_run(s);
-		if (ssd_realtime_ns() >= until)
+		if (wall_ns() >= until)
 			return;
 		pthread_mutex_lock(&s->wd_lock);
 		if (s->wd_stop) {
@@ -3594,7 +3582,7 @@ static void promote_done(struct multi_io *m, int64_t res)
 				  : 0) |
 				 DRAM_PROMOTED | ((rh.flags & SSD_REC_F_SEALED) ? DRAM_SEALED : 0),
 			 true) == KVT_OK) {
-		uint64_t dt = now_ns() - p->start_ns;
+		uint64_t dt = kvt_now_ns() - p->start_ns;
 		status = KVT_OK;
 		A(s->reads);
 		AN(s->read_bytes, p->value_len);
@@ -3781,7 +3769,7 @@ int ssd_promote(struct ssd *s, uint32_t ns, const struct kvt_key *key, int prio,
 		p->iov[vc].iov_len = align_rec(p->iov[vc].iov_len, p->rec_align);
 	p->cb = cb;
 	p->ctx = ctx;
-	p->start_ns = now_ns();
+	p->start_ns = kvt_now_ns();
 	/* The fd of a slot an entry names is set once, before the entry
 	 * exists: no lock (demand reads must not wait behind sealing).  A
 	 * batched value has no header: its I/O starts at the value. */
@@ -3848,7 +3836,7 @@ int ssd_read_copy(struct ssd *s, uint32_t ns, const struct kvt_key *key, int pri
 	p->iov[1].iov_base = c->buf + p->hdr_len;
 	p->iov[1].iov_len = p->rec_len - p->hdr_len;
 	p->ctx = ctx;
-	p->start_ns = now_ns();
+	p->start_ns = kvt_now_ns();
 	/* A batched value (hdr_len 0): the value's iovec alone. */
 	multi_submit(s, &p->io, IO_READ, prio,
 		     __atomic_load_n(&s->segs[p->slot].fd, __ATOMIC_RELAXED), off,
@@ -4763,21 +4751,17 @@ void ssd_stats(struct ssd *s, kvt_stats_fn fn, void *ctx)
 void ssd_close_writedown(struct ssd *s)
 {
 	uint64_t budget, total = 0, got;
-	struct timespec t0, t;
+	uint64_t t0;
 	if (s->cfg.close_wd_ms == 0 || !s->dram)
 		return;
 	ssd_flush(s);
 	budget = ssd_room_bytes(s);
-	clock_gettime(CLOCK_MONOTONIC, &t0);
+	t0 = kvt_now_ns();
 	for (;;) {
 		got = dram_writedown_pass(s->dram, &budget, UINT64_C(64) << 20);
 		ssd_flush(s);
 		total += got;
-		clock_gettime(CLOCK_MONOTONIC, &t);
-		if (got == 0 || budget == 0 ||
-		    (uint64_t)(t.tv_sec - t0.tv_sec) * 1000 +
-				    (uint64_t)((t.tv_nsec - t0.tv_nsec) / 1000000) >=
-			    s->cfg.close_wd_ms)
+		if (got == 0 || budget == 0 || (kvt_now_ns() - t0) / 1000000u >= s->cfg.close_wd_ms)
 			break;
 	}
 	if (total)

@@ -429,13 +429,8 @@ static inline uint32_t ssd_room_slots(const struct ssd *s)
 	return s->slot_count - atomic_load_explicit(&s->noroom_slots, memory_order_relaxed);
 }
 
-static inline uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
+/* CLOCK_REALTIME in ns: a generation's created_ns on disk, and the
+ * deadlines of the timed waits on wd_cond (its default clock). */
 static inline uint64_t wall_ns(void)
 {
 	struct timespec ts;

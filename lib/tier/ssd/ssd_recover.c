@@ -882,7 +882,7 @@ int ssd_recover(struct ssd *s)
 {
 	struct recovery rc;
 	uint8_t *buf;
-	uint64_t t0 = now_ns(), max_gen = 0;
+	uint64_t t0 = kvt_now_ns(), max_gen = 0;
 	int r = 0;
 
 	memset(&rc, 0, sizeof(rc));
@@ -973,8 +973,8 @@ int ssd_recover(struct ssd *s)
 		struct ssd_seg *g = &s->segs[i];
 		uint64_t sum_off = g->write_off, sum_len = g->sum_bytes;
 		bool same = rc.have_ckpt && rc.ck_gen[i] == g->generation;
-		if (now_ns() - said >= 1000000000u) {
-			said = now_ns();
+		if (kvt_now_ns() - said >= 1000000000u) {
+			said = kvt_now_ns();
 			kvt_logf(s->log, KVT_LOG_INFO,
 				 "ssd: recovering: %u of %u segments looked at, %zu records read",
 				 i, s->slot_count, rc.count);
@@ -1076,7 +1076,7 @@ int ssd_recover(struct ssd *s)
 		if (s->segs[i].generation >= s->next_gen)
 			s->next_gen = s->segs[i].generation + 1;
 out:
-	s->rec_ns = now_ns() - t0;
+	s->rec_ns = kvt_now_ns() - t0;
 	kvt_mem_free(s->mem, rc.items, rc.cap * sizeof(*rc.items));
 	kvt_mem_free(s->mem, rc.ck_gen, s->slot_count * sizeof(uint64_t));
 	kvt_mem_free(s->mem, rc.ck_off, s->slot_count * sizeof(uint64_t));
