@@ -1098,8 +1098,18 @@ out:
  * have been evicted by then (a smaller log), while their records are
  * read again: a block deleted in between, its delete answered, came back
  * with its older bytes (test_crashloop_resize: 192 and 214 of 256 keys).
- * So they are voided -- header zeroed, synced -- before this open's first
- * new segment, which comes before any record it writes.
+ * So they are voided -- cut to nothing, synced -- before this open's
+ * first new segment, which comes before any record it writes.  Cut, not
+ * their header zeroed (until 2026-12-06): a zeroed header over records
+ * is a headerless slot to every later open (rec_headerless), which
+ * walked the old records for tombstones whenever it used no checkpoint
+ * (a kill before this open's first) and applied them -- tombstones of
+ * seqs this open's counter, which never saw them, handed out again to
+ * its own puts: a put made after the change, flushed, was a miss after
+ * the next restart (test_ssd_fsck void_other_size).  An empty file is a
+ * free slot; the slot's next segment allocates it again, and where the
+ * file system has no room by then it takes the no-room path (ssd.c
+ * "Room") as a new file's would.
  */
 static int void_one(struct ssd *s, int fd, uint32_t slot, uint8_t *buf, bool any_size)
 {
@@ -1111,11 +1121,11 @@ static int void_one(struct ssd *s, int fd, uint32_t slot, uint8_t *buf, bool any
 	why = ssd_seg_hdr_ours(&h, slot, any_size ? h.seg_size : s->cfg.seg_size, s->store_id);
 	if (why != (any_size ? 0 : SSD_SEG_OTHER_SIZE))
 		return 0;
-	memset(buf, 0, SSD_ALIGN);
-	if (pwrite(fd, buf, SSD_ALIGN, 0) != SSD_ALIGN || fdatasync(fd) < 0)
+	if (ftruncate(fd, 0) < 0 || fdatasync(fd) < 0)
 		return -EIO;
 	kvt_logf(s->log, KVT_LOG_INFO,
-		 "ssd: segment file seg-%06u (ssd.segment=%llu%s) voided before the first write",
+		 "ssd: segment file seg-%06u (ssd.segment=%llu%s) voided (cut to nothing) before "
+		 "the first write",
 		 slot, (unsigned long long)h.seg_size, slot >= s->slot_count ? ", past the count" : "");
 	return 0;
 }
