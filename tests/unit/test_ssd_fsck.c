@@ -1390,6 +1390,89 @@ static void void_other_size(void)
 	free(dir);
 }
 
+/* 9c. fsck counts the tombstones of a headerless slot that recovery
+ *     applies: one probe, walk and filter (ssdfmt's ssd_hl_*).  (a) The
+ *     header zeroed and the first copy of the tombstone damaged:
+ *     recovery's walk goes on at its twin and applies it; fsck's own
+ *     walk, until 2026-12-06, stopped there and said nothing.  (b) A
+ *     2M segment whose delete lies past its first 1M, its header zeroed,
+ *     judged as a 1M store: recovery walks no further than its segment
+ *     size and applies nothing; fsck walked to the file's end and said
+ *     1 tombstone would be applied. */
+static void zero_hdr(const char *dir, uint32_t slot)
+{
+	uint8_t hb[SSD_ALIGN];
+	int fd = seg_fd(dir, slot, O_RDWR);
+	T_ASSERT(fd >= 0);
+	memset(hb, 0, sizeof(hb));
+	T_EQ_INT(pwrite(fd, hb, SSD_ALIGN, 0), SSD_ALIGN);
+	close(fd);
+}
+
+static void hl_agree(void)
+{
+	char *dir = t_mkdtemp();
+	struct open_seg o;
+	struct said w;
+	uint32_t at = 0;
+	pid_t pid = fork();
+
+	T_GE_INT(pid, 0);
+	if (pid == 0) {
+		struct kvt_store *c = open_at(dir, "512", "progressive");
+		uint32_t cns = ns_of(c);
+		struct kvt_key key0 = t_key(0);
+		for (uint64_t k = 0; k < 4; k++)
+			put_k(c, cns, k);
+		if (kvt_flush(c) != KVT_OK || kvt_delete(c, cns, &key0) != KVT_OK)
+			_exit(3);
+		put_k(c, cns, 1000);
+		if (kvt_flush(c) != KVT_OK)
+			_exit(4);
+		_exit(0);
+	}
+	reap(pid, dir, &o);
+	while (at < o.n && o.types[at] != SSD_REC_DELETE)
+		at++;
+	T_ASSERT(at < o.n);
+	zero_hdr(dir, o.slot);
+	flip_crc(dir, o.slot, o.offs[at]);
+	T_RC(fsck(dir, &w), 0);
+	T_ASSERT(strstr(w.text, "header zeroed over records (generation 1) holding 1 "
+				"tombstones") != NULL);
+	{
+		struct kvt_store *s = open_at(dir, "512", "progressive");
+		T_EQ_U64(t_stat(s, "ssd.recovery_headerless_tombstones"), 1);
+		kvt_store_destroy(s);
+	}
+	t_rmtree(dir);
+	free(dir);
+
+	dir = t_mkdtemp();
+	{
+		struct kvt_store *s = open_sized(dir, "4M", "2M");
+		uint32_t ns = ns_of(s);
+		struct kvt_key key0 = t_key(0);
+		for (uint64_t k = 0; k < 20; k++) /* 20 x 60000 bytes: past 1M */
+			T_RC(t_put_filled(s, ns, k, 60000), KVT_OK);
+		T_OK(kvt_flush(s));
+		T_OK(kvt_delete(s, ns, &key0));
+		T_EQ_U64(t_stat(s, "ssd.segments_sealed"), 0);
+		kvt_store_destroy(s);
+	}
+	zero_hdr(dir, 0);
+	T_RC(fsck_as(dir, &w, 4 << 20, 1 << 20), 0);
+	T_ASSERT(strstr(w.text, "header zeroed over records") == NULL);
+	{
+		struct kvt_store *s = open_sized(dir, "4M", "1M");
+		T_EQ_U64(t_stat(s, "ssd.recovery_headerless_tombstones"), 0);
+		kvt_store_destroy(s);
+	}
+	fprintf(stderr, "  headerless slots: fsck counts the tombstones recovery applies\n");
+	t_rmtree(dir);
+	free(dir);
+}
+
 /* 10. A segment file cut short under a sound checkpoint that names records
  *     in the part cut off.  A store of 4 segments is filled past two seals
  *     and stopped (a checkpoint naming every block); slot 0's file (sealed)
@@ -1567,6 +1650,7 @@ int main(void)
 		goto hdr;
 	if (only && strcmp(only, "void") == 0) {
 		void_other_size();
+		hl_agree();
 		return 0;
 	}
 	if (only && strcmp(only, "dead") == 0) {
@@ -1584,6 +1668,7 @@ int main(void)
 	}
 	segment_changed();
 	void_other_size();
+	hl_agree();
 	capacity_changed();
 	store_id_source();
 	ckpt_damaged(false);
