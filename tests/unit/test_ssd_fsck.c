@@ -1638,6 +1638,64 @@ static void dead_ckpt(void)
 	free(dir);
 }
 
+/* 12b. A dead entry (a block promoted out of the SSD) is a miss, so a put
+ *      of its key is no put of a present key: the key's new bytes go into
+ *      DRAM.  Key 0 (16384 bytes) is promoted (its record dead), then
+ *      pushed out of DRAM without a write-down (its group's SSD quota is
+ *      1 byte: declined); a put of key 0 with 8192 other bytes lands in
+ *      DRAM alone (declined too), and the store is closed without writing
+ *      DRAM down.  Reopened, key 0 is its new bytes or a miss.  Until
+ *      2026-12-06 the close's checkpoint wrote the dead entry as a block,
+ *      and key 0 was served with its 16384 old bytes, over the put that
+ *      replaced them (and after a crash, the walk of its segment did the
+ *      same).  A put over a dead entry now logs a tombstone for it
+ *      (ssd_put_down), as a delete of the key would. */
+static void dead_reput(void)
+{
+	char *dir = t_mkdtemp();
+	struct kvt_store *s = open_victim(dir);
+	uint32_t ns = ns_of(s), fns = t_ns(s, "ssd-fsck-filler");
+	struct kvt_key key0 = t_key(0);
+	char buf[16384 + 10];
+	uint64_t k = 1, vl = 0;
+	int r;
+
+	T_RC(t_put_filled(s, ns, 0, 16384), KVT_OK);
+	for (; k < 1 + 400; k++)
+		T_RC(t_put_filled(s, fns, k, 16384), KVT_OK);
+	T_OK(kvt_flush(s));
+	for (int i = 0; i < 8; i++) {
+		T_RC(t_get_filled(s, ns, 0, 16384), KVT_OK);
+		if (t_stat(s, "ssd.promoted_dropped") > 0)
+			break;
+		for (uint64_t j = 0; j < 100; j++, k++)
+			T_RC(t_put_filled(s, fns, k, 16384), KVT_OK);
+		T_OK(kvt_flush(s));
+	}
+	T_ASSERT(t_stat(s, "ssd.promoted_dropped") >= 1);
+	T_OK(kvt_quota_set(s, 1, 0, 1));
+	T_OK(kvt_ns_set_group(s, ns, 1));
+	for (uint64_t j = 0; j < 400; j++, k++)
+		T_RC(t_put_filled(s, fns, k, 16384), KVT_OK);
+	T_OK(kvt_flush(s));
+	T_RC(kvt_get(s, ns, &key0, buf, sizeof(buf), &vl), KVT_MISS);
+	T_RC(t_put_filled(s, ns, 0, 8192), KVT_OK);
+	T_OK(kvt_flush(s));
+	kvt_store_destroy(s);
+
+	s = open_victim(dir);
+	ns = ns_of(s);
+	r = kvt_get(s, ns, &key0, buf, sizeof(buf), &vl);
+	if (r == KVT_OK)
+		T_EQ_U64(vl, 8192); /* its old 16384 bytes until 2026-12-06 */
+	T_RC(t_get_filled(s, ns, 0, 8192), r);
+	kvt_store_destroy(s);
+	fprintf(stderr, "  a put over a promoted block: after a restart its bytes or a miss (%s)\n",
+		r == KVT_OK ? "its bytes" : "a miss");
+	t_rmtree(dir);
+	free(dir);
+}
+
 int main(void)
 {
 	static const char *const aligns[] = { "512", "4096" };
@@ -1655,6 +1713,7 @@ int main(void)
 	}
 	if (only && strcmp(only, "dead") == 0) {
 		dead_ckpt();
+		dead_reput();
 		return 0;
 	}
 	for (size_t a = 0; a < KVT_ARRAY_LEN(aligns); a++) {
@@ -1686,6 +1745,7 @@ tomb:
 				tomb_damaged(z ? "3" : "2", aligns[a], copy, z);
 	seg_cut();
 	dead_ckpt();
+	dead_reput();
 hdr:
 	for (size_t a = 0; a < KVT_ARRAY_LEN(aligns); a++)
 		for (int z = 0; z < 2; z++)
