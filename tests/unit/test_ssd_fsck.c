@@ -20,6 +20,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "io.h"
 #include "kvt_int.h"
 #include "ssd.h"
 #include "ssdfmt.h"
@@ -1390,6 +1391,64 @@ static void void_other_size(void)
 	free(dir);
 }
 
+/* 9b'. The void on a full file system: the old size's files cut to
+ *      nothing give their room back, and the new segment must allocate
+ *      its file again (ssd.c "Room").  With no allocation allowed, the
+ *      open after the change voids the 1M files at its first write-down
+ *      and takes the no-room path for both slots (the write-downs are
+ *      shed, the block is served from DRAM); with the room back, the
+ *      retry takes it and the next write-downs land; reopened, every key
+ *      of the new size is exact or a miss, none of the old size served. */
+static void void_noroom(void)
+{
+	char *dir = t_mkdtemp();
+	struct kvt_store *s = open_sized(dir, "4M", "1M");
+	uint32_t ns = ns_of(s);
+	struct io_fault f = { .kind = IO_FAULT_ALLOC_ENOSPC, .fd = -1 };
+	struct stat st;
+	char path[4200];
+	uint64_t k = 0;
+
+	while (t_stat(s, "ssd.segments_sealed") < 2) {
+		put_k(s, ns, k++);
+		T_OK(kvt_flush(s));
+	}
+	kvt_store_destroy(s);
+	s = t_store_open("path", dir, "dram.capacity", "64M", "dram.chunk", "4K",
+			 "dram.prefault", "off", "ssd.capacity", "4M", "ssd.segment", "2M",
+			 "ssd.admission", "always", "ssd.checkpoint_seals", "0", "ssd.format",
+			 "2", "ssd.enospc_retry_ms", "50", NULL);
+	ns = ns_of(s);
+	T_OK(io_fault_add(ssd_io(store_ssd(s)), &f));
+	put_k(s, ns, 10000);
+	(void)kvt_flush(s);
+	T_EQ_U64(t_stat(s, "ssd.room_capped"), 1);
+	T_EQ_U64(t_stat(s, "ssd.segments_room"), 0);
+	for (uint32_t slot = 0; slot < 2; slot++) {
+		snprintf(path, sizeof(path), "%s/ssd/seg-%06u", dir, slot);
+		T_EQ_INT(stat(path, &st), 0);
+		T_EQ_U64((uint64_t)st.st_size, 0);
+	}
+	T_RC(t_get_filled(s, ns, 10000, len_of(10000)), KVT_OK); /* from DRAM */
+	io_fault_clear(ssd_io(store_ssd(s)));
+	usleep(100 * 1000);
+	for (uint64_t j = 10001; j < 10009; j++)
+		put_k(s, ns, j);
+	T_OK(kvt_flush(s));
+	T_EQ_U64(t_stat(s, "ssd.segments_room"), 2);
+	kvt_store_destroy(s);
+	s = open_sized(dir, "4M", "2M");
+	ns = ns_of(s);
+	for (uint64_t j = 0; j < k; j++)
+		T_RC(t_get_filled(s, ns, j, len_of(j)), KVT_MISS);
+	for (uint64_t j = 10001; j < 10009; j++)
+		T_RC(t_get_filled(s, ns, j, len_of(j)), KVT_OK);
+	kvt_store_destroy(s);
+	fprintf(stderr, "  segment 1M to 2M on a full file system: voided, no room, then room\n");
+	t_rmtree(dir);
+	free(dir);
+}
+
 /* 9c. fsck counts the tombstones of a headerless slot that recovery
  *     applies: one probe, walk and filter (ssdfmt's ssd_hl_*).  (a) The
  *     header zeroed and the first copy of the tombstone damaged:
@@ -1708,6 +1767,7 @@ int main(void)
 		goto hdr;
 	if (only && strcmp(only, "void") == 0) {
 		void_other_size();
+		void_noroom();
 		hl_agree();
 		return 0;
 	}
@@ -1727,6 +1787,7 @@ int main(void)
 	}
 	segment_changed();
 	void_other_size();
+	void_noroom();
 	hl_agree();
 	capacity_changed();
 	store_id_source();
