@@ -1059,6 +1059,113 @@ bool ssd_walk_twin(bool lone, uint64_t last_seq, int d, const struct ssd_struct 
 	       next->rec.type != SSD_REC_PUT;
 }
 
+/* A read's result that ends a headerless probe or walk with it: an
+ * error of the system (-ENOMEM, an errno), not one of kvtier's codes
+ * ([-5999, -5000]: a structure that fails its checks, where a walk
+ * stops). */
+static bool ssd_hl_fatal(int d)
+{
+	return d < 0 && (d > -5000 || d < -5999);
+}
+
+int ssd_hl_probe(struct ssd_hl *w, struct ssd_struct *st)
+{
+	static const uint32_t aligns[] = { SSD_REC_ALIGN, SSD_REC_ALIGN_4K };
+
+	w->gen = 0;
+	w->align = 0;
+	if (w->limit < SSD_ALIGN + SSD_REC_ALIGN)
+		return 0; /* no room for a record */
+	for (size_t i = 0; i < sizeof(aligns) / sizeof(aligns[0]); i++) {
+		uint64_t gen, len;
+		int d;
+		if (SSD_ALIGN + (uint64_t)aligns[i] > w->limit)
+			break; /* as the walk: no structure past limit */
+		d = w->read(w->ctx, SSD_ALIGN, w->limit, aligns[i], st);
+		if (ssd_hl_fatal(d))
+			return d;
+		if (d < 0 || st->kind == 0)
+			continue;
+		gen = st->kind == SSD_STRUCT_BATCH ? st->batch.generation : st->rec.generation;
+		if (!ssd_walk_struct(d, st, gen, SSD_ALIGN, w->limit, aligns[i], &len)) {
+			w->gen = gen;
+			w->align = aligns[i];
+			return 1;
+		}
+	}
+	return 0;
+}
+
+bool ssd_hl_reflected(bool have_ckpt, bool slot_in_ckpt, uint64_t ck_slot_gen,
+		      uint64_t ck_max_gen, uint64_t gen)
+{
+	return have_ckpt && slot_in_ckpt && ck_slot_gen == 0 && gen <= ck_max_gen;
+}
+
+int ssd_hl_walk(struct ssd_hl *w, struct ssd_struct *st,
+		int (*tomb)(void *tctx, const struct ssd_rec_hdr *h), void *tctx)
+{
+	struct ssd_rec_hdr prev; /* the last structure, if a lone tombstone */
+	bool lone = false;       /* its twin due next */
+	uint64_t off = SSD_ALIGN, len, last_seq = 0;
+	uint32_t a = w->align;
+	int d, r;
+
+	if (!w->gen || !a)
+		return 0;
+	memset(&prev, 0, sizeof(prev));
+	while (off % a == 0 && off + a <= w->limit) {
+		d = w->read(w->ctx, off, w->limit, a, st);
+		if (ssd_hl_fatal(d))
+			return d;
+		if (ssd_walk_struct(d, st, w->gen, off, w->limit, a, &len)) {
+			/* A damaged copy of a tombstone, its other copy next? */
+			if (off + 2 * (uint64_t)a > w->limit)
+				break;
+			d = w->read(w->ctx, off + a, w->limit, a, st);
+			if (ssd_hl_fatal(d))
+				return d;
+			if (!ssd_walk_twin(lone, last_seq, d, st, w->gen, off + a, w->limit, a))
+				break; /* the end of what this generation wrote */
+			w->twins_used++;
+			off += a;
+			(void)ssd_walk_struct(d, st, w->gen, off, w->limit, a, &len);
+			lone = false; /* what follows is taken as new */
+		}
+		if (st->kind == SSD_STRUCT_REC && lone && ssd_rec_is_twin(&prev, &st->rec)) {
+			lone = false; /* the twin of the tombstone just taken */
+			off += len;
+			continue;
+		}
+		lone = false;
+		if (st->kind == SSD_STRUCT_BATCH) {
+			/* Values only: their seqs, for the twin rule. */
+			for (uint32_t i = 0; i < st->batch.count; i++)
+				if (st->batch.ent[i].seq > last_seq)
+					last_seq = st->batch.ent[i].seq;
+		} else {
+			if (st->rec.type != SSD_REC_PUT) {
+				prev = st->rec;
+				lone = true;
+				if ((r = tomb(tctx, &st->rec)) < 0)
+					return r;
+			}
+			if (st->rec.seq > last_seq)
+				last_seq = st->rec.seq;
+		}
+		off += len;
+	}
+	return 0;
+}
+
+bool ssd_hl_applies(const struct ssd_rec_hdr *h, uint64_t ck_seq, const uint8_t *reg_digest)
+{
+	if (h->type == SSD_REC_PUT || h->seq <= ck_seq)
+		return false;
+	return h->type == SSD_REC_CLEAR_ALL ||
+	       (reg_digest && memcmp(h->ns_digest, reg_digest, 32) == 0);
+}
+
 uint32_t ssd_value_crc(uint32_t value_crc32c, uint32_t ns_id, const struct kvt_key *key,
 		       uint64_t seq)
 {

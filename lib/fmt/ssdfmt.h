@@ -333,6 +333,54 @@ bool ssd_rec_is_twin(const struct ssd_rec_hdr *prev, const struct ssd_rec_hdr *r
 bool ssd_walk_twin(bool lone, uint64_t last_seq, int d, const struct ssd_struct *next,
 		   uint64_t gen, uint64_t off, uint64_t seg_size, uint32_t align);
 
+/*
+ * Headerless slots (doc/ssd-format.md "Recovery" step 2).  A slot of the
+ * store whose segment header is zero or fails its checks is free, but the
+ * tombstones among its records are applied: recovery (ssd_recover.c)
+ * walks it for them, and fsck (ssd_fsck.c) counts what recovery will
+ * apply, through these -- one probe, one walk, one filter -- each reading
+ * the file its own way.  read: decode the structure at off (a record
+ * header, or a batch header: the walk takes format 3's too) of a segment
+ * laid out at align, reading at most up to limit, into st; returns
+ * ssd_struct_decode's result, KVT_ECORRUPT where the bytes cannot be
+ * read, or an error of the system (-ENOMEM, an errno), which ends the
+ * probe or walk with it.
+ */
+typedef int (*ssd_struct_read_fn)(void *ctx, uint64_t off, uint64_t limit, uint32_t align,
+				  struct ssd_struct *st);
+struct ssd_hl {
+	ssd_struct_read_fn read;
+	void *ctx;
+	uint64_t limit;      /* the store's segment size, or the file's size if less */
+	uint64_t gen;        /* ssd_hl_probe: the generation walked under, 0 none */
+	uint32_t align;      /* ssd_hl_probe: its record alignment */
+	uint64_t twins_used; /* ssd_hl_walk: damaged tombstone copies passed over */
+};
+/* The structure at offset 4096 (the first write of every generation,
+ * never a client's bytes), at SSD_REC_ALIGN and then SSD_REC_ALIGN_4K,
+ * taken as a walk under its own generation takes it (ssd_walk_struct):
+ * sets gen and align.  1 if found, 0 if none (nothing written there, or
+ * damaged too), or read's error. */
+int ssd_hl_probe(struct ssd_hl *w, struct ssd_struct *st);
+/* Whether the walk is skipped: the checkpoint recovery uses (have_ckpt)
+ * names the slot (slot_in_ckpt) free (ck_slot_gen 0), and gen is at most
+ * the highest generation it names (ck_max_gen) -- the segment ended
+ * before the checkpoint, which reflects all its records. */
+bool ssd_hl_reflected(bool have_ckpt, bool slot_in_ckpt, uint64_t ck_slot_gen,
+		      uint64_t ck_max_gen, uint64_t gen);
+/* Walk from offset 4096 under the probe's generation and alignment, as
+ * an open segment's walk goes (ssd_walk_struct; a tombstone's twin is
+ * nothing new, a damaged copy does not stop it: ssd_walk_twin), up to
+ * limit; tomb(tctx, h) for every tombstone record (DELETE, CLEAR_NS,
+ * CLEAR_ALL) taken.  0, or the first error of read or tomb. */
+int ssd_hl_walk(struct ssd_hl *w, struct ssd_struct *st,
+		int (*tomb)(void *tctx, const struct ssd_rec_hdr *h), void *tctx);
+/* Whether recovery applies tombstone h of such a walk: newer than the
+ * checkpoint it uses (ck_seq; 0 if none) and, but for a CLEAR_ALL, of a
+ * namespace registered under h's digest (reg_digest: the registry's
+ * digest of h->ns_id, NULL if the id is not registered). */
+bool ssd_hl_applies(const struct ssd_rec_hdr *h, uint64_t ck_seq, const uint8_t *reg_digest);
+
 /* The check value of a batched value (doc/ssd-format.md "Reads"):
  * CRC32C of the value (value_crc32c: kvt_crc32c(0, value, len)),
  * continued over ns_id (u32), key_len (u8), the key bytes and seq (u64),

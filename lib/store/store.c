@@ -108,6 +108,7 @@ int kvt_put_reserve(struct kvt_store *s, uint32_t ns, const struct kvt_key *key,
 		if (ret < 0)
 			return ret;
 	}
+	store_put_over(s, ns, key);
 	ret = dram_reserve(s->dram, ns, key, len, part_count > 1 ? part_lens : NULL, part_count,
 			   &item, view, &vc);
 	if (ret != KVT_OK)

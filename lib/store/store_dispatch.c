@@ -751,6 +751,16 @@ static bool store_tiers_have(struct kvt_store *s, uint32_t ns, const struct kvt_
 	return false;
 }
 
+/* A client's put goes ahead past put-if-absent, its bytes about to enter
+ * DRAM: each tier drops what it replaces (before: a tombstone the SSD
+ * logs for it then comes before the new bytes' write-down). */
+void store_put_over(struct kvt_store *s, uint32_t ns, const struct kvt_key *key)
+{
+	for (unsigned i = 0; s->tier_over && i < s->tier_count; i++)
+		if (s->tiers[i].ops->put_over)
+			s->tiers[i].ops->put_over(s->tiers[i].t, ns, key);
+}
+
 /* A block entered DRAM: each tier writes it down by its policy. */
 static void store_put_down(struct kvt_store *s, uint32_t ns, const struct kvt_key *key)
 {
@@ -1083,12 +1093,14 @@ static int store_put_sealed(struct kvt_store *s, struct kvt_req *r, const struct
 		return KVT_EXISTS;
 	if ((ret = store_put_room(s, r)) < 0)
 		return ret;
-	if (!store_put_admit(s, r)) /* sealed into a buffer below, DRAM untouched */
+	if (!store_put_admit(s, r)) { /* sealed into a buffer below, DRAM untouched */
 		ret = dram_exists(s->dram, r->ns, &r->key) == KVT_OK ? KVT_EXISTS : KVT_EFULL;
-	else
+	} else {
+		store_put_over(s, r->ns, &r->key);
 		ret = seal_put(s->seal, sk, s->dram, r->ns, &r->key, r->iov, r->iov_count,
 			       (r->flags & KVT_F_CRC) ? r->crcs : NULL,
 			       s->tier_through ? &item : NULL);
+	}
 	if (ret == KVT_OK) {
 		r->tier = KVT_TIER_DRAM;
 		store_event_stored(s, r, r->ns, &r->key);
@@ -1139,6 +1151,7 @@ static int store_put(struct kvt_store *s, struct kvt_req *r)
 	 * once for both), rather than the tier in a pass of its own. */
 	uint32_t crcs[KVT_PARTS_MAX];
 	bool want_crcs = s->tier_through && !(r->flags & KVT_F_CRC);
+	store_put_over(s, r->ns, &r->key);
 	ret = dram_put_crcs(s->dram, r->ns, &r->key, r->iov, r->iov_count,
 			    (r->flags & KVT_F_CRC) ? r->crcs : NULL, want_crcs ? crcs : NULL,
 			    ((r->flags & KVT_F_SEALED) ? DRAM_SEALED : 0) |

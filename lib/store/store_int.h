@@ -138,6 +138,7 @@ struct kvt_store {
 	bool tier_find;             /* a tier has a synchronous index (find) */
 	bool tier_through;          /* a tier writes puts through (put_through) */
 	bool tier_down;             /* a tier takes write-downs (put_down) */
+	bool tier_over;             /* a tier drops what a put replaces (put_over) */
 	bool tier_prepare;          /* a tier prepares deletes and clears */
 	/* Tiers added by store_tier_register, opened after the built-in ones. */
 	struct store_tier extra[STORE_TIERS_MAX];
@@ -280,6 +281,10 @@ void store_put_ghost_close(struct kvt_store *s);
 /* A block entered the store (a put or a committed reservation): KV events. */
 void store_event_stored(struct kvt_store *s, const struct kvt_req *r, uint32_t ns,
 			const struct kvt_key *key);
+/* A client's put goes ahead past put-if-absent (a put, a sealed put, a
+ * reservation), before its bytes enter DRAM: each tier's put_over
+ * (store_dispatch.c). */
+void store_put_over(struct kvt_store *s, uint32_t ns, const struct kvt_key *key);
 /* The DRAM evict hook when no tier keeps evicted blocks (KV events). */
 void store_evicted_event(void *ctx, const struct dram_victim *v);
 

@@ -182,13 +182,14 @@ int store_tiers_open(struct kvt_store *s)
 	if (ret < 0)
 		return ret;
 	s->tier_flags = 0;
-	s->tier_find = s->tier_through = s->tier_down = s->tier_prepare = false;
+	s->tier_find = s->tier_through = s->tier_down = s->tier_over = s->tier_prepare = false;
 	for (unsigned i = 0; i < s->tier_count; i++) {
 		const struct tier_ops *o = s->tiers[i].ops;
 		s->tier_flags |= o->flags;
 		s->tier_find |= o->find != NULL;
 		s->tier_through |= o->put_through != NULL;
 		s->tier_down |= o->put_down != NULL;
+		s->tier_over |= o->put_over != NULL;
 		s->tier_prepare |= o->prepare != NULL;
 	}
 	return 0;
@@ -209,5 +210,5 @@ void store_tiers_free(struct kvt_store *s, bool child)
 			s->tiers[i].ops->free(s->tiers[i].t);
 	s->tier_count = 0;
 	s->tier_flags = 0;
-	s->tier_find = s->tier_through = s->tier_down = s->tier_prepare = false;
+	s->tier_find = s->tier_through = s->tier_down = s->tier_over = s->tier_prepare = false;
 }

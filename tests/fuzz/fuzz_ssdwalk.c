@@ -26,7 +26,11 @@
  *   - tombstones twice (ssd_walk_twin, ssd_rec_is_twin), as recovery
  *     walks: where a structure stops the walk, it goes on one alignment
  *     unit further only at a structure the walk takes whose seq is above
- *     every one taken, and a twin is taken as no entry.
+ *     every one taken, and a twin is taken as no entry;
+ *   - the walk of a headerless slot (ssd_hl_walk, which recovery and
+ *     fsck both call) under the same generation and alignment meets the
+ *     same tombstones as this walk, and the probe (ssd_hl_probe) ends
+ *     with 0 or 1.
  * Seed corpus: tests/fuzz/corpus/ssdwalk/ (tests/fuzz/gen_ssd_seeds.c).
  */
 #include <stdbool.h>
@@ -74,6 +78,30 @@ static int walk_decode(uint8_t *seg, uint64_t seg_size, uint64_t off, uint32_t a
 	return d;
 }
 
+/* ssd_hl's read over the segment buffer, as walk_decode reads. */
+struct hl_seg {
+	uint8_t *seg;
+	uint64_t seg_size;
+	bool batches, fix;
+	uint64_t tombs;
+};
+
+static int hl_read(void *ctx, uint64_t off, uint64_t limit, uint32_t align, struct ssd_struct *st)
+{
+	struct hl_seg *h = ctx;
+
+	FUZZ_CHECK(st == &g_st && limit == h->seg_size && off % align == 0 &&
+		   off + align <= limit);
+	return walk_decode(h->seg, h->seg_size, off, align, h->batches, h->fix);
+}
+
+static int hl_tomb(void *ctx, const struct ssd_rec_hdr *h)
+{
+	FUZZ_CHECK(h->type != SSD_REC_PUT);
+	((struct hl_seg *)ctx)->tombs++;
+	return 0;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	uint32_t align;
@@ -81,7 +109,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct ssd_rec_hdr tomb;
 	bool batches, lone = false;
 	uint8_t *seg;
-	size_t n = 0;
+	size_t n = 0, tombs = 0;
 	int64_t len;
 
 	if (size < 9 || size - 9 > SEG_MAX)
@@ -134,6 +162,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			if (g_st.rec.type != SSD_REC_PUT) {
 				tomb = g_st.rec;
 				lone = true;
+				tombs++;
 			}
 		}
 		if (g_st.kind == SSD_STRUCT_REC && n < WALK_KEEP) {
@@ -164,6 +193,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		len = ssd_sum_encode(v, gen, g_ents, n, g_sum, sizeof(g_sum));
 		FUZZ_CHECK(len > 0);
 		FUZZ_CHECK(ssd_sum_decode(g_sum, (size_t)len, gen, NULL, NULL) == (int64_t)n);
+	}
+	if (gen) {
+		struct hl_seg hs = { seg, seg_size, batches, data[0] & 4, 0 };
+		struct ssd_hl w = { .read = hl_read, .ctx = &hs, .limit = seg_size };
+		int p = ssd_hl_probe(&w, &g_st);
+
+		FUZZ_CHECK(p == 0 || p == 1);
+		FUZZ_CHECK(p == 0 || w.align == SSD_REC_ALIGN || w.align == SSD_REC_ALIGN_4K);
+		w.gen = gen;
+		w.align = align;
+		FUZZ_CHECK(ssd_hl_walk(&w, &g_st, hl_tomb, &hs) == 0);
+		FUZZ_CHECK(hs.tombs == tombs);
 	}
 	free(seg);
 	return 0;

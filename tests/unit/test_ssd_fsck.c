@@ -20,6 +20,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "io.h"
 #include "kvt_int.h"
 #include "ssd.h"
 #include "ssdfmt.h"
@@ -482,20 +483,6 @@ static void copy_file(const char *dir, const char *from, const char *to)
 	T_EQ_INT(system(cmd), 0);
 }
 
-/* Is slot's segment header all zero (voided)? */
-static bool seg_hdr_zero(const char *dir, uint32_t slot)
-{
-	uint8_t hb[SSD_ALIGN];
-	int fd = seg_fd(dir, slot, O_RDONLY);
-	bool zero = true;
-	T_GE_INT(fd, 0);
-	T_EQ_INT(pread(fd, hb, sizeof(hb), 0), (int)sizeof(hb));
-	close(fd);
-	for (size_t i = 0; i < sizeof(hb); i++)
-		zero = zero && hb[i] == 0;
-	return zero;
-}
-
 /* A sealed segment's header: its summary's place. */
 static struct ssd_seg_hdr seg_hdr(const char *dir, uint32_t slot)
 {
@@ -690,7 +677,14 @@ static void segment_changed(void)
 	T_EQ_U64(t_stat(s, "ssd.segments_sealed"), 0);
 	kvt_store_destroy(s);
 	T_EQ_U64(seg_hdr(dir, 0).seg_size, 2 << 20);
-	T_ASSERT(seg_hdr_zero(dir, 2)); /* voided at the first write */
+	{
+		/* voided at the first write: cut to nothing */
+		struct stat vst;
+		char vpath[4200];
+		snprintf(vpath, sizeof(vpath), "%s/ssd/seg-000002", dir);
+		T_EQ_INT(stat(vpath, &vst), 0);
+		T_EQ_U64((uint64_t)vst.st_size, 0);
+	}
 	copy_file(dir, "seg2.keep", "ssd/seg-000002");
 	{
 		char keep[4200];
@@ -1327,6 +1321,217 @@ static void hdr_void_gen(const char *align)
 	free(dir);
 }
 
+/* 9b. A store reopened with another segment size voids the old size's
+ *     segment files at its first write.  Stopped by a kill after a
+ *     checkpoint and a delete logged after it (in slot 1, the open
+ *     segment), the 4M/1M store is reopened at 4M/2M (2 slots: the old
+ *     checkpoint is not used, and its seq is where the counter goes on,
+ *     below the delete's); that open puts the deleted key again with new
+ *     bytes, flushes, and is killed before any checkpoint.  The next open
+ *     (no checkpoint it uses) serves the new bytes.  Until 2026-12-06 the
+ *     old files were voided by their header zeroed: slot 1, free at the
+ *     2M open, was a headerless slot to the next, walked for tombstones,
+ *     and the old delete -- its seq above the new put's -- removed the
+ *     put: a miss, the put lost (ssd.recovery_headerless_tombstones 1).
+ *     The old files are cut to nothing now. */
+static void void_other_size(void)
+{
+	char *dir = t_mkdtemp();
+	struct kvt_key key0 = t_key(0);
+	struct stat st;
+	char path[4200];
+	int wst;
+	pid_t pid = fork();
+
+	T_GE_INT(pid, 0);
+	if (pid == 0) {
+		struct kvt_store *c = open_sized(dir, "4M", "1M");
+		uint32_t cns = ns_of(c);
+		uint64_t k = 0;
+		while (t_stat(c, "ssd.segments_sealed") < 1) {
+			if (t_put_filled(c, cns, k++, 60000) != KVT_OK || kvt_flush(c) != KVT_OK)
+				_exit(3);
+		}
+		if (ssd_checkpoint(store_ssd(c)) < 0)
+			_exit(4);
+		for (uint64_t j = 0; j < 4; j++)
+			if (t_put_filled(c, cns, 1000 + j, 100) != KVT_OK)
+				_exit(5);
+		if (kvt_flush(c) != KVT_OK || kvt_delete(c, cns, &key0) != KVT_OK)
+			_exit(6);
+		_exit(0); /* no close, no checkpoint */
+	}
+	T_EQ_INT(waitpid(pid, &wst, 0), pid);
+	T_ASSERT(WIFEXITED(wst) && WEXITSTATUS(wst) == 0);
+	pid = fork();
+	T_GE_INT(pid, 0);
+	if (pid == 0) {
+		struct kvt_store *c = open_sized(dir, "4M", "2M");
+		uint32_t cns = ns_of(c);
+		if (t_get_filled(c, cns, 0, 60000) != KVT_MISS ||
+		    t_put_filled(c, cns, 0, 200) != KVT_OK || kvt_flush(c) != KVT_OK)
+			_exit(3);
+		_exit(0);
+	}
+	T_EQ_INT(waitpid(pid, &wst, 0), pid);
+	T_ASSERT(WIFEXITED(wst) && WEXITSTATUS(wst) == 0);
+	/* Slot 1 held the old delete. */
+	snprintf(path, sizeof(path), "%s/ssd/seg-%06u", dir, 1u);
+	T_EQ_INT(stat(path, &st), 0);
+	T_EQ_U64((uint64_t)st.st_size, 0);
+	{
+		struct kvt_store *s = open_sized(dir, "4M", "2M");
+		uint32_t ns = ns_of(s);
+		T_EQ_U64(t_stat(s, "ssd.recovery_headerless_tombstones"), 0);
+		T_RC(t_get_filled(s, ns, 0, 200), KVT_OK);
+		kvt_store_destroy(s);
+	}
+	fprintf(stderr, "  segment 1M to 2M, killed twice: the put after the change holds\n");
+	t_rmtree(dir);
+	free(dir);
+}
+
+/* 9b'. The void on a full file system: the old size's files cut to
+ *      nothing give their room back, and the new segment must allocate
+ *      its file again (ssd.c "Room").  With no allocation allowed, the
+ *      open after the change voids the 1M files at its first write-down
+ *      and takes the no-room path for both slots (the write-downs are
+ *      shed, the block is served from DRAM); with the room back, the
+ *      retry takes it and the next write-downs land; reopened, every key
+ *      of the new size is exact or a miss, none of the old size served. */
+static void void_noroom(void)
+{
+	char *dir = t_mkdtemp();
+	struct kvt_store *s = open_sized(dir, "4M", "1M");
+	uint32_t ns = ns_of(s);
+	struct io_fault f = { .kind = IO_FAULT_ALLOC_ENOSPC, .fd = -1 };
+	struct stat st;
+	char path[4200];
+	uint64_t k = 0;
+
+	while (t_stat(s, "ssd.segments_sealed") < 2) {
+		put_k(s, ns, k++);
+		T_OK(kvt_flush(s));
+	}
+	kvt_store_destroy(s);
+	s = t_store_open("path", dir, "dram.capacity", "64M", "dram.chunk", "4K",
+			 "dram.prefault", "off", "ssd.capacity", "4M", "ssd.segment", "2M",
+			 "ssd.admission", "always", "ssd.checkpoint_seals", "0", "ssd.format",
+			 "2", "ssd.enospc_retry_ms", "50", NULL);
+	ns = ns_of(s);
+	T_OK(io_fault_add(ssd_io(store_ssd(s)), &f));
+	put_k(s, ns, 10000);
+	(void)kvt_flush(s);
+	T_EQ_U64(t_stat(s, "ssd.room_capped"), 1);
+	T_EQ_U64(t_stat(s, "ssd.segments_room"), 0);
+	for (uint32_t slot = 0; slot < 2; slot++) {
+		snprintf(path, sizeof(path), "%s/ssd/seg-%06u", dir, slot);
+		T_EQ_INT(stat(path, &st), 0);
+		T_EQ_U64((uint64_t)st.st_size, 0);
+	}
+	T_RC(t_get_filled(s, ns, 10000, len_of(10000)), KVT_OK); /* from DRAM */
+	io_fault_clear(ssd_io(store_ssd(s)));
+	usleep(100 * 1000);
+	for (uint64_t j = 10001; j < 10009; j++)
+		put_k(s, ns, j);
+	T_OK(kvt_flush(s));
+	T_EQ_U64(t_stat(s, "ssd.segments_room"), 2);
+	kvt_store_destroy(s);
+	s = open_sized(dir, "4M", "2M");
+	ns = ns_of(s);
+	for (uint64_t j = 0; j < k; j++)
+		T_RC(t_get_filled(s, ns, j, len_of(j)), KVT_MISS);
+	for (uint64_t j = 10001; j < 10009; j++)
+		T_RC(t_get_filled(s, ns, j, len_of(j)), KVT_OK);
+	kvt_store_destroy(s);
+	fprintf(stderr, "  segment 1M to 2M on a full file system: voided, no room, then room\n");
+	t_rmtree(dir);
+	free(dir);
+}
+
+/* 9c. fsck counts the tombstones of a headerless slot that recovery
+ *     applies: one probe, walk and filter (ssdfmt's ssd_hl_*).  (a) The
+ *     header zeroed and the first copy of the tombstone damaged:
+ *     recovery's walk goes on at its twin and applies it; fsck's own
+ *     walk, until 2026-12-06, stopped there and said nothing.  (b) A
+ *     2M segment whose delete lies past its first 1M, its header zeroed,
+ *     judged as a 1M store: recovery walks no further than its segment
+ *     size and applies nothing; fsck walked to the file's end and said
+ *     1 tombstone would be applied. */
+static void zero_hdr(const char *dir, uint32_t slot)
+{
+	uint8_t hb[SSD_ALIGN];
+	int fd = seg_fd(dir, slot, O_RDWR);
+	T_ASSERT(fd >= 0);
+	memset(hb, 0, sizeof(hb));
+	T_EQ_INT(pwrite(fd, hb, SSD_ALIGN, 0), SSD_ALIGN);
+	close(fd);
+}
+
+static void hl_agree(void)
+{
+	char *dir = t_mkdtemp();
+	struct open_seg o;
+	struct said w;
+	uint32_t at = 0;
+	pid_t pid = fork();
+
+	T_GE_INT(pid, 0);
+	if (pid == 0) {
+		struct kvt_store *c = open_at(dir, "512", "progressive");
+		uint32_t cns = ns_of(c);
+		struct kvt_key key0 = t_key(0);
+		for (uint64_t k = 0; k < 4; k++)
+			put_k(c, cns, k);
+		if (kvt_flush(c) != KVT_OK || kvt_delete(c, cns, &key0) != KVT_OK)
+			_exit(3);
+		put_k(c, cns, 1000);
+		if (kvt_flush(c) != KVT_OK)
+			_exit(4);
+		_exit(0);
+	}
+	reap(pid, dir, &o);
+	while (at < o.n && o.types[at] != SSD_REC_DELETE)
+		at++;
+	T_ASSERT(at < o.n);
+	zero_hdr(dir, o.slot);
+	flip_crc(dir, o.slot, o.offs[at]);
+	T_RC(fsck(dir, &w), 0);
+	T_ASSERT(strstr(w.text, "header zeroed over records (generation 1) holding 1 "
+				"tombstones") != NULL);
+	{
+		struct kvt_store *s = open_at(dir, "512", "progressive");
+		T_EQ_U64(t_stat(s, "ssd.recovery_headerless_tombstones"), 1);
+		kvt_store_destroy(s);
+	}
+	t_rmtree(dir);
+	free(dir);
+
+	dir = t_mkdtemp();
+	{
+		struct kvt_store *s = open_sized(dir, "4M", "2M");
+		uint32_t ns = ns_of(s);
+		struct kvt_key key0 = t_key(0);
+		for (uint64_t k = 0; k < 20; k++) /* 20 x 60000 bytes: past 1M */
+			T_RC(t_put_filled(s, ns, k, 60000), KVT_OK);
+		T_OK(kvt_flush(s));
+		T_OK(kvt_delete(s, ns, &key0));
+		T_EQ_U64(t_stat(s, "ssd.segments_sealed"), 0);
+		kvt_store_destroy(s);
+	}
+	zero_hdr(dir, 0);
+	T_RC(fsck_as(dir, &w, 4 << 20, 1 << 20), 0);
+	T_ASSERT(strstr(w.text, "header zeroed over records") == NULL);
+	{
+		struct kvt_store *s = open_sized(dir, "4M", "1M");
+		T_EQ_U64(t_stat(s, "ssd.recovery_headerless_tombstones"), 0);
+		kvt_store_destroy(s);
+	}
+	fprintf(stderr, "  headerless slots: fsck counts the tombstones recovery applies\n");
+	t_rmtree(dir);
+	free(dir);
+}
+
 /* 10. A segment file cut short under a sound checkpoint that names records
  *     in the part cut off.  A store of 4 segments is filled past two seals
  *     and stopped (a checkpoint naming every block); slot 0's file (sealed)
@@ -1492,6 +1697,64 @@ static void dead_ckpt(void)
 	free(dir);
 }
 
+/* 12b. A dead entry (a block promoted out of the SSD) is a miss, so a put
+ *      of its key is no put of a present key: the key's new bytes go into
+ *      DRAM.  Key 0 (16384 bytes) is promoted (its record dead), then
+ *      pushed out of DRAM without a write-down (its group's SSD quota is
+ *      1 byte: declined); a put of key 0 with 8192 other bytes lands in
+ *      DRAM alone (declined too), and the store is closed without writing
+ *      DRAM down.  Reopened, key 0 is its new bytes or a miss.  Until
+ *      2026-12-06 the close's checkpoint wrote the dead entry as a block,
+ *      and key 0 was served with its 16384 old bytes, over the put that
+ *      replaced them (and after a crash, the walk of its segment did the
+ *      same).  A put over a dead entry now logs a tombstone for it
+ *      (ssd_put_down), as a delete of the key would. */
+static void dead_reput(void)
+{
+	char *dir = t_mkdtemp();
+	struct kvt_store *s = open_victim(dir);
+	uint32_t ns = ns_of(s), fns = t_ns(s, "ssd-fsck-filler");
+	struct kvt_key key0 = t_key(0);
+	char buf[16384 + 10];
+	uint64_t k = 1, vl = 0;
+	int r;
+
+	T_RC(t_put_filled(s, ns, 0, 16384), KVT_OK);
+	for (; k < 1 + 400; k++)
+		T_RC(t_put_filled(s, fns, k, 16384), KVT_OK);
+	T_OK(kvt_flush(s));
+	for (int i = 0; i < 8; i++) {
+		T_RC(t_get_filled(s, ns, 0, 16384), KVT_OK);
+		if (t_stat(s, "ssd.promoted_dropped") > 0)
+			break;
+		for (uint64_t j = 0; j < 100; j++, k++)
+			T_RC(t_put_filled(s, fns, k, 16384), KVT_OK);
+		T_OK(kvt_flush(s));
+	}
+	T_ASSERT(t_stat(s, "ssd.promoted_dropped") >= 1);
+	T_OK(kvt_quota_set(s, 1, 0, 1));
+	T_OK(kvt_ns_set_group(s, ns, 1));
+	for (uint64_t j = 0; j < 400; j++, k++)
+		T_RC(t_put_filled(s, fns, k, 16384), KVT_OK);
+	T_OK(kvt_flush(s));
+	T_RC(kvt_get(s, ns, &key0, buf, sizeof(buf), &vl), KVT_MISS);
+	T_RC(t_put_filled(s, ns, 0, 8192), KVT_OK);
+	T_OK(kvt_flush(s));
+	kvt_store_destroy(s);
+
+	s = open_victim(dir);
+	ns = ns_of(s);
+	r = kvt_get(s, ns, &key0, buf, sizeof(buf), &vl);
+	if (r == KVT_OK)
+		T_EQ_U64(vl, 8192); /* its old 16384 bytes until 2026-12-06 */
+	T_RC(t_get_filled(s, ns, 0, 8192), r);
+	kvt_store_destroy(s);
+	fprintf(stderr, "  a put over a promoted block: after a restart its bytes or a miss (%s)\n",
+		r == KVT_OK ? "its bytes" : "a miss");
+	t_rmtree(dir);
+	free(dir);
+}
+
 int main(void)
 {
 	static const char *const aligns[] = { "512", "4096" };
@@ -1502,8 +1765,15 @@ int main(void)
 		goto tomb;
 	if (only && strcmp(only, "hdr") == 0)
 		goto hdr;
+	if (only && strcmp(only, "void") == 0) {
+		void_other_size();
+		void_noroom();
+		hl_agree();
+		return 0;
+	}
 	if (only && strcmp(only, "dead") == 0) {
 		dead_ckpt();
+		dead_reput();
 		return 0;
 	}
 	for (size_t a = 0; a < KVT_ARRAY_LEN(aligns); a++) {
@@ -1516,6 +1786,9 @@ int main(void)
 		summary_bad(aligns[a], false);
 	}
 	segment_changed();
+	void_other_size();
+	void_noroom();
+	hl_agree();
 	capacity_changed();
 	store_id_source();
 	ckpt_damaged(false);
@@ -1533,6 +1806,7 @@ tomb:
 				tomb_damaged(z ? "3" : "2", aligns[a], copy, z);
 	seg_cut();
 	dead_ckpt();
+	dead_reput();
 hdr:
 	for (size_t a = 0; a < KVT_ARRAY_LEN(aligns); a++)
 		for (int z = 0; z < 2; z++)

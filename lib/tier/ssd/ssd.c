@@ -3290,6 +3290,49 @@ int ssd_delete(struct ssd *s, void *prepared, uint32_t ns, const struct kvt_key 
 	return KVT_OK;
 }
 
+/*
+ * A put of a key whose entry here is dead (E_DEAD: a miss whose record is
+ * still on disk -- promoted out of the SSD, a read that failed its checks,
+ * a quarantined slot's, a write-down that failed but may have landed).
+ * The put went ahead (a dead entry is no present block: put-if-absent
+ * takes it for absent), and its bytes are in DRAM alone; the old record
+ * is read again by the next open -- from the checkpoint, which writes a
+ * dead entry as a block (ssd_recover.c), or by a walk -- and was served
+ * over the put whenever the new bytes had not gone down by then (a close
+ * that writes DRAM down in part, a declined write-down, a crash):
+ * another put's bytes, until 2026-12-06 (test_ssd_fsck dead_reput).  So
+ * the entry goes and a tombstone is logged for it, as a delete of the key
+ * would log.  Only a dead entry: a live one made the put a no-op, and a
+ * pending one is another put's write-down.  Called before the new bytes
+ * enter DRAM, so that the tombstone (urgent) is queued before their
+ * write-down and takes a lower seq: it never removes them at the next
+ * open.  A put that then fails has cost a tombstone for a block that was
+ * a miss already.  Out of memory, nothing changes (as before).
+ */
+void ssd_put_over(struct ssd *s, uint32_t ns, const struct kvt_key *key)
+{
+	uint64_t h = ssd_hash(s, ns, key);
+	struct ssd_shard *sh = shard_of(s, h);
+	struct ssd_entry *e;
+	struct wd_task *t;
+	bool dead;
+
+	pthread_mutex_lock(&sh->lock);
+	e = *ssd_idx_slot(sh, h, ns, key);
+	dead = e && (e->flags & E_DEAD);
+	pthread_mutex_unlock(&sh->lock);
+	if (!dead)
+		return; /* the common case: one lookup, as the put's own find */
+	t = ssd_log_prepare(s, false, ns, key);
+	if (!t)
+		return;
+	if (!ssd_idx_remove_dead(s, ns, key)) {
+		kvt_mem_free(s->mem, t, sizeof(*t));
+		return;
+	}
+	wd_enqueue(s, t, WD_URGENT);
+}
+
 /* Does the index hold no block (published or being written)? */
 static bool ssd_idx_empty(struct ssd *s)
 {

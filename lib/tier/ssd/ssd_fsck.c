@@ -119,6 +119,7 @@ struct fsck {
 	bool ck_ok;
 	struct ssd_ckpt_hdr ck_hdr;
 	uint64_t *ck_gen, *ck_off;
+	uint64_t ck_max_gen;      /* the highest generation its slot table names */
 	/* The store's shape as recovery will judge the files (0: not known):
 	 * its segment size (ssd.segment; else that of the segments the
 	 * checkpoint names) and slot count (ssd.capacity / ssd.segment), and
@@ -854,52 +855,61 @@ out:
 	return r;
 }
 
-/* A slot whose header is zero or damaged: the generation of the
- * structure at offset 4096, from which recovery walks it for tombstones
- * (ssd_recover.c "Headerless": the same probe, either alignment), or 0
- * if none is there; *tombs: the tombstone records of the walk newer than
- * the checkpoint recovery uses (all, without one) -- those it applies.
- * The walk stops where recovery's does, but for the twin rule (a
- * damaged copy): it may count fewer. */
-static uint64_t headerless_scan(struct fsck *c, int fd, uint64_t fsize, uint64_t *tombs)
+/* ssd_hl's read, from fd: what cannot be read is no structure. */
+struct fsck_hl {
+	struct fsck *c;
+	int fd;
+	uint64_t tombs, ck_seq;
+};
+
+static int fsck_hl_read(void *ctx, uint64_t off, uint64_t limit, uint32_t align,
+			struct ssd_struct *st)
 {
-	static const uint32_t aligns[] = { SSD_REC_ALIGN, SSD_REC_ALIGN_4K };
+	struct fsck_hl *h = ctx;
+	int r = struct_read(h->c, h->fd, off, limit, align, true, st);
+	return r < 0 && !rec_hdr_err(r) ? KVT_ECORRUPT : r;
+}
+
+static int fsck_hl_tomb(void *ctx, const struct ssd_rec_hdr *h)
+{
+	struct fsck_hl *hl = ctx;
+	const struct fsck_ns *n = ns_by_id(hl->c, h->ns_id);
+	hl->tombs += ssd_hl_applies(h, hl->ck_seq, n ? n->digest : NULL);
+	return 0;
+}
+
+/* A slot whose header is zero or damaged: the generation of the
+ * structure at offset 4096, from which recovery walks it for tombstones,
+ * or 0 if none is there; *tombs: the tombstones recovery applies from it
+ * (0 where it skips the walk).  Recovery's own probe, walk and filter
+ * (ssd_hl_probe, ssd_hl_reflected, ssd_hl_walk, ssd_hl_applies), up to
+ * the store's segment size where it is known, as recovery's; until
+ * 2026-12-06 fsck had its own copy of the probe and walk, which counted
+ * tombstones of unregistered namespaces and past the segment size (more
+ * than recovery applied) and stopped at a damaged copy of one (fewer). */
+static uint64_t headerless_scan(struct fsck *c, uint32_t slot, int fd, uint64_t fsize,
+				uint64_t *tombs)
+{
 	struct ssd_struct *st = malloc(sizeof(*st));
-	uint64_t gen = 0, len, off = SSD_ALIGN, ck_seq = 0;
-	struct ssd_rec_hdr prev; /* the last tombstone taken, if lone (its twin due) */
-	bool lone = false;
-	uint32_t a = 0;
+	struct fsck_hl hl = { c, fd, 0, 0 };
+	struct ssd_hl w = { .read = fsck_hl_read, .ctx = &hl, .limit = fsize };
+	bool have_ckpt = c->ck_ok && !c->ck_ignored;
+	bool in_ckpt = have_ckpt && slot < c->ck_hdr.slot_count && slot < c->slots;
 
 	*tombs = 0;
-	for (size_t i = 0; st && i < KVT_ARRAY_LEN(aligns) && !gen; i++) {
-		int d = struct_read(c, fd, SSD_ALIGN, fsize, aligns[i], true, st);
-		if (d < 0)
-			continue;
-		gen = st->kind == SSD_STRUCT_BATCH ? st->batch.generation : st->rec.generation;
-		a = aligns[i];
-		if (ssd_walk_struct(d, st, gen, SSD_ALIGN, fsize, a, &len))
-			gen = 0;
-	}
-	if (c->ck_ok && !c->ck_ignored)
-		ck_seq = c->ck_hdr.seq;
-	while (gen) {
-		int d = struct_read(c, fd, off, fsize, a, true, st);
-		if (d < 0 && d != KVT_ECORRUPT && d != KVT_EVERSION && d != KVT_EBUFSMALL)
-			break;
-		if (ssd_walk_struct(d, st, gen, off, fsize, a, &len))
-			break;
-		if (st->kind == SSD_STRUCT_REC && st->rec.type != SSD_REC_PUT &&
-		    !(lone && ssd_rec_is_twin(&prev, &st->rec))) {
-			*tombs += st->rec.seq > ck_seq;
-			prev = st->rec;
-			lone = true;
-		} else {
-			lone = false;
-		}
-		off += len;
-	}
+	if (!st)
+		return 0;
+	if (c->seg_size && c->seg_size < w.limit)
+		w.limit = c->seg_size;
+	if (have_ckpt)
+		hl.ck_seq = c->ck_hdr.seq;
+	if (ssd_hl_probe(&w, st) == 1 &&
+	    !ssd_hl_reflected(have_ckpt, in_ckpt, in_ckpt ? c->ck_gen[slot] : 0, c->ck_max_gen,
+			      w.gen) &&
+	    ssd_hl_walk(&w, st, fsck_hl_tomb, &hl) == 0)
+		*tombs = hl.tombs;
 	free(st);
-	return gen;
+	return w.gen;
 }
 
 static int check_segment(struct fsck *c, uint32_t slot, uint64_t fsize)
@@ -939,7 +949,7 @@ static int check_segment(struct fsck *c, uint32_t slot, uint64_t fsize)
 		 * alike, and matter where recovery applies tombstones from
 		 * them (since 2026-12-06; before, nothing was said, and they
 		 * were lost). */
-		if (zero && (g = headerless_scan(c, fd, fsize, &tombs)) && tombs)
+		if (zero && (g = headerless_scan(c, slot, fd, fsize, &tombs)) && tombs)
 			fsck_say(c, KVT_FSCK_WARN,
 				 "ssd/%s: header zeroed over records (generation %llu) holding %llu "
 				 "tombstones newer than the checkpoint: a segment evicted, or its "
@@ -958,7 +968,7 @@ static int check_segment(struct fsck *c, uint32_t slot, uint64_t fsize)
 		goto out;
 	}
 	if (r < 0) {
-		uint64_t tombs, g = headerless_scan(c, fd, fsize, &tombs);
+		uint64_t tombs, g = headerless_scan(c, slot, fd, fsize, &tombs);
 		if (g)
 			fsck_say(c, KVT_FSCK_DAMAGE,
 				 "ssd/%s: segment header damaged (%s), records under it "
@@ -1062,6 +1072,8 @@ static int ck_entry(void *ctx, const struct ssd_ckpt_entry *e)
 static int ck_slot(void *ctx, uint32_t idx, const struct ssd_ckpt_slot *sl)
 {
 	struct fsck *c = ctx;
+	if (sl->generation > c->ck_max_gen)
+		c->ck_max_gen = sl->generation;
 	if (idx < c->slots) {
 		c->ck_gen[idx] = sl->generation;
 		c->ck_off[idx] = sl->write_off;

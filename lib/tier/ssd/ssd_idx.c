@@ -120,6 +120,22 @@ bool ssd_idx_remove_key(struct ssd *s, uint32_t ns, const struct kvt_key *k, uin
 	return found;
 }
 
+bool ssd_idx_remove_dead(struct ssd *s, uint32_t ns, const struct kvt_key *k)
+{
+	uint64_t h = ssd_hash(s, ns, k);
+	struct ssd_shard *sh = shard_of(s, h);
+	struct ssd_entry **pp;
+	bool found = false;
+	pthread_mutex_lock(&sh->lock);
+	pp = ssd_idx_slot(sh, h, ns, k);
+	if (*pp && ((*pp)->flags & E_DEAD)) {
+		ssd_idx_remove_locked(s, sh, pp);
+		found = true;
+	}
+	pthread_mutex_unlock(&sh->lock);
+	return found;
+}
+
 /* Remove every entry matching: ns (KVT_NS_ALL: any), slot (UINT32_MAX: any)
  * and generation (0: any), with seq < below.  Returns how many.  A sweep of
  * one slot leaves the entries kept for a carry (E_CARRY): they name the

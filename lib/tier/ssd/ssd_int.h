@@ -477,6 +477,8 @@ void ssd_idx_remove_locked(struct ssd *s, struct ssd_shard *sh, struct ssd_entry
 int ssd_idx_put_locked(struct ssd *s, struct ssd_shard *sh, uint64_t h,
 		       const struct ssd_entry *src, struct ssd_entry **spare);
 bool ssd_idx_remove_key(struct ssd *s, uint32_t ns, const struct kvt_key *k, uint64_t below);
+/* Remove (ns, k)'s entry if it is dead (E_DEAD); whether it was. */
+bool ssd_idx_remove_dead(struct ssd *s, uint32_t ns, const struct kvt_key *k);
 uint64_t ssd_idx_sweep(struct ssd *s, uint32_t ns, uint32_t slot, uint64_t gen, uint64_t below);
 /* The entries of slot's generation gen become misses, kept (E_DEAD);
  * returns how many were published. */

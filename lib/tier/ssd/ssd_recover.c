@@ -207,7 +207,6 @@ struct recovery {
 	uint8_t *headerless;
 	struct ssd_ckpt_entry *tombs;
 	size_t tomb_count, tomb_cap;
-	bool tombs_only;            /* the walk is a headerless slot's */
 };
 
 enum { HL_ZERO = 1, HL_DAMAGED = 2 };
@@ -441,27 +440,6 @@ static int rec_walk_take(struct recovery *rc, uint32_t slot, const struct ssd_su
 	struct ssd_seg *g = &s->segs[slot];
 	struct ssd_ckpt_entry it;
 
-	if (rc->tombs_only) {
-		/* A headerless slot's: its tombstones newer than the
-		 * checkpoint, nothing else, and nothing for a summary. */
-		if (se->type == SSD_REC_PUT || (rc->have_ckpt && se->seq <= rc->ck.seq))
-			return 0;
-		if (rc->tomb_count == rc->tomb_cap) {
-			size_t ncap = rc->tomb_cap ? rc->tomb_cap * 2 : 64;
-			struct ssd_ckpt_entry *n = kvt_mem_realloc(
-				s->mem, rc->tombs, rc->tomb_cap * sizeof(*n), ncap * sizeof(*n));
-			if (!n)
-				return -ENOMEM;
-			rc->tombs = n;
-			rc->tomb_cap = ncap;
-		}
-		memset(&it, 0, sizeof(it));
-		it.e = *se;
-		it.slot = slot;
-		it.generation = g->generation;
-		rc->tombs[rc->tomb_count++] = it;
-		return 0;
-	}
 	/* The summary the crash prevented: rebuilt for sealing. */
 	if (ssd_seg_sum_room(s, g, 1) < 0)
 		return -ENOMEM;
@@ -579,12 +557,6 @@ static int rec_walk(struct recovery *rc, uint32_t slot, uint64_t from, uint64_t 
 			}
 		} else {
 			const struct ssd_rec_hdr *h = &st->rec;
-			const struct ns_entry *nse = ns_reg_get(s->reg, h->ns_id);
-			/* A headerless slot's tombstone of no namespace of the
-			 * store's (its digest another's): walked past, not
-			 * applied. */
-			bool other = rc->tombs_only && h->type != SSD_REC_CLEAR_ALL &&
-				     (!nse || memcmp(h->ns_digest, nse->digest, 32) != 0);
 			if (h->type != SSD_REC_PUT) {
 				tomb = *h;
 				lone = true;
@@ -600,8 +572,7 @@ static int rec_walk(struct recovery *rc, uint32_t slot, uint64_t from, uint64_t 
 			se.seq = h->seq;
 			se.value_len = h->value_len;
 			se.key = h->key;
-			if (!other)
-				r = rec_walk_take(rc, slot, &se);
+			r = rec_walk_take(rc, slot, &se);
 		}
 		if (r < 0)
 			break;
@@ -688,7 +659,10 @@ static int rec_apply(struct recovery *rc)
  * first write of every generation lies there, never a client's bytes),
  * the same predicate and twin rule (ssd_walk_struct, ssd_walk_twin) --
  * and only the tombstones found are kept, and applied only as deletes,
- * after every sound record (rec_apply_headerless).
+ * after every sound record (rec_apply_headerless).  The probe, the walk
+ * and which tombstones count are ssdfmt's (ssd_hl_probe, ssd_hl_walk,
+ * ssd_hl_reflected, ssd_hl_applies), which fsck calls too: what it
+ * reports is what this applies.
  *
  * A tombstone only ever removes versions older than its seq; it makes
  * nothing visible, and its seq does not raise the store's sequence
@@ -712,68 +686,107 @@ static int rec_apply(struct recovery *rc)
  * puts of seqs above the new ones, stale bytes served (test_ssd_fsck
  * hdr_void_gen).
  */
+/* ssd_hl's read: the structure at off of the slot's file, laid out at
+ * align (its file's O_DIRECT or page cache set for that alignment). */
+struct rec_hl {
+	struct recovery *rc;
+	uint32_t slot;
+	uint8_t *buf;
+	size_t cap;
+};
+
+static int rec_hl_read(void *ctx, uint64_t off, uint64_t limit, uint32_t align,
+		       struct ssd_struct *st)
+{
+	struct rec_hl *h = ctx;
+	struct ssd *s = h->rc->s;
+
+	if (s->segs[h->slot].rec_align != align)
+		ssd_seg_set_align(s, h->slot, align);
+	return rec_walk_read(s, h->slot, off, limit, &h->buf, &h->cap, st);
+}
+
+/* ssd_hl's tombstone: kept if recovery applies it (ssd_hl_applies). */
+static int rec_hl_tomb(void *ctx, const struct ssd_rec_hdr *h)
+{
+	struct rec_hl *hl = ctx;
+	struct recovery *rc = hl->rc;
+	struct ssd *s = rc->s;
+	const struct ns_entry *nse = ns_reg_get(s->reg, h->ns_id);
+	struct ssd_ckpt_entry it;
+
+	if (!ssd_hl_applies(h, rc->have_ckpt ? rc->ck.seq : 0, nse ? nse->digest : NULL))
+		return 0;
+	if (rc->tomb_count == rc->tomb_cap) {
+		size_t ncap = rc->tomb_cap ? rc->tomb_cap * 2 : 64;
+		struct ssd_ckpt_entry *n = kvt_mem_realloc(s->mem, rc->tombs,
+							   rc->tomb_cap * sizeof(*n),
+							   ncap * sizeof(*n));
+		if (!n)
+			return -ENOMEM;
+		rc->tombs = n;
+		rc->tomb_cap = ncap;
+	}
+	memset(&it, 0, sizeof(it));
+	it.e.type = h->type;
+	it.e.ns_id = h->ns_id;
+	it.e.seq = h->seq;
+	it.e.key = h->key;
+	it.slot = hl->slot;
+	it.generation = h->generation;
+	rc->tombs[rc->tomb_count++] = it;
+	return 0;
+}
+
 static int rec_headerless(struct recovery *rc, uint32_t slot, uint64_t *max_gen)
 {
-	static const uint32_t aligns[] = { SSD_REC_ALIGN, SSD_REC_ALIGN_4K };
 	struct ssd *s = rc->s;
 	struct ssd_seg *g = &s->segs[slot];
-	size_t cap = SSD_ALIGN, before = rc->tomb_count;
-	uint8_t *buf = kvt_mem_alloc_aligned(s->mem, SSD_ALIGN, cap);
+	size_t before = rc->tomb_count;
+	struct rec_hl hl = { rc, slot, NULL, SSD_ALIGN };
 	struct ssd_struct *st = kvt_mem_alloc(s->mem, sizeof(*st));
-	uint64_t gen = 0, len, end, limit = s->cfg.seg_size;
+	struct ssd_hl w = { .read = rec_hl_read, .ctx = &hl, .limit = s->cfg.seg_size };
+	bool in_ckpt;
 	int r = 0;
 
-	if (!buf || !st) {
+	hl.buf = kvt_mem_alloc_aligned(s->mem, SSD_ALIGN, hl.cap);
+	if (!hl.buf || !st) {
 		r = -ENOMEM;
 		goto out;
 	}
-	if (limit > rc->fsize[slot])
-		limit = rc->fsize[slot];
-	if (limit < SSD_ALIGN + SSD_REC_ALIGN)
-		goto out; /* no room for a record */
+	if (w.limit > rc->fsize[slot])
+		w.limit = rc->fsize[slot];
 	g->batches = true; /* a batch header decodes only where one was written */
-	for (size_t i = 0; i < KVT_ARRAY_LEN(aligns) && !gen; i++) {
-		int d;
-		ssd_seg_set_align(s, slot, aligns[i]);
-		d = rec_walk_read(s, slot, SSD_ALIGN, limit, &buf, &cap, st);
-		if (d == -ENOMEM) {
-			r = d;
-			goto out;
-		}
-		if (d < 0)
-			continue;
-		gen = st->kind == SSD_STRUCT_BATCH ? st->batch.generation : st->rec.generation;
-		if (ssd_walk_struct(d, st, gen, SSD_ALIGN, limit, aligns[i], &len))
-			gen = 0;
-	}
-	if (!gen)
+	r = ssd_hl_probe(&w, st);
+	if (r <= 0)
 		goto out; /* nothing written there (a new file), or damaged too */
+	r = 0;
 	/* Its generation is no longer named by a header: new ones go on
 	 * above it all the same ("Generations"). */
-	if (gen > *max_gen)
-		*max_gen = gen;
+	if (w.gen > *max_gen)
+		*max_gen = w.gen;
 	/* Free at the checkpoint, and its generation handed out before it
 	 * (every later one is above all the checkpoint names): its segment
 	 * ended before the checkpoint, so its records are all reflected
 	 * there -- an eviction's leftovers, skipped without a walk. */
-	if (rc->have_ckpt && slot < rc->ck.slot_count && rc->ck_gen[slot] == 0 &&
-	    gen <= rc->ck_max_gen)
+	in_ckpt = slot < rc->ck.slot_count;
+	if (ssd_hl_reflected(rc->have_ckpt, in_ckpt, in_ckpt ? rc->ck_gen[slot] : 0,
+			     rc->ck_max_gen, w.gen))
 		goto out;
-	g->generation = gen;
-	rc->tombs_only = true;
-	r = rec_walk(rc, slot, SSD_ALIGN, s->cfg.seg_size, &end);
-	rc->tombs_only = false;
+	g->generation = w.gen;
+	r = ssd_hl_walk(&w, st, rec_hl_tomb, &hl);
+	s->rec_twins_used += w.twins_used;
 	g->generation = 0;
 	if (r == 0 && rc->tomb_count > before)
 		kvt_logf(s->log, KVT_LOG_WARN,
 			 "ssd: seg-%06u: header %s over records of generation %llu: %zu "
 			 "tombstones there applied, its blocks are misses",
 			 slot, rc->headerless[slot] == HL_ZERO ? "zeroed" : "damaged",
-			 (unsigned long long)gen, rc->tomb_count - before);
+			 (unsigned long long)w.gen, rc->tomb_count - before);
 out:
 	g->batches = false;
-	if (buf)
-		kvt_mem_free(s->mem, buf, cap);
+	if (hl.buf)
+		kvt_mem_free(s->mem, hl.buf, hl.cap);
 	if (st)
 		kvt_mem_free(s->mem, st, sizeof(*st));
 	return r;
@@ -1098,8 +1111,18 @@ out:
  * have been evicted by then (a smaller log), while their records are
  * read again: a block deleted in between, its delete answered, came back
  * with its older bytes (test_crashloop_resize: 192 and 214 of 256 keys).
- * So they are voided -- header zeroed, synced -- before this open's first
- * new segment, which comes before any record it writes.
+ * So they are voided -- cut to nothing, synced -- before this open's
+ * first new segment, which comes before any record it writes.  Cut, not
+ * their header zeroed (until 2026-12-06): a zeroed header over records
+ * is a headerless slot to every later open (rec_headerless), which
+ * walked the old records for tombstones whenever it used no checkpoint
+ * (a kill before this open's first) and applied them -- tombstones of
+ * seqs this open's counter, which never saw them, handed out again to
+ * its own puts: a put made after the change, flushed, was a miss after
+ * the next restart (test_ssd_fsck void_other_size).  An empty file is a
+ * free slot; the slot's next segment allocates it again, and where the
+ * file system has no room by then it takes the no-room path (ssd.c
+ * "Room") as a new file's would.
  */
 static int void_one(struct ssd *s, int fd, uint32_t slot, uint8_t *buf, bool any_size)
 {
@@ -1111,11 +1134,11 @@ static int void_one(struct ssd *s, int fd, uint32_t slot, uint8_t *buf, bool any
 	why = ssd_seg_hdr_ours(&h, slot, any_size ? h.seg_size : s->cfg.seg_size, s->store_id);
 	if (why != (any_size ? 0 : SSD_SEG_OTHER_SIZE))
 		return 0;
-	memset(buf, 0, SSD_ALIGN);
-	if (pwrite(fd, buf, SSD_ALIGN, 0) != SSD_ALIGN || fdatasync(fd) < 0)
+	if (ftruncate(fd, 0) < 0 || fdatasync(fd) < 0)
 		return -EIO;
 	kvt_logf(s->log, KVT_LOG_INFO,
-		 "ssd: segment file seg-%06u (ssd.segment=%llu%s) voided before the first write",
+		 "ssd: segment file seg-%06u (ssd.segment=%llu%s) voided (cut to nothing) before "
+		 "the first write",
 		 slot, (unsigned long long)h.seg_size, slot >= s->slot_count ? ", past the count" : "");
 	return 0;
 }

@@ -93,6 +93,11 @@ static int tssd_get_part_quiet(void *t, const struct tier_key *k, uint32_t part,
 	return ret == 0 ? TIER_PENDING : ret;
 }
 
+static void tssd_put_over(void *t, uint32_t ns, const struct kvt_key *key)
+{
+	ssd_put_over(t, ns, key);
+}
+
 static void *tssd_prepare(void *t, bool clear, uint32_t ns, const struct kvt_key *key)
 {
 	return ssd_log_prepare(t, clear, ns, key);
@@ -152,6 +157,7 @@ const struct tier_ops tier_ssd_ops = {
 	.get_copy = tssd_get_copy,
 	.put_room = tssd_put_room,
 	.room_watch = tssd_room_watch,
+	.put_over = tssd_put_over,
 	.prepare = tssd_prepare,
 	.del = tssd_del,
 	.clear = tssd_clear,
