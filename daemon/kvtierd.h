@@ -857,6 +857,7 @@ struct kvtd_server {
 	 * (s3ops.c "DeleteBucket against the bucket's writes") */
 	pthread_mutex_t s3_gate_lock;
 	struct kvtd_pinset s3_gate; /* (s3_gate_lock) */
+	_Atomic uint64_t s3_create_word; /* the last CreateBucket's word (s3ops.c) */
 	/* RESP's writes by stripe of keys, for the delete of an expired value
 	 * a read found (respd.c "Expiry") */
 	struct kvtd_resp_wseq resp_wseq[KVTD_RESP_WSEQ];

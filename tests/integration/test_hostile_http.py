@@ -7098,11 +7098,15 @@ def s3_bucket_race(ph):
     if after it, the object then back in the bucket created again.  (1)
     alice's PUT of 64 KiB into `race1` has its head taken (100 Continue:
     its bucket checked, its DRAM reserved) and all but its last KiB sent
-    when she deletes the bucket: before, the delete found no object and
-    answered 204, then the PUT 200 (its reservation cancelled by the
-    clear: stored nowhere).  Now the delete is 409 OperationAborted while
-    a write into the bucket is in progress, the PUT 200, and the bucket
-    holds it.  (2) a DeleteBucket of `race2N` (an upload marker in it)
+    when she deletes the bucket: before 2026-12-06 (s3tidy) the delete
+    found no object and answered 204, then the PUT 200 (its reservation
+    cancelled by the clear: stored nowhere); then (session 40) the delete
+    was 409 OperationAborted for as long as the PUT's body was coming --
+    a client holding it open kept the bucket from being deleted until
+    the slow-client timeout.  Now the DeleteBucket wins, as on AWS: 204
+    at once, and the PUT, its body in, 404 NoSuchBucket; with the bucket
+    created again meanwhile, 503 SlowDown (retry); the bucket empty
+    either way.  (2) a DeleteBucket of `race2N` (an upload marker in it)
     waits for its clear to be durable behind a write-down of
     RACE_WAIT_MS (ssd.debug_write_delay_ms) when a PUT into the bucket
     arrives: before, the PUT was 200, landing after the clear, and the
@@ -7114,32 +7118,51 @@ def s3_bucket_race(ph):
     srv = ph.srv
     P, _, sm, req = ph.kit()
     srv.written_down()
-    # (1) a PUT in progress when the DeleteBucket comes
-    st, _, b = req("PUT", "/race1")
-    assert st == 200, (st, b)
-    body = os.urandom(64 << 10)
-    msg = sm("PUT", "/race1/obj", body=body, extra={"expect": "100-continue"})
-    head = msg[:len(msg) - len(body)]
-    c = socket.create_connection(("127.0.0.1", P), source_address=(ph.addr(), 0))
-    c.sendall(head)
-    st, _, _ = read_answer(c, 10)
-    assert st == 100, st  # its head taken: bucket checked, DRAM reserved
-    c.sendall(body[:-1024])
-    st_del, _, b_del = req("DELETE", "/race1")
-    c.sendall(body[-1024:])
-    st_put, _, b_put = read_answer(c, 10)
-    c.close()
-    st_mk, _, _ = req("PUT", "/race1")
-    st_get, _, got = req("GET", "/race1/obj")
-    print("a PUT in progress, DeleteBucket: %d %s; the PUT %d; CreateBucket %d; GET %d" % (
-        st_del, code_of(b_del), st_put, st_mk, st_get))
-    ph.expect(not (st_del == 204 and st_put == 200), "the delete and the PUT both done",
-              st_del, st_put)
-    ph.expect(st_del == 409 and code_of(b_del) == "OperationAborted",
-              "DeleteBucket beside a PUT in progress", st_del, b_del[:200])
-    ph.expect(st_put == 200 and st_mk == 409 and st_get == 200 and got == body,
-              "the PUT kept, in the bucket not deleted", st_put, st_mk, st_get)
-    ph.cases += 1
+    # (1) a PUT whose body is coming when the DeleteBucket comes; (1b)
+    # and a CreateBucket of the same name after it
+    for again in (False, True):
+        st, _, b = req("PUT", "/race1")
+        assert st == 200, (st, b)
+        body = os.urandom(64 << 10)
+        msg = sm("PUT", "/race1/obj", body=body, extra={"expect": "100-continue"})
+        head = msg[:len(msg) - len(body)]
+        c = socket.create_connection(("127.0.0.1", P), source_address=(ph.addr(), 0))
+        c.sendall(head)
+        st, _, _ = read_answer(c, 10)
+        assert st == 100, st  # its head taken: bucket checked, DRAM reserved
+        c.sendall(body[:-1024])
+        t0 = time.monotonic()
+        st_del, _, b_del = req("DELETE", "/race1")
+        dt = time.monotonic() - t0
+        st_mk0 = req("PUT", "/race1")[0] if again else None
+        c.sendall(body[-1024:])
+        st_put, _, b_put = read_answer(c, 10)
+        c.close()
+        st_mk, _, _ = req("PUT", "/race1")
+        st_get, _, got = req("GET", "/race1/obj")
+        print("a PUT whose body is coming, DeleteBucket: %d %s in %.0f ms;%s the PUT %d %s; "
+              "CreateBucket %d; GET %d" % (
+                  st_del, code_of(b_del), dt * 1e3,
+                  " CreateBucket %d;" % st_mk0 if again else "", st_put, code_of(b_put),
+                  st_mk, st_get))
+        ph.expect(not (st_del == 204 and st_put == 200), "the delete and the PUT both done",
+                  st_del, st_put)
+        ph.expect(st_del == 204 and dt < 2, "DeleteBucket beside a PUT whose body is coming",
+                  st_del, b_del[:200], dt)
+        if again:
+            ph.expect(st_mk0 == 200 and st_put == 503 and code_of(b_put) == "SlowDown",
+                      "the PUT after DeleteBucket and CreateBucket", st_mk0, st_put,
+                      b_put[:200])
+            ph.expect(st_mk == 409 and st_get == 404, "the bucket created again is empty",
+                      st_mk, st_get)
+        else:
+            ph.expect(st_put == 404 and code_of(b_put) == "NoSuchBucket",
+                      "the PUT after DeleteBucket", st_put, b_put[:200])
+            ph.expect(st_mk == 200 and st_get == 404, "the bucket created again is empty",
+                      st_mk, st_get)
+        ph.cases += 1
+        st, _, b = req("DELETE", "/race1")
+        assert st == 204, (st, b)
     # (2) a PUT while the DeleteBucket is in progress
     for attempt in range(3):
         bkt = "/race2%d" % attempt
