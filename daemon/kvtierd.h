@@ -478,7 +478,9 @@ struct kvtd_out {
 	struct kvtd_tstat *copy_tstat; /* the tenant copy_len also counts in
 					* (kvtd_tstat.copies), or NULL */
 	struct kvtd_tstat *tstat; /* the tenant its queued charge (tenant_len)
-				   * counts in (kvtd_tstat.out_charged), or NULL */
+				   * counts in (kvtd_tstat.out_charged), or NULL:
+				   * set before kvtd_conn_queue as pin_tstat (S3:
+				   * the request's signer), else the connection's then */
 	uint64_t tenant_len;
 	unsigned *held;        /* a count of its loop it holds one of until freed
 			        * (httpd: the loop's metrics_out), or NULL */

@@ -3634,6 +3634,90 @@ def s3_pins_signers(ph):
 s3_pins_signers.extra = ["--dram", "128M", "--ssd", "64M", "--set", "ssd.segment=16M"]
 s3_pins_signers.dram_mib = 128
 
+
+@phase
+def s3_out_signers(ph):
+    """Two tenants sign requests on one connection (a proxy's pool: the
+    connection's tenant is its latest signer).  alice pipelines two
+    listings of 8.2 MB of XML (1,000 keys of 1,000 control bytes, each
+    written "&#xFFFD;") and bob a GET behind them; nothing is read.  The
+    answers' queued bytes count in the share of --max-memory of the
+    tenant whose request made them (a quarter: 8 MiB); a connection with
+    answers queued whose tenant is past it is not read (loop.c
+    loop_conn_flow).  Then on a fresh connection of each, a GET of 6 MiB
+    left unread and a HEAD behind it: bob's HEAD is read and answered
+    (counted in /metrics), alice's waits.  Before (session 40) queued
+    bytes were charged to the connection's tenant when queued -- bob, who
+    had signed last: bob's HEAD waited for alice's answers, and alice's
+    was served."""
+    srv, P = ph.srv, ph.srv.port
+    n, fat, big = 1000, "%01" * 1000, os.urandom(6 << 20)
+    for path, body in (("/bobbkt", b""), ("/bobbkt/b", b"bob's"), ("/bobbkt/big", big)):
+        st, _, b = http(P, signed_msg(P, "PUT", path, body=body, who=BOB), src=PROBER)
+        assert st == 200, (path, st, b)
+    for path, body in (("/outsg", b""), ("/hbkt/big", big)):
+        st, _, b = http(P, signed_msg(P, "PUT", path, body=body), src=PROBER)
+        assert st == 200, (path, st, b)
+    s = socket.create_connection(("127.0.0.1", P), source_address=(PROBER, 0))
+    sts = pipelined(s, [signed_msg(P, "PUT", "/outsg/%s%03d" % (fat, i), body=b"v")
+                        for i in range(n)])
+    assert sts.count(200) == n, sorted(set(sts))
+    lst = signed_msg(P, "GET", "/outsg", query="list-type=2")
+
+    def done(op):
+        body = srv.metrics()
+        m = re.search(rb'^kvtier_s3_requests_total\{op="' + op + rb'"\} (\S+)$', body, re.M)
+        return float(m.group(1)) if m else 0.0
+
+    def unread():
+        c = socket.socket()
+        c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        c.bind((ph.addr(), 0))
+        c.connect(("127.0.0.1", P))
+        return c
+    k0 = done(b"ListObjectsV2")
+    c = unread()
+    c.sendall(lst + lst + signed_msg(P, "GET", "/bobbkt/b", who=BOB))
+    deadline = time.monotonic() + 20
+    while done(b"ListObjectsV2") < k0 + 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert done(b"ListObjectsV2") >= k0 + 2, "the two listings not done in 20 s"
+    time.sleep(0.2)  # bob's GET answered too, queued behind them
+    served = {}
+    socks = []
+    for who, path in ((BOB, "/bobbkt/"), (ALICE, "/hbkt/")):
+        h0 = done(b"HeadObject")
+        d = unread()
+        d.sendall(signed_msg(P, "GET", path + "big", who=who))
+        time.sleep(0.3)  # answered, most of it queued: the socket takes a few KiB
+        d.sendall(signed_msg(P, "HEAD", path + "big", who=who))
+        time.sleep(0.5)
+        served[who[0]] = done(b"HeadObject") - h0
+        socks.append(d)
+    answers = [read_answer(c, 30) for _ in range(3)]
+    c.close()
+    after = []
+    for d in socks:
+        after.append(read_answer(d, 30)[0])
+        after.append(read_answer(d, 30, no_body=True)[0])
+        d.close()
+    print("alice's 2 listings (%d B each) and bob's GET queued unread on one connection: "
+          "HEADs behind an unread GET of 6 MiB served: bob %d, alice %d; then the 3 "
+          "answers %s, the GETs' and HEADs' %s" % (
+              len(answers[0][2]), served["bob"], served["alice"], [a[0] for a in answers],
+              after))
+    ph.expect([a[0] for a in answers] == [200, 200, 200] and answers[2][2] == b"bob's",
+              "the pipelined answers", [a[0] for a in answers])
+    ph.expect(served["bob"] == 1, "bob's HEAD beside alice's queued answers", served)
+    ph.expect(served["alice"] == 0, "alice's HEAD waits while her answers hold her share",
+              served)
+    ph.expect(after == [200] * 4, "every answer once read", after)
+    ph.cases += 1
+
+
+s3_out_signers.extra = ["--dram", "256M", "--ssd", "64M", "--set", "ssd.segment=16M"]
+s3_out_signers.dram_mib = 256
+
 def loop_cpu_s(srv):
     """CPU seconds of the server's event-loop threads (kvtd-loop*): from
     schedstat (nanoseconds) where the kernel has it -- stat's clock ticks
