@@ -3638,36 +3638,48 @@ s3_pins_signers.dram_mib = 128
 @phase
 def s3_out_signers(ph):
     """Two tenants sign requests on one connection (a proxy's pool: the
-    connection's tenant is its latest signer).  alice pipelines two
-    listings of 8.2 MB of XML (1,000 keys of 1,000 control bytes, each
-    written "&#xFFFD;") and bob a GET behind them; nothing is read.  The
+    connection's tenant is its latest signer).  alice pipelines a DELETE
+    (held by the slowed SSD writer), two listings of 4.1 MB of XML (500
+    keys of 1,000 control bytes, each written "&#xFFFD;") behind it, and
+    bob a GET; nothing is read.  Once the DELETE is answered the
+    listings' answers are queued, bob's signature parsed by then.  The
     answers' queued bytes count in the share of --max-memory of the
-    tenant whose request made them (a quarter: 8 MiB); a connection with
-    answers queued whose tenant is past it is not read (loop.c
-    loop_conn_flow).  Then on a fresh connection of each, a GET of 6 MiB
-    left unread and a HEAD behind it: bob's HEAD is read and answered
-    (counted in /metrics), alice's waits.  Before (session 40) queued
-    bytes were charged to the connection's tenant when queued -- bob, who
-    had signed last: bob's HEAD waited for alice's answers, and alice's
-    was served."""
+    tenant whose request made them (a quarter of 16M: 4 MiB); a
+    connection with answers queued whose tenant is past it is not read
+    (loop.c loop_conn_flow).  Then on a fresh connection of each, a GET
+    of 6 MiB left unread and a HEAD behind it: bob's HEAD is read and
+    answered (counted in /metrics), alice's waits.  Before (session 40)
+    queued bytes were charged to the connection's tenant when queued --
+    bob, who had signed last: bob's HEAD waited for alice's answers, and
+    alice's was served."""
     srv, P = ph.srv, ph.srv.port
-    n, fat, big = 1000, "%01" * 1000, os.urandom(6 << 20)
+    n, fat, big = 500, "%01" * 1000, os.urandom(6 << 20)
     for path, body in (("/bobbkt", b""), ("/bobbkt/b", b"bob's"), ("/bobbkt/big", big)):
         st, _, b = http(P, signed_msg(P, "PUT", path, body=body, who=BOB), src=PROBER)
         assert st == 200, (path, st, b)
-    for path, body in (("/outsg", b""), ("/hbkt/big", big)):
-        st, _, b = http(P, signed_msg(P, "PUT", path, body=body), src=PROBER)
-        assert st == 200, (path, st, b)
+    for path, body in (("/outsg", b""), ("/hbkt/big", big), ("/hbkt/ovictim", b"victim")):
+        srv.put_written(path, body)
     s = socket.create_connection(("127.0.0.1", P), source_address=(PROBER, 0))
     sts = pipelined(s, [signed_msg(P, "PUT", "/outsg/%s%03d" % (fat, i), body=b"v")
                         for i in range(n)])
     assert sts.count(200) == n, sorted(set(sts))
-    lst = signed_msg(P, "GET", "/outsg", query="list-type=2")
+    srv.slow_writer(OUT_SIG_WAIT_MS, "/hbkt/ovtrigger")
+    P = srv.port
+    # (max-keys: a listing's state is charged to the tenant's input share
+    # by the keys it may return; two of 1,000 held it, and reading stopped
+    # before bob's GET)
+    lst = signed_msg(P, "GET", "/outsg", query="list-type=2&max-keys=%d" % n)
 
     def done(op):
         body = srv.metrics()
         m = re.search(rb'^kvtier_s3_requests_total\{op="' + op + rb'"\} (\S+)$', body, re.M)
         return float(m.group(1)) if m else 0.0
+
+    def wait_done(op, want, timeout):
+        deadline = time.monotonic() + timeout
+        while done(op) < want and time.monotonic() < deadline:
+            time.sleep(0.02)
+        return done(op)
 
     def unread():
         c = socket.socket()
@@ -3675,38 +3687,42 @@ def s3_out_signers(ph):
         c.bind((ph.addr(), 0))
         c.connect(("127.0.0.1", P))
         return c
-    k0 = done(b"ListObjectsV2")
+    k0, d0 = done(b"ListObjectsV2"), done(b"DeleteObject")
     c = unread()
-    c.sendall(lst + lst + signed_msg(P, "GET", "/bobbkt/b", who=BOB))
-    deadline = time.monotonic() + 20
-    while done(b"ListObjectsV2") < k0 + 2 and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert done(b"ListObjectsV2") >= k0 + 2, "the two listings not done in 20 s"
-    time.sleep(0.2)  # bob's GET answered too, queued behind them
+    c.sendall(signed_msg(P, "DELETE", "/hbkt/ovictim") + lst + lst +
+              signed_msg(P, "GET", "/bobbkt/b", who=BOB))
+    t0 = time.monotonic()
+    assert wait_done(b"ListObjectsV2", k0 + 2, 20) >= k0 + 2, "the listings not done in 20 s"
+    waited = done(b"DeleteObject") == d0
+    assert wait_done(b"DeleteObject", d0 + 1, 20) >= d0 + 1, "the DELETE not done in 20 s"
+    dt = time.monotonic() - t0
+    time.sleep(0.05)  # the answers behind it queued
     served = {}
     socks = []
     for who, path in ((BOB, "/bobbkt/"), (ALICE, "/hbkt/")):
-        h0 = done(b"HeadObject")
+        h0, g0 = done(b"HeadObject"), done(b"GetObject")
         d = unread()
         d.sendall(signed_msg(P, "GET", path + "big", who=who))
-        time.sleep(0.3)  # answered, most of it queued: the socket takes a few KiB
+        # answered, most of it queued (the socket takes a few KiB)
+        assert wait_done(b"GetObject", g0 + 1, 5) >= g0 + 1, who
+        time.sleep(0.05)
         d.sendall(signed_msg(P, "HEAD", path + "big", who=who))
-        time.sleep(0.5)
-        served[who[0]] = done(b"HeadObject") - h0
+        served[who[0]] = wait_done(b"HeadObject", h0 + 1, 0.4) - h0
         socks.append(d)
-    answers = [read_answer(c, 30) for _ in range(3)]
+    answers = [read_answer(c, 30) for _ in range(4)]
     c.close()
     after = []
     for d in socks:
         after.append(read_answer(d, 30)[0])
         after.append(read_answer(d, 30, no_body=True)[0])
         d.close()
-    print("alice's 2 listings (%d B each) and bob's GET queued unread on one connection: "
-          "HEADs behind an unread GET of 6 MiB served: bob %d, alice %d; then the 3 "
-          "answers %s, the GETs' and HEADs' %s" % (
-              len(answers[0][2]), served["bob"], served["alice"], [a[0] for a in answers],
-              after))
-    ph.expect([a[0] for a in answers] == [200, 200, 200] and answers[2][2] == b"bob's",
+    print("alice's DELETE (done after %.2f s, the listings %s) and 2 listings (%d B each), "
+          "bob's GET, unread on one connection: HEADs behind an unread GET of 6 MiB "
+          "served: bob %d, alice %d; then the 4 answers %s, the GETs' and HEADs' %s" % (
+              dt, "before it" if waited else "not before it", len(answers[1][2]),
+              served["bob"], served["alice"], [a[0] for a in answers], after))
+    ph.expect(waited, "the listings done while the DELETE waited (OUT_SIG_WAIT_MS too short?)")
+    ph.expect([a[0] for a in answers] == [204, 200, 200, 200] and answers[3][2] == b"bob's",
               "the pipelined answers", [a[0] for a in answers])
     ph.expect(served["bob"] == 1, "bob's HEAD beside alice's queued answers", served)
     ph.expect(served["alice"] == 0, "alice's HEAD waits while her answers hold her share",
@@ -3715,7 +3731,9 @@ def s3_out_signers(ph):
     ph.cases += 1
 
 
-s3_out_signers.extra = ["--dram", "256M", "--ssd", "64M", "--set", "ssd.segment=16M"]
+OUT_SIG_WAIT_MS = 600
+s3_out_signers.extra = ["--dram", "256M", "--max-memory", "16M", "--ssd", "64M",
+                        "--set", "ssd.segment=16M"]
 s3_out_signers.dram_mib = 256
 
 def loop_cpu_s(srv):
