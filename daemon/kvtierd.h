@@ -478,7 +478,9 @@ struct kvtd_out {
 	struct kvtd_tstat *copy_tstat; /* the tenant copy_len also counts in
 					* (kvtd_tstat.copies), or NULL */
 	struct kvtd_tstat *tstat; /* the tenant its queued charge (tenant_len)
-				   * counts in (kvtd_tstat.out_charged), or NULL */
+				   * counts in (kvtd_tstat.out_charged), or NULL:
+				   * set before kvtd_conn_queue as pin_tstat (S3:
+				   * the request's signer), else the connection's then */
 	uint64_t tenant_len;
 	unsigned *held;        /* a count of its loop it holds one of until freed
 			        * (httpd: the loop's metrics_out), or NULL */
@@ -809,6 +811,17 @@ struct kvtd_pinset {
 	uint64_t cap, used;
 };
 
+/* RESP's writes of the keys of one stripe (respd.c "Expiry"): a SET's
+ * put counts in started (under lock) before it goes to the store and in
+ * finished once it is back; the delete of an expired value a read found
+ * goes only while started is what it was before that read, under lock. */
+#define KVTD_RESP_WSEQ 256u
+struct kvtd_resp_wseq {
+	pthread_mutex_t lock;
+	_Atomic uint64_t started;
+	_Atomic uint64_t finished;
+};
+
 struct kvtd_server {
 	struct kvtd_config cfg;
 	struct kvt_store *store;
@@ -846,6 +859,10 @@ struct kvtd_server {
 	 * (s3ops.c "DeleteBucket against the bucket's writes") */
 	pthread_mutex_t s3_gate_lock;
 	struct kvtd_pinset s3_gate; /* (s3_gate_lock) */
+	_Atomic uint64_t s3_create_word; /* the last CreateBucket's word (s3ops.c) */
+	/* RESP's writes by stripe of keys, for the delete of an expired value
+	 * a read found (respd.c "Expiry") */
+	struct kvtd_resp_wseq resp_wseq[KVTD_RESP_WSEQ];
 	/* CLEARs in progress of tenants without counters (ops.c) */
 	_Atomic uint32_t clears_untracked;
 	/* Unauthenticated connections, all and by peer slot (loop.c) */
@@ -1419,6 +1436,9 @@ void kvtd_conn_stop_input(struct kvtd_conn *c);
 /* respd.c */
 /* Checks the RESP options; registers the default tenant's namespace. */
 int kvtd_resp_setup(struct kvtd_server *srv);
+/* srv->resp_wseq made before any request, freed at exit. */
+void kvtd_resp_wseq_init(struct kvtd_server *srv);
+void kvtd_resp_wseq_free(struct kvtd_server *srv);
 
 /* s3ops.c: the table of the S3 buckets' writes and DeleteBuckets in
  * progress (srv->s3_gate: s3ops.c "DeleteBucket against the bucket's

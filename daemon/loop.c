@@ -775,8 +775,16 @@ void kvtd_conn_queue(struct kvtd_conn *c, struct kvtd_out *o)
 	kvtd_mem_charge(srv, o->mem_len, true);
 	/* ... and counted in its tenant's share (loop_share_over): the
 	 * protocols look the tenant up for every request after AUTH
-	 * (kvtd_tstat_of; the loop does not call metrics.c) */
-	o->tstat = o->mem_len ? c->tstat : NULL;
+	 * (kvtd_tstat_of; the loop does not call metrics.c).  The tenant
+	 * the protocol named (S3: the request's signer, s3reply.c s3d_out),
+	 * else the connection's: an S3 connection's is its latest signer,
+	 * and one tenant's answers queued on a connection another tenant
+	 * signed on last counted in the other's share (test_hostile_http
+	 * s3_out_signers) */
+	if (!o->tstat)
+		o->tstat = c->tstat;
+	if (!o->mem_len)
+		o->tstat = NULL;
 	o->tenant_len = o->tstat ? o->mem_len : 0;
 	if (o->tstat)
 		atomic_fetch_add_explicit(&o->tstat->out_charged, o->tenant_len,

@@ -29,12 +29,10 @@
  *   part 1: the value's bytes (absent when the value is empty)
  *
  * Every read compares the stored key with the one asked for (a mismatch
- * is a miss) and checks the expiry (an expired value is a miss; it stays
- * until a SET, DEL or FLUSHDB removes it, or eviction: a delete of it
- * from a read's completion came after the requests submitted meanwhile,
- * and removed the value a SET of this or another connection had just
- * stored -- attack40, test_resp expired_set).  GET replies are sent from
- * the pinned DRAM view, no copy.
+ * is a miss) and checks the expiry (an expired value is a miss, and is
+ * deleted unless a SET of its key may have come since the read:
+ * "Expiry" below).  GET replies are sent from the pinned DRAM view, no
+ * copy.
  *
  * kvtier keys name immutable bytes (put if absent); SET is therefore
  * DELETE then PUT, submitted together.  A racing SET of the same key can
@@ -99,6 +97,11 @@ struct respd_item {
 	bool pinned;               /* req.pin held */
 	bool live;                 /* probe: present, same key, not expired */
 	bool present;              /* probe: a block exists under the kvtier key */
+	bool expired;              /* probe: this key's value, expired ("Expiry") */
+	bool reapable;             /* probe: no SET of its stripe in progress when
+				    * it went out; wseq: the stripe's started then */
+	bool wseq_held;            /* PUT: counted in its stripe's started */
+	uint64_t wseq;
 	uint8_t hdr[RESPD_HDR_LEN];
 	struct iovec iov[3];       /* PUT: header, key, value */
 };
@@ -665,7 +668,7 @@ static uint64_t respd_check(struct respd_cmd *cmd, struct respd_item *it)
 	uint64_t exp;
 
 	it->present = it->req.status == KVT_OK;
-	it->live = false;
+	it->live = it->expired = false;
 	if (!it->present)
 		return 0;
 	if (!kvtd_view_read(&it->req, 0, h, sizeof(h)) || memcmp(h, "KVR1", 4) != 0)
@@ -676,8 +679,10 @@ static uint64_t respd_check(struct respd_cmd *cmd, struct respd_item *it)
 	    !respd_view_equal(&it->req, RESPD_HDR_LEN, k->p, (size_t)k->len))
 		return 0;
 	exp = respd_get64(h + 8);
-	if (exp && respd_unix_ms() >= exp)
+	if (exp && respd_unix_ms() >= exp) {
+		it->expired = true;
 		return 0;
+	}
 	it->live = true;
 	return it->req.length - RESPD_HDR_LEN - k->len;
 }
@@ -706,6 +711,121 @@ static void respd_reply_value(struct respd_cmd *cmd, struct respd_item *it, uint
 }
 
 /* ------------------------------------------------------------------------
+ * Expiry
+ *
+ * A read that finds an expired value deletes it (Redis's lazy expiry),
+ * but only if no SET of that key can have come between the read and the
+ * delete.  A plain delete from the read's completion went to the store
+ * after the requests submitted meanwhile and removed the value a SET
+ * pipelined behind the GET -- or another connection's, on any loop --
+ * had just stored, answered +OK (attack40: 50 of 50); the store has no
+ * conditional delete.  So RESP's writes are counted by stripe of keys
+ * (srv->resp_wseq, a hash of namespace and key): a SET's or MSET's put
+ * counts in its stripe's started, under the stripe's lock, before it
+ * (and the delete paired with it) goes to the store, and in finished
+ * once it is back.  A probe notes started when it goes out, if finished
+ * equals it (no put of the stripe in progress); the delete goes only if
+ * started still holds that value, submitted under the lock (it runs
+ * inline: DRAM and the SSD index).  It does not count itself: a delete
+ * removes, it stores nothing another read could lose, and counted it
+ * made other keys of its stripe in the same MGET window skip theirs.
+ *
+ * Why that suffices: the read saw the expired value, so every SET that
+ * replaced it had not yet run its delete when the read ran.  Such a SET
+ * counted itself before its delete went out: before the probe's note (it
+ * is then in progress, not finished, and the probe is not reapable) or
+ * after it (started moved: no delete).  A SET counted after the expiry
+ * delete's lock is released goes to the store after that delete ran.
+ * Other stripes' keys and the library's other writers do not matter: a
+ * put lands only on an absent key, and only RESP writes this namespace
+ * -- except a native client of the same tenant that registers the
+ * namespace by its descriptor (doc/resp.md "Expiry" says so).  A stripe
+ * shared with a busy key costs a skipped delete, never a wrong one.
+ */
+
+static struct kvtd_resp_wseq *respd_wseq_of(struct kvtd_server *srv, const struct kvt_req *r)
+{
+	uint64_t h = UINT64_C(1469598103934665603);
+
+	for (unsigned i = 0; i < 4; i++)
+		h = (h ^ ((r->ns >> (8 * i)) & 0xffu)) * UINT64_C(1099511628211);
+	for (uint32_t i = 0; i < r->key.len; i++)
+		h = (h ^ r->key.bytes[i]) * UINT64_C(1099511628211);
+	return &srv->resp_wseq[(h ^ (h >> 32)) % KVTD_RESP_WSEQ];
+}
+
+void kvtd_resp_wseq_init(struct kvtd_server *srv)
+{
+	for (unsigned i = 0; i < KVTD_RESP_WSEQ; i++)
+		pthread_mutex_init(&srv->resp_wseq[i].lock, NULL);
+}
+
+void kvtd_resp_wseq_free(struct kvtd_server *srv)
+{
+	for (unsigned i = 0; i < KVTD_RESP_WSEQ; i++)
+		pthread_mutex_destroy(&srv->resp_wseq[i].lock);
+}
+
+/* A probe going out: the stripe's count of writes. */
+static void respd_wseq_note(struct kvtd_server *srv, struct respd_item *it)
+{
+	struct kvtd_resp_wseq *w = respd_wseq_of(srv, &it->req);
+
+	it->wseq = atomic_load(&w->started);
+	it->reapable = atomic_load(&w->finished) == it->wseq;
+}
+
+/* A put going out (begin) or back (end). */
+static void respd_wseq_begin(struct kvtd_server *srv, struct respd_item *it)
+{
+	struct kvtd_resp_wseq *w = respd_wseq_of(srv, &it->req);
+
+	pthread_mutex_lock(&w->lock);
+	atomic_fetch_add(&w->started, 1);
+	pthread_mutex_unlock(&w->lock);
+	it->wseq_held = true;
+}
+
+static void respd_wseq_end(struct kvtd_server *srv, struct respd_item *it)
+{
+	if (!it->wseq_held)
+		return;
+	it->wseq_held = false;
+	atomic_fetch_add(&respd_wseq_of(srv, &it->req)->finished, 1);
+}
+
+/* The probe found its key's value expired: deleted if no write of the
+ * stripe came since (above).  A request of no command, freed when it
+ * completes. */
+static void respd_reap(struct respd_cmd *cmd, struct respd_item *it)
+{
+	struct kvtd_server *srv = cmd->conn->loop->srv;
+	struct kvtd_resp_wseq *w;
+	struct respd_item *d;
+	struct kvt_req *r;
+
+	if (!it->expired || !it->reapable)
+		return;
+	it->expired = false; /* once */
+	w = respd_wseq_of(srv, &it->req);
+	if (atomic_load(&w->started) != it->wseq)
+		return;
+	d = calloc(1, sizeof(*d));
+	if (!d)
+		return;
+	d->req.op = KVT_OP_DELETE;
+	d->req.ns = it->req.ns;
+	d->req.key = it->req.key;
+	d->req.user_data = (uint64_t)(uintptr_t)d | KVTD_UD_RESP;
+	r = &d->req;
+	pthread_mutex_lock(&w->lock);
+	if (atomic_load(&w->started) == it->wseq && kvt_submit(cmd->conn->loop->q, &r, 1) == 1)
+		d = NULL;
+	pthread_mutex_unlock(&w->lock);
+	free(d);
+}
+
+/* ------------------------------------------------------------------------
  * Submitting
  */
 
@@ -720,6 +840,8 @@ static void respd_item_init(struct respd_cmd *cmd, struct respd_item *it, uint32
 	it->req.user_data = (uint64_t)(uintptr_t)it | KVTD_UD_RESP;
 	if (op != KVT_OP_CLEAR)
 		respd_key(&it->req.key, &cmd->argv[key_arg]);
+	if (op == KVT_OP_GET_PINNED)
+		respd_wseq_note(cmd->conn->loop->srv, it);
 }
 
 /* PUT of key_arg = val_arg with the command's expiry. */
@@ -758,8 +880,12 @@ static void respd_submit(struct respd_cmd *cmd, uint32_t from, uint32_t n)
 	cmd->pending += n;
 	while (done < n) {
 		uint32_t k = n - done > 64 ? 64 : n - done;
-		for (uint32_t i = 0; i < k; i++)
-			reqs[i] = &cmd->items[from + done + i].req;
+		for (uint32_t i = 0; i < k; i++) {
+			struct respd_item *it = &cmd->items[from + done + i];
+			reqs[i] = &it->req;
+			if (it->req.op == KVT_OP_PUT) /* "Expiry" */
+				respd_wseq_begin(loop->srv, it);
+		}
 		if (kvt_submit(loop->q, reqs, k) == (int)k) {
 			done += k;
 			continue;
@@ -768,6 +894,7 @@ static void respd_submit(struct respd_cmd *cmd, uint32_t from, uint32_t n)
 			int rc = kvt_submit(loop->q, &reqs[i], 1);
 			if (rc != 1) {
 				reqs[i]->status = rc;
+				respd_wseq_end(loop->srv, &cmd->items[from + done + i]);
 				cmd->pending--;
 			}
 		}
@@ -1072,6 +1199,8 @@ static bool respd_settle(struct respd_cmd *cmd)
 		uint64_t vlen = respd_check(cmd, it);
 		if (it->pinned)
 			cmd->probe_bytes += it->req.length;
+		if (cmd->kind != RK_DEL) /* a DEL deletes its keys anyway */
+			respd_reap(cmd, it);
 		if (cmd->kind == RK_MGET && it->live && vlen &&
 		    respd_tenant_pins_over(cmd->conn)) {
 			respd_mget_refuse(cmd, RESPD_REFUSE_TENANT_PINS);
@@ -1238,6 +1367,9 @@ static void respd_step(struct respd_cmd *cmd)
 		respd_pin_flow(cmd->conn); /* reading may go on */
 		if (cmd->kind == RK_GET || cmd->kind == RK_SET)
 			vlen = respd_check(cmd, &cmd->items[0]);
+		/* not a SET NX's: its write deletes the expired value */
+		if (cmd->kind == RK_GET || (cmd->kind == RK_SET && cmd->cond == 'X'))
+			respd_reap(cmd, &cmd->items[0]);
 		switch (cmd->kind) {
 		case RK_GET:
 			if (cmd->items[0].live && vlen && respd_tenant_pins_over(cmd->conn))
@@ -1327,7 +1459,11 @@ static void respd_req_done(struct kvtd_loop *loop, struct kvt_req *r)
 		(struct respd_item *)(uintptr_t)(r->user_data & ~(uint64_t)KVTD_UD_RESP);
 	struct respd_cmd *cmd = it->cmd;
 
-	(void)loop;
+	if (!cmd) {
+		free(it); /* an expiry delete (respd_reap) */
+		return;
+	}
+	respd_wseq_end(loop->srv, it);
 	if (r->op == KVT_OP_GET_PINNED && r->status == KVT_OK)
 		it->pinned = true;
 	if (r->status == KVT_OK && (int)r->tier > cmd->tier && r->tier < KVT_TIER_COUNT)

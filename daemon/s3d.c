@@ -304,6 +304,7 @@ static void s3d_body_done(struct s3d_req *rq)
 	struct kvtd_server *srv = rq->conn->loop->srv;
 	uint8_t h[32];
 	unsigned hl = 32;
+	int r;
 
 	rq->in_body = false;
 	s3d_hold(rq);
@@ -376,6 +377,12 @@ static void s3d_body_done(struct s3d_req *rq)
 			 rq->err_msg[0] ? rq->err_msg : rq->err_code);
 		return;
 	}
+	/* PUT, UploadPart: the body is in; no DeleteBucket of its bucket
+	 * until answered, and none since its head */
+	if ((rq->op == S3_PUT || rq->op == S3_MPU_PART) && (r = s3d_gate_stored(rq)) != 0) {
+		s3d_gate_fail(rq, r);
+		return;
+	}
 	/* PUT, UploadPart: the object is complete */
 	if (rq->op == S3_PUT || rq->op == S3_MPU_PART) {
 		rq->obj_crc = rq->crc32c;
@@ -383,7 +390,6 @@ static void s3d_body_done(struct s3d_req *rq)
 		if (rq->sink == SK_RESV) {
 			uint32_t crcs[2];
 			struct kvt_key dummy;
-			int r;
 			(void)dummy;
 			s3d_put32(rq->hdrbuf + 24, rq->crc32c);
 			/* header into the view's first bytes */
@@ -1166,9 +1172,9 @@ static int s3d_body_setup(struct s3d_req *rq)
 			s3d_fail(rq, 403, "AccessDenied", "A grant gives read access only.");
 			return -1;
 		}
-		/* no DeleteBucket of it until this is answered, and none in
-		 * progress (s3ops.c "DeleteBucket against the bucket's writes") */
-		if ((r = s3d_gate_write(rq)) < 0) {
+		/* none in progress; one that comes while its body does wins
+		 * (s3ops.c "DeleteBucket against the bucket's writes") */
+		if ((r = s3d_gate_receive(rq)) != 0) {
 			rq->close_after = true; /* its body is not read */
 			s3d_gate_fail(rq, r);
 			return -1;

@@ -217,6 +217,8 @@ struct s3d_req {
 				      * one (s3ops.c "Walks of the store") */
 	uintptr_t gate_at;         /* its bucket's entry it holds in srv->s3_gate, or 0
 				    * (s3ops.c "DeleteBucket against the bucket's writes") */
+	uint64_t gate_word;        /* its bucket's word when its head was taken
+				    * (s3d_gate_receive) */
 	/* an error decided before the body was read: answered after it */
 	int err_status;
 	const char *err_code;
@@ -368,6 +370,15 @@ int s3d_bucket_ns(struct s3d_req *rq, bool create);
  * such a refusal; s3d_gate_leave (s3reply.c) gives back what rq holds
  * (s3d_finish, s3d_req_free). */
 int s3d_gate_write(struct s3d_req *rq);
+/* A PutObject or UploadPart whose body is to come: its bucket's entry
+ * held as receiving, which a DeleteBucket does not wait for, and the
+ * bucket's word noted: 0, KVT_MISS, -EBUSY, -ENOMEM as s3d_gate_write.
+ * s3d_gate_stored, once its body is in: held as a write (0), or -EBUSY
+ * (a DeleteBucket in progress), KVT_MISS (the bucket deleted since),
+ * -ESTALE (deleted and created again), -ENOMEM; 0 too when rq holds no
+ * receiving entry. */
+int s3d_gate_receive(struct s3d_req *rq);
+int s3d_gate_stored(struct s3d_req *rq);
 void s3d_gate_fail(struct s3d_req *rq, int r);
 void s3d_gate_leave(struct s3d_req *rq);
 /* Does rq->upload_id's upload exist in rq->ns?  (An index lookup.) */

@@ -1441,29 +1441,59 @@ static void s3d_delete_bucket_set(struct s3d_req *rq, int r)
  * test_hostile_http s3_bucket_race).  So the two exclude each other per
  * bucket, in srv->s3_gate (a pin set used as a count of holds, under
  * s3_gate_lock: a bucket's requests come on any loop): a write holds key
- * 2*ns from its bucket's check until it is answered, a DeleteBucket key
- * 2*ns+1 from before its walk until it is answered.  A DeleteBucket that
- * finds a write of its bucket in progress, or another DeleteBucket, is
- * 409 OperationAborted (S3's answer to a conflicting operation in
- * progress; retry); a write that finds a DeleteBucket in progress is 503
- * SlowDown (S3 clients retry it, and then find the bucket gone, 404, or
- * kept).  Once a write holds its key the word is read again: a
- * DeleteBucket that ended since the first check set it to 0 before it let
- * go.  The cost: a mutex taken twice a write, held for a table lookup
- * (the table kept: a pin set frees itself once empty, and a calloc and a
- * free a write were half the gate's cost, so it always holds key 1, ns 0's
- * DeleteBucket -- no namespace has id 0).
+ * 4*ns (S3D_GATE_WRITE) from its bucket's check until it is answered, a
+ * DeleteBucket key 4*ns+1 from before its walk until it is answered.  A
+ * DeleteBucket that finds a write of its bucket in progress, or another
+ * DeleteBucket, is 409 OperationAborted (S3's answer to a conflicting
+ * operation in progress; retry); a write that finds a DeleteBucket in
+ * progress is 503 SlowDown (S3 clients retry it, and then find the
+ * bucket gone, 404, or kept).  Once a write holds its key the word is
+ * read again: a DeleteBucket that ended since the first check set it to
+ * 0 before it let go (KVT_MISS is 1: until 2026-12-06 the callers took
+ * only a negative answer for a refusal, and that second check let every
+ * write through).
+ *
+ * A PutObject or UploadPart holds key 4*ns+2 (S3D_GATE_RECEIVE) while its
+ * body comes, which a DeleteBucket does not wait for: a body held open
+ * kept the DeleteBucket at 409 until the upload ended or its client was
+ * closed as too slow (session 40).  The DeleteBucket wins, as on AWS; the
+ * upload noted the word at its head and, its body in, takes key 4*ns and
+ * reads the word again (s3d_gate_stored): 0 is 404 NoSuchBucket, another
+ * word (deleted and created again: s3d_create_word makes each new word
+ * differ) 503 SlowDown, its reservation aborted either way.
+ *
+ * The cost: a mutex taken twice a write (three times a PutObject), held
+ * for a table lookup (the table kept: a pin set frees itself once empty,
+ * and a calloc and a free a write were half the gate's cost, so it
+ * always holds key 1, ns 0's DeleteBucket -- no namespace has id 0).
  */
-static uintptr_t s3d_gate_key(uint32_t ns, bool del)
+enum { S3D_GATE_WRITE = 0, S3D_GATE_DELETE = 1, S3D_GATE_RECEIVE = 2 };
+
+static uintptr_t s3d_gate_key(uint32_t ns, unsigned kind)
 {
-	return (uintptr_t)ns << 1 | (del ? 1u : 0u);
+	return (uintptr_t)ns << 2 | kind;
+}
+
+/* Creation words: a CreateBucket's word is the time in ms, above every
+ * word this process gave before (a PUT whose body came across a
+ * DeleteBucket and a CreateBucket of its bucket tells them apart from
+ * its own bucket by the word: s3d_gate_stored). */
+static uint64_t s3d_create_word(struct kvtd_server *srv)
+{
+	uint64_t now = s3d_unix_ms(), last = atomic_load(&srv->s3_create_word);
+
+	for (;;) {
+		uint64_t w = now > last ? now : last + 1;
+		if (atomic_compare_exchange_weak(&srv->s3_create_word, &last, w))
+			return w;
+	}
 }
 
 void kvtd_s3_gate_init(struct kvtd_server *srv)
 {
 	pthread_mutex_init(&srv->s3_gate_lock, NULL);
 	/* (without memory: made and freed by the writes, as they come) */
-	(void)kvtd_pinset_hold(&srv->s3_gate, s3d_gate_key(0, true), 0);
+	(void)kvtd_pinset_hold(&srv->s3_gate, s3d_gate_key(0, S3D_GATE_DELETE), 0);
 }
 
 void kvtd_s3_gate_free(struct kvtd_server *srv)
@@ -1472,26 +1502,74 @@ void kvtd_s3_gate_free(struct kvtd_server *srv)
 	pthread_mutex_destroy(&srv->s3_gate_lock);
 }
 
-int s3d_gate_write(struct s3d_req *rq)
+/* Hold rq's bucket's entry of kind (from what it holds, if anything):
+ * 0, -EBUSY (a DeleteBucket of it in progress) or -ENOMEM, rq as it was. */
+static int s3d_gate_take(struct s3d_req *rq, unsigned kind)
 {
 	struct kvtd_server *srv = rq->conn->loop->srv;
-	uintptr_t at = s3d_gate_key(rq->ns, false);
+	uintptr_t at = s3d_gate_key(rq->ns, kind);
+	uint64_t len;
 	int r = 0;
 
-	if (rq->gate_at)
-		return 0;
 	pthread_mutex_lock(&srv->s3_gate_lock);
-	if (kvtd_pinset_refs(&srv->s3_gate, s3d_gate_key(rq->ns, true)))
+	if (kvtd_pinset_refs(&srv->s3_gate, s3d_gate_key(rq->ns, S3D_GATE_DELETE)))
 		r = -EBUSY;
 	else if (kvtd_pinset_hold(&srv->s3_gate, at, 0) < 0)
 		r = -ENOMEM;
+	else if (rq->gate_at)
+		(void)kvtd_pinset_drop(&srv->s3_gate, rq->gate_at, &len);
 	pthread_mutex_unlock(&srv->s3_gate_lock);
-	if (r < 0)
+	if (r == 0)
+		rq->gate_at = at;
+	return r;
+}
+
+int s3d_gate_write(struct s3d_req *rq)
+{
+	int r;
+
+	if (rq->gate_at)
+		return 0;
+	if ((r = s3d_gate_take(rq, S3D_GATE_WRITE)) < 0)
 		return r;
-	rq->gate_at = at;
-	r = s3d_bucket_live(srv, rq->ns);
-	if (r < 0)
+	r = s3d_bucket_live(rq->conn->loop->srv, rq->ns);
+	if (r != 0) /* KVT_MISS is 1 */
 		s3d_gate_leave(rq);
+	return r;
+}
+
+int s3d_gate_receive(struct s3d_req *rq)
+{
+	uint64_t w = 0;
+	int r;
+
+	if ((r = s3d_gate_take(rq, S3D_GATE_RECEIVE)) < 0)
+		return r;
+	r = kvt_ns_word(rq->conn->loop->srv->store, rq->ns, &w);
+	if (r == 0 && !w)
+		r = KVT_MISS;
+	if (r != 0) {
+		s3d_gate_leave(rq);
+		return r;
+	}
+	rq->gate_word = w;
+	return 0;
+}
+
+int s3d_gate_stored(struct s3d_req *rq)
+{
+	uint64_t w = 0;
+	int r;
+
+	if (!rq->gate_at || (rq->gate_at & 3u) != S3D_GATE_RECEIVE)
+		return 0;
+	if ((r = s3d_gate_take(rq, S3D_GATE_WRITE)) < 0)
+		return r;
+	r = kvt_ns_word(rq->conn->loop->srv->store, rq->ns, &w);
+	if (r == 0 && !w)
+		r = KVT_MISS;
+	else if (r == 0 && w != rq->gate_word)
+		r = -ESTALE;
 	return r;
 }
 
@@ -1501,6 +1579,9 @@ void s3d_gate_fail(struct s3d_req *rq, int r)
 		s3d_fail(rq, 404, "NoSuchBucket", "The specified bucket does not exist");
 	else if (r == -EBUSY)
 		s3d_fail(rq, 503, "SlowDown", "The bucket is being deleted; retry later.");
+	else if (r == -ESTALE)
+		s3d_fail(rq, 503, "SlowDown", "The bucket was deleted and created again while "
+			 "this upload was in progress; retry.");
 	else
 		s3d_fail(rq, 503, "SlowDown", kvt_strerror(r));
 }
@@ -1510,11 +1591,13 @@ void s3d_gate_fail(struct s3d_req *rq, int r)
 static bool s3d_gate_delete(struct s3d_req *rq)
 {
 	struct kvtd_server *srv = rq->conn->loop->srv;
-	uintptr_t at = s3d_gate_key(rq->ns, true);
+	uintptr_t at = s3d_gate_key(rq->ns, S3D_GATE_DELETE);
 	int r = 0;
 
+	/* (writes whose bodies are still coming do not count: they find the
+	 * bucket gone when their bodies are in, s3d_gate_stored) */
 	pthread_mutex_lock(&srv->s3_gate_lock);
-	if (kvtd_pinset_refs(&srv->s3_gate, s3d_gate_key(rq->ns, false)) ||
+	if (kvtd_pinset_refs(&srv->s3_gate, s3d_gate_key(rq->ns, S3D_GATE_WRITE)) ||
 	    kvtd_pinset_refs(&srv->s3_gate, at))
 		r = -EBUSY;
 	else if (kvtd_pinset_hold(&srv->s3_gate, at, 0) < 0)
@@ -3116,7 +3199,7 @@ void s3d_run(struct s3d_req *rq)
 	 * DeleteBucket until it is answered ("DeleteBucket against the
 	 * bucket's writes"; PutObject and UploadPart from their heads, s3d.c) */
 	if ((rq->op == S3_MPU_CREATE || rq->op == S3_MPU_COMPLETE || rq->op == S3_COPY ||
-	     rq->op == S3_MPU_PART_COPY) && (r = s3d_gate_write(rq)) < 0) {
+	     rq->op == S3_MPU_PART_COPY) && (r = s3d_gate_write(rq)) != 0) {
 		s3d_gate_fail(rq, r);
 		return;
 	}
@@ -3125,7 +3208,7 @@ void s3d_run(struct s3d_req *rq)
 		/* The bucket is its namespace's word in the registry: the
 		 * creation time, set if 0 (an fsync of the registry, on the
 		 * aux thread) */
-		s3d_set_word(rq, 0, s3d_unix_ms(), s3d_create_bucket_set);
+		s3d_set_word(rq, 0, s3d_create_word(rq->conn->loop->srv), s3d_create_bucket_set);
 		return;
 	case S3_HEAD_BUCKET: /* it exists: s3d_bucket_ns said so */
 		rq->tlen = 0;

@@ -589,8 +589,10 @@ static struct kvtd_out *s3d_out(struct kvtd_server *srv, struct s3d_req *rq)
 	o->copy_tstat = rq->pins_copy_tstat;
 	rq->pins_copy = 0;
 	/* counted by the entry from now (kvtd_conn_queue), in the same
-	 * tenant: the GET's signer, not the connection's latest */
+	 * tenant: the GET's signer, not the connection's latest -- its pins
+	 * and its queued bytes (kvtd_tstat.out_charged) */
 	o->pin_tstat = rq->in_tstat;
+	o->tstat = rq->in_tstat;
 	s3d_pin_unhold(rq);
 	rq->text = NULL;
 	rq->pins = NULL;

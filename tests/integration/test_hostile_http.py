@@ -3634,6 +3634,108 @@ def s3_pins_signers(ph):
 s3_pins_signers.extra = ["--dram", "128M", "--ssd", "64M", "--set", "ssd.segment=16M"]
 s3_pins_signers.dram_mib = 128
 
+
+@phase
+def s3_out_signers(ph):
+    """Two tenants sign requests on one connection (a proxy's pool: the
+    connection's tenant is its latest signer).  alice pipelines a DELETE
+    (held by the slowed SSD writer), two listings of 4.1 MB of XML (500
+    keys of 1,000 control bytes, each written "&#xFFFD;") behind it, and
+    bob a GET; nothing is read.  Once the DELETE is answered the
+    listings' answers are queued, bob's signature parsed by then.  The
+    answers' queued bytes count in the share of --max-memory of the
+    tenant whose request made them (a quarter of 16M: 4 MiB); a
+    connection with answers queued whose tenant is past it is not read
+    (loop.c loop_conn_flow).  Then on a fresh connection of each, a GET
+    of 6 MiB left unread and a HEAD behind it: bob's HEAD is read and
+    answered (counted in /metrics), alice's waits.  Before (session 40)
+    queued bytes were charged to the connection's tenant when queued --
+    bob, who had signed last: bob's HEAD waited for alice's answers, and
+    alice's was served."""
+    srv, P = ph.srv, ph.srv.port
+    n, fat, big = 500, "%01" * 1000, os.urandom(6 << 20)
+    for path, body in (("/bobbkt", b""), ("/bobbkt/b", b"bob's"), ("/bobbkt/big", big)):
+        st, _, b = http(P, signed_msg(P, "PUT", path, body=body, who=BOB), src=PROBER)
+        assert st == 200, (path, st, b)
+    for path, body in (("/outsg", b""), ("/hbkt/big", big), ("/hbkt/ovictim", b"victim")):
+        srv.put_written(path, body)
+    s = socket.create_connection(("127.0.0.1", P), source_address=(PROBER, 0))
+    sts = pipelined(s, [signed_msg(P, "PUT", "/outsg/%s%03d" % (fat, i), body=b"v")
+                        for i in range(n)])
+    assert sts.count(200) == n, sorted(set(sts))
+    srv.slow_writer(OUT_SIG_WAIT_MS, "/hbkt/ovtrigger")
+    P = srv.port
+    # (max-keys: a listing's state is charged to the tenant's input share
+    # by the keys it may return; two of 1,000 held it, and reading stopped
+    # before bob's GET)
+    lst = signed_msg(P, "GET", "/outsg", query="list-type=2&max-keys=%d" % n)
+
+    def done(op):
+        body = srv.metrics()
+        m = re.search(rb'^kvtier_s3_requests_total\{op="' + op + rb'"\} (\S+)$', body, re.M)
+        return float(m.group(1)) if m else 0.0
+
+    def wait_done(op, want, timeout):
+        deadline = time.monotonic() + timeout
+        while done(op) < want and time.monotonic() < deadline:
+            time.sleep(0.02)
+        return done(op)
+
+    def unread():
+        c = socket.socket()
+        c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        c.bind((ph.addr(), 0))
+        c.connect(("127.0.0.1", P))
+        return c
+    k0, d0 = done(b"ListObjectsV2"), done(b"DeleteObject")
+    c = unread()
+    c.sendall(signed_msg(P, "DELETE", "/hbkt/ovictim") + lst + lst +
+              signed_msg(P, "GET", "/bobbkt/b", who=BOB))
+    t0 = time.monotonic()
+    assert wait_done(b"ListObjectsV2", k0 + 2, 20) >= k0 + 2, "the listings not done in 20 s"
+    waited = done(b"DeleteObject") == d0
+    assert wait_done(b"DeleteObject", d0 + 1, 20) >= d0 + 1, "the DELETE not done in 20 s"
+    dt = time.monotonic() - t0
+    time.sleep(0.05)  # the answers behind it queued
+    served = {}
+    socks = []
+    for who, path in ((BOB, "/bobbkt/"), (ALICE, "/hbkt/")):
+        h0, g0 = done(b"HeadObject"), done(b"GetObject")
+        d = unread()
+        d.sendall(signed_msg(P, "GET", path + "big", who=who))
+        # answered, most of it queued (the socket takes a few KiB)
+        assert wait_done(b"GetObject", g0 + 1, 5) >= g0 + 1, who
+        time.sleep(0.05)
+        d.sendall(signed_msg(P, "HEAD", path + "big", who=who))
+        served[who[0]] = wait_done(b"HeadObject", h0 + 1, 0.4) - h0
+        socks.append(d)
+    answers = [read_answer(c, 30) for _ in range(4)]
+    c.close()
+    after = []
+    for d in socks:
+        after.append(read_answer(d, 30)[0])
+        after.append(read_answer(d, 30, no_body=True)[0])
+        d.close()
+    print("alice's DELETE (done after %.2f s, the listings %s) and 2 listings (%d B each), "
+          "bob's GET, unread on one connection: HEADs behind an unread GET of 6 MiB "
+          "served: bob %d, alice %d; then the 4 answers %s, the GETs' and HEADs' %s" % (
+              dt, "before it" if waited else "not before it", len(answers[1][2]),
+              served["bob"], served["alice"], [a[0] for a in answers], after))
+    ph.expect(waited, "the listings done while the DELETE waited (OUT_SIG_WAIT_MS too short?)")
+    ph.expect([a[0] for a in answers] == [204, 200, 200, 200] and answers[3][2] == b"bob's",
+              "the pipelined answers", [a[0] for a in answers])
+    ph.expect(served["bob"] == 1, "bob's HEAD beside alice's queued answers", served)
+    ph.expect(served["alice"] == 0, "alice's HEAD waits while her answers hold her share",
+              served)
+    ph.expect(after == [200] * 4, "every answer once read", after)
+    ph.cases += 1
+
+
+OUT_SIG_WAIT_MS = 600
+s3_out_signers.extra = ["--dram", "256M", "--max-memory", "16M", "--ssd", "64M",
+                        "--set", "ssd.segment=16M"]
+s3_out_signers.dram_mib = 256
+
 def loop_cpu_s(srv):
     """CPU seconds of the server's event-loop threads (kvtd-loop*): from
     schedstat (nanoseconds) where the kernel has it -- stat's clock ticks
@@ -7098,11 +7200,15 @@ def s3_bucket_race(ph):
     if after it, the object then back in the bucket created again.  (1)
     alice's PUT of 64 KiB into `race1` has its head taken (100 Continue:
     its bucket checked, its DRAM reserved) and all but its last KiB sent
-    when she deletes the bucket: before, the delete found no object and
-    answered 204, then the PUT 200 (its reservation cancelled by the
-    clear: stored nowhere).  Now the delete is 409 OperationAborted while
-    a write into the bucket is in progress, the PUT 200, and the bucket
-    holds it.  (2) a DeleteBucket of `race2N` (an upload marker in it)
+    when she deletes the bucket: before 2026-12-06 (s3tidy) the delete
+    found no object and answered 204, then the PUT 200 (its reservation
+    cancelled by the clear: stored nowhere); then (session 40) the delete
+    was 409 OperationAborted for as long as the PUT's body was coming --
+    a client holding it open kept the bucket from being deleted until
+    the slow-client timeout.  Now the DeleteBucket wins, as on AWS: 204
+    at once, and the PUT, its body in, 404 NoSuchBucket; with the bucket
+    created again meanwhile, 503 SlowDown (retry); the bucket empty
+    either way.  (2) a DeleteBucket of `race2N` (an upload marker in it)
     waits for its clear to be durable behind a write-down of
     RACE_WAIT_MS (ssd.debug_write_delay_ms) when a PUT into the bucket
     arrives: before, the PUT was 200, landing after the clear, and the
@@ -7114,32 +7220,51 @@ def s3_bucket_race(ph):
     srv = ph.srv
     P, _, sm, req = ph.kit()
     srv.written_down()
-    # (1) a PUT in progress when the DeleteBucket comes
-    st, _, b = req("PUT", "/race1")
-    assert st == 200, (st, b)
-    body = os.urandom(64 << 10)
-    msg = sm("PUT", "/race1/obj", body=body, extra={"expect": "100-continue"})
-    head = msg[:len(msg) - len(body)]
-    c = socket.create_connection(("127.0.0.1", P), source_address=(ph.addr(), 0))
-    c.sendall(head)
-    st, _, _ = read_answer(c, 10)
-    assert st == 100, st  # its head taken: bucket checked, DRAM reserved
-    c.sendall(body[:-1024])
-    st_del, _, b_del = req("DELETE", "/race1")
-    c.sendall(body[-1024:])
-    st_put, _, b_put = read_answer(c, 10)
-    c.close()
-    st_mk, _, _ = req("PUT", "/race1")
-    st_get, _, got = req("GET", "/race1/obj")
-    print("a PUT in progress, DeleteBucket: %d %s; the PUT %d; CreateBucket %d; GET %d" % (
-        st_del, code_of(b_del), st_put, st_mk, st_get))
-    ph.expect(not (st_del == 204 and st_put == 200), "the delete and the PUT both done",
-              st_del, st_put)
-    ph.expect(st_del == 409 and code_of(b_del) == "OperationAborted",
-              "DeleteBucket beside a PUT in progress", st_del, b_del[:200])
-    ph.expect(st_put == 200 and st_mk == 409 and st_get == 200 and got == body,
-              "the PUT kept, in the bucket not deleted", st_put, st_mk, st_get)
-    ph.cases += 1
+    # (1) a PUT whose body is coming when the DeleteBucket comes; (1b)
+    # and a CreateBucket of the same name after it
+    for again in (False, True):
+        st, _, b = req("PUT", "/race1")
+        assert st == 200, (st, b)
+        body = os.urandom(64 << 10)
+        msg = sm("PUT", "/race1/obj", body=body, extra={"expect": "100-continue"})
+        head = msg[:len(msg) - len(body)]
+        c = socket.create_connection(("127.0.0.1", P), source_address=(ph.addr(), 0))
+        c.sendall(head)
+        st, _, _ = read_answer(c, 10)
+        assert st == 100, st  # its head taken: bucket checked, DRAM reserved
+        c.sendall(body[:-1024])
+        t0 = time.monotonic()
+        st_del, _, b_del = req("DELETE", "/race1")
+        dt = time.monotonic() - t0
+        st_mk0 = req("PUT", "/race1")[0] if again else None
+        c.sendall(body[-1024:])
+        st_put, _, b_put = read_answer(c, 10)
+        c.close()
+        st_mk, _, _ = req("PUT", "/race1")
+        st_get, _, got = req("GET", "/race1/obj")
+        print("a PUT whose body is coming, DeleteBucket: %d %s in %.0f ms;%s the PUT %d %s; "
+              "CreateBucket %d; GET %d" % (
+                  st_del, code_of(b_del), dt * 1e3,
+                  " CreateBucket %d;" % st_mk0 if again else "", st_put, code_of(b_put),
+                  st_mk, st_get))
+        ph.expect(not (st_del == 204 and st_put == 200), "the delete and the PUT both done",
+                  st_del, st_put)
+        ph.expect(st_del == 204 and dt < 2, "DeleteBucket beside a PUT whose body is coming",
+                  st_del, b_del[:200], dt)
+        if again:
+            ph.expect(st_mk0 == 200 and st_put == 503 and code_of(b_put) == "SlowDown",
+                      "the PUT after DeleteBucket and CreateBucket", st_mk0, st_put,
+                      b_put[:200])
+            ph.expect(st_mk == 409 and st_get == 404, "the bucket created again is empty",
+                      st_mk, st_get)
+        else:
+            ph.expect(st_put == 404 and code_of(b_put) == "NoSuchBucket",
+                      "the PUT after DeleteBucket", st_put, b_put[:200])
+            ph.expect(st_mk == 200 and st_get == 404, "the bucket created again is empty",
+                      st_mk, st_get)
+        ph.cases += 1
+        st, _, b = req("DELETE", "/race1")
+        assert st == 204, (st, b)
     # (2) a PUT while the DeleteBucket is in progress
     for attempt in range(3):
         bkt = "/race2%d" % attempt

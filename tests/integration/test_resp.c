@@ -634,6 +634,75 @@ static void test_expired_set(void)
 	close(fd);
 }
 
+/* INFO memory's figure name, read with redis-cli. */
+static uint64_t info_u64(const char *name)
+{
+	char *o = cli("info memory"), *p = strstr(o, name);
+	uint64_t v;
+
+	T_ASSERT(p && p[strlen(name)] == ':');
+	v = strtoull(p + strlen(name) + 1, NULL, 10);
+	free(o);
+	return v;
+}
+
+/*
+ * A read of an expired value deletes it when no SET of its key can have
+ * come since the read (respd.c "Expiry"): 200 expired values of 4000
+ * bytes read by MGET (two windows), GET, EXISTS and SET XX are gone from
+ * DRAM after.  Before (2026-12-06, when reads deleted nothing), all 200
+ * stayed until overwritten, deleted, flushed or evicted.
+ */
+static void test_expired_reclaim(void)
+{
+	enum { N = 200, VLEN = 4000 };
+	int fd = resp_dial();
+	char *req = malloc(N * (VLEN + 64)), *p = req, want[64];
+	uint64_t blocks0, bytes0, blocks1, bytes1, blocks2, bytes2;
+
+	T_ASSERT(req);
+	blocks0 = info_u64("kvtier_dram_blocks");
+	bytes0 = info_u64("kvtier_dram_value_bytes");
+	for (int i = 0; i < N; i++) {
+		p += sprintf(p, "*5\r\n$3\r\nSET\r\n$%d\r\nxr%03d\r\n$%d\r\n", 5, i, VLEN);
+		memset(p, 'a' + i % 26, VLEN);
+		p += VLEN;
+		p += sprintf(p, "\r\n$2\r\nPX\r\n$3\r\n200\r\n");
+	}
+	p += sprintf(p, "PING\r\n"); /* answered after every SET */
+	raw_until(fd, req, "+OK\r\n+PONG\r\n");
+	blocks1 = info_u64("kvtier_dram_blocks");
+	bytes1 = info_u64("kvtier_dram_value_bytes");
+	T_ASSERT(blocks1 >= blocks0 + N);
+	tsrv_sleep_ms(250);
+	p = req + sprintf(req, "*101\r\n$4\r\nMGET\r\n"); /* past an inline line's words */
+	for (int i = 0; i < 100; i++)
+		p += sprintf(p, "$5\r\nxr%03d\r\n", i);
+	for (int i = 100; i < 180; i++)
+		p += sprintf(p, "GET xr%03d\r\n", i);
+	p += sprintf(p, "EXISTS");
+	for (int i = 180; i < 190; i++)
+		p += sprintf(p, " xr%03d", i);
+	p += sprintf(p, "\r\n");
+	for (int i = 190; i < N; i++)
+		p += sprintf(p, "SET xr%03d b XX\r\n", i);
+	p += sprintf(p, "PING\r\n");
+	raw_until(fd, req, "+PONG\r\n");
+	blocks2 = info_u64("kvtier_dram_blocks");
+	bytes2 = info_u64("kvtier_dram_value_bytes");
+	fprintf(stderr, "expired_reclaim: DRAM %llu blocks, %llu value bytes; %d set (PX 200): "
+		"%llu, %llu; read expired: %llu, %llu\n",
+		(unsigned long long)blocks0, (unsigned long long)bytes0, N,
+		(unsigned long long)blocks1, (unsigned long long)bytes1,
+		(unsigned long long)blocks2, (unsigned long long)bytes2);
+	T_EQ_U64(blocks2, blocks1 - N);
+	T_ASSERT(bytes2 + (uint64_t)N * VLEN <= bytes1);
+	snprintf(want, sizeof(want), "$-1\r\n");
+	raw_eq(fd, "GET xr000\r\n", want);
+	free(req);
+	close(fd);
+}
+
 static void test_resp3(void)
 {
 	int fd = resp_dial();
@@ -1216,6 +1285,7 @@ int main(int argc, char **argv)
 	test_loop_spread();
 	test_probe_order();
 	test_expired_set();
+	test_expired_reclaim();
 	test_flush_order();
 	T_EQ_INT(tsrv_stop(&s), 0);
 	check_stderr(&s);
