@@ -15,6 +15,7 @@
  * and the checkpoint by is the one recovery takes, ssd/id's.
  */
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -1755,6 +1756,109 @@ static void dead_reput(void)
 	free(dir);
 }
 
+/* 12c. Two puts of key 0 over its dead entry at once: the one that
+ *      removes the entry logs the tombstone, the other may find the entry
+ *      gone and go ahead.  A thread puts 4096 bytes while this one puts
+ *      8192, then pushes the key out of DRAM (written down: the quota
+ *      lifted) and flushes; reopened, key 0 is the bytes of whichever put
+ *      returned KVT_OK -- its write-down was flushed -- never a miss.
+ *      Until 2026-12-06 the entry's removal and the tombstone's queueing
+ *      were two steps: a put between them went ahead, its write-down
+ *      placed first, and the tombstone, with the higher seq, deleted it at
+ *      the next open (shown with a 300 ms sleep between the two steps: a
+ *      miss; with the two under wd_lock, its bytes). */
+struct reput_ctx {
+	struct kvt_store *s;
+	uint32_t ns;
+	int ret;
+};
+
+static void *reput_thread(void *arg)
+{
+	struct reput_ctx *c = arg;
+	c->ret = t_put_filled(c->s, c->ns, 0, 4096);
+	return NULL;
+}
+
+/* The child of dead_reput_race: the two puts, then killed (_exit: no
+ * close, no checkpoint; the next open walks the log).  Exit status: 1 if
+ * the second put went through, | 2 if the first did. */
+static void dead_reput_race_child(const char *dir)
+{
+	struct kvt_store *s = open_victim(dir);
+	uint32_t ns = ns_of(s), fns = t_ns(s, "ssd-fsck-filler");
+	struct reput_ctx c = { s, ns, 0 };
+	pthread_t th;
+	uint64_t k = 1;
+	int mine;
+
+	T_RC(t_put_filled(s, ns, 0, 16384), KVT_OK);
+	for (; k < 1 + 400; k++)
+		T_RC(t_put_filled(s, fns, k, 16384), KVT_OK);
+	T_OK(kvt_flush(s));
+	for (int i = 0; i < 8; i++) {
+		T_RC(t_get_filled(s, ns, 0, 16384), KVT_OK);
+		if (t_stat(s, "ssd.promoted_dropped") > 0)
+			break;
+		for (uint64_t j = 0; j < 100; j++, k++)
+			T_RC(t_put_filled(s, fns, k, 16384), KVT_OK);
+		T_OK(kvt_flush(s));
+	}
+	T_ASSERT(t_stat(s, "ssd.promoted_dropped") >= 1);
+	/* Out of DRAM, not written down: the entry stays dead. */
+	T_OK(kvt_quota_set(s, 1, 0, 1));
+	T_OK(kvt_ns_set_group(s, ns, 1));
+	for (uint64_t j = 0; j < 400; j++, k++)
+		T_RC(t_put_filled(s, fns, k, 16384), KVT_OK);
+	T_OK(kvt_flush(s));
+	T_RC(t_get_filled(s, ns, 0, 16384), KVT_MISS);
+	T_OK(kvt_quota_set(s, 1, 0, 0));
+
+	T_ASSERT(pthread_create(&th, NULL, reput_thread, &c) == 0);
+	usleep(50 * 1000);
+	mine = t_put_filled(s, ns, 0, 8192);
+	/* Key 0 out of DRAM, written down this time, and flushed. */
+	for (uint64_t j = 0; j < 400; j++, k++)
+		T_RC(t_put_filled(s, fns, k, 16384), KVT_OK);
+	T_OK(kvt_flush(s));
+	T_ASSERT(pthread_join(th, NULL) == 0);
+	/* Both go through where the first reaches DRAM after the second's
+	 * bytes left it (written down). */
+	T_ASSERT(mine == KVT_OK || mine == KVT_EXISTS);
+	T_ASSERT(c.ret == KVT_OK || c.ret == KVT_EXISTS);
+	T_ASSERT(mine == KVT_OK || c.ret == KVT_OK);
+	T_OK(kvt_flush(s));
+	_exit((mine == KVT_OK ? 1 : 0) | (c.ret == KVT_OK ? 2 : 0));
+}
+
+static void dead_reput_race(void)
+{
+	char *dir = t_mkdtemp();
+	struct kvt_store *s;
+	int st = 0, got = 0, went;
+	pid_t pid = fork();
+
+	T_GE_INT(pid, 0);
+	if (pid == 0)
+		dead_reput_race_child(dir);
+	T_ASSERT(waitpid(pid, &st, 0) == pid);
+	T_ASSERT(WIFEXITED(st) && WEXITSTATUS(st) >= 1 && WEXITSTATUS(st) <= 3);
+	went = WEXITSTATUS(st);
+	s = open_victim(dir);
+	/* A put that went through: its bytes (a miss until 2026-12-06). */
+	if ((went & 1) && t_get_filled(s, ns_of(s), 0, 8192) == KVT_OK)
+		got = 8192;
+	else if ((went & 2) && t_get_filled(s, ns_of(s), 0, 4096) == KVT_OK)
+		got = 4096;
+	if (!got)
+		T_FAIL("two puts over a dead entry (went %d): key 0 a miss after a kill", went);
+	kvt_store_destroy(s);
+	fprintf(stderr, "  two puts over a dead entry at once (went %d), killed: %d bytes back\n",
+		went, got);
+	t_rmtree(dir);
+	free(dir);
+}
+
 int main(void)
 {
 	static const char *const aligns[] = { "512", "4096" };
@@ -1772,6 +1876,7 @@ int main(void)
 		return 0;
 	}
 	if (only && strcmp(only, "dead") == 0) {
+		dead_reput_race();
 		dead_ckpt();
 		dead_reput();
 		return 0;
@@ -1807,6 +1912,7 @@ tomb:
 	seg_cut();
 	dead_ckpt();
 	dead_reput();
+	dead_reput_race();
 hdr:
 	for (size_t a = 0; a < KVT_ARRAY_LEN(aligns); a++)
 		for (int z = 0; z < 2; z++)

@@ -3326,11 +3326,24 @@ void ssd_put_over(struct ssd *s, uint32_t ns, const struct kvt_key *key)
 	t = ssd_log_prepare(s, false, ns, key);
 	if (!t)
 		return;
-	if (!ssd_idx_remove_dead(s, ns, key)) {
-		kvt_mem_free(s->mem, t, sizeof(*t));
-		return;
+	/* The entry goes and the tombstone is queued under wd_lock as one
+	 * step.  Apart, a put of the key racing this one found the entry
+	 * gone, went ahead, and its write-down -- queued under wd_lock, seqs
+	 * taken in queue order, urgent first -- could be placed before this
+	 * tombstone was queued: the tombstone's seq above the new record's,
+	 * the next open deleted the put that went through.  Now a put that
+	 * finds no dead entry queues its write-down behind the tombstone.
+	 * (wd_lock, then the shard's lock: no path holds a shard's lock
+	 * while it takes wd_lock.) */
+	pthread_mutex_lock(&s->wd_lock);
+	dead = ssd_idx_remove_dead(s, ns, key);
+	if (dead) {
+		wd_append_locked(s, t, WD_URGENT);
+		pthread_cond_broadcast(&s->wd_cond);
 	}
-	wd_enqueue(s, t, WD_URGENT);
+	pthread_mutex_unlock(&s->wd_lock);
+	if (!dead)
+		kvt_mem_free(s->mem, t, sizeof(*t));
 }
 
 /* Does the index hold no block (published or being written)? */
