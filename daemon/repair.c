@@ -31,8 +31,8 @@
  * pass over the list without this server (every replicated block, the
  * hottest others up to --drain-budget), then the etcd lease revoked (a
  * static --members pod: the list served without it, which the others
- * learn by asking: repair_static_poll), then a second pass, then maybe
- * SIGTERM.  Duplicate work (two holders both copying)
+ * learn by asking: repair_static_poll, on a thread of its own), then a
+ * second pass, then maybe SIGTERM.  Duplicate work (two holders both copying)
  * costs an EXISTS or a no-op put, never wrong bytes: keys name immutable
  * values.
  *
@@ -45,7 +45,8 @@
  * these bytes are the client's own put, moved off its wire.
  *
  * Threads: kvtd-repair (the passes) and its workers (a pass's members),
- * loops (note/forget/touch), any (stats).
+ * kvtd-poll (a static pod's poll: repair_static_main), loops
+ * (note/forget/touch), any (stats).
  */
 #include <errno.h>
 #include <pthread.h>
@@ -141,10 +142,13 @@ struct kvtd_repair {
 	/* the repair thread's own: pacing */
 	double tokens;
 	uint64_t tok_ns, frames_seen, busy_ns;
-	/* ... and a static pod's members that left (repair_static_poll) */
+	/* A static pod: the poll thread (repair_static_main), woken by stop
+	 * (poll_cond, with lock), and its own: the members that left */
+	pthread_t poll_thread;
+	bool poll_started;
+	pthread_cond_t poll_cond;
 	bool *st_out;
 	unsigned st_n;
-	uint64_t st_next_ns;
 	/* forwards waiting (lock), and their counters */
 	struct rent *fq;
 	size_t fq_n, fq_cap;
@@ -1323,6 +1327,14 @@ int kvtd_repair_drain(struct kvtd_server *srv, bool exit_after)
  * not answer keeps its state (dead members stay listed, as configured).
  * Engines that follow a member (remote.discover) see the change within
  * their remote.refresh_ms.
+ *
+ * The poll has a thread of its own (repair_static_main): on the repair
+ * thread, one member that held it -- silent after HELLO (PEER_TIMEOUT_MS,
+ * 5 s), answering STATS in slow frames of MORE, blackholed (the connect
+ * timeout) -- held every forward and repair copy to all the others that
+ * long, every second (doc/security.md, test_peer_attack `poll_stall`).
+ * What it learns reaches the repair thread as the member list does
+ * (kvtd_cluster_static_set: cl->lock, the epoch); st_out is its own.
  */
 static void repair_static_poll(struct kvtd_repair *rp, const char *self)
 {
@@ -1359,6 +1371,31 @@ static void repair_static_poll(struct kvtd_repair *rp, const char *self)
 	}
 	OPENSSL_cleanse(secret, sizeof(secret));
 	free(m);
+}
+
+/* kvtd-poll: repair_static_poll every REPAIR_POLL_MS until stop. */
+static void *repair_static_main(void *arg)
+{
+	struct kvtd_repair *rp = arg;
+	struct kvtd_cluster *cl = &rp->srv->cluster;
+
+	while (!repair_stopping(rp)) {
+		struct timespec ts;
+
+		repair_static_poll(rp, cl->self_addr ? cl->self_addr : rp->self);
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		ts.tv_sec += REPAIR_POLL_MS / 1000;
+		ts.tv_nsec += (long)(REPAIR_POLL_MS % 1000) * 1000000L;
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		pthread_mutex_lock(&rp->lock);
+		while (!rp->stop && pthread_cond_timedwait(&rp->poll_cond, &rp->lock, &ts) == 0)
+			;
+		pthread_mutex_unlock(&rp->lock);
+	}
+	return NULL;
 }
 
 /* A copy of the current member list (the caller frees it), its length in
@@ -1440,10 +1477,6 @@ static void *repair_main(void *arg)
 			continue;
 		}
 
-		if (cl->source == KVTD_CLUSTER_STATIC && now >= rp->st_next_ns) {
-			repair_static_poll(rp, cl->self_addr ? cl->self_addr : rp->self);
-			rp->st_next_ns = kvtd_now_ns() + REPAIR_POLL_MS * 1000000ull;
-		}
 		pthread_mutex_lock(&cl->lock);
 		epoch = cl->epoch;
 		pthread_mutex_unlock(&cl->lock);
@@ -1523,6 +1556,13 @@ int kvtd_repair_start(struct kvtd_server *srv)
 	pthread_mutex_init(&rp->lock, NULL);
 	pthread_mutex_init(&rp->pace_lock, NULL);
 	pthread_cond_init(&rp->cond, NULL);
+	{
+		pthread_condattr_t ca;
+		pthread_condattr_init(&ca);
+		pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+		pthread_cond_init(&rp->poll_cond, &ca);
+		pthread_condattr_destroy(&ca);
+	}
 	rp->grace_ns = (uint64_t)(srv->cfg.repair_grace_set ? srv->cfg.repair_grace_ms :
 				  REPAIR_GRACE_MS) * 1000000;
 	rp->rate = srv->cfg.repair_rate_set ? srv->cfg.repair_rate : REPAIR_RATE;
@@ -1544,6 +1584,13 @@ int kvtd_repair_start(struct kvtd_server *srv)
 		return -EAGAIN;
 	}
 	rp->started = true;
+	if (srv->cluster.source == KVTD_CLUSTER_STATIC) {
+		if (pthread_create(&rp->poll_thread, NULL, repair_static_main, rp) != 0) {
+			kvtd_repair_stop(srv);
+			return -EAGAIN;
+		}
+		rp->poll_started = true;
+	}
 	kvtd_log(KVTD_INFO, "healing on",
 		 "repair_grace_ms=%llu repair_rate=%llu repair_idle_rate=%llu drain_budget=%llu",
 		 (unsigned long long)(rp->grace_ns / 1000000), (unsigned long long)rp->rate,
@@ -1558,13 +1605,17 @@ void kvtd_repair_stop(struct kvtd_server *srv)
 		return;
 	pthread_mutex_lock(&rp->lock);
 	rp->stop = true;
+	pthread_cond_broadcast(&rp->poll_cond);
 	pthread_mutex_unlock(&rp->lock);
+	if (rp->poll_started)
+		pthread_join(rp->poll_thread, NULL);
 	if (rp->started)
 		pthread_join(rp->thread, NULL);
 	srv->repair = NULL;
 	pthread_mutex_destroy(&rp->lock);
 	pthread_mutex_destroy(&rp->pace_lock);
 	pthread_cond_destroy(&rp->cond);
+	pthread_cond_destroy(&rp->poll_cond);
 	free(rp->st_out);
 	free(rp->fq);
 	kvtd_mem_uncharge(srv, rp->fq_charged);

@@ -55,6 +55,10 @@
  *   tls_eku    one member whose certificate is serverAuth alone, with
  *              --tls-verify-client: the others would refuse it as a client
  *              (nothing forwarded), so its log warns at start
+ *   poll_stall a static pod of three, two real members and the fake,
+ *              which never answers the drain poll's STATS: forwards from
+ *              one real member to the other each arrive within 2 s (the
+ *              poll ran on the repair thread: each waited up to 5 s)
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -94,7 +98,10 @@ static const struct kvt_ns_desc desc = {
 	.block_tokens = 16, .tp_size = 1, .pp_size = 1,
 };
 
-enum { M_DOWNGRADE, M_TABLE, M_TAGS, M_MORE, M_MORE_SLOW, M_MORE_STALL, M_SLOW_READ };
+enum { M_DOWNGRADE, M_TABLE, M_TAGS, M_MORE, M_MORE_SLOW, M_MORE_STALL, M_SLOW_READ,
+       M_POLL_STALL };
+
+#define CONN_MAX 64 /* poll_stall: connections served at once, each on a thread */
 
 /* The fake member. */
 static struct {
@@ -110,6 +117,9 @@ static struct {
 	_Atomic uint64_t closed_ns;  /* when the server closed the lying connection */
 	_Atomic int send_errno;
 	_Atomic uint64_t after_lie;  /* more_slow: data bytes on the lying connection after */
+	_Atomic unsigned stats_held; /* poll_stall: STATS unanswered, connection open */
+	pthread_t conn_th[CONN_MAX]; /* poll_stall: the connections' threads */
+	unsigned conn_n;
 } F;
 
 static bool fk_write(int fd, const void *p, size_t n)
@@ -343,12 +353,21 @@ static void fk_serve(int fd)
 		} else if (f.op == PROTO_OP_AUTH) {
 			if (!fk_auth(fd, &f))
 				break;
+		} else if (f.op == PROTO_OP_STATS && F.mode == M_POLL_STALL) {
+			/* the poll's question, never answered: held until
+			 * the server gives up (PEER_TIMEOUT_MS) */
+			atomic_fetch_add(&F.stats_held, 1);
+			while (!atomic_load(&F.stop) && !fk_closed(fd, 50))
+				;
+			atomic_fetch_sub(&F.stats_held, 1);
+			break;
 		} else if (f.op == PROTO_OP_STATS) {
 			if (!fk_stats(fd, &f))
 				break;
 		} else if (f.op == PROTO_OP_BYE) {
 			break;
-		} else if (F.mode != M_DOWNGRADE && !atomic_exchange(&F.lied, true)) {
+		} else if (F.mode != M_DOWNGRADE && F.mode != M_POLL_STALL &&
+			   !atomic_exchange(&F.lied, true)) {
 			lying = true;
 			if (F.mode == M_MORE_SLOW) {
 				/* a long answer in time: served on after it */
@@ -391,6 +410,15 @@ static void fk_serve(int fd)
 	free(buf);
 }
 
+static void *fk_conn(void *arg)
+{
+	int fd = (int)(intptr_t)arg;
+
+	fk_serve(fd);
+	close(fd);
+	return NULL;
+}
+
 static void *fk_main(void *arg)
 {
 	(void)arg;
@@ -399,14 +427,22 @@ static void *fk_main(void *arg)
 		int fd;
 		if (poll(&pf, 1, 50) <= 0)
 			continue;
-		fd = accept(F.lfd, NULL, NULL);
+		fd = accept4(F.lfd, NULL, NULL, SOCK_CLOEXEC); /* not in a kvtierd started after */
 		if (fd < 0)
 			continue;
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &(int){ 1 }, sizeof(int));
 		atomic_fetch_add(&F.accepts, 1);
+		if (F.mode == M_POLL_STALL && F.conn_n < CONN_MAX &&
+		    pthread_create(&F.conn_th[F.conn_n], NULL, fk_conn,
+				   (void *)(intptr_t)fd) == 0) {
+			F.conn_n++; /* the forwards' connections beside the poll's */
+			continue;
+		}
 		fk_serve(fd);
 		close(fd);
 	}
+	for (unsigned i = 0; i < F.conn_n; i++)
+		pthread_join(F.conn_th[i], NULL);
 	return NULL;
 }
 
@@ -429,9 +465,10 @@ static uint16_t listen_tcp(int *lfd)
 	return ntohs(sa.sin_port);
 }
 
-/* Alice's one PLACED|FORWARD put of copies 2 to the server s: the key
- * "forwarded-block", vlen bytes of seed 7; its namespace's digest in ns. */
-static void forward_put(const struct tsrv *s, uint8_t ns[PROTO_DIGEST_LEN])
+/* Alice's one PLACED|FORWARD put of copies to the server s: key, vlen
+ * bytes of seed 7; its namespace's digest in ns. */
+static void forward_put_key(const struct tsrv *s, uint8_t ns[PROTO_DIGEST_LEN],
+			    const char *key, uint8_t copies)
 {
 	uint8_t *val = malloc(vlen);
 	struct proto_frame f = { .op = PROTO_OP_PUT, .ns_count = 1, .ns = ns };
@@ -448,10 +485,10 @@ static void forward_put(const struct tsrv *s, uint8_t ns[PROTO_DIGEST_LEN])
 	T_RC(kc_connect_unix(&c, s->sock), 0);
 	T_RC(kc_login(&c, "alice", SECRET_ALICE), 0);
 	T_RC(kc_register(&c, &desc, ns, NULL, 0), KVT_OK);
-	kvt_key_set(&it.key, "forwarded-block", 15);
+	kvt_key_set(&it.key, key, strlen(key));
 	it.flags = PROTO_IF_PLACED | PROTO_IF_FORWARD;
 	it.anchor = 1;
-	it.copies = 2;
+	it.copies = copies;
 	it.part_count = 1;
 	it.part_lens = lens;
 	it.part_crcs = crc;
@@ -461,6 +498,12 @@ static void forward_put(const struct tsrv *s, uint8_t ns[PROTO_DIGEST_LEN])
 	kc_resp_free(&r);
 	kc_close(&c);
 	free(val);
+}
+
+/* ... the key "forwarded-block", copies 2. */
+static void forward_put(const struct tsrv *s, uint8_t ns[PROTO_DIGEST_LEN])
+{
+	forward_put_key(s, ns, "forwarded-block", 2);
 }
 
 /* The server (itself and the fake as its pod) and alice's forwarded put. */
@@ -757,6 +800,88 @@ static void phase_tls_pod(void)
 	tsrv_check_reports(sub[1]);
 }
 
+/* A static pod of three: two real members (s[0], s[1]) and the fake,
+ * which answers everything but the drain poll's STATS (held unanswered
+ * until the member gives up, PEER_TIMEOUT_MS).  Once both members' polls
+ * are held, alice's forwarded puts of copies 3 to s[0]: each must reach
+ * s[1] within 2 s (the poll ran on the repair thread: every forward
+ * waited for it, ~5 s of every 6). */
+#define STALL_PUTS 5
+#define STALL_BOUND_MS 2000
+static void phase_poll_stall(void)
+{
+	char tenants[700], dir[2][700], self[2][32], members[120], sub[2][600], key[32];
+	uint16_t fp = listen_tcp(&F.lfd);
+	uint16_t port[2] = { listen_tcp(NULL), listen_tcp(NULL) };
+	struct tsrv s[2];
+	uint8_t ns[PROTO_DIGEST_LEN], ns2[PROTO_DIGEST_LEN];
+	uint64_t worst = 0, end;
+	struct kc c;
+
+	F.mode = M_POLL_STALL;
+	T_OK(-pthread_create(&F.th, NULL, fk_main, NULL));
+	snprintf(tenants, sizeof(tenants), "%s/tenants", base);
+	tsrv_write_file(NULL, tenants, "alice " SECRET_ALICE " tenant\n");
+	snprintf(members, sizeof(members), "127.0.0.1:%u,127.0.0.1:%u,127.0.0.1:%u", port[0],
+		 port[1], fp);
+	for (int i = 0; i < 2; i++) {
+		const char *extra[] = { "--listen", self[i], "--advertise", self[i], "--members",
+					members, "--ssd", "0", NULL };
+		snprintf(self[i], sizeof(self[i]), "127.0.0.1:%u", port[i]);
+		snprintf(sub[i], sizeof(sub[i]), "%s/m%d", base, i);
+		T_OK(mkdir(sub[i], 0700));
+		T_ASSERT(snprintf(dir[i], sizeof(dir[i]), "%s/data", sub[i]) < (int)sizeof(dir[i]));
+		tsrv_start(&s[i], bin, sub[i], dir[i], tenants, extra);
+	}
+	/* both members' polls held by the fake */
+	end = tsrv_now_ns() + 5000000000ull;
+	while (atomic_load(&F.stats_held) < 2 && tsrv_now_ns() < end)
+		tsrv_sleep_ms(10);
+	T_EQ_U64(atomic_load(&F.stats_held), 2);
+	T_RC(kc_connect_unix(&c, s[1].sock), 0);
+	T_RC(kc_login(&c, "alice", SECRET_ALICE), 0);
+	T_RC(kc_register(&c, &desc, ns2, NULL, 0), KVT_OK);
+	for (int i = 0; i < STALL_PUTS; i++) {
+		uint64_t t0 = tsrv_now_ns(), ms;
+		bool held = false;
+		struct kvt_key k;
+
+		snprintf(key, sizeof(key), "stall-%d", i);
+		kvt_key_set(&k, key, strlen(key));
+		forward_put_key(&s[0], ns, key, 3);
+		T_ASSERT(memcmp(ns, ns2, sizeof(ns)) == 0);
+		end = t0 + 8000000000ull;
+		while (!held && tsrv_now_ns() < end) {
+			struct kc_value v;
+			int rc = kc_get(&c, ns2, &k, 0, 0, 0, 0, &v);
+			if (rc == KVT_OK) {
+				T_EQ_U64(v.len, VLEN);
+				held = true;
+			} else {
+				T_RC(rc, KVT_MISS);
+				tsrv_sleep_ms(5);
+			}
+			kc_value_free(&v);
+		}
+		ms = (tsrv_now_ns() - t0) / 1000000;
+		printf("poll_stall: forward %d to the healthy member: %s in %" PRIu64 " ms\n", i,
+		       held ? "held" : "not there", ms);
+		T_ASSERT(held);
+		worst = ms > worst ? ms : worst;
+	}
+	kc_close(&c);
+	printf("poll_stall: %d forwards beside a poll held by the third member: "
+	       "the slowest in %" PRIu64 " ms (bound %d)\n", STALL_PUTS, worst, STALL_BOUND_MS);
+	T_ASSERT(worst < STALL_BOUND_MS);
+	atomic_store(&F.stop, true); /* the polls' connections closed: no stop waits on them */
+	pthread_join(F.th, NULL);
+	close(F.lfd);
+	T_EQ_INT(tsrv_stop(&s[0]), 0);
+	T_EQ_INT(tsrv_stop(&s[1]), 0);
+	tsrv_check_reports(sub[0]);
+	tsrv_check_reports(sub[1]);
+}
+
 /* One PLACED put of alice's on c (logged in): key, VLEN bytes of seed,
  * copies 1 (tracked by the server's repair thread, so drained). */
 static void placed_put(struct kc *c, const uint8_t ns[PROTO_DIGEST_LEN], const char *key,
@@ -974,6 +1099,7 @@ static const struct tsrv_phase phases[] = {
 	{ "more_slow", phase_more_slow },
 	{ "more_stall", phase_more_stall },
 	{ "slow_read", phase_slow_read },
+	{ "poll_stall", phase_poll_stall },
 };
 
 int main(int argc, char **argv)
