@@ -103,8 +103,10 @@ int ssd_idx_put_locked(struct ssd *s, struct ssd_shard *sh, uint64_t h,
 	return 0;
 }
 
-/* Remove the entry for (ns, key) if its seq is below `below` (UINT64_MAX: any). */
-bool ssd_idx_remove_key(struct ssd *s, uint32_t ns, const struct kvt_key *k, uint64_t below)
+/* Remove the entry for (ns, key) if its seq is below `below` (UINT64_MAX:
+ * any) and it has every flag of `flags` (0: whatever its flags). */
+static bool idx_remove_if(struct ssd *s, uint32_t ns, const struct kvt_key *k, uint64_t below,
+			  uint32_t flags)
 {
 	uint64_t h = ssd_hash(s, ns, k);
 	struct ssd_shard *sh = shard_of(s, h);
@@ -112,7 +114,7 @@ bool ssd_idx_remove_key(struct ssd *s, uint32_t ns, const struct kvt_key *k, uin
 	bool found = false;
 	pthread_mutex_lock(&sh->lock);
 	pp = ssd_idx_slot(sh, h, ns, k);
-	if (*pp && (*pp)->seq < below) {
+	if (*pp && (*pp)->seq < below && ((*pp)->flags & flags) == flags) {
 		ssd_idx_remove_locked(s, sh, pp);
 		found = true;
 	}
@@ -120,20 +122,14 @@ bool ssd_idx_remove_key(struct ssd *s, uint32_t ns, const struct kvt_key *k, uin
 	return found;
 }
 
+bool ssd_idx_remove_key(struct ssd *s, uint32_t ns, const struct kvt_key *k, uint64_t below)
+{
+	return idx_remove_if(s, ns, k, below, 0);
+}
+
 bool ssd_idx_remove_dead(struct ssd *s, uint32_t ns, const struct kvt_key *k)
 {
-	uint64_t h = ssd_hash(s, ns, k);
-	struct ssd_shard *sh = shard_of(s, h);
-	struct ssd_entry **pp;
-	bool found = false;
-	pthread_mutex_lock(&sh->lock);
-	pp = ssd_idx_slot(sh, h, ns, k);
-	if (*pp && ((*pp)->flags & E_DEAD)) {
-		ssd_idx_remove_locked(s, sh, pp);
-		found = true;
-	}
-	pthread_mutex_unlock(&sh->lock);
-	return found;
+	return idx_remove_if(s, ns, k, UINT64_MAX, E_DEAD);
 }
 
 /* Remove every entry matching: ns (KVT_NS_ALL: any), slot (UINT32_MAX: any)
