@@ -1576,11 +1576,10 @@ int kvtd_repair_start(struct kvtd_server *srv)
 		rp->drain_budget = cap / REPAIR_DRAIN_BUDGET_DIV;
 	}
 	srv->repair = rp;
+	/* Either thread refused: kvtd_repair_stop joins what started and
+	 * destroys the locks and both conditions, as at a normal stop. */
 	if (pthread_create(&rp->thread, NULL, repair_main, rp) != 0) {
-		srv->repair = NULL;
-		kvtd_mem_uncharge(srv, rp->tab_charged);
-		free(rp->tab);
-		free(rp);
+		kvtd_repair_stop(srv);
 		return -EAGAIN;
 	}
 	rp->started = true;
