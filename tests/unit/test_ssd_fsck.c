@@ -1698,27 +1698,15 @@ static void dead_ckpt(void)
 	free(dir);
 }
 
-/* 12b. A dead entry (a block promoted out of the SSD) is a miss, so a put
- *      of its key is no put of a present key: the key's new bytes go into
- *      DRAM.  Key 0 (16384 bytes) is promoted (its record dead), then
- *      pushed out of DRAM without a write-down (its group's SSD quota is
- *      1 byte: declined); a put of key 0 with 8192 other bytes lands in
- *      DRAM alone (declined too), and the store is closed without writing
- *      DRAM down.  Reopened, key 0 is its new bytes or a miss.  Until
- *      2026-12-06 the close's checkpoint wrote the dead entry as a block,
- *      and key 0 was served with its 16384 old bytes, over the put that
- *      replaced them (and after a crash, the walk of its segment did the
- *      same).  A put over a dead entry now logs a tombstone for it
- *      (ssd_put_down), as a delete of the key would. */
-static void dead_reput(void)
+/* Key 0 of ns (16384 bytes) made a dead SSD entry out of DRAM: put and
+ * written down beside fillers of fns, read until a promotion leaves its
+ * record dead (ssd.promoted_dropped), then pushed out of DRAM by 400 more
+ * fillers with its group's SSD quota at 1 byte (the write-down declined:
+ * the entry stays dead; the quota is left so).  Returns the next filler
+ * key.  Key 0 is then a miss. */
+static uint64_t dead_key0(struct kvt_store *s, uint32_t ns, uint32_t fns)
 {
-	char *dir = t_mkdtemp();
-	struct kvt_store *s = open_victim(dir);
-	uint32_t ns = ns_of(s), fns = t_ns(s, "ssd-fsck-filler");
-	struct kvt_key key0 = t_key(0);
-	char buf[16384 + 10];
-	uint64_t k = 1, vl = 0;
-	int r;
+	uint64_t k = 1;
 
 	T_RC(t_put_filled(s, ns, 0, 16384), KVT_OK);
 	for (; k < 1 + 400; k++)
@@ -1738,6 +1726,33 @@ static void dead_reput(void)
 	for (uint64_t j = 0; j < 400; j++, k++)
 		T_RC(t_put_filled(s, fns, k, 16384), KVT_OK);
 	T_OK(kvt_flush(s));
+	T_RC(t_get_filled(s, ns, 0, 16384), KVT_MISS);
+	return k;
+}
+
+/* 12b. A dead entry (a block promoted out of the SSD) is a miss, so a put
+ *      of its key is no put of a present key: the key's new bytes go into
+ *      DRAM.  Key 0 (16384 bytes) is promoted (its record dead), then
+ *      pushed out of DRAM without a write-down (its group's SSD quota is
+ *      1 byte: declined); a put of key 0 with 8192 other bytes lands in
+ *      DRAM alone (declined too), and the store is closed without writing
+ *      DRAM down.  Reopened, key 0 is its new bytes or a miss.  Until
+ *      2026-12-06 the close's checkpoint wrote the dead entry as a block,
+ *      and key 0 was served with its 16384 old bytes, over the put that
+ *      replaced them (and after a crash, the walk of its segment did the
+ *      same).  A put over a dead entry now logs a tombstone for it
+ *      (ssd_put_over), as a delete of the key would. */
+static void dead_reput(void)
+{
+	char *dir = t_mkdtemp();
+	struct kvt_store *s = open_victim(dir);
+	uint32_t ns = ns_of(s), fns = t_ns(s, "ssd-fsck-filler");
+	struct kvt_key key0 = t_key(0);
+	char buf[16384 + 10];
+	uint64_t vl = 0;
+	int r;
+
+	dead_key0(s, ns, fns);
 	T_RC(kvt_get(s, ns, &key0, buf, sizeof(buf), &vl), KVT_MISS);
 	T_RC(t_put_filled(s, ns, 0, 8192), KVT_OK);
 	T_OK(kvt_flush(s));
@@ -1789,29 +1804,10 @@ static void dead_reput_race_child(const char *dir)
 	uint32_t ns = ns_of(s), fns = t_ns(s, "ssd-fsck-filler");
 	struct reput_ctx c = { s, ns, 0 };
 	pthread_t th;
-	uint64_t k = 1;
+	uint64_t k;
 	int mine;
 
-	T_RC(t_put_filled(s, ns, 0, 16384), KVT_OK);
-	for (; k < 1 + 400; k++)
-		T_RC(t_put_filled(s, fns, k, 16384), KVT_OK);
-	T_OK(kvt_flush(s));
-	for (int i = 0; i < 8; i++) {
-		T_RC(t_get_filled(s, ns, 0, 16384), KVT_OK);
-		if (t_stat(s, "ssd.promoted_dropped") > 0)
-			break;
-		for (uint64_t j = 0; j < 100; j++, k++)
-			T_RC(t_put_filled(s, fns, k, 16384), KVT_OK);
-		T_OK(kvt_flush(s));
-	}
-	T_ASSERT(t_stat(s, "ssd.promoted_dropped") >= 1);
-	/* Out of DRAM, not written down: the entry stays dead. */
-	T_OK(kvt_quota_set(s, 1, 0, 1));
-	T_OK(kvt_ns_set_group(s, ns, 1));
-	for (uint64_t j = 0; j < 400; j++, k++)
-		T_RC(t_put_filled(s, fns, k, 16384), KVT_OK);
-	T_OK(kvt_flush(s));
-	T_RC(t_get_filled(s, ns, 0, 16384), KVT_MISS);
+	k = dead_key0(s, ns, fns);
 	T_OK(kvt_quota_set(s, 1, 0, 0));
 
 	T_ASSERT(pthread_create(&th, NULL, reput_thread, &c) == 0);
