@@ -463,6 +463,16 @@ static struct kvtd_out *respd_out(struct kvtd_server *srv, struct respd_cmd *cmd
 	o->buf = cmd->text;
 	o->pins = cmd->pins;
 	o->pin_count = cmd->npin;
+	/* Counted (kvtd_conn_queue) in the tenant whose command made it --
+	 * its pins and its queued bytes -- not the connection's when it is
+	 * queued: a command of alice's answered after an AUTH as bob
+	 * further down the pipeline counted in bob's shares, and bob's
+	 * other connections were refused for alice's replies while hers
+	 * were served (session 42, test_hostile resp_auth_pins; the S3
+	 * listener's signers: s3reply.c s3d_out).  Before AUTH: NULL, the
+	 * connection's then. */
+	o->tstat = cmd->tstat;
+	o->pin_tstat = cmd->tstat;
 	cmd->text = NULL;
 	cmd->pins = NULL;
 	cmd->npin = 0;

@@ -102,7 +102,12 @@ struct dram_item {
 	uint64_t value_len : 37;  /* bytes, <= KVT_VALUE_MAX */
 	uint64_t part_count : 11; /* <= KVT_PARTS_MAX */
 	uint64_t run_count : 7;   /* <= DRAM_MAX_RUNS */
-	uint64_t : 9;
+	/* published by a lower tier's promotion (DRAM_PROMOTED), not a put:
+	 * what the pass after a lower tier's delete or clear may remove
+	 * (dram_delete_promoted).  Written at reserve and at publish, while
+	 * the item is WRITING and its writer's alone; read under the lock. */
+	uint64_t promoted : 1;
+	uint64_t : 8;
 	union {
 		struct {
 			uint32_t run0; /* first chunk of the one run */
@@ -1654,6 +1659,7 @@ int dram_reserve(struct dram *d, uint32_t ns, const struct kvt_key *key, uint64_
 	it->value_len = len;
 	it->refs = 0;
 	it->cold = 0;
+	it->promoted = 0;
 	(void)item_ref_locked(s, it); /* the writer's: the first */
 	/* Re-find the slot: eviction above may have changed the chain. */
 	*index_slot(s, h, ns, key) = it;
@@ -1712,6 +1718,7 @@ int dram_publish(struct dram *d, struct dram_item *it, const uint32_t *crcs,
 		pthread_mutex_unlock(&s->lock);
 		return -ECANCELED;
 	}
+	it->promoted = (flags & DRAM_PROMOTED) != 0;
 	it->node.owner[0] = (uint8_t)((it->node.owner[0] & ~ITEM_STATE_MASK) | ITEM_VISIBLE);
 	if (flags & DRAM_ON_LOWER)
 		it->node.owner[0] |= ITEM_ON_LOWER;
@@ -2075,7 +2082,10 @@ static void dram_kill_locked(struct dram *d, struct dram_shard *s, struct dram_i
 	}
 }
 
-int dram_delete(struct dram *d, uint32_t ns, const struct kvt_key *key)
+/* A delete (only_promoted: of a promotion's copy, visible, and nothing
+ * else). */
+static int dram_delete_if(struct dram *d, uint32_t ns, const struct kvt_key *key,
+			  bool only_promoted)
 {
 	uint64_t h = dram_hash(d, ns, key);
 	struct dram_shard *s = dram_shard_of(d, h);
@@ -2084,6 +2094,8 @@ int dram_delete(struct dram *d, uint32_t ns, const struct kvt_key *key)
 
 	pthread_mutex_lock(&s->lock);
 	it = *index_slot(s, h, ns, key);
+	if (it && only_promoted && (ITEM_STATE(it) != ITEM_VISIBLE || !it->promoted))
+		it = NULL;
 	if (it) {
 		/* A delete wins over a put still copying: it will see DEAD. */
 		ret = ITEM_STATE(it) == ITEM_VISIBLE ? KVT_OK : KVT_MISS;
@@ -2092,6 +2104,16 @@ int dram_delete(struct dram *d, uint32_t ns, const struct kvt_key *key)
 	}
 	pthread_mutex_unlock(&s->lock);
 	return ret;
+}
+
+int dram_delete(struct dram *d, uint32_t ns, const struct kvt_key *key)
+{
+	return dram_delete_if(d, ns, key, false);
+}
+
+int dram_delete_promoted(struct dram *d, uint32_t ns, const struct kvt_key *key)
+{
+	return dram_delete_if(d, ns, key, true);
 }
 
 /*
@@ -2183,7 +2205,7 @@ int64_t dram_lookup(struct dram *d, uint32_t ns, const struct kvt_key *keys, siz
 	return (int64_t)i;
 }
 
-int64_t dram_clear(struct dram *d, uint32_t ns)
+static int64_t dram_clear_if(struct dram *d, uint32_t ns, bool only_promoted)
 {
 	int64_t removed = 0;
 	for (uint32_t i = 0; i < d->shard_count; i++) {
@@ -2195,6 +2217,9 @@ int64_t dram_clear(struct dram *d, uint32_t ns)
 				next = it->hnext;
 				if (ns != KVT_NS_ALL && it->ns != ns)
 					continue;
+				if (only_promoted &&
+				    (ITEM_STATE(it) != ITEM_VISIBLE || !it->promoted))
+					continue;
 				if (ITEM_STATE(it) == ITEM_VISIBLE)
 					removed++;
 				dram_kill_locked(d, s, it);
@@ -2203,6 +2228,16 @@ int64_t dram_clear(struct dram *d, uint32_t ns)
 		pthread_mutex_unlock(&s->lock);
 	}
 	return removed;
+}
+
+int64_t dram_clear(struct dram *d, uint32_t ns)
+{
+	return dram_clear_if(d, ns, false);
+}
+
+int64_t dram_clear_promoted(struct dram *d, uint32_t ns)
+{
+	return dram_clear_if(d, ns, true);
 }
 
 void dram_scan(struct dram *d, uint32_t ns, dram_scan_fn fn, void *ctx)

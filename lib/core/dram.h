@@ -257,12 +257,20 @@ void dram_note_prefix(struct dram *d, uint32_t ns, const struct kvt_key *keys, s
 		      size_t hits);
 
 int dram_delete(struct dram *d, uint32_t ns, const struct kvt_key *key);
+/* The passes over DRAM after a lower tier removed a key (namespace: the
+ * clear's), which kill what a promotion from it published in between
+ * (store_dispatch.c): only a visible copy published with DRAM_PROMOTED,
+ * never a put's, which was made after the delete was issued (a put
+ * still copying is left too).  KVT_OK if one was removed; the clear's:
+ * blocks removed. */
+int dram_delete_promoted(struct dram *d, uint32_t ns, const struct kvt_key *key);
 /* Leading keys present; tiers[i] set to KVT_TIER_DRAM for those (may be NULL);
  * *bytes (may be NULL) grows by their value lengths. */
 int64_t dram_lookup(struct dram *d, uint32_t ns, const struct kvt_key *keys, size_t n,
 		    uint8_t *tiers, uint64_t *bytes);
 /* Blocks removed.  ns may be KVT_NS_ALL. */
 int64_t dram_clear(struct dram *d, uint32_t ns);
+int64_t dram_clear_promoted(struct dram *d, uint32_t ns);
 /* fn(ctx, key) for every visible block of ns, shard by shard under the
  * shard's lock: fn must not call into the DRAM tier (store_scan.c). */
 typedef void (*dram_scan_fn)(void *ctx, const struct kvt_key *key);

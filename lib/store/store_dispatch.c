@@ -1222,9 +1222,10 @@ static int store_del_walk(struct kvt_store *s, struct kvt_req *r, unsigned from,
 					 : (status == KVT_OK || ret == KVT_OK ? KVT_OK : KVT_MISS);
 		/* DRAM again: a promotion from this tier that read the block
 		 * before the tier removed it (the shared tier waits for those)
-		 * published after the passes above. */
+		 * published after the passes above -- that only, not a put
+		 * made since (store_del_done). */
 		if (s->dram)
-			dram_delete(s->dram, r->ns, &r->key);
+			dram_delete_promoted(s->dram, r->ns, &r->key);
 	}
 	if (local_hit && s->events)
 		kvevents_removed(s->events, quota_group_lookup(&s->quota, r->ns), &r->key);
@@ -1239,9 +1240,14 @@ static void store_del_done(void *ctx, const struct tier_result *res)
 	int status = (int)req_stashed(r);
 	/* DRAM again: a promotion from this tier answered before the delete
 	 * reached it (the remote tier sends the DELETE after it) was
-	 * published after the passes above (test_remote_put). */
+	 * published after the passes above (test_remote_put).  Only such a
+	 * copy (DRAM_PROMOTED, visible: the tier completes the delete once
+	 * those were published, remote.c remove_hold): a put of the key made
+	 * after the delete was issued is the engine's newer value, and it
+	 * lost its DRAM copy here, or failed (-ECANCELED) while still
+	 * copying (test_remote_put delete_then_put). */
 	if (s->dram)
-		dram_delete(s->dram, r->ns, &r->key);
+		dram_delete_promoted(s->dram, r->ns, &r->key);
 	if (status >= 0)
 		status = status == KVT_OK || res->status == KVT_OK ? KVT_OK : KVT_MISS;
 	if (res->status < 0)
@@ -1291,8 +1297,8 @@ static int store_clear_walk(struct kvt_store *s, struct kvt_req *r, unsigned fro
 		ret = t->ops->clear(t->t, NULL, r->ns, store_clear_done, r);
 		if (ret == TIER_PENDING)
 			return STORE_PENDING;
-		if (s->dram)
-			dram_clear(s->dram, r->ns); /* what a promotion published meanwhile */
+		if (s->dram) /* what a promotion published meanwhile (delete) */
+			dram_clear_promoted(s->dram, r->ns);
 		if (ret < 0 && status >= 0)
 			status = (int)ret;
 		else if (ret > 0 && (uint64_t)ret > r->length)
@@ -1306,8 +1312,8 @@ static void store_clear_done(void *ctx, const struct tier_result *res)
 	struct kvt_req *r = ctx;
 	struct kvt_store *s = req_queue(r)->store;
 	int status = (int)req_stashed(r);
-	if (s->dram)
-		dram_clear(s->dram, r->ns); /* what a promotion published meanwhile (delete) */
+	if (s->dram) /* what a promotion published meanwhile, not a later put (delete) */
+		dram_clear_promoted(s->dram, r->ns);
 	if (res->status == KVT_OK && res->count > r->length)
 		r->length = res->count;
 	if (res->status < 0)

@@ -3869,6 +3869,81 @@ static void phase_resp_mget_held(void)
 }
 
 /* ------------------------------------------------------------------------
+ * resp_auth_pins (session 42): a RESP reply counted in the tenant whose
+ * command made it.  On 3 connections of alice's (a 4 KiB receive window,
+ * never read) one send each: GET of her 1.5 MiB value, AUTH as bob, PING.
+ * The GETs are answered once the whole pipeline was parsed, so their
+ * replies are queued after the AUTH: they were counted in the connection's
+ * tenant then, bob -- 4.5 MiB of pins in bob's share of the DRAM tier
+ * (KVTD_PIN_TENANT_MAX, a quarter of --dram 16M: 4 MiB), none in alice's:
+ * bob's GET on a fresh connection was refused and alice's served.  Now
+ * alice's (refused: her replies pin her share), and bob is served.
+ */
+
+#define AP_CONNS 3u
+#define AP_VLEN (3u << 19) /* 1.5 MiB: under a connection's cap (--dram/8) */
+
+/* GET key on a fresh connection of alice's: its reply's first line. */
+static void ap_alice_get(uint16_t port, const char *key, char *line, size_t cap)
+{
+	char cmd[64];
+	bool closed = false;
+	int fd = resp_alice(port);
+	int n = snprintf(cmd, sizeof(cmd), "*2\r\n$3\r\nGET\r\n$%zu\r\n%s\r\n", strlen(key), key);
+
+	T_EQ_INT(send_for(fd, cmd, (size_t)n, 1000), n);
+	recv_for(fd, line, cap, 300, &closed);
+	line[strcspn(line, "\r")] = 0;
+	close(fd);
+}
+
+static void phase_resp_auth_pins(void)
+{
+	const char *extra[] = { "--resp", "127.0.0.1:0", "--dram", "16M", NULL };
+	const char *bob = "*3\r\n$4\r\nAUTH\r\n$3\r\nbob\r\n$26\r\n" SECRET_BOB "\r\n";
+	size_t cap = 256 + AP_VLEN;
+	char *cmd = malloc(cap), line[64] = { 0 }, got[256];
+	int fds[AP_CONNS], w, n;
+	bool refused = false, bob_ok;
+	uint64_t t0;
+	uint16_t port;
+
+	T_ASSERT(cmd != NULL);
+	start_with("resp_auth_pins", extra,
+		   "alice " SECRET_ALICE " tenant\n"
+		   "admin " SECRET_ADMIN " admin\n"
+		   "bob " SECRET_BOB " tenant\n");
+	port = tsrv_listener_port(srv.log, "RESP");
+	w = resp_alice(port);
+	resp_set(w, cmd, cap, "big", 'b', AP_VLEN);
+	resp_set(w, cmd, cap, "small", 's', 1);
+	close(w);
+	n = snprintf(cmd, cap, "*2\r\n$3\r\nGET\r\n$3\r\nbig\r\n%s*1\r\n$4\r\nPING\r\n", bob);
+	for (unsigned i = 0; i < AP_CONNS; i++) {
+		fds[i] = mh_alice(port);
+		T_EQ_INT(send_for(fds[i], cmd, (size_t)n, 1000), n);
+	}
+	/* Her replies queued (pinned, unread): alice's next GET is refused. */
+	t0 = tsrv_now_ns();
+	while (!refused && tsrv_now_ns() - t0 < 3000000000ull) {
+		ap_alice_get(port, "small", line, sizeof(line));
+		refused = strncmp(line, "-ERR the tenant's replies", 25) == 0;
+		if (!refused)
+			tsrv_sleep_ms(20);
+	}
+	bob_ok = rt_bob(port, 'p', 1, got, sizeof(got));
+	printf("resp_auth_pins: %u GETs of %u KiB of alice's, each followed by AUTH bob, unread: "
+	       "alice's next GET %s (%s), bob's round trip %s\n", AP_CONNS, AP_VLEN >> 10,
+	       refused ? "refused" : "served", line, bob_ok ? "served" : "refused");
+	T_ASSERT(refused); /* before: "$1", her pins counted in bob's share */
+	T_ASSERT(bob_ok);  /* before: refused for alice's replies */
+	for (unsigned i = 0; i < AP_CONNS; i++)
+		close(fds[i]);
+	free(cmd);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
+/* ------------------------------------------------------------------------
  * resp_exists (hyg10): a RESP EXISTS or DEL pinned every key it named at
  * once to check it (its value's header holds the Redis key and expiry):
  * one command of 65535 names, any client's, held that many pins, blocks
@@ -10401,6 +10476,7 @@ static const struct tsrv_phase phases[] = {
 	{ "big_frames", phase_big_frames },
 	{ "resp_mget", phase_resp_mget },
 	{ "resp_mget_held", phase_resp_mget_held },
+	{ "resp_auth_pins", phase_resp_auth_pins },
 	{ "resp_exists", phase_resp_exists },
 	{ "fwd_queue", phase_fwd_queue },
 	{ "repair_table", phase_repair_table },

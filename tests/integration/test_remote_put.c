@@ -82,7 +82,11 @@
  *     local DRAM, all three cases); a get after the delete completed is
  *     promoted as before (through a proxy that holds one connection's
  *     bytes in either direction; with one I/O lane, and with two, where
- *     the get's lane completes the delete).
+ *     the get's lane completes the delete);
+ *   - a put of a key made after its delete (or its namespace's clear)
+ *     was issued and before the DELETE's answer keeps its DRAM copy: a
+ *     get then is a DRAM hit with the new bytes (before: the pass over
+ *     DRAM at the delete's completion dropped it, tier remote).
  */
 #include <errno.h>
 #include <signal.h>
@@ -895,6 +899,87 @@ static void test_delete_vs_promotion(struct tsrv *srv, const char *addr)
 }
 
 /*
+ * A put made after a delete (clear) was issued and before its answer
+ * keeps its DRAM copy (session 42): with one connection and the server
+ * stopped, X (in DRAM and on the server) is deleted -- the store's first
+ * pass over DRAM done, the DELETE on its way -- and put again with new
+ * bytes, which land in DRAM and follow the DELETE to the server.  The
+ * store's pass over DRAM once the DELETE completed (store_del_done, for
+ * a promotion that raced it) used to delete the new put's copy too: the
+ * next get of X went to the server, a miss where it had applied the two
+ * at once in the other order (seen in most runs), where the engine had
+ * just put X locally.  Now that pass removes only what a promotion
+ * published: the get is a DRAM hit with the new bytes.
+ */
+static void test_delete_then_put(struct tsrv *srv, const char *addr, bool clear)
+{
+	enum { XLEN = 64u << 10 };
+	const char *name = clear ? "clear-then-put" : "delete-then-put";
+	struct kvt_store *b = tsrv_engine(addr, (const char *[]){ "remote.timeout_ms", "30000",
+								   "remote.conns", "1",
+								   "remote.conns_max", "1", NULL });
+	uint32_t nb = t_ns(b, name);
+	uint64_t x = clear ? 1010 : 1000;
+	uint8_t *v = malloc(XLEN), *back = malloc(XLEN);
+	struct iovec part = { v, XLEN };
+	struct kvt_req del, put;
+	struct kvt_queue *q;
+	const char *sent = clear ? "remote.clears" : "remote.deletes";
+
+	T_ASSERT(v && back);
+	t_fill(v, XLEN, x);
+	T_RC(put1(b, nb, x, &part, 1).status, KVT_OK); /* DRAM and the server */
+	T_RC(kill(srv->pid, SIGSTOP), 0);
+	tsrv_wait_stopped(srv->pid);
+	T_OK(kvt_queue_create(b, &q));
+	uint64_t d0 = t_stat(b, sent), p0 = t_stat(b, "dram.puts");
+	del = (struct kvt_req){ .op = clear ? KVT_OP_CLEAR : KVT_OP_DELETE, .ns = nb,
+				.key = t_key(x) };
+	t_submit_all(q, &del, 1);
+	/* The first pass over DRAM is done once the DELETE is submitted. */
+	for (int i = 0; i < 500 && t_stat(b, sent) == d0; i++)
+		tsrv_sleep_ms(2);
+	T_ASSERT(t_stat(b, sent) > d0);
+	t_fill(v, XLEN, x + 1);
+	put = (struct kvt_req){ .op = KVT_OP_PUT, .ns = nb, .key = t_key(x), .iov = &part,
+				.iov_count = 1 };
+	t_submit_all(q, &put, 1);
+	for (int i = 0; i < 500 && t_stat(b, "dram.puts") == p0; i++)
+		tsrv_sleep_ms(2);
+	T_EQ_U64(t_stat(b, "dram.puts"), p0 + 1); /* the new bytes in DRAM */
+	T_RC(kill(srv->pid, SIGCONT), 0);
+	t_wait_all(q, 2);
+	T_RC(del.status, KVT_OK);
+	T_RC(put.status, KVT_OK);
+	{
+		struct kvt_req g = get_into(b, nb, x, back, XLEN);
+		fprintf(stderr, "%s: a get of X put again before the answer: %s (tier %d)\n", name,
+			kvt_strerror(g.status), g.tier);
+		T_RC(g.status, KVT_OK);
+		T_EQ_INT(g.tier, KVT_TIER_DRAM); /* before: a miss */
+		T_EQ_MEM(back, v, XLEN);
+	}
+	/* Another engine: the new bytes or a miss, never the deleted ones.
+	 * (The server may apply the PUT before the DELETE, both on their
+	 * way at once -- a miss then -- or a CLEAR's walk take it.) */
+	{
+		struct kvt_store *c = engine(addr, "always", "5000");
+		uint32_t nc = t_ns(c, name);
+		struct kvt_req g = get_into(c, nc, x, back, XLEN);
+		fprintf(stderr, "%s: a cold get of X: %s\n", name, kvt_strerror(g.status));
+		if (g.status != KVT_MISS) {
+			T_RC(g.status, KVT_OK);
+			T_EQ_MEM(back, v, XLEN);
+		}
+		kvt_store_destroy(c);
+	}
+	T_OK(kvt_queue_destroy(q));
+	kvt_store_destroy(b);
+	free(back);
+	free(v);
+}
+
+/*
  * A promotion submitted while the DELETE is on its way (review25): an
  * engine of two connections through a proxy that can hold either
  * direction of each.  X is on the server only.  The DELETE of X is held
@@ -1064,6 +1149,8 @@ int main(int argc, char **argv)
 	test_delete_wins(&srv, addr, false);
 	test_delete_wins(&srv, addr, true);
 	test_delete_vs_promotion(&srv, addr);
+	test_delete_then_put(&srv, addr, false);
+	test_delete_then_put(&srv, addr, true);
 	tproxy_start(&px, srv.port, NULL, false);
 	test_delete_vs_late_get(&px, false, false);
 	test_delete_vs_late_get(&px, true, false);

@@ -667,6 +667,55 @@ static int promote_one(struct dram *d, uint64_t k, unsigned flags)
 	return ret;
 }
 
+/*
+ * The passes after a lower tier's delete or clear (dram_delete_promoted,
+ * dram_clear_promoted; store_dispatch.c store_del_done): only a visible
+ * copy a promotion published goes.  A put's copy stays, and so does one
+ * still being written (put or promotion), which publishes as usual; the
+ * same item recycled by a put after a promotion is a put's.
+ */
+static void test_delete_promoted(void)
+{
+	struct kvt_mem mem;
+	struct kvt_logger lg = { 0 };
+	struct dram_config cfg = { .capacity = 1 << 20, .chunk = 4096, .shards = 1,
+				   .policy = DRAM_POLICY_LRU, .hugepages = DRAM_HUGE_OFF,
+				   .prefault = false };
+	struct dram *d;
+	struct dram_item *it;
+	struct iovec view[DRAM_MAX_RUNS];
+	unsigned vc = 0;
+	char buf[4096];
+	struct iovec v = { buf, sizeof(buf) };
+	struct kvt_key k1 = t_key(1), k2 = t_key(2), k3 = t_key(3);
+
+	kvt_mem_init(&mem);
+	T_OK(dram_open(&d, &cfg, &mem, &lg));
+	t_fill(buf, sizeof(buf), 1);
+	T_RC(dram_put(d, 1, &k1, &v, 1, NULL, 0), KVT_OK);
+	T_RC(promote_one(d, 2, DRAM_ON_LOWER), KVT_OK);
+	T_RC(dram_delete_promoted(d, 1, &k1), KVT_MISS); /* a put's: stays */
+	T_RC(dram_exists(d, 1, &k1), KVT_OK);
+	T_RC(dram_delete_promoted(d, 1, &k2), KVT_OK);
+	T_RC(dram_exists(d, 1, &k2), KVT_MISS);
+	/* being written: left to publish */
+	T_RC(dram_reserve(d, 1, &k3, 4096, NULL, 1, &it, view, &vc), KVT_OK);
+	T_RC(dram_delete_promoted(d, 1, &k3), KVT_MISS);
+	T_RC(dram_publish(d, it, NULL, NULL, DRAM_PROMOTED, false), KVT_OK);
+	/* a put after promotions were freed (items recycled): a put's */
+	T_RC(dram_delete(d, 1, &k3), KVT_OK);
+	T_RC(dram_put(d, 1, &k2, &v, 1, NULL, 0), KVT_OK);
+	T_RC(dram_delete_promoted(d, 1, &k2), KVT_MISS);
+	T_RC(promote_one(d, 4, 0), KVT_OK);
+	T_RC(promote_one(d, 5, DRAM_ON_LOWER), KVT_OK);
+	T_RC(dram_clear_promoted(d, 1), 2); /* 4 and 5; 1 and 2 stay */
+	T_RC(dram_exists(d, 1, &k1), KVT_OK);
+	T_RC(dram_exists(d, 1, &k2), KVT_OK);
+	T_RC(dram_clear(d, 1), 2);
+	dram_close(d);
+	T_EQ_INT(atomic_load(&mem.bytes), 0);
+}
+
 static void test_lower_gauges(void)
 {
 	struct kvt_mem mem;
@@ -810,6 +859,7 @@ int main(void)
 	test_ref_cap();
 	test_hash_secret();
 	test_lower_gauges();
+	test_delete_promoted();
 	test_prefault_said();
 	return 0;
 }
