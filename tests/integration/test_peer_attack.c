@@ -59,6 +59,12 @@
  *              which never answers the drain poll's STATS: forwards from
  *              one real member to the other each arrive within 2 s (the
  *              poll ran on the repair thread: each waited up to 5 s)
+ *   poll_wide  a static pod of three, the real member, the fake holding
+ *              the poll's STATS and, listed after it, a second address of
+ *              the fake answering "left": the member drops it within 2 s
+ *              (asked one after another, after the first one's 5 s)
+ *   poll_stop  SIGTERM to the member while the fake holds its poll's
+ *              STATS: it exits within 1.5 s (it waited the poll out, 5 s)
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -99,9 +105,9 @@ static const struct kvt_ns_desc desc = {
 };
 
 enum { M_DOWNGRADE, M_TABLE, M_TAGS, M_MORE, M_MORE_SLOW, M_MORE_STALL, M_SLOW_READ,
-       M_POLL_STALL };
+       M_POLL_STALL, M_POLL_WIDE, M_POLL_STOP };
 
-#define CONN_MAX 64 /* poll_stall: connections served at once, each on a thread */
+#define CONN_MAX 64 /* the poll phases: connections served at once, each on a thread */
 
 /* The fake member. */
 static struct {
@@ -117,10 +123,20 @@ static struct {
 	_Atomic uint64_t closed_ns;  /* when the server closed the lying connection */
 	_Atomic int send_errno;
 	_Atomic uint64_t after_lie;  /* more_slow: data bytes on the lying connection after */
-	_Atomic unsigned stats_held; /* poll_stall: STATS unanswered, connection open */
-	pthread_t conn_th[CONN_MAX]; /* poll_stall: the connections' threads */
+	_Atomic unsigned stats_held; /* the poll phases: STATS unanswered, connection open */
+	_Atomic uint64_t held_ns;    /* ... when the first was held */
+	_Atomic unsigned left_asked; /* poll_wide: STATS answered "left" (2) */
+	int lfd_left;                /* poll_wide: the member that left (-1: none) */
+	pthread_t conn_th[CONN_MAX]; /* the poll phases: the connections' threads */
 	unsigned conn_n;
-} F;
+} F = { .lfd_left = -1 };
+
+/* The phases whose fake holds the poll's STATS, each connection on a
+ * thread of its own (the forwards' beside the poll's). */
+static bool fk_polls(void)
+{
+	return F.mode == M_POLL_STALL || F.mode == M_POLL_WIDE || F.mode == M_POLL_STOP;
+}
 
 static bool fk_write(int fd, const void *p, size_t n)
 {
@@ -311,21 +327,23 @@ static void fk_trickle(int fd)
 	}
 }
 
-/* STATS (the static pod's poll: has the member left?): not draining. */
-static bool fk_stats(int fd, const struct proto_frame *req)
+/* STATS (the static pod's poll: has the member left?): not draining, or
+ * left (drain_state 2). */
+static bool fk_stats(int fd, const struct proto_frame *req, bool left)
 {
 	struct proto_frame f;
 	struct proto_item it = { .name = "repair.drain_state", .name_len = 18,
-				 .kind = PROTO_STAT_NUM, .value = 0 };
+				 .kind = PROTO_STAT_NUM, .value = left ? 2 : 0 };
 
 	kc_fake_answer(&f, req);
 	return fk_send(fd, &f, &it, 1, NULL);
 }
 
-/* One connection from the server.  The first one to ask something else
- * than STATS after AUTH (the forward's: NS_REGISTER) is the one the phase
- * lies on and times. */
-static void fk_serve(int fd)
+/* One connection from the server (to the member that left, in
+ * poll_wide: left).  The first one to ask something else than STATS after
+ * AUTH (the forward's: NS_REGISTER) is the one the phase lies on and
+ * times. */
+static void fk_serve(int fd, bool left)
 {
 	size_t cap = 1 << 16;
 	uint8_t *buf = malloc(cap);
@@ -353,20 +371,26 @@ static void fk_serve(int fd)
 		} else if (f.op == PROTO_OP_AUTH) {
 			if (!fk_auth(fd, &f))
 				break;
-		} else if (f.op == PROTO_OP_STATS && F.mode == M_POLL_STALL) {
+		} else if (f.op == PROTO_OP_STATS && left) {
+			atomic_fetch_add(&F.left_asked, 1);
+			if (!fk_stats(fd, &f, true))
+				break;
+		} else if (f.op == PROTO_OP_STATS && fk_polls()) {
 			/* the poll's question, never answered: held until
-			 * the server gives up (PEER_TIMEOUT_MS) */
+			 * the server gives up (PEER_TIMEOUT_MS) or stops */
+			uint64_t zero = 0;
+			atomic_compare_exchange_strong(&F.held_ns, &zero, tsrv_now_ns());
 			atomic_fetch_add(&F.stats_held, 1);
 			while (!atomic_load(&F.stop) && !fk_closed(fd, 50))
 				;
 			atomic_fetch_sub(&F.stats_held, 1);
 			break;
 		} else if (f.op == PROTO_OP_STATS) {
-			if (!fk_stats(fd, &f))
+			if (!fk_stats(fd, &f, false))
 				break;
 		} else if (f.op == PROTO_OP_BYE) {
 			break;
-		} else if (F.mode != M_DOWNGRADE && F.mode != M_POLL_STALL &&
+		} else if (F.mode != M_DOWNGRADE && !fk_polls() &&
 			   !atomic_exchange(&F.lied, true)) {
 			lying = true;
 			if (F.mode == M_MORE_SLOW) {
@@ -410,11 +434,13 @@ static void fk_serve(int fd)
 	free(buf);
 }
 
+/* arg: the fd, times two, plus 1 for the member that left */
 static void *fk_conn(void *arg)
 {
-	int fd = (int)(intptr_t)arg;
+	intptr_t v = (intptr_t)arg;
+	int fd = (int)(v >> 1);
 
-	fk_serve(fd);
+	fk_serve(fd, v & 1);
 	close(fd);
 	return NULL;
 }
@@ -423,22 +449,26 @@ static void *fk_main(void *arg)
 {
 	(void)arg;
 	while (!atomic_load(&F.stop)) {
-		struct pollfd pf = { .fd = F.lfd, .events = POLLIN };
+		struct pollfd pf[2] = { { .fd = F.lfd, .events = POLLIN },
+					{ .fd = F.lfd_left, .events = POLLIN } };
 		int fd;
-		if (poll(&pf, 1, 50) <= 0)
+		bool left;
+		if (poll(pf, F.lfd_left >= 0 ? 2 : 1, 50) <= 0)
 			continue;
-		fd = accept4(F.lfd, NULL, NULL, SOCK_CLOEXEC); /* not in a kvtierd started after */
+		left = F.lfd_left >= 0 && pf[1].revents;
+		/* not in a kvtierd started after */
+		fd = accept4(left ? F.lfd_left : F.lfd, NULL, NULL, SOCK_CLOEXEC);
 		if (fd < 0)
 			continue;
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &(int){ 1 }, sizeof(int));
 		atomic_fetch_add(&F.accepts, 1);
-		if (F.mode == M_POLL_STALL && F.conn_n < CONN_MAX &&
+		if (fk_polls() && F.conn_n < CONN_MAX &&
 		    pthread_create(&F.conn_th[F.conn_n], NULL, fk_conn,
-				   (void *)(intptr_t)fd) == 0) {
+				   (void *)((intptr_t)fd * 2 + left)) == 0) {
 			F.conn_n++; /* the forwards' connections beside the poll's */
 			continue;
 		}
-		fk_serve(fd);
+		fk_serve(fd, left);
 		close(fd);
 	}
 	for (unsigned i = 0; i < F.conn_n; i++)
@@ -882,6 +912,85 @@ static void phase_poll_stall(void)
 	tsrv_check_reports(sub[1]);
 }
 
+/* A static pod of three: the real member, the fake (A), listed before a
+ * second fake address (B) that answers the poll's STATS "left"
+ * (drain_state 2).  A holds the STATS until the member gives up
+ * (PEER_TIMEOUT_MS).  The member must serve the list without B within
+ * WIDE_BOUND_MS of A's question being held: asked one after another, B
+ * was asked only once A's 5 s were over (~5,000 ms). */
+#define WIDE_BOUND_MS 2000
+static void phase_poll_wide(void)
+{
+	char tenants[700], dir[700], self[32], members[120];
+	uint16_t ap = listen_tcp(&F.lfd), bp = listen_tcp(&F.lfd_left), sp = listen_tcp(NULL);
+	const char *extra[] = { "--listen", self, "--advertise", self, "--members", members,
+				"--ssd", "0", NULL };
+	uint64_t end, seen_ns = 0, held, n = 0, ms;
+	struct kc c;
+
+	F.mode = M_POLL_WIDE;
+	T_OK(-pthread_create(&F.th, NULL, fk_main, NULL));
+	snprintf(self, sizeof(self), "127.0.0.1:%u", sp);
+	snprintf(members, sizeof(members), "127.0.0.1:%u,127.0.0.1:%u,127.0.0.1:%u", sp, ap,
+		 bp);
+	snprintf(tenants, sizeof(tenants), "%s/tenants", base);
+	tsrv_write_file(NULL, tenants, "alice " SECRET_ALICE " tenant\n");
+	snprintf(dir, sizeof(dir), "%s/poll_wide", base);
+	tsrv_start(&srv, bin, base, dir, tenants, extra);
+	T_RC(kc_connect_unix(&c, srv.sock), 0);
+	T_RC(kc_login(&c, "alice", SECRET_ALICE), 0);
+	end = tsrv_now_ns() + 10000000000ull;
+	while (!seen_ns && tsrv_now_ns() < end) {
+		T_RC(kc_stat(&c, PROTO_SCOPE_TENANT, "cluster.members", &n), KVT_OK);
+		if (n == 2)
+			seen_ns = tsrv_now_ns();
+		else
+			tsrv_sleep_ms(10);
+	}
+	kc_close(&c);
+	T_ASSERT(seen_ns != 0); /* B was dropped from the list at all */
+	while (!atomic_load(&F.held_ns) && tsrv_now_ns() < end)
+		tsrv_sleep_ms(10);
+	held = atomic_load(&F.held_ns);
+	T_ASSERT(held != 0); /* A held the poll */
+	ms = seen_ns > held ? (seen_ns - held) / 1000000 : 0;
+	printf("poll_wide: a member's leave seen %" PRIu64 " ms after the member listed "
+	       "before it held the poll (bound %d; %u question(s) to the one that left)\n", ms,
+	       WIDE_BOUND_MS, atomic_load(&F.left_asked));
+	T_ASSERT(atomic_load(&F.left_asked) >= 1);
+	T_LE_INT(ms, WIDE_BOUND_MS);
+	atomic_store(&F.stop, true);
+	pthread_join(F.th, NULL);
+	close(F.lfd);
+	close(F.lfd_left);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
+/* A member whose poll the fake holds (STATS unanswered): SIGTERM must
+ * stop it within STOP_BOUND_MS -- its stop joined the poll thread, held
+ * until PEER_TIMEOUT_MS (~5 s; 30 s with slow frames of MORE). */
+#define STOP_BOUND_MS 1500
+static void phase_poll_stop(void)
+{
+	uint64_t end, t0, ms, into;
+
+	start("poll_stop", M_POLL_STOP);
+	end = tsrv_now_ns() + 5000000000ull;
+	while (!atomic_load(&F.stats_held) && tsrv_now_ns() < end)
+		tsrv_sleep_ms(10);
+	T_ASSERT(atomic_load(&F.stats_held) >= 1);
+	t0 = tsrv_now_ns();
+	into = (t0 - atomic_load(&F.held_ns)) / 1000000;
+	T_EQ_INT(tsrv_stop(&srv), 0);
+	ms = (tsrv_now_ns() - t0) / 1000000;
+	printf("poll_stop: SIGTERM %" PRIu64 " ms into a held poll: exited in %" PRIu64
+	       " ms (bound %d)\n", into, ms, STOP_BOUND_MS);
+	T_LE_INT(ms, STOP_BOUND_MS);
+	atomic_store(&F.stop, true);
+	pthread_join(F.th, NULL);
+	close(F.lfd);
+}
+
 /* One PLACED put of alice's on c (logged in): key, VLEN bytes of seed,
  * copies 1 (tracked by the server's repair thread, so drained). */
 static void placed_put(struct kc *c, const uint8_t ns[PROTO_DIGEST_LEN], const char *key,
@@ -1100,6 +1209,8 @@ static const struct tsrv_phase phases[] = {
 	{ "more_stall", phase_more_stall },
 	{ "slow_read", phase_slow_read },
 	{ "poll_stall", phase_poll_stall },
+	{ "poll_wide", phase_poll_wide },
+	{ "poll_stop", phase_poll_stop },
 };
 
 int main(int argc, char **argv)
