@@ -816,8 +816,9 @@ static struct rpeer *repair_peer(struct rpass *ps, unsigned i, uint32_t ns, cons
 					 ps->rp->srv->tls_peer_ctx, ps->rp->stop_fd);
 		OPENSSL_cleanse(secret, sizeof(secret));
 		if (rc < 0) {
-			kvtd_log(KVTD_WARN, "repair: cannot reach a member", "member=%s error=%d",
-				 ps->m[i].addr, rc);
+			if (rc != -ECANCELED) /* else the server stops */
+				kvtd_log(KVTD_WARN, "repair: cannot reach a member",
+					 "member=%s error=%d", ps->m[i].addr, rc);
 			r->failed = true;
 			ps->retry = true;
 			atomic_fetch_add(&ps->rp->errors, 1);

@@ -65,6 +65,10 @@
  *              (asked one after another, after the first one's 5 s)
  *   poll_stop  SIGTERM to the member while the fake holds its poll's
  *              STATS: it exits within 1.5 s (it waited the poll out, 5 s)
+ *   fwd_slow   a measurement, by hand (~8 s; not in CI's list): a static
+ *              pod of three, the fake reading a 16 MiB forward slowly; when
+ *              a 4 KiB forward put after it reaches the healthy member (a
+ *              forward pass waits for its slowest member)
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -964,6 +968,7 @@ static void phase_poll_wide(void)
 	close(F.lfd);
 	close(F.lfd_left);
 	T_EQ_INT(tsrv_stop(&srv), 0);
+	tsrv_check_reports(base);
 }
 
 /* A member whose poll the fake holds (STATS unanswered): SIGTERM must
@@ -989,6 +994,92 @@ static void phase_poll_stop(void)
 	atomic_store(&F.stop, true);
 	pthread_join(F.th, NULL);
 	close(F.lfd);
+	tsrv_check_reports(base);
+}
+
+/* A forward pass waits for its slowest member (a measurement, by hand:
+ * ~8 s, not in CI's list).  A static pod of three, two real members and
+ * the fake, which reads the first forward's 16 MiB PUT as slow_read does
+ * (~466 KiB/s, given up at ~7 s).  Alice's 16 MiB block, then a 4 KiB
+ * one, both copies 3, to s[0]: printed, when each reached s[1], the
+ * healthy member.  The second waits for the first pass, whose worker for
+ * the fake is held until the fake is given up (peer.c's send floor). */
+static void fwd_wait(struct kc *c, const uint8_t *ns, const char *const key[2],
+		     const uint64_t t0[2], uint64_t ms[2])
+{
+	uint64_t end = t0[1] + 20000000000ull;
+
+	ms[0] = ms[1] = UINT64_MAX;
+	while ((ms[0] == UINT64_MAX || ms[1] == UINT64_MAX) && tsrv_now_ns() < end) {
+		for (int i = 0; i < 2; i++) {
+			struct kc_value v;
+			struct kvt_key k;
+			int rc;
+			if (ms[i] != UINT64_MAX)
+				continue;
+			kvt_key_set(&k, key[i], strlen(key[i]));
+			rc = kc_get(c, ns, &k, 0, 0, 0, 0, &v);
+			kc_value_free(&v);
+			if (rc == KVT_OK)
+				ms[i] = (tsrv_now_ns() - t0[i]) / 1000000;
+			else
+				T_RC(rc, KVT_MISS);
+		}
+		tsrv_sleep_ms(10);
+	}
+}
+
+static void phase_fwd_slow(void)
+{
+	char tenants[700], dir[2][700], self[2][32], members[120], sub[2][600];
+	uint16_t fp = listen_tcp(&F.lfd);
+	uint16_t port[2] = { listen_tcp(NULL), listen_tcp(NULL) };
+	struct tsrv s[2];
+	uint8_t ns[PROTO_DIGEST_LEN], ns2[PROTO_DIGEST_LEN];
+	const char *const key[2] = { "big", "small" };
+	uint64_t t0[2], ms[2];
+	struct kc c;
+
+	F.mode = M_SLOW_READ;
+	T_OK(setsockopt(F.lfd, SOL_SOCKET, SO_RCVBUF, &(int){ 65536 }, sizeof(int)));
+	T_OK(-pthread_create(&F.th, NULL, fk_main, NULL));
+	snprintf(tenants, sizeof(tenants), "%s/tenants", base);
+	tsrv_write_file(NULL, tenants, "alice " SECRET_ALICE " tenant\n");
+	snprintf(members, sizeof(members), "127.0.0.1:%u,127.0.0.1:%u,127.0.0.1:%u", port[0],
+		 port[1], fp);
+	for (int i = 0; i < 2; i++) {
+		const char *extra[] = { "--listen", self[i], "--advertise", self[i], "--members",
+					members, "--ssd", "0", NULL };
+		snprintf(self[i], sizeof(self[i]), "127.0.0.1:%u", port[i]);
+		snprintf(sub[i], sizeof(sub[i]), "%s/m%d", base, i);
+		T_OK(mkdir(sub[i], 0700));
+		T_ASSERT(snprintf(dir[i], sizeof(dir[i]), "%s/data", sub[i]) < (int)sizeof(dir[i]));
+		tsrv_start(&s[i], bin, sub[i], dir[i], tenants, extra);
+	}
+	T_RC(kc_connect_unix(&c, s[1].sock), 0);
+	T_RC(kc_login(&c, "alice", SECRET_ALICE), 0);
+	T_RC(kc_register(&c, &desc, ns2, NULL, 0), KVT_OK);
+	vlen = SLOW_VLEN;
+	t0[0] = tsrv_now_ns();
+	forward_put_key(&s[0], ns, key[0], 3);
+	vlen = VLEN;
+	t0[1] = tsrv_now_ns();
+	forward_put_key(&s[0], ns, key[1], 3);
+	T_ASSERT(memcmp(ns, ns2, sizeof(ns)) == 0);
+	fwd_wait(&c, ns2, key, t0, ms);
+	kc_close(&c);
+	printf("fwd_slow: beside a member reading a 16 MiB forward at ~466 KiB/s: the 16 MiB "
+	       "block on the healthy member in %" PRIu64 " ms, the 4 KiB block put after it "
+	       "in %" PRIu64 " ms (the member given up: %s)\n", ms[0], ms[1],
+	       log_says(s[0].log, "repair: lost a member") ? "yes" : "not yet");
+	T_ASSERT(ms[0] != UINT64_MAX && ms[1] != UINT64_MAX);
+	atomic_store(&F.stop, true);
+	pthread_join(F.th, NULL);
+	close(F.lfd);
+	T_EQ_INT(tsrv_stop(&s[0]), 0);
+	T_EQ_INT(tsrv_stop(&s[1]), 0);
+	tsrv_check_reports(sub[0]);
+	tsrv_check_reports(sub[1]);
 }
 
 /* One PLACED put of alice's on c (logged in): key, VLEN bytes of seed,
@@ -1211,6 +1302,7 @@ static const struct tsrv_phase phases[] = {
 	{ "poll_stall", phase_poll_stall },
 	{ "poll_wide", phase_poll_wide },
 	{ "poll_stop", phase_poll_stop },
+	{ "fwd_slow", phase_fwd_slow },
 };
 
 int main(int argc, char **argv)
