@@ -31,7 +31,7 @@
  * pass over the list without this server (every replicated block, the
  * hottest others up to --drain-budget), then the etcd lease revoked (a
  * static --members pod: the list served without it, which the others
- * learn by asking: repair_static_poll, on a thread of its own), then a
+ * learn by asking: repair_static_main, on a thread of its own), then a
  * second pass, then maybe SIGTERM.  Duplicate work (two holders both copying)
  * costs an EXISTS or a no-op put, never wrong bytes: keys name immutable
  * values.
@@ -45,7 +45,8 @@
  * these bytes are the client's own put, moved off its wire.
  *
  * Threads: kvtd-repair (the passes) and its workers (a pass's members),
- * kvtd-poll (a static pod's poll: repair_static_main), loops
+ * kvtd-poll (a static pod's poll: repair_static_main) and its askers (a
+ * member's question each: repair_ask), loops
  * (note/forget/touch), any (stats).
  */
 #include <errno.h>
