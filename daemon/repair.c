@@ -1112,6 +1112,10 @@ struct rworker {
 	const uint8_t *k;
 	pthread_t th;
 	bool started;
+	bool busy;              /* the slot holds a member's share (started or not) */
+	bool done;              /* *mu: its share is over */
+	pthread_mutex_t *mu;    /* the pass's, with *cv: a worker is done */
+	pthread_cond_t *cv;
 };
 
 static void *repair_worker(void *arg)
@@ -1119,11 +1123,15 @@ static void *repair_worker(void *arg)
 	struct rworker *w = arg;
 	if (kvt_queue_create(w->ps.rp->srv->store, &w->ps.q) < 0) {
 		w->ps.retry = true;
-		return NULL;
+	} else {
+		repair_member(&w->ps, w->d, w->snap, w->cnt, w->tops, w->k);
+		kvt_queue_destroy(w->ps.q);
+		w->ps.q = NULL;
 	}
-	repair_member(&w->ps, w->d, w->snap, w->cnt, w->tops, w->k);
-	kvt_queue_destroy(w->ps.q);
-	w->ps.q = NULL;
+	pthread_mutex_lock(w->mu);
+	w->done = true;
+	pthread_cond_signal(w->cv);
+	pthread_mutex_unlock(w->mu);
 	return NULL;
 }
 
@@ -1201,32 +1209,69 @@ static bool repair_pass(struct kvtd_repair *rp, struct kvtd_member *m, unsigned 
 		}
 		/* The members at once, REPAIR_WORKERS at a time: a member's
 		 * round trips (connect, HELLO, AUTH, NS_REGISTER, EXISTS, the
-		 * last answers) overlap the others' copies. */
+		 * last answers) overlap the others' copies.  A slot is given
+		 * the next member as soon as its worker is done: started 8 at
+		 * a time and joined 8 at a time, a slow member (its send at
+		 * peer.c's floor, a silent one's 5 s) held every member after
+		 * its eight until it was given up (test_peer_attack
+		 * `fwd_batch`). */
 		struct rworker w[REPAIR_WORKERS];
-		unsigned d = 0;
-		while (d < n && !repair_stopping(rp)) {
-			unsigned nw = 0;
-			for (; d < n && nw < REPAIR_WORKERS; d++) {
-				if (d == ps.self)
+		pthread_mutex_t mu;
+		pthread_cond_t cv;
+		unsigned d = 0, running = 0;
+
+		pthread_mutex_init(&mu, NULL);
+		pthread_cond_init(&cv, NULL);
+		memset(w, 0, sizeof(w));
+		for (;;) {
+			for (unsigned j = 0; j < REPAIR_WORKERS; j++) {
+				if (w[j].busy)
 					continue;
-				w[nw] = (struct rworker){
-					.ps = ps, .d = d, .snap = snap, .cnt = cnt,
-					.tops = (const uint16_t(*)[PROTO_COPIES_MAX])tops, .k = k
+				while (d < n && d == ps.self)
+					d++;
+				if (d == n || repair_stopping(rp))
+					break;
+				w[j] = (struct rworker){
+					.ps = ps, .d = d++, .snap = snap, .cnt = cnt,
+					.tops = (const uint16_t(*)[PROTO_COPIES_MAX])tops, .k = k,
+					.busy = true, .mu = &mu, .cv = &cv
 				};
-				w[nw].ps.q = NULL;
-				w[nw].ps.retry = false;
-				w[nw].started = pthread_create(&w[nw].th, NULL, repair_worker,
-							       &w[nw]) == 0;
-				if (!w[nw].started)
-					repair_worker(&w[nw]); /* here, then */
-				nw++;
+				w[j].ps.q = NULL;
+				w[j].ps.retry = false;
+				w[j].started = pthread_create(&w[j].th, NULL, repair_worker,
+							      &w[j]) == 0;
+				if (!w[j].started)
+					repair_worker(&w[j]); /* here, then */
+				running++;
 			}
-			for (unsigned j = 0; j < nw; j++) {
+			if (!running)
+				break;
+			pthread_mutex_lock(&mu);
+			for (bool any = false; !any;) {
+				for (unsigned j = 0; j < REPAIR_WORKERS; j++)
+					any |= w[j].busy && w[j].done;
+				if (!any)
+					pthread_cond_wait(&cv, &mu);
+			}
+			pthread_mutex_unlock(&mu);
+			for (unsigned j = 0; j < REPAIR_WORKERS; j++) {
+				bool done;
+				if (!w[j].busy)
+					continue;
+				pthread_mutex_lock(&mu);
+				done = w[j].done;
+				pthread_mutex_unlock(&mu);
+				if (!done)
+					continue;
 				if (w[j].started)
 					pthread_join(w[j].th, NULL);
 				ps.retry |= w[j].ps.retry;
+				w[j].busy = false;
+				running--;
 			}
 		}
+		pthread_cond_destroy(&cv);
+		pthread_mutex_destroy(&mu);
 	} else {
 		ps.retry = true;
 	}

@@ -65,6 +65,13 @@
  *              (asked one after another, after the first one's 5 s)
  *   poll_stop  SIGTERM to the member while the fake holds its poll's
  *              STATS: it exits within 1.5 s (it waited the poll out, 5 s)
+ *   fwd_batch  a static pod of ten: the forwarding member, the fake
+ *              (slow_read's reader, closing after 3 s), 7 plain fakes
+ *              and a real member last in the list; an 8 MiB block of
+ *              copies 8 placed on the fake and the real member: the real
+ *              member holds it within 2 s (a pass started its workers 8
+ *              at a time and joined each 8: the last member waited for
+ *              the slow one, 3 s here)
  *   fwd_slow   a measurement, by hand (~8 s; not in CI's list): a static
  *              pod of three, the fake reading a 16 MiB forward slowly; when
  *              a 4 KiB forward put after it reaches the healthy member (a
@@ -85,6 +92,7 @@
 #include <unistd.h>
 
 #include "client.h"
+#include "placement.h"
 #include "proto.h"
 #include "server.h"
 #include "t.h"
@@ -96,9 +104,12 @@
 #define SLOW_VLEN (16u << 20) /* the slow_read phase's block */
 #define SLOW_STEP (64u << 10) /* ... read this much every SLOW_EVERY_MS */
 #define SLOW_EVERY_MS 100
+#define BATCH_TRICKLE_MS 3000 /* fwd_batch: the slow member reads this long */
+#define BATCH_VLEN (8u << 20) /* ... its block: past the socket buffers' */
 
 static const char *bin;
 static uint32_t vlen = VLEN; /* the forwarded block's bytes */
+static uint64_t fwd_anchor = 1; /* ... its anchor */
 static const char *cli; /* tls_drain: the kvtier CLI */
 static char base[512];
 static struct tsrv srv;
@@ -109,7 +120,12 @@ static const struct kvt_ns_desc desc = {
 };
 
 enum { M_DOWNGRADE, M_TABLE, M_TAGS, M_MORE, M_MORE_SLOW, M_MORE_STALL, M_SLOW_READ,
-       M_POLL_STALL, M_POLL_WIDE, M_POLL_STOP };
+       M_POLL_STALL, M_POLL_WIDE, M_POLL_STOP, M_FWD_BATCH };
+/* What a listener of the fake plays: the phase's member (F.mode), the
+ * member that left (poll_wide), a plain member answering everything
+ * (fwd_batch) */
+enum { ROLE_MAIN, ROLE_LEFT, ROLE_PLAIN };
+#define PLAIN_MAX 7 /* fwd_batch: plain members */
 
 #define CONN_MAX 64 /* the poll phases: connections served at once, each on a thread */
 
@@ -131,9 +147,14 @@ static struct {
 	_Atomic uint64_t held_ns;    /* ... when the first was held */
 	_Atomic unsigned left_asked; /* poll_wide: STATS answered "left" (2) */
 	int lfd_left;                /* poll_wide: the member that left (-1: none) */
+	int lfd_plain[PLAIN_MAX];    /* fwd_batch: plain members */
+	unsigned plain_n;
 	pthread_t conn_th[CONN_MAX]; /* the poll phases: the connections' threads */
 	unsigned conn_n;
 } F = { .lfd_left = -1 };
+
+/* Each connection on a thread of its own (the poll phases, fwd_batch). */
+static bool fk_threaded(void);
 
 /* The phases whose fake holds the poll's STATS, each connection on a
  * thread of its own (the forwards' beside the poll's). */
@@ -313,11 +334,11 @@ static bool fk_more(int fd, const struct proto_frame *req, unsigned n, unsigned 
 }
 
 /* The slow_read phase: read what the server sends SLOW_STEP bytes every
- * SLOW_EVERY_MS (F.sent: bytes read), until it closes or 30 s. */
-static void fk_trickle(int fd)
+ * SLOW_EVERY_MS (F.sent: bytes read), until it closes or ms pass. */
+static void fk_trickle(int fd, uint64_t ms)
 {
 	static uint8_t sink[SLOW_STEP];
-	uint64_t end = tsrv_now_ns() + 30000000000ull;
+	uint64_t end = tsrv_now_ns() + ms * 1000000ull;
 
 	atomic_store(&F.lie_ns, tsrv_now_ns());
 	while (tsrv_now_ns() < end && !atomic_load(&F.stop)) {
@@ -347,7 +368,7 @@ static bool fk_stats(int fd, const struct proto_frame *req, bool left)
  * poll_wide: left).  The first one to ask something else than STATS after
  * AUTH (the forward's: NS_REGISTER) is the one the phase lies on and
  * times. */
-static void fk_serve(int fd, bool left)
+static void fk_serve(int fd, int role)
 {
 	size_t cap = 1 << 16;
 	uint8_t *buf = malloc(cap);
@@ -375,11 +396,11 @@ static void fk_serve(int fd, bool left)
 		} else if (f.op == PROTO_OP_AUTH) {
 			if (!fk_auth(fd, &f))
 				break;
-		} else if (f.op == PROTO_OP_STATS && left) {
+		} else if (f.op == PROTO_OP_STATS && role == ROLE_LEFT) {
 			atomic_fetch_add(&F.left_asked, 1);
 			if (!fk_stats(fd, &f, true))
 				break;
-		} else if (f.op == PROTO_OP_STATS && fk_polls()) {
+		} else if (f.op == PROTO_OP_STATS && fk_polls() && role == ROLE_MAIN) {
 			/* the poll's question, never answered: held until
 			 * the server gives up (PEER_TIMEOUT_MS) or stops */
 			uint64_t zero = 0;
@@ -394,7 +415,7 @@ static void fk_serve(int fd, bool left)
 				break;
 		} else if (f.op == PROTO_OP_BYE) {
 			break;
-		} else if (F.mode != M_DOWNGRADE && !fk_polls() &&
+		} else if (F.mode != M_DOWNGRADE && !fk_polls() && role == ROLE_MAIN &&
 			   !atomic_exchange(&F.lied, true)) {
 			lying = true;
 			if (F.mode == M_MORE_SLOW) {
@@ -405,13 +426,15 @@ static void fk_serve(int fd, bool left)
 					break;
 				continue;
 			}
-			if (F.mode == M_SLOW_READ) {
+			if (F.mode == M_SLOW_READ || F.mode == M_FWD_BATCH) {
 				/* the registration and the EXISTS answered (a
-				 * miss), the PUT read slowly */
+				 * miss), the PUT read slowly (fwd_batch: for
+				 * BATCH_TRICKLE_MS, then closed) */
 				if (fk_answer(fd, &f, 0, f.tag) &&
 				    kc_fake_request(fd, &buf, &cap, &f, &F.stop) == 1 &&
 				    f.op == PROTO_OP_EXISTS && fk_answer(fd, &f, 0, f.tag))
-					fk_trickle(fd);
+					fk_trickle(fd, F.mode == M_FWD_BATCH ? BATCH_TRICKLE_MS
+									     : 30000);
 				lying = false;
 				break;
 			}
@@ -422,6 +445,13 @@ static void fk_serve(int fd, bool left)
 			else
 				fk_flood(fd, &f);
 			break;
+		} else if (role == ROLE_PLAIN && f.op == PROTO_OP_EXISTS) {
+			/* no item answered: sent nothing (repair.c sends an
+			 * item left unanswered to no one), its worker done */
+			struct proto_frame a;
+			kc_fake_answer(&a, &f);
+			if (!fk_send(fd, &a, NULL, 0, NULL))
+				break;
 		} else if (!fk_answer(fd, &f, 0, f.tag)) {
 			break;
 		}
@@ -438,41 +468,56 @@ static void fk_serve(int fd, bool left)
 	free(buf);
 }
 
-/* arg: the fd, times two, plus 1 for the member that left */
+/* arg: the fd, times four, plus its listener's role */
 static void *fk_conn(void *arg)
 {
 	intptr_t v = (intptr_t)arg;
-	int fd = (int)(v >> 1);
+	int fd = (int)(v >> 2);
 
-	fk_serve(fd, v & 1);
+	fk_serve(fd, (int)(v & 3));
 	close(fd);
 	return NULL;
+}
+
+static bool fk_threaded(void)
+{
+	return fk_polls() || F.mode == M_FWD_BATCH;
 }
 
 static void *fk_main(void *arg)
 {
 	(void)arg;
 	while (!atomic_load(&F.stop)) {
-		struct pollfd pf[2] = { { .fd = F.lfd, .events = POLLIN },
-					{ .fd = F.lfd_left, .events = POLLIN } };
-		int fd;
-		bool left;
-		if (poll(pf, F.lfd_left >= 0 ? 2 : 1, 50) <= 0)
+		struct pollfd pf[2 + PLAIN_MAX] = { { .fd = F.lfd, .events = POLLIN } };
+		int role[2 + PLAIN_MAX] = { ROLE_MAIN }, fd;
+		unsigned np = 1, at;
+		if (F.lfd_left >= 0) {
+			pf[np] = (struct pollfd){ .fd = F.lfd_left, .events = POLLIN };
+			role[np++] = ROLE_LEFT;
+		}
+		for (unsigned i = 0; i < F.plain_n; i++) {
+			pf[np] = (struct pollfd){ .fd = F.lfd_plain[i], .events = POLLIN };
+			role[np++] = ROLE_PLAIN;
+		}
+		if (poll(pf, np, 50) <= 0)
 			continue;
-		left = F.lfd_left >= 0 && pf[1].revents;
+		for (at = 0; at < np && !pf[at].revents; at++)
+			;
+		if (at == np)
+			continue;
 		/* not in a kvtierd started after */
-		fd = accept4(left ? F.lfd_left : F.lfd, NULL, NULL, SOCK_CLOEXEC);
+		fd = accept4(pf[at].fd, NULL, NULL, SOCK_CLOEXEC);
 		if (fd < 0)
 			continue;
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &(int){ 1 }, sizeof(int));
 		atomic_fetch_add(&F.accepts, 1);
-		if (fk_polls() && F.conn_n < CONN_MAX &&
+		if (fk_threaded() && F.conn_n < CONN_MAX &&
 		    pthread_create(&F.conn_th[F.conn_n], NULL, fk_conn,
-				   (void *)((intptr_t)fd * 2 + left)) == 0) {
+				   (void *)((intptr_t)fd * 4 + role[at])) == 0) {
 			F.conn_n++; /* the forwards' connections beside the poll's */
 			continue;
 		}
-		fk_serve(fd, left);
+		fk_serve(fd, role[at]);
 		close(fd);
 	}
 	for (unsigned i = 0; i < F.conn_n; i++)
@@ -521,7 +566,7 @@ static void forward_put_key(const struct tsrv *s, uint8_t ns[PROTO_DIGEST_LEN],
 	T_RC(kc_register(&c, &desc, ns, NULL, 0), KVT_OK);
 	kvt_key_set(&it.key, key, strlen(key));
 	it.flags = PROTO_IF_PLACED | PROTO_IF_FORWARD;
-	it.anchor = 1;
+	it.anchor = fwd_anchor;
 	it.copies = copies;
 	it.part_count = 1;
 	it.part_lens = lens;
@@ -916,6 +961,23 @@ static void phase_poll_stall(void)
 	tsrv_check_reports(sub[1]);
 }
 
+/* Does 127.0.0.1:a sort after 127.0.0.1:b?  A static list is sorted by
+ * address text (memberlist.c), and a member asks, and a pass starts its
+ * workers, in that order. */
+static bool port_after(uint16_t a, uint16_t b)
+{
+	char x[32], y[32];
+
+	snprintf(x, sizeof(x), "127.0.0.1:%u", a);
+	snprintf(y, sizeof(y), "127.0.0.1:%u", b);
+	return strcmp(x, y) > 0;
+}
+
+static int name_cmp(const void *a, const void *b)
+{
+	return strcmp(a, b);
+}
+
 /* A static pod of three: the real member, the fake (A), listed before a
  * second fake address (B) that answers the poll's STATS "left"
  * (drain_state 2).  A holds the STATS until the member gives up
@@ -932,6 +994,14 @@ static void phase_poll_wide(void)
 	uint64_t end, seen_ns = 0, held, n = 0, ms;
 	struct kc c;
 
+	if (port_after(ap, bp)) { /* A first in the list: members sort it */
+		int t = F.lfd;
+		uint16_t tp = ap;
+		F.lfd = F.lfd_left;
+		F.lfd_left = t;
+		ap = bp;
+		bp = tp;
+	}
 	F.mode = M_POLL_WIDE;
 	T_OK(-pthread_create(&F.th, NULL, fk_main, NULL));
 	snprintf(self, sizeof(self), "127.0.0.1:%u", sp);
@@ -1076,6 +1146,136 @@ static void phase_fwd_slow(void)
 	atomic_store(&F.stop, true);
 	pthread_join(F.th, NULL);
 	close(F.lfd);
+	T_EQ_INT(tsrv_stop(&s[0]), 0);
+	T_EQ_INT(tsrv_stop(&s[1]), 0);
+	tsrv_check_reports(sub[0]);
+	tsrv_check_reports(sub[1]);
+}
+
+/* A pass's members 8 at a time (fwd_batch in the header).  A static pod
+ * of ten: s[0], the slow fake, 7 plain fakes, s[1] last in the list; a
+ * 8 MiB block of copies 8 whose top holds the slow fake and s[1] (the
+ * anchor found here as repair.c ranks).  s[1] must hold it within
+ * BATCH_BOUND_MS: s[0]'s pass started its workers 8 at a time, the slow
+ * fake's among the first 8 and s[1]'s after them, and joined each 8 --
+ * s[1] was sent the block once the fake closed (BATCH_TRICKLE_MS). */
+#define BATCH_BOUND_MS 2000
+static void phase_fwd_batch(void)
+{
+	char tenants[700], dir[2][700], self[2][32], members[400], sub[2][600];
+	char names[10][32];
+	struct placement_member pm[10];
+	struct placement *pl = NULL;
+	struct kvt_mem mem;
+	char fake[32];
+	uint16_t fp, pp[PLAIN_MAX];
+	uint16_t port[2] = { listen_tcp(NULL), listen_tcp(NULL) };
+	struct tsrv s[2];
+	uint8_t ns[PROTO_DIGEST_LEN], ns2[PROTO_DIGEST_LEN];
+	uint64_t t0, ms = UINT64_MAX, end, a;
+	size_t ml = 0;
+	struct kc c;
+	struct kvt_key k;
+
+	/* s[1] last in the list (sorted by address), so after the 8 fakes
+	 * in s[0]'s pass: its port the highest of four, every fake's below */
+	for (int i = 0; i < 3; i++) {
+		uint16_t q = listen_tcp(NULL);
+		if (port_after(q, port[1]))
+			port[1] = q;
+	}
+	if (port_after(port[0], port[1])) {
+		uint16_t t = port[0];
+		port[0] = port[1];
+		port[1] = t;
+	}
+	for (unsigned i = 0; i < 1 + PLAIN_MAX; i++) {
+		int *lfd = i ? &F.lfd_plain[i - 1] : &F.lfd;
+		uint16_t q = listen_tcp(lfd);
+		for (int tries = 0; port_after(q, port[1]) && tries < 1000; tries++) {
+			close(*lfd);
+			q = listen_tcp(lfd);
+		}
+		T_ASSERT(!port_after(q, port[1]));
+		if (i)
+			pp[i - 1] = q;
+		else
+			fp = q;
+	}
+	F.plain_n = PLAIN_MAX;
+	snprintf(names[0], sizeof(names[0]), "127.0.0.1:%u", port[0]);
+	snprintf(names[1], sizeof(names[1]), "127.0.0.1:%u", fp);
+	for (unsigned i = 0; i < PLAIN_MAX; i++)
+		snprintf(names[2 + i], sizeof(names[0]), "127.0.0.1:%u", pp[i]);
+	snprintf(names[9], sizeof(names[9]), "127.0.0.1:%u", port[1]);
+	memcpy(fake, names[1], sizeof(fake));
+	qsort(names, 10, sizeof(names[0]), name_cmp); /* as the members list it */
+	T_ASSERT(strcmp(names[9], fake) != 0);
+	for (unsigned i = 0; i < 10; i++) {
+		pm[i] = (struct placement_member){ .name = names[i], .weight = 1 };
+		ml += (size_t)snprintf(members + ml, sizeof(members) - ml, "%s%s", i ? "," : "",
+				       names[i]);
+	}
+	kvt_mem_init(&mem);
+	T_RC(placement_new(&pl, pm, 10, &mem), 0);
+	for (a = 1; a < 100000; a++) {
+		unsigned top[8], got = 0, kn = placement_rank(pl, a, NULL, top, 8);
+		for (unsigned j = 0; j < kn; j++)
+			got |= (strcmp(names[top[j]], fake) == 0) | (top[j] == 9) << 1;
+		if (got == 3)
+			break;
+	}
+	placement_free(pl);
+	T_ASSERT(a < 100000);
+	fwd_anchor = a;
+
+	F.mode = M_FWD_BATCH;
+	T_OK(setsockopt(F.lfd, SOL_SOCKET, SO_RCVBUF, &(int){ 65536 }, sizeof(int)));
+	T_OK(-pthread_create(&F.th, NULL, fk_main, NULL));
+	snprintf(tenants, sizeof(tenants), "%s/tenants", base);
+	tsrv_write_file(NULL, tenants, "alice " SECRET_ALICE " tenant\n");
+	for (int i = 0; i < 2; i++) {
+		const char *extra[] = { "--listen", self[i], "--advertise", self[i], "--members",
+					members, "--ssd", "0", NULL };
+		snprintf(self[i], sizeof(self[i]), "127.0.0.1:%u", port[i]);
+		snprintf(sub[i], sizeof(sub[i]), "%s/m%d", base, i);
+		T_OK(mkdir(sub[i], 0700));
+		T_ASSERT(snprintf(dir[i], sizeof(dir[i]), "%s/data", sub[i]) < (int)sizeof(dir[i]));
+		tsrv_start(&s[i], bin, sub[i], dir[i], tenants, extra);
+	}
+	T_RC(kc_connect_unix(&c, s[1].sock), 0);
+	T_RC(kc_login(&c, "alice", SECRET_ALICE), 0);
+	T_RC(kc_register(&c, &desc, ns2, NULL, 0), KVT_OK);
+	vlen = BATCH_VLEN;
+	t0 = tsrv_now_ns();
+	forward_put_key(&s[0], ns, "batch", 8);
+	T_ASSERT(memcmp(ns, ns2, sizeof(ns)) == 0);
+	kvt_key_set(&k, "batch", 5);
+	end = t0 + 10000000000ull;
+	while (ms == UINT64_MAX && tsrv_now_ns() < end) {
+		struct kc_value v;
+		int rc = kc_get(&c, ns2, &k, 0, 0, 0, 0, &v);
+		if (rc == KVT_OK) {
+			T_EQ_U64(v.len, BATCH_VLEN);
+			ms = (tsrv_now_ns() - t0) / 1000000;
+		} else {
+			T_RC(rc, KVT_MISS);
+			tsrv_sleep_ms(10);
+		}
+		kc_value_free(&v);
+	}
+	kc_close(&c);
+	printf("fwd_batch: a pod of ten, the slow member among a pass's first 8: the block on "
+	       "the member after them in %" PRIu64 " ms (bound %d; the slow one read %" PRIu64
+	       " KiB for %d ms)\n", ms, BATCH_BOUND_MS, atomic_load(&F.sent) >> 10,
+	       BATCH_TRICKLE_MS);
+	T_ASSERT(atomic_load(&F.lie_ns) != 0); /* the slow member was sent it */
+	T_LE_INT(ms, BATCH_BOUND_MS);
+	atomic_store(&F.stop, true);
+	pthread_join(F.th, NULL);
+	close(F.lfd);
+	for (unsigned i = 0; i < PLAIN_MAX; i++)
+		close(F.lfd_plain[i]);
 	T_EQ_INT(tsrv_stop(&s[0]), 0);
 	T_EQ_INT(tsrv_stop(&s[1]), 0);
 	tsrv_check_reports(sub[0]);
@@ -1303,6 +1503,7 @@ static const struct tsrv_phase phases[] = {
 	{ "poll_wide", phase_poll_wide },
 	{ "poll_stop", phase_poll_stop },
 	{ "fwd_slow", phase_fwd_slow },
+	{ "fwd_batch", phase_fwd_batch },
 };
 
 int main(int argc, char **argv)
