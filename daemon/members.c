@@ -468,10 +468,17 @@ int kvtd_cluster_start(struct kvtd_server *srv)
 
 	pthread_mutex_init(&cl->lock, NULL);
 	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&cl->cond, &ca);
+	/* the etcd thread's waits are monotonic deadlines: unchecked, a
+	 * condition left on CLOCK_REALTIME would wait them out wrong */
+	rc = pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&cl->cond, &ca); /* made all the same: cluster_stop's to leave */
 	pthread_condattr_destroy(&ca);
 	cl->source = KVTD_CLUSTER_NONE;
+	if (rc != 0) {
+		kvtd_log(KVTD_ERROR, "cannot use the monotonic clock", "error=\"%s\"",
+			 strerror(rc));
+		return -ENOTSUP; /* not -EINVAL: not a usage error */
+	}
 	if (cfg->members && cfg->etcd)
 		return cluster_fail("--members and --etcd exclude each other", "%s",
 				    "give one source of membership");

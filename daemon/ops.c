@@ -1645,7 +1645,7 @@ static void ops_stats_repair(void *ctx, const char *name, uint64_t value)
 }
 
 /* A tenant's: the drain state only (the other members poll it, logged in
- * as any tenant: repair.c repair_static_poll). */
+ * as any tenant: repair.c's poll askers). */
 static void ops_stats_repair_tenant(void *ctx, const char *name, uint64_t value)
 {
 	if (strcmp(name, "repair.drain_state") == 0)

@@ -57,6 +57,24 @@ static int64_t peer_now_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* poll() on fd for ev and, where there is one (>= 0), on the caller's
+ * stop fd (kvtd_peer_open_stop): > 0 fd is ready, 0 ms passed, -EINTR,
+ * -ECANCELED (the stop fd is readable: the caller stops), or -errno.
+ * Every wait of this file is one: a stopping kvtierd joined threads held
+ * in them for the peer clocks (5 s, 30 s; test_peer_attack poll_stop). */
+static int peer_poll(int fd, int stop_fd, short ev, int ms)
+{
+	struct pollfd pf[2] = { { .fd = fd, .events = ev },
+				{ .fd = stop_fd, .events = POLLIN } };
+	int pr = poll(pf, stop_fd >= 0 ? 2 : 1, ms);
+
+	if (pr < 0)
+		return -errno;
+	if (pr > 0 && stop_fd >= 0 && pf[1].revents)
+		return -ECANCELED;
+	return pr;
+}
+
 /*
  * All of iov[0..n) (modified), with as few system calls as the socket
  * allows.  Each PEER_SEND_WINDOW bytes of it (or the rest, if less) must
@@ -76,15 +94,14 @@ static int peer_sendv(struct kvtd_peer *p, struct iovec *iov, unsigned n)
 		rest += iov[i].iov_len;
 	due = rest < PEER_SEND_WINDOW ? rest : PEER_SEND_WINDOW;
 	while (n) {
-		struct pollfd pf = { .fd = p->fd, .events = ev };
 		struct msghdr mh = { .msg_iov = iov, .msg_iovlen = n > 64 ? 64 : n };
 		int64_t left = mark + PEER_TIMEOUT_MS - peer_now_ms();
 		ssize_t w;
-		int pr = left > 0 ? poll(&pf, 1, (int)left) : 0, want = 0;
-		if (pr < 0 && errno == EINTR)
+		int pr = left > 0 ? peer_poll(p->fd, p->stop_fd, ev, (int)left) : 0, want = 0;
+		if (pr == -EINTR)
 			continue;
 		if (pr <= 0)
-			return pr == 0 ? -ETIMEDOUT : -errno;
+			return pr == 0 ? -ETIMEDOUT : pr;
 		if (p->ssl)
 			w = tlsio_writev(p->ssl, iov, (int)mh.msg_iovlen, &want);
 		else
@@ -147,7 +164,7 @@ static int peer_fill(struct kvtd_peer *p, size_t want, int64_t since)
 		p->rcap = nc;
 	}
 	for (;;) {
-		struct pollfd pf = { .fd = p->fd, .events = POLLIN };
+		short ev = POLLIN;
 		ssize_t r;
 		int pr, tw = 0;
 		if (p->ssl) {
@@ -159,13 +176,13 @@ static int peer_fill(struct kvtd_peer *p, size_t want, int64_t since)
 			}
 			if (r == 0 || errno != EAGAIN)
 				return r == 0 ? -ECONNRESET : -errno;
-			pf.events = tw == TLSIO_WANT_OUT ? POLLOUT : POLLIN;
+			ev = tw == TLSIO_WANT_OUT ? POLLOUT : POLLIN;
 		}
-		pr = poll(&pf, 1, peer_left_ms(p, since));
-		if (pr < 0 && errno == EINTR)
+		pr = peer_poll(p->fd, p->stop_fd, ev, peer_left_ms(p, since));
+		if (pr == -EINTR)
 			continue;
 		if (pr <= 0)
-			return pr == 0 ? -ETIMEDOUT : -errno;
+			return pr == 0 ? -ETIMEDOUT : pr;
 		if (p->ssl)
 			continue;
 		r = recv(p->fd, p->rbuf + p->rlen, p->rcap - p->rlen, MSG_DONTWAIT);
@@ -330,7 +347,8 @@ static int peer_call(struct kvtd_peer *p, struct proto_frame *f, const struct pr
  * the caller for the kernel's SYN retries, over two minutes.  0 or -errno
  * (-ETIMEDOUT past connect_ms).
  */
-static int peer_connect(int fd, const struct sockaddr *sa, socklen_t sa_len, unsigned connect_ms)
+static int peer_connect(int fd, const struct sockaddr *sa, socklen_t sa_len, unsigned connect_ms,
+			int stop_fd)
 {
 	int64_t deadline = peer_now_ms() + connect_ms;
 	int fl = fcntl(fd, F_GETFL), err = 0;
@@ -342,16 +360,15 @@ static int peer_connect(int fd, const struct sockaddr *sa, socklen_t sa_len, uns
 		if (errno != EINPROGRESS)
 			return -errno;
 		for (;;) {
-			struct pollfd pf = { .fd = fd, .events = POLLOUT };
 			int64_t left = deadline - peer_now_ms();
 			int pr;
 			if (left <= 0)
 				return -ETIMEDOUT;
-			pr = poll(&pf, 1, (int)left);
-			if (pr < 0 && errno == EINTR)
+			pr = peer_poll(fd, stop_fd, POLLOUT, (int)left);
+			if (pr == -EINTR)
 				continue;
 			if (pr < 0)
-				return -errno;
+				return pr;
 			if (pr == 0)
 				return -ETIMEDOUT;
 			break;
@@ -370,7 +387,7 @@ static int peer_connect(int fd, const struct sockaddr *sa, socklen_t sa_len, uns
 
 /* A connected socket to addr: "unix:/PATH" (kvtier drain on the server's
  * host), else HOST:PORT or [V6]:PORT over TCP. */
-static int peer_unix(const char *path, unsigned connect_ms)
+static int peer_unix(const char *path, unsigned connect_ms, int stop_fd)
 {
 	struct sockaddr_un sun = { .sun_family = AF_UNIX };
 	int fd, rc;
@@ -382,7 +399,7 @@ static int peer_unix(const char *path, unsigned connect_ms)
 	if (fd < 0)
 		return -errno;
 	rc = peer_connect(fd, (const struct sockaddr *)&sun, sizeof(sun),
-			  connect_ms ? connect_ms : KVTD_PEER_CONNECT_MS);
+			  connect_ms ? connect_ms : KVTD_PEER_CONNECT_MS, stop_fd);
 	if (rc < 0) {
 		close(fd);
 		return rc;
@@ -390,14 +407,14 @@ static int peer_unix(const char *path, unsigned connect_ms)
 	return fd;
 }
 
-static int peer_dial(const char *addr, unsigned connect_ms)
+static int peer_dial(const char *addr, unsigned connect_ms, int stop_fd)
 {
 	char host[KVTD_PEER_ADDR_MAX + 1], *colon = NULL;
 	struct addrinfo hints = { .ai_socktype = SOCK_STREAM }, *res = NULL;
 	int fd = -1, one = 1, rc;
 
 	if (strncmp(addr, "unix:", 5) == 0)
-		return peer_unix(addr + 5, connect_ms);
+		return peer_unix(addr + 5, connect_ms, stop_fd);
 	snprintf(host, sizeof(host), "%s", addr);
 	colon = strrchr(host, ':');
 	if (!colon)
@@ -413,7 +430,8 @@ static int peer_dial(const char *addr, unsigned connect_ms)
 	if (fd < 0) {
 		fd = -errno;
 	} else if ((rc = peer_connect(fd, res->ai_addr, res->ai_addrlen,
-				      connect_ms ? connect_ms : KVTD_PEER_CONNECT_MS)) < 0) {
+				      connect_ms ? connect_ms : KVTD_PEER_CONNECT_MS,
+				      stop_fd)) < 0) {
 		close(fd);
 		fd = rc;
 	}
@@ -475,12 +493,12 @@ static int peer_tls(struct kvtd_peer *p, SSL_CTX *tls, const char *name)
 		SSL_set1_host(p->ssl, host);
 	}
 	while ((rc = tlsio_handshake(p->ssl, &want)) == 0) {
-		struct pollfd pf = { .fd = p->fd,
-				     .events = want == TLSIO_WANT_OUT ? POLLOUT : POLLIN };
 		int64_t left = deadline - peer_now_ms();
-		int pr = left > 0 ? poll(&pf, 1, (int)left) : 0;
-		if (pr < 0 && errno != EINTR)
-			return -errno;
+		int pr = left > 0 ? peer_poll(p->fd, p->stop_fd,
+					      want == TLSIO_WANT_OUT ? POLLOUT : POLLIN,
+					      (int)left) : 0;
+		if (pr < 0 && pr != -EINTR)
+			return pr;
 		if (pr == 0)
 			return -ETIMEDOUT;
 	}
@@ -505,6 +523,14 @@ int kvtd_peer_open_tls_name(struct kvtd_peer *p, const char *addr, const char *t
 			    const char *tenant, const uint8_t *secret, uint32_t secret_len,
 			    unsigned connect_ms, SSL_CTX *tls)
 {
+	return kvtd_peer_open_stop(p, addr, tls_name, tenant, secret, secret_len, connect_ms, tls,
+				   -1);
+}
+
+int kvtd_peer_open_stop(struct kvtd_peer *p, const char *addr, const char *tls_name,
+			const char *tenant, const uint8_t *secret, uint32_t secret_len,
+			unsigned connect_ms, SSL_CTX *tls, int stop_fd)
+{
 	struct proto_frame f = { .op = PROTO_OP_HELLO };
 	uint8_t snonce[PROTO_NONCE_LEN];
 	uint16_t method;
@@ -514,7 +540,8 @@ int kvtd_peer_open_tls_name(struct kvtd_peer *p, const char *addr, const char *t
 	proto_limits_default(&p->lim);
 	snprintf(p->addr, sizeof(p->addr), "%s", addr);
 	snprintf(p->tenant, sizeof(p->tenant), "%s", tenant);
-	p->fd = peer_dial(addr, connect_ms);
+	p->stop_fd = stop_fd;
+	p->fd = peer_dial(addr, connect_ms, stop_fd);
 	if (p->fd < 0)
 		return p->fd;
 	if (tls && (rc = peer_tls(p, tls, tls_name)) < 0)

@@ -19,6 +19,7 @@ typedef struct ssl_ctx_st SSL_CTX;
 
 struct kvtd_peer {
 	int fd;
+	int stop_fd;             /* readable: give up at once (kvtd_peer_open_stop), or -1 */
 	struct ssl_st *ssl;      /* TLS (kvtd_peer_open_tls), or NULL */
 	char addr[KVTD_PEER_ADDR_MAX + 1];
 	char tenant[PROTO_TENANT_MAX + 1];
@@ -55,6 +56,14 @@ int kvtd_peer_open_tls(struct kvtd_peer *p, const char *addr, const char *tenant
 int kvtd_peer_open_tls_name(struct kvtd_peer *p, const char *addr, const char *tls_name,
 			    const char *tenant, const uint8_t *secret, uint32_t secret_len,
 			    unsigned connect_ms, SSL_CTX *tls);
+/* The same, with a stop fd (>= 0; -1: none): while it is readable (an
+ * eventfd written once, never read), every wait of p -- the connect, the
+ * handshake, a send, an answer -- ends at once with -ECANCELED, so that a
+ * stopping kvtierd need not wait out the peer clocks of a member that
+ * holds its question (repair.c).  The fd must outlive p's use. */
+int kvtd_peer_open_stop(struct kvtd_peer *p, const char *addr, const char *tls_name,
+			const char *tenant, const uint8_t *secret, uint32_t secret_len,
+			unsigned connect_ms, SSL_CTX *tls, int stop_fd);
 void kvtd_peer_close(struct kvtd_peer *p);
 /* NS_REGISTER the canonical text: the digest there.  KVT_OK or < 0. */
 int kvtd_peer_register(struct kvtd_peer *p, const char *canon, size_t len,

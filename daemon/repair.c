@@ -31,7 +31,7 @@
  * pass over the list without this server (every replicated block, the
  * hottest others up to --drain-budget), then the etcd lease revoked (a
  * static --members pod: the list served without it, which the others
- * learn by asking: repair_static_poll, on a thread of its own), then a
+ * learn by asking: repair_static_main, on a thread of its own), then a
  * second pass, then maybe SIGTERM.  Duplicate work (two holders both copying)
  * costs an EXISTS or a no-op put, never wrong bytes: keys name immutable
  * values.
@@ -45,7 +45,8 @@
  * these bytes are the client's own put, moved off its wire.
  *
  * Threads: kvtd-repair (the passes) and its workers (a pass's members),
- * kvtd-poll (a static pod's poll: repair_static_main), loops
+ * kvtd-poll (a static pod's poll: repair_static_main) and its askers (a
+ * member's question each: repair_ask), loops
  * (note/forget/touch), any (stats).
  */
 #include <errno.h>
@@ -54,6 +55,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -143,12 +145,15 @@ struct kvtd_repair {
 	double tokens;
 	uint64_t tok_ns, frames_seen, busy_ns;
 	/* A static pod: the poll thread (repair_static_main), woken by stop
-	 * (poll_cond, with lock), and its own: the members that left */
+	 * and by its askers' answers (poll_cond, with lock) */
 	pthread_t poll_thread;
 	bool poll_started;
+	pthread_mutex_t poll_lock; /* poll_cond, the askers' states */
 	pthread_cond_t poll_cond;
-	bool *st_out;
-	unsigned st_n;
+	bool poll_cond_made;
+	/* readable once stop is set: every peer connection's waits end at
+	 * once (kvtd_peer_open_stop): the poll's askers, a pass's workers */
+	int stop_fd;
 	/* forwards waiting (lock), and their counters */
 	struct rent *fq;
 	size_t fq_n, fq_cap;
@@ -713,7 +718,9 @@ static bool repair_busy_now(struct kvtd_repair *rp)
 
 static void repair_conn_lost(struct rpass *ps, struct rpeer *r, int rc)
 {
-	kvtd_log(KVTD_WARN, "repair: lost a member", "member=%s error=%d", r->p.addr, rc);
+	if (rc != -ECANCELED) /* else the server stops (rp->stop_fd) */
+		kvtd_log(KVTD_WARN, "repair: lost a member", "member=%s error=%d", r->p.addr,
+			 rc);
 	atomic_fetch_add(&ps->rp->errors, 1 + r->fl_n);
 	kvtd_peer_close(&r->p);
 	r->open = false;
@@ -805,13 +812,14 @@ static struct rpeer *repair_peer(struct rpass *ps, unsigned i, uint32_t ns, cons
 			atomic_fetch_add(&ps->rp->errors, 1);
 			return NULL;
 		}
-		rc = kvtd_peer_open_tls(&r->p, ps->m[i].addr, tenant, secret, secret_len,
-					ps->rp->srv->cfg.peer_connect_ms,
-					ps->rp->srv->tls_peer_ctx);
+		rc = kvtd_peer_open_stop(&r->p, ps->m[i].addr, NULL, tenant, secret, secret_len,
+					 ps->rp->srv->cfg.peer_connect_ms,
+					 ps->rp->srv->tls_peer_ctx, ps->rp->stop_fd);
 		OPENSSL_cleanse(secret, sizeof(secret));
 		if (rc < 0) {
-			kvtd_log(KVTD_WARN, "repair: cannot reach a member", "member=%s error=%d",
-				 ps->m[i].addr, rc);
+			if (rc != -ECANCELED) /* else the server stops */
+				kvtd_log(KVTD_WARN, "repair: cannot reach a member",
+					 "member=%s error=%d", ps->m[i].addr, rc);
 			r->failed = true;
 			ps->retry = true;
 			atomic_fetch_add(&ps->rp->errors, 1);
@@ -1104,6 +1112,10 @@ struct rworker {
 	const uint8_t *k;
 	pthread_t th;
 	bool started;
+	bool busy;              /* the slot holds a member's share (started or not) */
+	bool done;              /* *mu: its share is over */
+	pthread_mutex_t *mu;    /* the pass's, with *cv: a worker is done */
+	pthread_cond_t *cv;
 };
 
 static void *repair_worker(void *arg)
@@ -1111,11 +1123,15 @@ static void *repair_worker(void *arg)
 	struct rworker *w = arg;
 	if (kvt_queue_create(w->ps.rp->srv->store, &w->ps.q) < 0) {
 		w->ps.retry = true;
-		return NULL;
+	} else {
+		repair_member(&w->ps, w->d, w->snap, w->cnt, w->tops, w->k);
+		kvt_queue_destroy(w->ps.q);
+		w->ps.q = NULL;
 	}
-	repair_member(&w->ps, w->d, w->snap, w->cnt, w->tops, w->k);
-	kvt_queue_destroy(w->ps.q);
-	w->ps.q = NULL;
+	pthread_mutex_lock(w->mu);
+	w->done = true;
+	pthread_cond_signal(w->cv);
+	pthread_mutex_unlock(w->mu);
 	return NULL;
 }
 
@@ -1193,32 +1209,69 @@ static bool repair_pass(struct kvtd_repair *rp, struct kvtd_member *m, unsigned 
 		}
 		/* The members at once, REPAIR_WORKERS at a time: a member's
 		 * round trips (connect, HELLO, AUTH, NS_REGISTER, EXISTS, the
-		 * last answers) overlap the others' copies. */
+		 * last answers) overlap the others' copies.  A slot is given
+		 * the next member as soon as its worker is done: started 8 at
+		 * a time and joined 8 at a time, a slow member (its send at
+		 * peer.c's floor, a silent one's 5 s) held every member after
+		 * its eight until it was given up (test_peer_attack
+		 * `fwd_batch`). */
 		struct rworker w[REPAIR_WORKERS];
-		unsigned d = 0;
-		while (d < n && !repair_stopping(rp)) {
-			unsigned nw = 0;
-			for (; d < n && nw < REPAIR_WORKERS; d++) {
-				if (d == ps.self)
+		pthread_mutex_t mu;
+		pthread_cond_t cv;
+		unsigned d = 0, running = 0;
+
+		pthread_mutex_init(&mu, NULL);
+		pthread_cond_init(&cv, NULL);
+		memset(w, 0, sizeof(w));
+		for (;;) {
+			for (unsigned j = 0; j < REPAIR_WORKERS; j++) {
+				if (w[j].busy)
 					continue;
-				w[nw] = (struct rworker){
-					.ps = ps, .d = d, .snap = snap, .cnt = cnt,
-					.tops = (const uint16_t(*)[PROTO_COPIES_MAX])tops, .k = k
+				while (d < n && d == ps.self)
+					d++;
+				if (d == n || repair_stopping(rp))
+					break;
+				w[j] = (struct rworker){
+					.ps = ps, .d = d++, .snap = snap, .cnt = cnt,
+					.tops = (const uint16_t(*)[PROTO_COPIES_MAX])tops, .k = k,
+					.busy = true, .mu = &mu, .cv = &cv
 				};
-				w[nw].ps.q = NULL;
-				w[nw].ps.retry = false;
-				w[nw].started = pthread_create(&w[nw].th, NULL, repair_worker,
-							       &w[nw]) == 0;
-				if (!w[nw].started)
-					repair_worker(&w[nw]); /* here, then */
-				nw++;
+				w[j].ps.q = NULL;
+				w[j].ps.retry = false;
+				w[j].started = pthread_create(&w[j].th, NULL, repair_worker,
+							      &w[j]) == 0;
+				if (!w[j].started)
+					repair_worker(&w[j]); /* here, then */
+				running++;
 			}
-			for (unsigned j = 0; j < nw; j++) {
+			if (!running)
+				break;
+			pthread_mutex_lock(&mu);
+			for (bool any = false; !any;) {
+				for (unsigned j = 0; j < REPAIR_WORKERS; j++)
+					any |= w[j].busy && w[j].done;
+				if (!any)
+					pthread_cond_wait(&cv, &mu);
+			}
+			pthread_mutex_unlock(&mu);
+			for (unsigned j = 0; j < REPAIR_WORKERS; j++) {
+				bool done;
+				if (!w[j].busy)
+					continue;
+				pthread_mutex_lock(&mu);
+				done = w[j].done;
+				pthread_mutex_unlock(&mu);
+				if (!done)
+					continue;
 				if (w[j].started)
 					pthread_join(w[j].th, NULL);
 				ps.retry |= w[j].ps.retry;
+				w[j].busy = false;
+				running--;
 			}
 		}
+		pthread_cond_destroy(&cv);
+		pthread_mutex_destroy(&mu);
 	} else {
 		ps.retry = true;
 	}
@@ -1330,71 +1383,171 @@ int kvtd_repair_drain(struct kvtd_server *srv, bool exit_after)
  *
  * The poll has a thread of its own (repair_static_main): on the repair
  * thread, one member that held it -- silent after HELLO (PEER_TIMEOUT_MS,
- * 5 s), answering STATS in slow frames of MORE, blackholed (the connect
- * timeout) -- held every forward and repair copy to all the others that
- * long, every second (doc/security.md, test_peer_attack `poll_stall`).
- * What it learns reaches the repair thread as the member list does
- * (kvtd_cluster_static_set: cl->lock, the epoch); st_out is its own.
+ * 5 s), answering STATS in slow frames of MORE (up to PEER_ANSWER_MS,
+ * 30 s), blackholed (the connect timeout) -- held every forward and
+ * repair copy to all the others that long, every second (doc/security.md,
+ * test_peer_attack `poll_stall`).  What it learns reaches the repair
+ * thread as the member list does (kvtd_cluster_static_set: cl->lock, the
+ * epoch).
+ *
+ * Each member is asked on a thread of its own (repair_ask), all at once:
+ * asked one after another, a member that held its question delayed every
+ * later member's answer by as long, each round (test_peer_attack
+ * `poll_wide`).  A member still asking when the next round comes is not
+ * asked again until its thread is back (its last answer stands
+ * meanwhile), and each answer is served as it comes.  A thread, not a
+ * state machine over one poll(): the question is peer.c's blocking,
+ * bounded, TLS-capable exchange (connect, handshake, HELLO, AUTH, STATS),
+ * and a thread lives only while its member's question is out -- a healthy
+ * member answers in a millisecond -- at most REPAIR_POLL_ASKERS of them
+ * (a pod with more members held at once asks the rest as threads come
+ * back).  Every wait of theirs also polls rp->stop_fd, so a stopping
+ * server joins them at once (test_peer_attack `poll_stop`).
  */
-static void repair_static_poll(struct kvtd_repair *rp, const char *self)
+#define REPAIR_POLL_ASKERS 32u
+
+struct rask {
+	struct kvtd_repair *rp;
+	char addr[KVTD_MEMBER_ADDR_MAX + 1];
+	char tenant[PROTO_TENANT_MAX + 1];
+	uint8_t secret[PROTO_SECRET_MAX];
+	uint32_t secret_len;
+	pthread_t th;
+	int state;  /* poll_lock: 0 idle, 1 asking, 2 answered (its thread done) */
+	int out;    /* poll_lock, state 2: 1 left, 0 listed, -1 no answer */
+};
+
+/* One member's question, on a thread of its own (kvtd-poll's). */
+static void *repair_ask(void *arg)
+{
+	struct rask *a = arg;
+	struct kvtd_repair *rp = a->rp;
+	struct kvtd_peer p;
+	uint64_t st = 0;
+	int out = -1;
+
+	if (kvtd_peer_open_stop(&p, a->addr, NULL, a->tenant, a->secret, a->secret_len,
+				rp->srv->cfg.peer_connect_ms, rp->srv->tls_peer_ctx,
+				rp->stop_fd) == 0) {
+		if (kvtd_peer_stat(&p, PROTO_SCOPE_TENANT, "repair.drain_state", &st) == KVT_OK)
+			out = st >= 2;
+		kvtd_peer_close(&p);
+	}
+	OPENSSL_cleanse(a->secret, sizeof(a->secret));
+	pthread_mutex_lock(&rp->poll_lock);
+	a->out = out;
+	a->state = 2;
+	pthread_cond_broadcast(&rp->poll_cond);
+	pthread_mutex_unlock(&rp->poll_lock);
+	return NULL;
+}
+
+/* A round: every member not asking already (and not self) is asked, up
+ * to REPAIR_POLL_ASKERS at once; *asking counts them.  poll_lock held;
+ * dropped while the tenants file is read. */
+static void repair_static_round(struct kvtd_repair *rp, struct kvtd_member *m, unsigned n,
+				struct rask *ask, unsigned *asking, const char *self)
 {
 	char tenant[PROTO_TENANT_MAX + 1] = KVTD_DEFAULT_TENANT;
 	uint8_t secret[PROTO_SECRET_MAX];
 	uint32_t secret_len = 0;
-	unsigned n;
-	struct kvtd_member *m = kvtd_cluster_static_conf(rp->srv, &n);
+	int rc = 0;
 
-	if (!m)
-		return;
-	if (rp->st_n != n) {
-		free(rp->st_out);
-		rp->st_out = calloc(n, sizeof(*rp->st_out));
-		rp->st_n = rp->st_out ? n : 0;
-	}
-	if (rp->st_out && (!kvtd_auth_enabled() ||
-			   kvtd_auth_any_peer(tenant, sizeof(tenant), secret, &secret_len) == 0)) {
-		for (unsigned i = 0; i < n && !repair_stopping(rp); i++) {
-			struct kvtd_peer p;
-			uint64_t st = 0;
-			if (self && strcmp(m[i].addr, self) == 0)
-				continue;
-			if (kvtd_peer_open_tls(&p, m[i].addr, tenant, secret, secret_len,
-					       rp->srv->cfg.peer_connect_ms,
-					       rp->srv->tls_peer_ctx) < 0)
-				continue; /* unreachable: as it was */
-			if (kvtd_peer_stat(&p, PROTO_SCOPE_TENANT, "repair.drain_state", &st) ==
-			    KVT_OK)
-				rp->st_out[i] = st >= 2;
-			kvtd_peer_close(&p);
+	pthread_mutex_unlock(&rp->poll_lock);
+	if (kvtd_auth_enabled())
+		rc = kvtd_auth_any_peer(tenant, sizeof(tenant), secret, &secret_len);
+	pthread_mutex_lock(&rp->poll_lock);
+	for (unsigned i = 0; rc == 0 && i < n && *asking < REPAIR_POLL_ASKERS; i++) {
+		struct rask *a = &ask[i];
+		if (a->state != 0 || (self && strcmp(m[i].addr, self) == 0))
+			continue; /* still asking: its last answer stands */
+		a->rp = rp;
+		snprintf(a->addr, sizeof(a->addr), "%s", m[i].addr);
+		snprintf(a->tenant, sizeof(a->tenant), "%s", tenant);
+		memcpy(a->secret, secret, secret_len);
+		a->secret_len = secret_len;
+		a->state = 1;
+		if (pthread_create(&a->th, NULL, repair_ask, a) != 0) {
+			OPENSSL_cleanse(a->secret, sizeof(a->secret));
+			a->state = 0; /* asked next round */
+			continue;
 		}
-		kvtd_cluster_static_set(rp->srv, rp->st_out);
+		(*asking)++;
 	}
 	OPENSSL_cleanse(secret, sizeof(secret));
-	free(m);
 }
 
-/* kvtd-poll: repair_static_poll every REPAIR_POLL_MS until stop. */
+/* kvtd-poll: a round every REPAIR_POLL_MS until stop, each answer served
+ * as it comes. */
 static void *repair_static_main(void *arg)
 {
 	struct kvtd_repair *rp = arg;
 	struct kvtd_cluster *cl = &rp->srv->cluster;
+	const char *self = cl->self_addr ? cl->self_addr : rp->self;
+	unsigned n = 0, asking = 0;
+	struct kvtd_member *m = kvtd_cluster_static_conf(rp->srv, &n);
+	struct rask *ask = m ? calloc(n, sizeof(*ask)) : NULL;
+	bool *out = ask ? calloc(n, sizeof(*out)) : NULL;
+	struct timespec next = { 0, 0 };
 
-	while (!repair_stopping(rp)) {
-		struct timespec ts;
-
-		repair_static_poll(rp, cl->self_addr ? cl->self_addr : rp->self);
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		ts.tv_sec += REPAIR_POLL_MS / 1000;
-		ts.tv_nsec += (long)(REPAIR_POLL_MS % 1000) * 1000000L;
-		if (ts.tv_nsec >= 1000000000L) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000L;
-		}
-		pthread_mutex_lock(&rp->lock);
-		while (!rp->stop && pthread_cond_timedwait(&rp->poll_cond, &rp->lock, &ts) == 0)
-			;
-		pthread_mutex_unlock(&rp->lock);
+	if (!out) {
+		kvtd_log(KVTD_ERROR, "static pod poll off: out of memory", "members=%u", n);
+		free(ask);
+		free(m);
+		return NULL;
 	}
+	/* stop is set under rp->lock, then poll_cond broadcast under
+	 * poll_lock: looked at with poll_lock held, it is not missed */
+	pthread_mutex_lock(&rp->poll_lock);
+	while (!repair_stopping(rp)) {
+		struct timespec now;
+		bool answered = false;
+
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		if (now.tv_sec > next.tv_sec ||
+		    (now.tv_sec == next.tv_sec && now.tv_nsec >= next.tv_nsec)) {
+			repair_static_round(rp, m, n, ask, &asking, self);
+			next = now;
+			next.tv_sec += REPAIR_POLL_MS / 1000;
+			next.tv_nsec += (long)(REPAIR_POLL_MS % 1000) * 1000000L;
+			if (next.tv_nsec >= 1000000000L) {
+				next.tv_sec++;
+				next.tv_nsec -= 1000000000L;
+			}
+		}
+		for (unsigned i = 0; i < n; i++) {
+			if (ask[i].state != 2)
+				continue;
+			pthread_join(ask[i].th, NULL); /* it is past its last lock */
+			if (ask[i].out >= 0)
+				out[i] = ask[i].out;
+			ask[i].state = 0;
+			asking--;
+			answered = true;
+		}
+		if (answered) {
+			pthread_mutex_unlock(&rp->poll_lock);
+			kvtd_cluster_static_set(rp->srv, out);
+			pthread_mutex_lock(&rp->poll_lock);
+			continue; /* more may have come meanwhile */
+		}
+		pthread_cond_timedwait(&rp->poll_cond, &rp->poll_lock, &next);
+	}
+	pthread_mutex_unlock(&rp->poll_lock);
+	/* rp->stop_fd is written (kvtd_repair_stop): the askers are back at
+	 * once.  (srv->stopping alone: they end within the peer clocks, or
+	 * at kvtd_repair_stop's write.) */
+	for (unsigned i = 0; i < n; i++) {
+		int st;
+		pthread_mutex_lock(&rp->poll_lock);
+		st = ask[i].state;
+		pthread_mutex_unlock(&rp->poll_lock);
+		if (st != 0)
+			pthread_join(ask[i].th, NULL);
+	}
+	free(out);
+	free(ask);
+	free(m);
 	return NULL;
 }
 
@@ -1555,13 +1708,28 @@ int kvtd_repair_start(struct kvtd_server *srv)
 			snprintf(rp->self, sizeof(rp->self), "%s", srv->listeners[i].name);
 	pthread_mutex_init(&rp->lock, NULL);
 	pthread_mutex_init(&rp->pace_lock, NULL);
+	pthread_mutex_init(&rp->poll_lock, NULL);
 	pthread_cond_init(&rp->cond, NULL);
+	rp->stop_fd = -1;
+	srv->repair = rp;
 	{
 		pthread_condattr_t ca;
-		pthread_condattr_init(&ca);
-		pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-		pthread_cond_init(&rp->poll_cond, &ca);
-		pthread_condattr_destroy(&ca);
+		int rc = pthread_condattr_init(&ca);
+		if (rc == 0) {
+			/* the poll's deadlines are monotonic: a condition on
+			 * CLOCK_REALTIME would wait them out wrong, silently */
+			rc = pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+			if (rc == 0)
+				rc = pthread_cond_init(&rp->poll_cond, &ca);
+			pthread_condattr_destroy(&ca);
+		}
+		rp->poll_cond_made = rc == 0;
+		if (rc == 0 && (rp->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0)
+			rc = errno;
+		if (rc != 0) {
+			kvtd_repair_stop(srv);
+			return -rc;
+		}
 	}
 	rp->grace_ns = (uint64_t)(srv->cfg.repair_grace_set ? srv->cfg.repair_grace_ms :
 				  REPAIR_GRACE_MS) * 1000000;
@@ -1575,7 +1743,6 @@ int kvtd_repair_start(struct kvtd_server *srv)
 			cap = srv->cfg.dram_bytes;
 		rp->drain_budget = cap / REPAIR_DRAIN_BUDGET_DIV;
 	}
-	srv->repair = rp;
 	/* Either thread refused: kvtd_repair_stop joins what started and
 	 * destroys the locks and both conditions, as at a normal stop. */
 	if (pthread_create(&rp->thread, NULL, repair_main, rp) != 0) {
@@ -1604,8 +1771,16 @@ void kvtd_repair_stop(struct kvtd_server *srv)
 		return;
 	pthread_mutex_lock(&rp->lock);
 	rp->stop = true;
-	pthread_cond_broadcast(&rp->poll_cond);
 	pthread_mutex_unlock(&rp->lock);
+	pthread_mutex_lock(&rp->poll_lock);
+	if (rp->poll_cond_made)
+		pthread_cond_broadcast(&rp->poll_cond);
+	pthread_mutex_unlock(&rp->poll_lock);
+	/* every peer connection's wait ends now (a member holding a question
+	 * held this stop for the peer clocks: 5 s, 30 s) */
+	if (rp->stop_fd >= 0 && eventfd_write(rp->stop_fd, 1) < 0)
+		kvtd_log(KVTD_WARN, "repair: cannot wake the peer connections", "error=\"%s\"",
+			 strerror(errno));
 	if (rp->poll_started)
 		pthread_join(rp->poll_thread, NULL);
 	if (rp->started)
@@ -1613,9 +1788,12 @@ void kvtd_repair_stop(struct kvtd_server *srv)
 	srv->repair = NULL;
 	pthread_mutex_destroy(&rp->lock);
 	pthread_mutex_destroy(&rp->pace_lock);
+	pthread_mutex_destroy(&rp->poll_lock);
 	pthread_cond_destroy(&rp->cond);
-	pthread_cond_destroy(&rp->poll_cond);
-	free(rp->st_out);
+	if (rp->poll_cond_made)
+		pthread_cond_destroy(&rp->poll_cond);
+	if (rp->stop_fd >= 0)
+		close(rp->stop_fd);
 	free(rp->fq);
 	kvtd_mem_uncharge(srv, rp->fq_charged);
 	kvtd_mem_uncharge(srv, rp->tab_charged);

@@ -59,6 +59,23 @@
  *              which never answers the drain poll's STATS: forwards from
  *              one real member to the other each arrive within 2 s (the
  *              poll ran on the repair thread: each waited up to 5 s)
+ *   poll_wide  a static pod of three, the real member, the fake holding
+ *              the poll's STATS and, listed after it, a second address of
+ *              the fake answering "left": the member drops it within 2 s
+ *              (asked one after another, after the first one's 5 s)
+ *   poll_stop  SIGTERM to the member while the fake holds its poll's
+ *              STATS: it exits within 1.5 s (it waited the poll out, 5 s)
+ *   fwd_batch  a static pod of ten: the forwarding member, the fake
+ *              (slow_read's reader, closing after 3 s), 7 plain fakes
+ *              and a real member last in the list; an 8 MiB block of
+ *              copies 8 placed on the fake and the real member: the real
+ *              member holds it within 2 s (a pass started its workers 8
+ *              at a time and joined each 8: the last member waited for
+ *              the slow one, 3 s here)
+ *   fwd_slow   a measurement, by hand (~8 s; not in CI's list): a static
+ *              pod of three, the fake reading a 16 MiB forward slowly; when
+ *              a 4 KiB forward put after it reaches the healthy member (a
+ *              forward pass waits for its slowest member)
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -75,6 +92,7 @@
 #include <unistd.h>
 
 #include "client.h"
+#include "placement.h"
 #include "proto.h"
 #include "server.h"
 #include "t.h"
@@ -86,9 +104,12 @@
 #define SLOW_VLEN (16u << 20) /* the slow_read phase's block */
 #define SLOW_STEP (64u << 10) /* ... read this much every SLOW_EVERY_MS */
 #define SLOW_EVERY_MS 100
+#define BATCH_TRICKLE_MS 3000 /* fwd_batch: the slow member reads this long */
+#define BATCH_VLEN (8u << 20) /* ... its block: past the socket buffers' */
 
 static const char *bin;
 static uint32_t vlen = VLEN; /* the forwarded block's bytes */
+static uint64_t fwd_anchor = 1; /* ... its anchor */
 static const char *cli; /* tls_drain: the kvtier CLI */
 static char base[512];
 static struct tsrv srv;
@@ -99,9 +120,14 @@ static const struct kvt_ns_desc desc = {
 };
 
 enum { M_DOWNGRADE, M_TABLE, M_TAGS, M_MORE, M_MORE_SLOW, M_MORE_STALL, M_SLOW_READ,
-       M_POLL_STALL };
+       M_POLL_STALL, M_POLL_WIDE, M_POLL_STOP, M_FWD_BATCH };
+/* What a listener of the fake plays: the phase's member (F.mode), the
+ * member that left (poll_wide), a plain member answering everything
+ * (fwd_batch) */
+enum { ROLE_MAIN, ROLE_LEFT, ROLE_PLAIN };
+#define PLAIN_MAX 7 /* fwd_batch: plain members */
 
-#define CONN_MAX 64 /* poll_stall: connections served at once, each on a thread */
+#define CONN_MAX 64 /* the poll phases: connections served at once, each on a thread */
 
 /* The fake member. */
 static struct {
@@ -117,10 +143,25 @@ static struct {
 	_Atomic uint64_t closed_ns;  /* when the server closed the lying connection */
 	_Atomic int send_errno;
 	_Atomic uint64_t after_lie;  /* more_slow: data bytes on the lying connection after */
-	_Atomic unsigned stats_held; /* poll_stall: STATS unanswered, connection open */
-	pthread_t conn_th[CONN_MAX]; /* poll_stall: the connections' threads */
+	_Atomic unsigned stats_held; /* the poll phases: STATS unanswered, connection open */
+	_Atomic uint64_t held_ns;    /* ... when the first was held */
+	_Atomic unsigned left_asked; /* poll_wide: STATS answered "left" (2) */
+	int lfd_left;                /* poll_wide: the member that left (-1: none) */
+	int lfd_plain[PLAIN_MAX];    /* fwd_batch: plain members */
+	unsigned plain_n;
+	pthread_t conn_th[CONN_MAX]; /* the poll phases: the connections' threads */
 	unsigned conn_n;
-} F;
+} F = { .lfd_left = -1 };
+
+/* Each connection on a thread of its own (the poll phases, fwd_batch). */
+static bool fk_threaded(void);
+
+/* The phases whose fake holds the poll's STATS, each connection on a
+ * thread of its own (the forwards' beside the poll's). */
+static bool fk_polls(void)
+{
+	return F.mode == M_POLL_STALL || F.mode == M_POLL_WIDE || F.mode == M_POLL_STOP;
+}
 
 static bool fk_write(int fd, const void *p, size_t n)
 {
@@ -293,11 +334,11 @@ static bool fk_more(int fd, const struct proto_frame *req, unsigned n, unsigned 
 }
 
 /* The slow_read phase: read what the server sends SLOW_STEP bytes every
- * SLOW_EVERY_MS (F.sent: bytes read), until it closes or 30 s. */
-static void fk_trickle(int fd)
+ * SLOW_EVERY_MS (F.sent: bytes read), until it closes or ms pass. */
+static void fk_trickle(int fd, uint64_t ms)
 {
 	static uint8_t sink[SLOW_STEP];
-	uint64_t end = tsrv_now_ns() + 30000000000ull;
+	uint64_t end = tsrv_now_ns() + ms * 1000000ull;
 
 	atomic_store(&F.lie_ns, tsrv_now_ns());
 	while (tsrv_now_ns() < end && !atomic_load(&F.stop)) {
@@ -311,21 +352,23 @@ static void fk_trickle(int fd)
 	}
 }
 
-/* STATS (the static pod's poll: has the member left?): not draining. */
-static bool fk_stats(int fd, const struct proto_frame *req)
+/* STATS (the static pod's poll: has the member left?): not draining, or
+ * left (drain_state 2). */
+static bool fk_stats(int fd, const struct proto_frame *req, bool left)
 {
 	struct proto_frame f;
 	struct proto_item it = { .name = "repair.drain_state", .name_len = 18,
-				 .kind = PROTO_STAT_NUM, .value = 0 };
+				 .kind = PROTO_STAT_NUM, .value = left ? 2 : 0 };
 
 	kc_fake_answer(&f, req);
 	return fk_send(fd, &f, &it, 1, NULL);
 }
 
-/* One connection from the server.  The first one to ask something else
- * than STATS after AUTH (the forward's: NS_REGISTER) is the one the phase
- * lies on and times. */
-static void fk_serve(int fd)
+/* One connection from the server (to the member that left, in
+ * poll_wide: left).  The first one to ask something else than STATS after
+ * AUTH (the forward's: NS_REGISTER) is the one the phase lies on and
+ * times. */
+static void fk_serve(int fd, int role)
 {
 	size_t cap = 1 << 16;
 	uint8_t *buf = malloc(cap);
@@ -353,20 +396,26 @@ static void fk_serve(int fd)
 		} else if (f.op == PROTO_OP_AUTH) {
 			if (!fk_auth(fd, &f))
 				break;
-		} else if (f.op == PROTO_OP_STATS && F.mode == M_POLL_STALL) {
+		} else if (f.op == PROTO_OP_STATS && role == ROLE_LEFT) {
+			atomic_fetch_add(&F.left_asked, 1);
+			if (!fk_stats(fd, &f, true))
+				break;
+		} else if (f.op == PROTO_OP_STATS && fk_polls() && role == ROLE_MAIN) {
 			/* the poll's question, never answered: held until
-			 * the server gives up (PEER_TIMEOUT_MS) */
+			 * the server gives up (PEER_TIMEOUT_MS) or stops */
+			uint64_t zero = 0;
+			atomic_compare_exchange_strong(&F.held_ns, &zero, tsrv_now_ns());
 			atomic_fetch_add(&F.stats_held, 1);
 			while (!atomic_load(&F.stop) && !fk_closed(fd, 50))
 				;
 			atomic_fetch_sub(&F.stats_held, 1);
 			break;
 		} else if (f.op == PROTO_OP_STATS) {
-			if (!fk_stats(fd, &f))
+			if (!fk_stats(fd, &f, false))
 				break;
 		} else if (f.op == PROTO_OP_BYE) {
 			break;
-		} else if (F.mode != M_DOWNGRADE && F.mode != M_POLL_STALL &&
+		} else if (F.mode != M_DOWNGRADE && !fk_polls() && role == ROLE_MAIN &&
 			   !atomic_exchange(&F.lied, true)) {
 			lying = true;
 			if (F.mode == M_MORE_SLOW) {
@@ -377,13 +426,15 @@ static void fk_serve(int fd)
 					break;
 				continue;
 			}
-			if (F.mode == M_SLOW_READ) {
+			if (F.mode == M_SLOW_READ || F.mode == M_FWD_BATCH) {
 				/* the registration and the EXISTS answered (a
-				 * miss), the PUT read slowly */
+				 * miss), the PUT read slowly (fwd_batch: for
+				 * BATCH_TRICKLE_MS, then closed) */
 				if (fk_answer(fd, &f, 0, f.tag) &&
 				    kc_fake_request(fd, &buf, &cap, &f, &F.stop) == 1 &&
 				    f.op == PROTO_OP_EXISTS && fk_answer(fd, &f, 0, f.tag))
-					fk_trickle(fd);
+					fk_trickle(fd, F.mode == M_FWD_BATCH ? BATCH_TRICKLE_MS
+									     : 30000);
 				lying = false;
 				break;
 			}
@@ -394,6 +445,13 @@ static void fk_serve(int fd)
 			else
 				fk_flood(fd, &f);
 			break;
+		} else if (role == ROLE_PLAIN && f.op == PROTO_OP_EXISTS) {
+			/* no item answered: sent nothing (repair.c sends an
+			 * item left unanswered to no one), its worker done */
+			struct proto_frame a;
+			kc_fake_answer(&a, &f);
+			if (!fk_send(fd, &a, NULL, 0, NULL))
+				break;
 		} else if (!fk_answer(fd, &f, 0, f.tag)) {
 			break;
 		}
@@ -410,35 +468,56 @@ static void fk_serve(int fd)
 	free(buf);
 }
 
+/* arg: the fd, times four, plus its listener's role */
 static void *fk_conn(void *arg)
 {
-	int fd = (int)(intptr_t)arg;
+	intptr_t v = (intptr_t)arg;
+	int fd = (int)(v >> 2);
 
-	fk_serve(fd);
+	fk_serve(fd, (int)(v & 3));
 	close(fd);
 	return NULL;
+}
+
+static bool fk_threaded(void)
+{
+	return fk_polls() || F.mode == M_FWD_BATCH;
 }
 
 static void *fk_main(void *arg)
 {
 	(void)arg;
 	while (!atomic_load(&F.stop)) {
-		struct pollfd pf = { .fd = F.lfd, .events = POLLIN };
-		int fd;
-		if (poll(&pf, 1, 50) <= 0)
+		struct pollfd pf[2 + PLAIN_MAX] = { { .fd = F.lfd, .events = POLLIN } };
+		int role[2 + PLAIN_MAX] = { ROLE_MAIN }, fd;
+		unsigned np = 1, at;
+		if (F.lfd_left >= 0) {
+			pf[np] = (struct pollfd){ .fd = F.lfd_left, .events = POLLIN };
+			role[np++] = ROLE_LEFT;
+		}
+		for (unsigned i = 0; i < F.plain_n; i++) {
+			pf[np] = (struct pollfd){ .fd = F.lfd_plain[i], .events = POLLIN };
+			role[np++] = ROLE_PLAIN;
+		}
+		if (poll(pf, np, 50) <= 0)
 			continue;
-		fd = accept4(F.lfd, NULL, NULL, SOCK_CLOEXEC); /* not in a kvtierd started after */
+		for (at = 0; at < np && !pf[at].revents; at++)
+			;
+		if (at == np)
+			continue;
+		/* not in a kvtierd started after */
+		fd = accept4(pf[at].fd, NULL, NULL, SOCK_CLOEXEC);
 		if (fd < 0)
 			continue;
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &(int){ 1 }, sizeof(int));
 		atomic_fetch_add(&F.accepts, 1);
-		if (F.mode == M_POLL_STALL && F.conn_n < CONN_MAX &&
+		if (fk_threaded() && F.conn_n < CONN_MAX &&
 		    pthread_create(&F.conn_th[F.conn_n], NULL, fk_conn,
-				   (void *)(intptr_t)fd) == 0) {
+				   (void *)((intptr_t)fd * 4 + role[at])) == 0) {
 			F.conn_n++; /* the forwards' connections beside the poll's */
 			continue;
 		}
-		fk_serve(fd);
+		fk_serve(fd, role[at]);
 		close(fd);
 	}
 	for (unsigned i = 0; i < F.conn_n; i++)
@@ -487,7 +566,7 @@ static void forward_put_key(const struct tsrv *s, uint8_t ns[PROTO_DIGEST_LEN],
 	T_RC(kc_register(&c, &desc, ns, NULL, 0), KVT_OK);
 	kvt_key_set(&it.key, key, strlen(key));
 	it.flags = PROTO_IF_PLACED | PROTO_IF_FORWARD;
-	it.anchor = 1;
+	it.anchor = fwd_anchor;
 	it.copies = copies;
 	it.part_count = 1;
 	it.part_lens = lens;
@@ -882,6 +961,327 @@ static void phase_poll_stall(void)
 	tsrv_check_reports(sub[1]);
 }
 
+/* Does 127.0.0.1:a sort after 127.0.0.1:b?  A static list is sorted by
+ * address text (memberlist.c), and a member asks, and a pass starts its
+ * workers, in that order. */
+static bool port_after(uint16_t a, uint16_t b)
+{
+	char x[32], y[32];
+
+	snprintf(x, sizeof(x), "127.0.0.1:%u", a);
+	snprintf(y, sizeof(y), "127.0.0.1:%u", b);
+	return strcmp(x, y) > 0;
+}
+
+static int name_cmp(const void *a, const void *b)
+{
+	return strcmp(a, b);
+}
+
+/* A static pod of three: the real member, the fake (A), listed before a
+ * second fake address (B) that answers the poll's STATS "left"
+ * (drain_state 2).  A holds the STATS until the member gives up
+ * (PEER_TIMEOUT_MS).  The member must serve the list without B within
+ * WIDE_BOUND_MS of A's question being held: asked one after another, B
+ * was asked only once A's 5 s were over (~5,000 ms). */
+#define WIDE_BOUND_MS 2000
+static void phase_poll_wide(void)
+{
+	char tenants[700], dir[700], self[32], members[120];
+	uint16_t ap = listen_tcp(&F.lfd), bp = listen_tcp(&F.lfd_left), sp = listen_tcp(NULL);
+	const char *extra[] = { "--listen", self, "--advertise", self, "--members", members,
+				"--ssd", "0", NULL };
+	uint64_t end, seen_ns = 0, held, n = 0, ms;
+	struct kc c;
+
+	if (port_after(ap, bp)) { /* A first in the list: members sort it */
+		int t = F.lfd;
+		uint16_t tp = ap;
+		F.lfd = F.lfd_left;
+		F.lfd_left = t;
+		ap = bp;
+		bp = tp;
+	}
+	F.mode = M_POLL_WIDE;
+	T_OK(-pthread_create(&F.th, NULL, fk_main, NULL));
+	snprintf(self, sizeof(self), "127.0.0.1:%u", sp);
+	snprintf(members, sizeof(members), "127.0.0.1:%u,127.0.0.1:%u,127.0.0.1:%u", sp, ap,
+		 bp);
+	snprintf(tenants, sizeof(tenants), "%s/tenants", base);
+	tsrv_write_file(NULL, tenants, "alice " SECRET_ALICE " tenant\n");
+	snprintf(dir, sizeof(dir), "%s/poll_wide", base);
+	tsrv_start(&srv, bin, base, dir, tenants, extra);
+	T_RC(kc_connect_unix(&c, srv.sock), 0);
+	T_RC(kc_login(&c, "alice", SECRET_ALICE), 0);
+	end = tsrv_now_ns() + 10000000000ull;
+	while (!seen_ns && tsrv_now_ns() < end) {
+		T_RC(kc_stat(&c, PROTO_SCOPE_TENANT, "cluster.members", &n), KVT_OK);
+		if (n == 2)
+			seen_ns = tsrv_now_ns();
+		else
+			tsrv_sleep_ms(10);
+	}
+	kc_close(&c);
+	T_ASSERT(seen_ns != 0); /* B was dropped from the list at all */
+	while (!atomic_load(&F.held_ns) && tsrv_now_ns() < end)
+		tsrv_sleep_ms(10);
+	held = atomic_load(&F.held_ns);
+	T_ASSERT(held != 0); /* A held the poll */
+	ms = seen_ns > held ? (seen_ns - held) / 1000000 : 0;
+	printf("poll_wide: a member's leave seen %" PRIu64 " ms after the member listed "
+	       "before it held the poll (bound %d; %u question(s) to the one that left)\n", ms,
+	       WIDE_BOUND_MS, atomic_load(&F.left_asked));
+	T_ASSERT(atomic_load(&F.left_asked) >= 1);
+	T_LE_INT(ms, WIDE_BOUND_MS);
+	atomic_store(&F.stop, true);
+	pthread_join(F.th, NULL);
+	close(F.lfd);
+	close(F.lfd_left);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+	tsrv_check_reports(base);
+}
+
+/* A member whose poll the fake holds (STATS unanswered): SIGTERM must
+ * stop it within STOP_BOUND_MS -- its stop joined the poll thread, held
+ * until PEER_TIMEOUT_MS (~5 s; 30 s with slow frames of MORE). */
+#define STOP_BOUND_MS 1500
+static void phase_poll_stop(void)
+{
+	uint64_t end, t0, ms, into;
+
+	start("poll_stop", M_POLL_STOP);
+	end = tsrv_now_ns() + 5000000000ull;
+	while (!atomic_load(&F.stats_held) && tsrv_now_ns() < end)
+		tsrv_sleep_ms(10);
+	T_ASSERT(atomic_load(&F.stats_held) >= 1);
+	t0 = tsrv_now_ns();
+	into = (t0 - atomic_load(&F.held_ns)) / 1000000;
+	T_EQ_INT(tsrv_stop(&srv), 0);
+	ms = (tsrv_now_ns() - t0) / 1000000;
+	printf("poll_stop: SIGTERM %" PRIu64 " ms into a held poll: exited in %" PRIu64
+	       " ms (bound %d)\n", into, ms, STOP_BOUND_MS);
+	T_LE_INT(ms, STOP_BOUND_MS);
+	atomic_store(&F.stop, true);
+	pthread_join(F.th, NULL);
+	close(F.lfd);
+	tsrv_check_reports(base);
+}
+
+/* A forward pass waits for its slowest member (a measurement, by hand:
+ * ~8 s, not in CI's list).  A static pod of three, two real members and
+ * the fake, which reads the first forward's 16 MiB PUT as slow_read does
+ * (~466 KiB/s, given up at ~7 s).  Alice's 16 MiB block, then a 4 KiB
+ * one, both copies 3, to s[0]: printed, when each reached s[1], the
+ * healthy member.  The second waits for the first pass, whose worker for
+ * the fake is held until the fake is given up (peer.c's send floor). */
+static void fwd_wait(struct kc *c, const uint8_t *ns, const char *const key[2],
+		     const uint64_t t0[2], uint64_t ms[2])
+{
+	uint64_t end = t0[1] + 20000000000ull;
+
+	ms[0] = ms[1] = UINT64_MAX;
+	while ((ms[0] == UINT64_MAX || ms[1] == UINT64_MAX) && tsrv_now_ns() < end) {
+		for (int i = 0; i < 2; i++) {
+			struct kc_value v;
+			struct kvt_key k;
+			int rc;
+			if (ms[i] != UINT64_MAX)
+				continue;
+			kvt_key_set(&k, key[i], strlen(key[i]));
+			rc = kc_get(c, ns, &k, 0, 0, 0, 0, &v);
+			kc_value_free(&v);
+			if (rc == KVT_OK)
+				ms[i] = (tsrv_now_ns() - t0[i]) / 1000000;
+			else
+				T_RC(rc, KVT_MISS);
+		}
+		tsrv_sleep_ms(10);
+	}
+}
+
+static void phase_fwd_slow(void)
+{
+	char tenants[700], dir[2][700], self[2][32], members[120], sub[2][600];
+	uint16_t fp = listen_tcp(&F.lfd);
+	uint16_t port[2] = { listen_tcp(NULL), listen_tcp(NULL) };
+	struct tsrv s[2];
+	uint8_t ns[PROTO_DIGEST_LEN], ns2[PROTO_DIGEST_LEN];
+	const char *const key[2] = { "big", "small" };
+	uint64_t t0[2], ms[2];
+	struct kc c;
+
+	F.mode = M_SLOW_READ;
+	T_OK(setsockopt(F.lfd, SOL_SOCKET, SO_RCVBUF, &(int){ 65536 }, sizeof(int)));
+	T_OK(-pthread_create(&F.th, NULL, fk_main, NULL));
+	snprintf(tenants, sizeof(tenants), "%s/tenants", base);
+	tsrv_write_file(NULL, tenants, "alice " SECRET_ALICE " tenant\n");
+	snprintf(members, sizeof(members), "127.0.0.1:%u,127.0.0.1:%u,127.0.0.1:%u", port[0],
+		 port[1], fp);
+	for (int i = 0; i < 2; i++) {
+		const char *extra[] = { "--listen", self[i], "--advertise", self[i], "--members",
+					members, "--ssd", "0", NULL };
+		snprintf(self[i], sizeof(self[i]), "127.0.0.1:%u", port[i]);
+		snprintf(sub[i], sizeof(sub[i]), "%s/m%d", base, i);
+		T_OK(mkdir(sub[i], 0700));
+		T_ASSERT(snprintf(dir[i], sizeof(dir[i]), "%s/data", sub[i]) < (int)sizeof(dir[i]));
+		tsrv_start(&s[i], bin, sub[i], dir[i], tenants, extra);
+	}
+	T_RC(kc_connect_unix(&c, s[1].sock), 0);
+	T_RC(kc_login(&c, "alice", SECRET_ALICE), 0);
+	T_RC(kc_register(&c, &desc, ns2, NULL, 0), KVT_OK);
+	vlen = SLOW_VLEN;
+	t0[0] = tsrv_now_ns();
+	forward_put_key(&s[0], ns, key[0], 3);
+	vlen = VLEN;
+	t0[1] = tsrv_now_ns();
+	forward_put_key(&s[0], ns, key[1], 3);
+	T_ASSERT(memcmp(ns, ns2, sizeof(ns)) == 0);
+	fwd_wait(&c, ns2, key, t0, ms);
+	kc_close(&c);
+	printf("fwd_slow: beside a member reading a 16 MiB forward at ~466 KiB/s: the 16 MiB "
+	       "block on the healthy member in %" PRIu64 " ms, the 4 KiB block put after it "
+	       "in %" PRIu64 " ms (the member given up: %s)\n", ms[0], ms[1],
+	       log_says(s[0].log, "repair: lost a member") ? "yes" : "not yet");
+	T_ASSERT(ms[0] != UINT64_MAX && ms[1] != UINT64_MAX);
+	atomic_store(&F.stop, true);
+	pthread_join(F.th, NULL);
+	close(F.lfd);
+	T_EQ_INT(tsrv_stop(&s[0]), 0);
+	T_EQ_INT(tsrv_stop(&s[1]), 0);
+	tsrv_check_reports(sub[0]);
+	tsrv_check_reports(sub[1]);
+}
+
+/* A pass's members 8 at a time (fwd_batch in the header).  A static pod
+ * of ten: s[0], the slow fake, 7 plain fakes, s[1] last in the list; a
+ * 8 MiB block of copies 8 whose top holds the slow fake and s[1] (the
+ * anchor found here as repair.c ranks).  s[1] must hold it within
+ * BATCH_BOUND_MS: s[0]'s pass started its workers 8 at a time, the slow
+ * fake's among the first 8 and s[1]'s after them, and joined each 8 --
+ * s[1] was sent the block once the fake closed (BATCH_TRICKLE_MS). */
+#define BATCH_BOUND_MS 2000
+static void phase_fwd_batch(void)
+{
+	char tenants[700], dir[2][700], self[2][32], members[400], sub[2][600];
+	char names[10][32];
+	struct placement_member pm[10];
+	struct placement *pl = NULL;
+	struct kvt_mem mem;
+	char fake[32];
+	uint16_t fp, pp[PLAIN_MAX];
+	uint16_t port[2] = { listen_tcp(NULL), listen_tcp(NULL) };
+	struct tsrv s[2];
+	uint8_t ns[PROTO_DIGEST_LEN], ns2[PROTO_DIGEST_LEN];
+	uint64_t t0, ms = UINT64_MAX, end, a;
+	size_t ml = 0;
+	struct kc c;
+	struct kvt_key k;
+
+	/* s[1] last in the list (sorted by address), so after the 8 fakes
+	 * in s[0]'s pass: its port the highest of four, every fake's below */
+	for (int i = 0; i < 3; i++) {
+		uint16_t q = listen_tcp(NULL);
+		if (port_after(q, port[1]))
+			port[1] = q;
+	}
+	if (port_after(port[0], port[1])) {
+		uint16_t t = port[0];
+		port[0] = port[1];
+		port[1] = t;
+	}
+	for (unsigned i = 0; i < 1 + PLAIN_MAX; i++) {
+		int *lfd = i ? &F.lfd_plain[i - 1] : &F.lfd;
+		uint16_t q = listen_tcp(lfd);
+		for (int tries = 0; port_after(q, port[1]) && tries < 1000; tries++) {
+			close(*lfd);
+			q = listen_tcp(lfd);
+		}
+		T_ASSERT(!port_after(q, port[1]));
+		if (i)
+			pp[i - 1] = q;
+		else
+			fp = q;
+	}
+	F.plain_n = PLAIN_MAX;
+	snprintf(names[0], sizeof(names[0]), "127.0.0.1:%u", port[0]);
+	snprintf(names[1], sizeof(names[1]), "127.0.0.1:%u", fp);
+	for (unsigned i = 0; i < PLAIN_MAX; i++)
+		snprintf(names[2 + i], sizeof(names[0]), "127.0.0.1:%u", pp[i]);
+	snprintf(names[9], sizeof(names[9]), "127.0.0.1:%u", port[1]);
+	memcpy(fake, names[1], sizeof(fake));
+	qsort(names, 10, sizeof(names[0]), name_cmp); /* as the members list it */
+	T_ASSERT(strcmp(names[9], fake) != 0);
+	for (unsigned i = 0; i < 10; i++) {
+		pm[i] = (struct placement_member){ .name = names[i], .weight = 1 };
+		ml += (size_t)snprintf(members + ml, sizeof(members) - ml, "%s%s", i ? "," : "",
+				       names[i]);
+	}
+	kvt_mem_init(&mem);
+	T_RC(placement_new(&pl, pm, 10, &mem), 0);
+	for (a = 1; a < 100000; a++) {
+		unsigned top[8], got = 0, kn = placement_rank(pl, a, NULL, top, 8);
+		for (unsigned j = 0; j < kn; j++)
+			got |= (strcmp(names[top[j]], fake) == 0) | (top[j] == 9) << 1;
+		if (got == 3)
+			break;
+	}
+	placement_free(pl);
+	T_ASSERT(a < 100000);
+	fwd_anchor = a;
+
+	F.mode = M_FWD_BATCH;
+	T_OK(setsockopt(F.lfd, SOL_SOCKET, SO_RCVBUF, &(int){ 65536 }, sizeof(int)));
+	T_OK(-pthread_create(&F.th, NULL, fk_main, NULL));
+	snprintf(tenants, sizeof(tenants), "%s/tenants", base);
+	tsrv_write_file(NULL, tenants, "alice " SECRET_ALICE " tenant\n");
+	for (int i = 0; i < 2; i++) {
+		const char *extra[] = { "--listen", self[i], "--advertise", self[i], "--members",
+					members, "--ssd", "0", NULL };
+		snprintf(self[i], sizeof(self[i]), "127.0.0.1:%u", port[i]);
+		snprintf(sub[i], sizeof(sub[i]), "%s/m%d", base, i);
+		T_OK(mkdir(sub[i], 0700));
+		T_ASSERT(snprintf(dir[i], sizeof(dir[i]), "%s/data", sub[i]) < (int)sizeof(dir[i]));
+		tsrv_start(&s[i], bin, sub[i], dir[i], tenants, extra);
+	}
+	T_RC(kc_connect_unix(&c, s[1].sock), 0);
+	T_RC(kc_login(&c, "alice", SECRET_ALICE), 0);
+	T_RC(kc_register(&c, &desc, ns2, NULL, 0), KVT_OK);
+	vlen = BATCH_VLEN;
+	t0 = tsrv_now_ns();
+	forward_put_key(&s[0], ns, "batch", 8);
+	T_ASSERT(memcmp(ns, ns2, sizeof(ns)) == 0);
+	kvt_key_set(&k, "batch", 5);
+	end = t0 + 10000000000ull;
+	while (ms == UINT64_MAX && tsrv_now_ns() < end) {
+		struct kc_value v;
+		int rc = kc_get(&c, ns2, &k, 0, 0, 0, 0, &v);
+		if (rc == KVT_OK) {
+			T_EQ_U64(v.len, BATCH_VLEN);
+			ms = (tsrv_now_ns() - t0) / 1000000;
+		} else {
+			T_RC(rc, KVT_MISS);
+			tsrv_sleep_ms(10);
+		}
+		kc_value_free(&v);
+	}
+	kc_close(&c);
+	printf("fwd_batch: a pod of ten, the slow member among a pass's first 8: the block on "
+	       "the member after them in %" PRIu64 " ms (bound %d; the slow one read %" PRIu64
+	       " KiB for %d ms)\n", ms, BATCH_BOUND_MS, atomic_load(&F.sent) >> 10,
+	       BATCH_TRICKLE_MS);
+	T_ASSERT(atomic_load(&F.lie_ns) != 0); /* the slow member was sent it */
+	T_LE_INT(ms, BATCH_BOUND_MS);
+	atomic_store(&F.stop, true);
+	pthread_join(F.th, NULL);
+	close(F.lfd);
+	for (unsigned i = 0; i < PLAIN_MAX; i++)
+		close(F.lfd_plain[i]);
+	T_EQ_INT(tsrv_stop(&s[0]), 0);
+	T_EQ_INT(tsrv_stop(&s[1]), 0);
+	tsrv_check_reports(sub[0]);
+	tsrv_check_reports(sub[1]);
+}
+
 /* One PLACED put of alice's on c (logged in): key, VLEN bytes of seed,
  * copies 1 (tracked by the server's repair thread, so drained). */
 static void placed_put(struct kc *c, const uint8_t ns[PROTO_DIGEST_LEN], const char *key,
@@ -1100,6 +1500,10 @@ static const struct tsrv_phase phases[] = {
 	{ "more_stall", phase_more_stall },
 	{ "slow_read", phase_slow_read },
 	{ "poll_stall", phase_poll_stall },
+	{ "poll_wide", phase_poll_wide },
+	{ "poll_stop", phase_poll_stop },
+	{ "fwd_slow", phase_fwd_slow },
+	{ "fwd_batch", phase_fwd_batch },
 };
 
 int main(int argc, char **argv)

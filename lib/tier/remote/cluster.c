@@ -2126,9 +2126,11 @@ int cluster_open(struct cluster **out, const struct remote_config *cfg, struct d
 	pthread_mutex_init(&cl->alock, NULL);
 	pthread_mutex_init(&cl->rlock, NULL);
 	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&cl->rcond, &ca);
+	ret = -pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&cl->rcond, &ca); /* made all the same: cluster_free destroys it */
 	pthread_condattr_destroy(&ca);
+	if (ret < 0)
+		goto fail;
 	cl->group = cfg->group_blocks ? cfg->group_blocks : REMOTE_DEF_GROUP_BLOCKS;
 	ent = kvt_mem_calloc(mem, PLACEMENT_MEMBERS_MAX, sizeof(*ent));
 	if (!ent) {
