@@ -1172,7 +1172,9 @@ static bool seg_fits_rec(const struct ssd *s, const struct ssd_seg *g, void *ctx
  * twin if twin (a tombstone: the same record again right after it, not in
  * the summary; ssd_walk_twin, doc/ssd-format.md "Tombstones twice").  Sets
  * *slot, *off and se's offsets, records se in the summary, assigns the
- * sequence number.  seg_lock held.
+ * sequence number -- the next one, unless se->seq names one already (a
+ * tombstone logged again keeps the seq of its first placement: "A
+ * tombstone that will not go down").  seg_lock held.
  */
 static int seg_reserve_locked(struct ssd *s, uint64_t rec_len, bool twin,
 			      struct ssd_sum_entry *se, uint32_t *slot, uint64_t *off,
@@ -1198,7 +1200,8 @@ static int seg_reserve_locked(struct ssd *s, uint64_t rec_len, bool twin,
 		return r;
 	/* The old generation's records this one overwrites go first. */
 	seg_reclaim_upto_locked(s, (uint32_t)s->open_slot, g->write_off + room);
-	se->seq = s->next_seq++;
+	if (se->seq == 0)
+		se->seq = s->next_seq++;
 	se->off_512 = (uint32_t)(g->write_off / SSD_REC_ALIGN);
 	se->len_512 = (uint32_t)(rec_len / SSD_REC_ALIGN);
 	g->sum[g->sum_count++] = *se;
@@ -1799,6 +1802,14 @@ static void wd_finish(struct ssd *s, struct wd_task *t, int64_t res)
 				again->s = s;
 				again->ns = t->ns;
 				again->key = t->key;
+				/* The seq its first placement took (0: it was
+				 * never placed, and the retry, queued urgent
+				 * now, is placed before any write-down after
+				 * it): the delete's bound, kept.  A new one,
+				 * above a put of the key placed since, deleted
+				 * that put at the next open (test_ssd
+				 * retry_bound). */
+				again->seq = t->seq;
 				/* 4: parked */
 				again->retries = t->retries < 3 ? t->retries + 1 : 4;
 			}
@@ -2045,6 +2056,8 @@ static void wd_write(struct ssd *s, struct wd_task *t)
 	se.value_len = rh.value_len;
 	se.part_count = (uint16_t)np;
 	se.key = rh.key;
+	if (t->type != T_PUT)
+		se.seq = t->seq; /* logged again: its first placement's (0: none) */
 	pthread_mutex_lock(&s->seg_lock);
 	r = seg_reserve_locked(s, rec_len, t->type != T_PUT, &se, &t->slot, &off,
 			       &t->generation);
@@ -2813,9 +2826,18 @@ static void wd_debug_delay(struct ssd *s)
  * the device is failing).  Past SSD_TOMB_PARKED_MAX parked, a tombstone
  * is dropped and every later sync fails until the store is reopened.
  * Before 2026-12-04 the retry went behind the sync, which succeeded:
- * test_ssd delete_retry.  syncs: the list of syncs (T_FLUSH, T_DSYNC)
- * asking, after the writes before them completed; wd_lock held; *again:
- * requeue them in the urgent lane.
+ * test_ssd delete_retry.  A tombstone logged again keeps the seq of its
+ * first placement (wd_finish, seg_reserve_locked): it deletes what is
+ * older than the delete, not a put of the key placed since.  Until
+ * 2026-12-06 it took a new seq, above such a put's, and the next open
+ * that read both (a walk, or the summaries without a checkpoint past
+ * them) deleted that put (test_ssd retry_bound).  Its record then lies
+ * among higher seqs, so the walk's seq tests (ssd_walk_twin) do not take
+ * it for the next write: damage to its first copy, or to the twin of a
+ * tombstone just before it, ends a walk there, as before twins.
+ * syncs: the list of syncs (T_FLUSH, T_DSYNC) asking, after the writes
+ * before them completed; wd_lock held; *again: requeue them in the
+ * urgent lane.
  */
 static void wd_tombs_check_locked(struct ssd *s, struct wd_task *syncs, bool *again,
 				  bool *failed)
