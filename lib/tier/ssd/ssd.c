@@ -3329,7 +3329,10 @@ int ssd_delete(struct ssd *s, void *prepared, uint32_t ns, const struct kvt_key 
  * enter DRAM, so that the tombstone (urgent) is queued before their
  * write-down and takes a lower seq: it never removes them at the next
  * open.  A put that then fails has cost a tombstone for a block that was
- * a miss already.  Out of memory, nothing changes (as before).
+ * a miss already.  Not called for a put of a key DRAM holds, which DRAM
+ * refuses (store_put_over_unheld: a promoted block's dead entry, its
+ * block in DRAM, cost a tombstone per put of it until 2026-12-06).  Out
+ * of memory, nothing changes (as before).
  */
 void ssd_put_over(struct ssd *s, uint32_t ns, const struct kvt_key *key)
 {
