@@ -1499,11 +1499,12 @@ bool ssd_admit(void *ctx, struct dram_item *item, uint32_t ns, int why)
 	return true;
 }
 
-/* A wall_ns time as the timespec of wd_cond's timed waits. */
-static struct timespec ssd_ts_of(uint64_t ns)
+/* A kvt_now_ns deadline as the timespec of a timed wait on wd_cond (its
+ * default clock, CLOCK_REALTIME). */
+static struct timespec ssd_deadline_ts(uint64_t deadline_ns)
 {
-	return (struct timespec){ .tv_sec = (time_t)(ns / 1000000000u),
-				  .tv_nsec = (long)(ns % 1000000000u) };
+	uint64_t now = kvt_now_ns();
+	return kvt_deadline(CLOCK_REALTIME, deadline_ns > now ? deadline_ns - now : 0);
 }
 
 int ssd_put_room(struct ssd *s, uint32_t ns, uint64_t len)
@@ -1514,7 +1515,7 @@ int ssd_put_room(struct ssd *s, uint32_t ns, uint64_t len)
 
 	if (!ns_persistent(s, ns))
 		return KVT_OK;
-	dl = ssd_ts_of(wall_ns() + s->cfg.wd_wait_ns);
+	dl = kvt_deadline(CLOCK_REALTIME, s->cfg.wd_wait_ns);
 	pthread_mutex_lock(&s->wd_lock);
 	/* A value larger than the whole queue goes alone, once it is empty. */
 	while (!s->wd_stop && !s->degraded &&
@@ -1546,7 +1547,7 @@ int ssd_put_room(struct ssd *s, uint32_t ns, uint64_t len)
 struct ssd_room_waiter {
 	struct ssd_room_waiter *next;
 	uint64_t len;
-	uint64_t deadline_ns;       /* CLOCK_REALTIME, as wd_cond's timed waits */
+	uint64_t deadline_ns;       /* kvt_now_ns */
 	int status;
 	tier_done_fn done;
 	void *ctx;
@@ -1573,7 +1574,7 @@ static void ssd_room_run(struct ssd *s)
 		pthread_mutex_unlock(&s->wd_lock);
 		return;
 	}
-	now = wall_ns();
+	now = kvt_now_ns();
 	while ((w = s->room_head)) {
 		/* Those woken together pass wd_max by a block each at most,
 		 * as puts that waited in ssd_put_room do. */
@@ -1628,7 +1629,7 @@ int ssd_room_watch(struct ssd *s, uint32_t ns, uint64_t len, tier_done_fn done, 
 	if (!w)
 		return -ENOMEM;
 	w->len = len;
-	w->deadline_ns = wall_ns() + s->cfg.wd_wait_ns;
+	w->deadline_ns = kvt_now_ns() + s->cfg.wd_wait_ns;
 	w->done = done;
 	w->ctx = ctx;
 	pthread_mutex_lock(&s->wd_lock);
@@ -2794,12 +2795,12 @@ static void wd_wake_waiter(struct wd_task *t, int status)
  * wd_cond rather than a sleep, so that parked puts still fail on time. */
 static void wd_debug_delay(struct ssd *s)
 {
-	uint64_t until = wall_ns() + s->cfg.debug_delay_ns;
+	uint64_t until = kvt_now_ns() + s->cfg.debug_delay_ns;
 	for (;;) {
 		uint64_t at = until;
 		struct timespec ts;
 		ssd_room_run(s);
-		if (wall_ns() >= until)
+		if (kvt_now_ns() >= until)
 			return;
 		pthread_mutex_lock(&s->wd_lock);
 		if (s->wd_stop) {
@@ -2808,7 +2809,7 @@ static void wd_debug_delay(struct ssd *s)
 		}
 		if (s->room_head && s->room_head->deadline_ns < at)
 			at = s->room_head->deadline_ns;
-		ts = ssd_ts_of(at);
+		ts = ssd_deadline_ts(at);
 		pthread_cond_timedwait(&s->wd_cond, &s->wd_lock, &ts);
 		pthread_mutex_unlock(&s->wd_lock);
 	}
@@ -3012,7 +3013,7 @@ static void *wd_main(void *arg)
 		       atomic_load(&s->bad_marks) == marks_seen) {
 			if (s->room_head) {
 				/* a parked put's deadline: ssd_room_run fails it */
-				struct timespec ts = ssd_ts_of(s->room_head->deadline_ns);
+				struct timespec ts = ssd_deadline_ts(s->room_head->deadline_ns);
 				if (pthread_cond_timedwait(&s->wd_cond, &s->wd_lock, &ts) ==
 				    ETIMEDOUT)
 					break;

@@ -432,8 +432,9 @@ static inline uint32_t ssd_room_slots(const struct ssd *s)
 	return s->slot_count - atomic_load_explicit(&s->noroom_slots, memory_order_relaxed);
 }
 
-/* CLOCK_REALTIME in ns: a generation's created_ns on disk, and the
- * deadlines of the timed waits on wd_cond (its default clock). */
+/* CLOCK_REALTIME in ns: a generation's created_ns on disk.  Timeouts and
+ * deadlines use kvt_now_ns (kvt_int.h), and kvt_deadline for the timed
+ * waits on wd_cond (its default clock). */
 static inline uint64_t wall_ns(void)
 {
 	struct timespec ts;
