@@ -1059,13 +1059,70 @@ bool ssd_walk_twin(bool lone, uint64_t last_seq, int d, const struct ssd_struct 
 	       next->rec.type != SSD_REC_PUT;
 }
 
-/* A read's result that ends a headerless probe or walk with it: an
+/* A read's result that ends a walk or a headerless probe with it: an
  * error of the system (-ENOMEM, an errno), not one of kvtier's codes
  * ([-5999, -5000]: a structure that fails its checks, where a walk
  * stops). */
-static bool ssd_hl_fatal(int d)
+static bool ssdfmt_read_fatal(int d)
 {
 	return d < 0 && (d > -5000 || d < -5999);
+}
+
+int ssd_walk(struct ssd_walk *w, struct ssd_struct *st)
+{
+	struct ssd_rec_hdr prev; /* the last structure, if a lone tombstone */
+	bool lone = false;       /* its twin due next */
+	uint64_t off = SSD_ALIGN, len, last_seq = 0;
+	uint32_t a = w->align;
+	int d, r = 0;
+
+	memset(&prev, 0, sizeof(prev));
+	while (off % a == 0 && off + a <= w->limit) {
+		d = w->read(w->ctx, off, w->limit, a, st);
+		if (ssdfmt_read_fatal(d)) {
+			r = d;
+			break;
+		}
+		if (ssd_walk_struct(d, st, w->gen, off, w->limit, a, &len)) {
+			/* A damaged copy of a tombstone, its other copy next? */
+			if (off + 2 * (uint64_t)a > w->limit)
+				break;
+			d = w->read(w->ctx, off + a, w->limit, a, st);
+			if (ssdfmt_read_fatal(d)) {
+				r = d;
+				break;
+			}
+			if (!ssd_walk_twin(lone, last_seq, d, st, w->gen, off + a, w->limit, a))
+				break; /* the end of what this generation wrote */
+			w->twins_used++;
+			off += a;
+			(void)ssd_walk_struct(d, st, w->gen, off, w->limit, a, &len);
+			lone = false; /* what follows is taken as new */
+		}
+		if (st->kind == SSD_STRUCT_REC && lone && ssd_rec_is_twin(&prev, &st->rec)) {
+			lone = false; /* the twin of the tombstone just taken */
+			off += len;
+			continue;
+		}
+		/* Values only in a batch: their seqs, for the twin rule. */
+		if (st->kind == SSD_STRUCT_BATCH) {
+			lone = false;
+			for (uint32_t i = 0; i < st->batch.count; i++)
+				if (st->batch.ent[i].seq > last_seq)
+					last_seq = st->batch.ent[i].seq;
+		} else {
+			lone = st->rec.type != SSD_REC_PUT;
+			if (lone)
+				prev = st->rec;
+			if (st->rec.seq > last_seq)
+				last_seq = st->rec.seq;
+		}
+		if ((r = w->take(w->tctx, st, off, len)) < 0)
+			break;
+		off += len;
+	}
+	w->end = off;
+	return r;
 }
 
 int ssd_hl_probe(struct ssd_hl *w, struct ssd_struct *st)
@@ -1082,7 +1139,7 @@ int ssd_hl_probe(struct ssd_hl *w, struct ssd_struct *st)
 		if (SSD_ALIGN + (uint64_t)aligns[i] > w->limit)
 			break; /* as the walk: no structure past limit */
 		d = w->read(w->ctx, SSD_ALIGN, w->limit, aligns[i], st);
-		if (ssd_hl_fatal(d))
+		if (ssdfmt_read_fatal(d))
 			return d;
 		if (d < 0 || st->kind == 0)
 			continue;
@@ -1102,60 +1159,36 @@ bool ssd_hl_reflected(bool have_ckpt, bool slot_in_ckpt, uint64_t ck_slot_gen,
 	return have_ckpt && slot_in_ckpt && ck_slot_gen == 0 && gen <= ck_max_gen;
 }
 
+/* ssd_hl_walk's take: the tombstone records to tomb. */
+struct ssdfmt_hl_tomb {
+	int (*tomb)(void *tctx, const struct ssd_rec_hdr *h);
+	void *tctx;
+};
+
+static int ssdfmt_hl_take(void *ctx, const struct ssd_struct *st, uint64_t off, uint64_t len)
+{
+	const struct ssdfmt_hl_tomb *t = ctx;
+
+	(void)off;
+	(void)len;
+	if (st->kind != SSD_STRUCT_REC || st->rec.type == SSD_REC_PUT)
+		return 0;
+	return t->tomb(t->tctx, &st->rec);
+}
+
 int ssd_hl_walk(struct ssd_hl *w, struct ssd_struct *st,
 		int (*tomb)(void *tctx, const struct ssd_rec_hdr *h), void *tctx)
 {
-	struct ssd_rec_hdr prev; /* the last structure, if a lone tombstone */
-	bool lone = false;       /* its twin due next */
-	uint64_t off = SSD_ALIGN, len, last_seq = 0;
-	uint32_t a = w->align;
-	int d, r;
+	struct ssdfmt_hl_tomb t = { tomb, tctx };
+	struct ssd_walk wk = { .read = w->read, .ctx = w->ctx, .take = ssdfmt_hl_take,
+			       .tctx = &t, .gen = w->gen, .limit = w->limit, .align = w->align };
+	int r;
 
-	if (!w->gen || !a)
+	if (!w->gen || !w->align)
 		return 0;
-	memset(&prev, 0, sizeof(prev));
-	while (off % a == 0 && off + a <= w->limit) {
-		d = w->read(w->ctx, off, w->limit, a, st);
-		if (ssd_hl_fatal(d))
-			return d;
-		if (ssd_walk_struct(d, st, w->gen, off, w->limit, a, &len)) {
-			/* A damaged copy of a tombstone, its other copy next? */
-			if (off + 2 * (uint64_t)a > w->limit)
-				break;
-			d = w->read(w->ctx, off + a, w->limit, a, st);
-			if (ssd_hl_fatal(d))
-				return d;
-			if (!ssd_walk_twin(lone, last_seq, d, st, w->gen, off + a, w->limit, a))
-				break; /* the end of what this generation wrote */
-			w->twins_used++;
-			off += a;
-			(void)ssd_walk_struct(d, st, w->gen, off, w->limit, a, &len);
-			lone = false; /* what follows is taken as new */
-		}
-		if (st->kind == SSD_STRUCT_REC && lone && ssd_rec_is_twin(&prev, &st->rec)) {
-			lone = false; /* the twin of the tombstone just taken */
-			off += len;
-			continue;
-		}
-		lone = false;
-		if (st->kind == SSD_STRUCT_BATCH) {
-			/* Values only: their seqs, for the twin rule. */
-			for (uint32_t i = 0; i < st->batch.count; i++)
-				if (st->batch.ent[i].seq > last_seq)
-					last_seq = st->batch.ent[i].seq;
-		} else {
-			if (st->rec.type != SSD_REC_PUT) {
-				prev = st->rec;
-				lone = true;
-				if ((r = tomb(tctx, &st->rec)) < 0)
-					return r;
-			}
-			if (st->rec.seq > last_seq)
-				last_seq = st->rec.seq;
-		}
-		off += len;
-	}
-	return 0;
+	r = ssd_walk(&wk, st);
+	w->twins_used += wk.twins_used;
+	return r;
 }
 
 bool ssd_hl_applies(const struct ssd_rec_hdr *h, uint64_t ck_seq, const uint8_t *reg_digest)

@@ -334,20 +334,45 @@ bool ssd_walk_twin(bool lone, uint64_t last_seq, int d, const struct ssd_struct 
 		   uint64_t gen, uint64_t off, uint64_t seg_size, uint32_t align);
 
 /*
+ * The walk of a segment by structure, from offset 4096 (the first write
+ * of every generation) up to limit, as recovery walks one a crash left
+ * open, or whose summary it does not use, and a headerless slot
+ * (ssd_hl_walk): each structure ssd_walk_struct takes goes to take, but a
+ * tombstone's twin (ssd_rec_is_twin: nothing new); where a structure
+ * stops it, it goes on one alignment unit further when ssd_walk_twin says
+ * so (a damaged copy of a tombstone passed over, counted in twins_used).
+ * read: decode the structure at off of a segment laid out at align,
+ * reading at most up to limit, into st; returns ssd_struct_decode's
+ * result, KVT_ECORRUPT where the bytes cannot be read (the walk stops
+ * there), or an error of the system (-ENOMEM, an errno), which ends the
+ * walk with it.  take(tctx, st, off, len): the structure taken at off, len
+ * bytes; < 0 ends the walk with it.  Returns 0 or that error; end: where
+ * the walk ended (off of the structure that stopped it).
+ */
+typedef int (*ssd_struct_read_fn)(void *ctx, uint64_t off, uint64_t limit, uint32_t align,
+				  struct ssd_struct *st);
+struct ssd_walk {
+	ssd_struct_read_fn read;
+	void *ctx;
+	int (*take)(void *tctx, const struct ssd_struct *st, uint64_t off, uint64_t len);
+	void *tctx;
+	uint64_t gen, limit;
+	uint32_t align;
+	uint64_t end;        /* out */
+	uint64_t twins_used; /* out: added to */
+};
+int ssd_walk(struct ssd_walk *w, struct ssd_struct *st);
+
+/*
  * Headerless slots (doc/ssd-format.md "Recovery" step 2).  A slot of the
  * store whose segment header is zero or fails its checks is free, but the
  * tombstones among its records are applied: recovery (ssd_recover.c)
  * walks it for them, and fsck (ssd_fsck.c) counts what recovery will
  * apply, through these -- one probe, one walk, one filter -- each reading
- * the file its own way.  read: decode the structure at off (a record
- * header, or a batch header: the walk takes format 3's too) of a segment
- * laid out at align, reading at most up to limit, into st; returns
- * ssd_struct_decode's result, KVT_ECORRUPT where the bytes cannot be
- * read, or an error of the system (-ENOMEM, an errno), which ends the
+ * the file its own way.  read: as ssd_walk's (a record header, or a batch
+ * header: the walk takes format 3's too); an error of the system ends the
  * probe or walk with it.
  */
-typedef int (*ssd_struct_read_fn)(void *ctx, uint64_t off, uint64_t limit, uint32_t align,
-				  struct ssd_struct *st);
 struct ssd_hl {
 	ssd_struct_read_fn read;
 	void *ctx;
@@ -368,11 +393,9 @@ int ssd_hl_probe(struct ssd_hl *w, struct ssd_struct *st);
  * before the checkpoint, which reflects all its records. */
 bool ssd_hl_reflected(bool have_ckpt, bool slot_in_ckpt, uint64_t ck_slot_gen,
 		      uint64_t ck_max_gen, uint64_t gen);
-/* Walk from offset 4096 under the probe's generation and alignment, as
- * an open segment's walk goes (ssd_walk_struct; a tombstone's twin is
- * nothing new, a damaged copy does not stop it: ssd_walk_twin), up to
- * limit; tomb(tctx, h) for every tombstone record (DELETE, CLEAR_NS,
- * CLEAR_ALL) taken.  0, or the first error of read or tomb. */
+/* ssd_walk under the probe's generation and alignment, up to limit;
+ * tomb(tctx, h) for every tombstone record (DELETE, CLEAR_NS, CLEAR_ALL)
+ * taken.  0, or the first error of read or tomb. */
 int ssd_hl_walk(struct ssd_hl *w, struct ssd_struct *st,
 		int (*tomb)(void *tctx, const struct ssd_rec_hdr *h), void *tctx);
 /* Whether recovery applies tombstone h of such a walk: newer than the

@@ -761,6 +761,29 @@ void store_put_over(struct kvt_store *s, uint32_t ns, const struct kvt_key *key)
 			s->tiers[i].ops->put_over(s->tiers[i].t, ns, key);
 }
 
+/* store_put_over for a put whose bytes go in through DRAM's put-if-absent
+ * (dram_put_crcs, seal_put): DRAM is asked first.  Where it holds the key,
+ * the put is refused there (KVT_EXISTS) and replaces nothing, so the
+ * tiers are not asked: false (true: asked, or none to ask).  Until
+ * 2026-12-06 the SSD logged a tombstone for its dead entry all the same
+ * -- a block promoted into DRAM (ssd.first_hit=cold) put again while
+ * there (doc/ssd.md "Dead entries"; test_ssd_fsck dead_held).  Should
+ * DRAM take the put after all (its copy left in between), the caller asks
+ * the tiers then, before the put's write-down is queued (store_put_down):
+ * a write-down of the new bytes that a DRAM eviction placed first would be
+ * deleted by the SSD's tombstone at the next open -- a miss, never the
+ * old bytes.  The reservation (kvt_put_reserve, store.c) asks the tiers
+ * first as before. */
+static bool store_put_over_unheld(struct kvt_store *s, uint32_t ns, const struct kvt_key *key)
+{
+	if (!s->tier_over)
+		return true; /* none to ask */
+	if (dram_exists(s->dram, ns, key) == KVT_OK)
+		return false;
+	store_put_over(s, ns, key);
+	return true;
+}
+
 /* A block entered DRAM: each tier writes it down by its policy. */
 static void store_put_down(struct kvt_store *s, uint32_t ns, const struct kvt_key *key)
 {
@@ -1096,10 +1119,12 @@ static int store_put_sealed(struct kvt_store *s, struct kvt_req *r, const struct
 	if (!store_put_admit(s, r)) { /* sealed into a buffer below, DRAM untouched */
 		ret = dram_exists(s->dram, r->ns, &r->key) == KVT_OK ? KVT_EXISTS : KVT_EFULL;
 	} else {
-		store_put_over(s, r->ns, &r->key);
+		bool over = store_put_over_unheld(s, r->ns, &r->key);
 		ret = seal_put(s->seal, sk, s->dram, r->ns, &r->key, r->iov, r->iov_count,
 			       (r->flags & KVT_F_CRC) ? r->crcs : NULL,
 			       s->tier_through ? &item : NULL);
+		if (ret == KVT_OK && !over) /* DRAM's copy left meanwhile */
+			store_put_over(s, r->ns, &r->key);
 	}
 	if (ret == KVT_OK) {
 		r->tier = KVT_TIER_DRAM;
@@ -1151,13 +1176,15 @@ static int store_put(struct kvt_store *s, struct kvt_req *r)
 	 * once for both), rather than the tier in a pass of its own. */
 	uint32_t crcs[KVT_PARTS_MAX];
 	bool want_crcs = s->tier_through && !(r->flags & KVT_F_CRC);
-	store_put_over(s, r->ns, &r->key);
+	bool over = store_put_over_unheld(s, r->ns, &r->key);
 	ret = dram_put_crcs(s->dram, r->ns, &r->key, r->iov, r->iov_count,
 			    (r->flags & KVT_F_CRC) ? r->crcs : NULL, want_crcs ? crcs : NULL,
 			    ((r->flags & KVT_F_SEALED) ? DRAM_SEALED : 0) |
 				    (store_req_retain(s, r) ? DRAM_RETAIN : 0) |
 				    ((r->flags & KVT_F_REPAIR) ? DRAM_REPAIR : 0));
 	if (ret == KVT_OK) {
+		if (!over) /* DRAM's copy left meanwhile */
+			store_put_over(s, r->ns, &r->key);
 		r->tier = KVT_TIER_DRAM;
 		store_event_stored(s, r, r->ns, &r->key);
 		store_put_down(s, r->ns, &r->key); /* queued, by policy */

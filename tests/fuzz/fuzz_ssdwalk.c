@@ -28,9 +28,9 @@
  *     unit further only at a structure the walk takes whose seq is above
  *     every one taken, and a twin is taken as no entry;
  *   - the walk of a headerless slot (ssd_hl_walk, which recovery and
- *     fsck both call) under the same generation and alignment meets the
- *     same tombstones as this walk, and the probe (ssd_hl_probe) ends
- *     with 0 or 1.
+ *     fsck both call, over ssd_walk: recovery's walk of a segment too)
+ *     under the same generation and alignment meets the same tombstones
+ *     as this walk, and the probe (ssd_hl_probe) ends with 0 or 1.
  * Seed corpus: tests/fuzz/corpus/ssdwalk/ (tests/fuzz/gen_ssd_seeds.c).
  */
 #include <stdbool.h>

@@ -5673,6 +5673,73 @@ static int delete_hole_child(const char *dir, void *ctx)
 	return KVT_OK;
 }
 
+/*     (i') retry_bound: a tombstone logged again keeps its first seq.  Key
+ *     1 put and flushed; its delete's tombstone fails (ENOSPC, 1 s late:
+ *     the fault matches the tombstone's write alone, by its length);
+ *     meanwhile key 1 is put again (12288 other bytes) and its write-down
+ *     placed and written; then the tombstone is logged again and written,
+ *     and the process killed (no checkpoint past them: the next open reads
+ *     the summary and walks the log).  Until 2026-12-06 the retry took a
+ *     new seq, above the new put's, and the open deleted that put: a
+ *     miss.  Now the put's bytes (ssd.c "A tombstone that will not go
+ *     down").  psync only, as delete_hole_kill9. */
+static int retry_bound_child(const char *dir, void *ctx)
+{
+	struct kvt_store *s = backlog_open(dir);
+	struct ssd *sd = store_ssd(s);
+	uint32_t ns = ns_of(s);
+	struct io_fault f = { .kind = IO_FAULT_ENOSPC, .fd = -1, .count = 1, .delay_ms = 1000,
+			      .len = 2 * ssd_rec_len(0, 0, sd->rec_align) };
+	struct kvt_req rd = { .op = KVT_OP_DELETE, .ns = ns, .key = t_key(1) }, *rp = &rd, *out;
+	struct kvt_queue *q;
+	uint64_t faults, tombs, blocks;
+	(void)ctx;
+	if (put_k(s, ns, 1) != KVT_OK || kvt_flush(s) != 0 || kvt_queue_create(s, &q) != 0)
+		_exit(2);
+	faults = t_stat(s, "io.faults_injected");
+	tombs = t_stat(s, "ssd.tombstones");
+	blocks = t_stat(s, "ssd.writedown_blocks");
+	/* A queued delete completes once the index forgot the block; its
+	 * tombstone's write meets the fault (held 1 s, then ENOSPC). */
+	if (io_fault_add(ssd_io(sd), &f) != 0 || kvt_submit(q, &rp, 1) != 1 ||
+	    kvt_queue_wait(q, &out, 1, 10000) != 1 || rd.status != KVT_OK)
+		_exit(3);
+	for (int i = 0; i < 1000 && t_stat(s, "io.faults_injected") == faults; i++)
+		usleep(1000);
+	if (t_stat(s, "io.faults_injected") != faults + 1)
+		_exit(4);
+	/* The put after the delete, written while the tombstone is held. */
+	if (t_put_filled(s, ns, 1, 12288) != KVT_OK)
+		_exit(5);
+	for (int i = 0; i < 1000 && t_stat(s, "ssd.writedown_blocks") == blocks; i++)
+		usleep(500);
+	if (t_stat(s, "ssd.writedown_blocks") != blocks + 1 ||
+	    t_stat(s, "ssd.tombstones") != tombs)
+		_exit(6); /* the put's write must land before the tombstone's retry */
+	/* The flush waits for the retry (wd_tombs_check_locked). */
+	if (kvt_flush(s) != 0 || t_stat(s, "ssd.tombstones") != tombs + 1 ||
+	    t_stat(s, "ssd.writedown_errors") < 1)
+		_exit(7);
+	kvt_queue_destroy(q);
+	return KVT_OK;
+}
+
+static void test_retry_bound(void)
+{
+	char *dir = t_mkdtemp();
+	struct kvt_store *s;
+	int r, got;
+	kill9_round("retry_bound", dir, retry_bound_child, NULL, &got);
+	s = backlog_open(dir);
+	r = t_get_filled(s, ns_of(s), 1, 12288);
+	fprintf(stderr, "retry_bound: a put between a tombstone's failure and its retry is "
+		"%s after recovery\n", r == KVT_OK ? "back" : "gone");
+	T_RC(r, KVT_OK); /* a miss until 2026-12-06 */
+	kvt_store_destroy(s);
+	t_rmtree(dir);
+	free(dir);
+}
+
 /* Keys 1 and 2 put and flushed in s (its options the case's), then key
  * 3's write-down fails EIO: the segment of 1 and 2 is quarantined. */
 static void quarantine_12(struct kvt_store *s, uint32_t ns)
@@ -6274,6 +6341,7 @@ static void test_delete_backlog(void)
 	if (!strcmp(io_backend, "psync")) { /* the slow fdatasync needs the psync engine */
 		test_delete_sync();
 		test_delete_hole_kill9();
+		test_retry_bound();
 		test_seal_hole_tomb();
 		test_seal_synced_reuse();
 	}
@@ -6367,13 +6435,15 @@ int main(void)
 		 * (KVT_TEST_CASE=seal_fail|void_fail|eio_landed|read_corrupt|synced_eio|
 		 * quarantine_kill9|quarantine_wrap|seal_hole|seal_reuse, else all; named
 		 * alone, the other kill -9 rounds too: promote_delete|delete_hole|
-		 * delete_kill9). */
+		 * retry_bound|delete_kill9). */
 		if (test_only("seal_tomb")) {
 			const char *c = getenv("KVT_TEST_CASE") ? getenv("KVT_TEST_CASE") : "";
 			if (!strcmp(c, "promote_delete"))
 				test_promote_delete_kill9();
 			if (!strcmp(c, "delete_hole") && !strcmp(io_backend, "psync"))
 				test_delete_hole_kill9();
+			if (!strcmp(c, "retry_bound") && !strcmp(io_backend, "psync"))
+				test_retry_bound();
 			if (!strcmp(c, "delete_kill9"))
 				test_delete_kill9();
 			if (!*c || !strcmp(c, "seal_fail"))
@@ -6425,6 +6495,7 @@ int main(void)
 				continue;
 			test_delete_sync();
 			test_delete_hole_kill9();
+			test_retry_bound();
 			test_seal_hole_tomb();
 			test_seal_synced_reuse();
 			continue;

@@ -1698,13 +1698,11 @@ static void dead_ckpt(void)
 	free(dir);
 }
 
-/* Key 0 of ns (16384 bytes) made a dead SSD entry out of DRAM: put and
- * written down beside fillers of fns, read until a promotion leaves its
- * record dead (ssd.promoted_dropped), then pushed out of DRAM by 400 more
- * fillers with its group's SSD quota at 1 byte (the write-down declined:
- * the entry stays dead; the quota is left so).  Returns the next filler
- * key.  Key 0 is then a miss. */
-static uint64_t dead_key0(struct kvt_store *s, uint32_t ns, uint32_t fns)
+/* Key 0 of ns (16384 bytes) promoted into DRAM, its SSD record left dead:
+ * put and written down beside fillers of fns, read until a promotion
+ * leaves its record dead (ssd.promoted_dropped).  Returns the next filler
+ * key.  Key 0 is then in DRAM. */
+static uint64_t dead_promoted(struct kvt_store *s, uint32_t ns, uint32_t fns)
 {
 	uint64_t k = 1;
 
@@ -1721,6 +1719,18 @@ static uint64_t dead_key0(struct kvt_store *s, uint32_t ns, uint32_t fns)
 		T_OK(kvt_flush(s));
 	}
 	T_ASSERT(t_stat(s, "ssd.promoted_dropped") >= 1);
+	return k;
+}
+
+/* Key 0 of ns (16384 bytes) made a dead SSD entry out of DRAM: promoted
+ * (dead_promoted), then pushed out of DRAM by 400 more fillers with its
+ * group's SSD quota at 1 byte (the write-down declined: the entry stays
+ * dead; the quota is left so).  Returns the next filler key.  Key 0 is
+ * then a miss. */
+static uint64_t dead_key0(struct kvt_store *s, uint32_t ns, uint32_t fns)
+{
+	uint64_t k = dead_promoted(s, ns, fns);
+
 	T_OK(kvt_quota_set(s, 1, 0, 1));
 	T_OK(kvt_ns_set_group(s, ns, 1));
 	for (uint64_t j = 0; j < 400; j++, k++)
@@ -1767,6 +1777,40 @@ static void dead_reput(void)
 	kvt_store_destroy(s);
 	fprintf(stderr, "  a put over a promoted block: after a restart its bytes or a miss (%s)\n",
 		r == KVT_OK ? "its bytes" : "a miss");
+	t_rmtree(dir);
+	free(dir);
+}
+
+/* 12b'. dead_held: a put of a key whose SSD entry is dead while DRAM
+ *       holds the block -- key 0 promoted (ssd.first_hit=cold: its record
+ *       dead), then put again with 8192 other bytes -- is refused
+ *       (KVT_EXISTS) and logs no tombstone: ssd.tombstones +0 (+1 until
+ *       2026-12-06: the SSD logged one for every put over a dead entry,
+ *       which DRAM then refused; the store now asks DRAM first,
+ *       store_put_over_unheld).  The block stays: its 16384 bytes, and
+ *       after a restart its bytes or a miss, never the refused put's. */
+static void dead_held(void)
+{
+	char *dir = t_mkdtemp();
+	struct kvt_store *s = open_victim(dir);
+	uint32_t ns = ns_of(s), fns = t_ns(s, "ssd-fsck-filler");
+	uint64_t tombs;
+	int r;
+
+	dead_promoted(s, ns, fns);
+	T_OK(kvt_flush(s));
+	tombs = t_stat(s, "ssd.tombstones");
+	T_RC(t_put_filled(s, ns, 0, 8192), KVT_EXISTS);
+	T_OK(kvt_flush(s));
+	T_EQ_U64(t_stat(s, "ssd.tombstones"), tombs);
+	T_RC(t_get_filled(s, ns, 0, 16384), KVT_OK);
+	kvt_store_destroy(s);
+
+	s = open_victim(dir);
+	r = t_get_filled(s, ns_of(s), 0, 16384);
+	kvt_store_destroy(s);
+	fprintf(stderr, "  a put of a promoted block while in DRAM: refused, no tombstone; "
+		"after a restart %s\n", r == KVT_OK ? "its bytes" : "a miss");
 	t_rmtree(dir);
 	free(dir);
 }
@@ -1875,6 +1919,7 @@ int main(void)
 		dead_reput_race();
 		dead_ckpt();
 		dead_reput();
+		dead_held();
 		return 0;
 	}
 	for (size_t a = 0; a < KVT_ARRAY_LEN(aligns); a++) {
@@ -1908,6 +1953,7 @@ tomb:
 	seg_cut();
 	dead_ckpt();
 	dead_reput();
+	dead_held();
 	dead_reput_race();
 hdr:
 	for (size_t a = 0; a < KVT_ARRAY_LEN(aligns); a++)

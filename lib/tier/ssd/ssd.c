@@ -1172,7 +1172,9 @@ static bool seg_fits_rec(const struct ssd *s, const struct ssd_seg *g, void *ctx
  * twin if twin (a tombstone: the same record again right after it, not in
  * the summary; ssd_walk_twin, doc/ssd-format.md "Tombstones twice").  Sets
  * *slot, *off and se's offsets, records se in the summary, assigns the
- * sequence number.  seg_lock held.
+ * sequence number -- the next one, unless se->seq names one already (a
+ * tombstone logged again keeps the seq of its first placement: "A
+ * tombstone that will not go down").  seg_lock held.
  */
 static int seg_reserve_locked(struct ssd *s, uint64_t rec_len, bool twin,
 			      struct ssd_sum_entry *se, uint32_t *slot, uint64_t *off,
@@ -1198,7 +1200,8 @@ static int seg_reserve_locked(struct ssd *s, uint64_t rec_len, bool twin,
 		return r;
 	/* The old generation's records this one overwrites go first. */
 	seg_reclaim_upto_locked(s, (uint32_t)s->open_slot, g->write_off + room);
-	se->seq = s->next_seq++;
+	if (se->seq == 0)
+		se->seq = s->next_seq++;
 	se->off_512 = (uint32_t)(g->write_off / SSD_REC_ALIGN);
 	se->len_512 = (uint32_t)(rec_len / SSD_REC_ALIGN);
 	g->sum[g->sum_count++] = *se;
@@ -1496,11 +1499,12 @@ bool ssd_admit(void *ctx, struct dram_item *item, uint32_t ns, int why)
 	return true;
 }
 
-/* A wall_ns time as the timespec of wd_cond's timed waits. */
-static struct timespec ssd_ts_of(uint64_t ns)
+/* A kvt_now_ns deadline as the timespec of a timed wait on wd_cond (its
+ * default clock, CLOCK_REALTIME). */
+static struct timespec ssd_deadline_ts(uint64_t deadline_ns)
 {
-	return (struct timespec){ .tv_sec = (time_t)(ns / 1000000000u),
-				  .tv_nsec = (long)(ns % 1000000000u) };
+	uint64_t now = kvt_now_ns();
+	return kvt_deadline(CLOCK_REALTIME, deadline_ns > now ? deadline_ns - now : 0);
 }
 
 int ssd_put_room(struct ssd *s, uint32_t ns, uint64_t len)
@@ -1511,7 +1515,7 @@ int ssd_put_room(struct ssd *s, uint32_t ns, uint64_t len)
 
 	if (!ns_persistent(s, ns))
 		return KVT_OK;
-	dl = ssd_ts_of(wall_ns() + s->cfg.wd_wait_ns);
+	dl = kvt_deadline(CLOCK_REALTIME, s->cfg.wd_wait_ns);
 	pthread_mutex_lock(&s->wd_lock);
 	/* A value larger than the whole queue goes alone, once it is empty. */
 	while (!s->wd_stop && !s->degraded &&
@@ -1543,7 +1547,7 @@ int ssd_put_room(struct ssd *s, uint32_t ns, uint64_t len)
 struct ssd_room_waiter {
 	struct ssd_room_waiter *next;
 	uint64_t len;
-	uint64_t deadline_ns;       /* CLOCK_REALTIME, as wd_cond's timed waits */
+	uint64_t deadline_ns;       /* kvt_now_ns */
 	int status;
 	tier_done_fn done;
 	void *ctx;
@@ -1570,7 +1574,7 @@ static void ssd_room_run(struct ssd *s)
 		pthread_mutex_unlock(&s->wd_lock);
 		return;
 	}
-	now = wall_ns();
+	now = kvt_now_ns();
 	while ((w = s->room_head)) {
 		/* Those woken together pass wd_max by a block each at most,
 		 * as puts that waited in ssd_put_room do. */
@@ -1625,7 +1629,7 @@ int ssd_room_watch(struct ssd *s, uint32_t ns, uint64_t len, tier_done_fn done, 
 	if (!w)
 		return -ENOMEM;
 	w->len = len;
-	w->deadline_ns = wall_ns() + s->cfg.wd_wait_ns;
+	w->deadline_ns = kvt_now_ns() + s->cfg.wd_wait_ns;
 	w->done = done;
 	w->ctx = ctx;
 	pthread_mutex_lock(&s->wd_lock);
@@ -1799,6 +1803,14 @@ static void wd_finish(struct ssd *s, struct wd_task *t, int64_t res)
 				again->s = s;
 				again->ns = t->ns;
 				again->key = t->key;
+				/* The seq its first placement took (0: it was
+				 * never placed, and the retry, queued urgent
+				 * now, is placed before any write-down after
+				 * it): the delete's bound, kept.  A new one,
+				 * above a put of the key placed since, deleted
+				 * that put at the next open (test_ssd
+				 * retry_bound). */
+				again->seq = t->seq;
 				/* 4: parked */
 				again->retries = t->retries < 3 ? t->retries + 1 : 4;
 			}
@@ -2045,6 +2057,8 @@ static void wd_write(struct ssd *s, struct wd_task *t)
 	se.value_len = rh.value_len;
 	se.part_count = (uint16_t)np;
 	se.key = rh.key;
+	if (t->type != T_PUT)
+		se.seq = t->seq; /* logged again: its first placement's (0: none) */
 	pthread_mutex_lock(&s->seg_lock);
 	r = seg_reserve_locked(s, rec_len, t->type != T_PUT, &se, &t->slot, &off,
 			       &t->generation);
@@ -2781,12 +2795,12 @@ static void wd_wake_waiter(struct wd_task *t, int status)
  * wd_cond rather than a sleep, so that parked puts still fail on time. */
 static void wd_debug_delay(struct ssd *s)
 {
-	uint64_t until = wall_ns() + s->cfg.debug_delay_ns;
+	uint64_t until = kvt_now_ns() + s->cfg.debug_delay_ns;
 	for (;;) {
 		uint64_t at = until;
 		struct timespec ts;
 		ssd_room_run(s);
-		if (wall_ns() >= until)
+		if (kvt_now_ns() >= until)
 			return;
 		pthread_mutex_lock(&s->wd_lock);
 		if (s->wd_stop) {
@@ -2795,7 +2809,7 @@ static void wd_debug_delay(struct ssd *s)
 		}
 		if (s->room_head && s->room_head->deadline_ns < at)
 			at = s->room_head->deadline_ns;
-		ts = ssd_ts_of(at);
+		ts = ssd_deadline_ts(at);
 		pthread_cond_timedwait(&s->wd_cond, &s->wd_lock, &ts);
 		pthread_mutex_unlock(&s->wd_lock);
 	}
@@ -2813,9 +2827,18 @@ static void wd_debug_delay(struct ssd *s)
  * the device is failing).  Past SSD_TOMB_PARKED_MAX parked, a tombstone
  * is dropped and every later sync fails until the store is reopened.
  * Before 2026-12-04 the retry went behind the sync, which succeeded:
- * test_ssd delete_retry.  syncs: the list of syncs (T_FLUSH, T_DSYNC)
- * asking, after the writes before them completed; wd_lock held; *again:
- * requeue them in the urgent lane.
+ * test_ssd delete_retry.  A tombstone logged again keeps the seq of its
+ * first placement (wd_finish, seg_reserve_locked): it deletes what is
+ * older than the delete, not a put of the key placed since.  Until
+ * 2026-12-06 it took a new seq, above such a put's, and the next open
+ * that read both (a walk, or the summaries without a checkpoint past
+ * them) deleted that put (test_ssd retry_bound).  Its record then lies
+ * among higher seqs, so the walk's seq tests (ssd_walk_twin) do not take
+ * it for the next write: damage to its first copy, or to the twin of a
+ * tombstone just before it, ends a walk there, as before twins.
+ * syncs: the list of syncs (T_FLUSH, T_DSYNC) asking, after the writes
+ * before them completed; wd_lock held; *again: requeue them in the
+ * urgent lane.
  */
 static void wd_tombs_check_locked(struct ssd *s, struct wd_task *syncs, bool *again,
 				  bool *failed)
@@ -2990,7 +3013,7 @@ static void *wd_main(void *arg)
 		       atomic_load(&s->bad_marks) == marks_seen) {
 			if (s->room_head) {
 				/* a parked put's deadline: ssd_room_run fails it */
-				struct timespec ts = ssd_ts_of(s->room_head->deadline_ns);
+				struct timespec ts = ssd_deadline_ts(s->room_head->deadline_ns);
 				if (pthread_cond_timedwait(&s->wd_cond, &s->wd_lock, &ts) ==
 				    ETIMEDOUT)
 					break;
@@ -3307,7 +3330,10 @@ int ssd_delete(struct ssd *s, void *prepared, uint32_t ns, const struct kvt_key 
  * enter DRAM, so that the tombstone (urgent) is queued before their
  * write-down and takes a lower seq: it never removes them at the next
  * open.  A put that then fails has cost a tombstone for a block that was
- * a miss already.  Out of memory, nothing changes (as before).
+ * a miss already.  Not called for a put of a key DRAM holds, which DRAM
+ * refuses (store_put_over_unheld: a promoted block's dead entry, its
+ * block in DRAM, cost a tombstone per put of it until 2026-12-06).  Out
+ * of memory, nothing changes (as before).
  */
 void ssd_put_over(struct ssd *s, uint32_t ns, const struct kvt_key *key)
 {

@@ -203,6 +203,9 @@ struct wd_task {
 	uint32_t ns;
 	struct kvt_key key;
 	uint64_t value_len;
+	/* seq: a placed write's; a tombstone logged again (T_DELETE,
+	 * T_CLEAR) has its first placement's before it is placed, and
+	 * keeps it (ssd.c "A tombstone that will not go down") */
 	uint64_t seq, generation, rec_len;
 	uint32_t slot, off_512, part_count;
 	uint8_t *hdr;         /* aligned record header (T_CARRY: the whole record) */
@@ -429,8 +432,9 @@ static inline uint32_t ssd_room_slots(const struct ssd *s)
 	return s->slot_count - atomic_load_explicit(&s->noroom_slots, memory_order_relaxed);
 }
 
-/* CLOCK_REALTIME in ns: a generation's created_ns on disk, and the
- * deadlines of the timed waits on wd_cond (its default clock). */
+/* CLOCK_REALTIME in ns: a generation's created_ns on disk.  Timeouts and
+ * deadlines use kvt_now_ns (kvt_int.h), and kvt_deadline for the timed
+ * waits on wd_cond (its default clock). */
 static inline uint64_t wall_ns(void)
 {
 	struct timespec ts;

@@ -486,102 +486,87 @@ static int rec_walk_read(struct ssd *s, uint32_t slot, uint64_t off, uint64_t li
 	return d;
 }
 
-/* Walk to at most limit: the segment's end, or a sealed one's summary
- * (records end before it; what lies past it was never this summary's).
- * Tombstones come in twins (ssd_walk_twin): a twin is taken as nothing
- * new, and a damaged copy does not end the walk when the other is sound
- * -- before 2026-12-06 the walk ended at a damaged tombstone, and the
- * block it deleted, in an older segment, came back with its old bytes
- * (test_ssd_fsck tomb_damaged). */
-static int rec_walk(struct recovery *rc, uint32_t slot, uint64_t from, uint64_t limit,
-		    uint64_t *end)
+/* A walk's reads (ssd_walk, ssd_hl's): the structure at off of the
+ * slot's file, laid out at align (a headerless slot's: its probe's; the
+ * file's O_DIRECT or page cache set for that alignment), read into buf. */
+struct rec_hl {
+	struct recovery *rc;
+	uint32_t slot;
+	uint8_t *buf;
+	size_t cap;
+};
+
+static int rec_hl_read(void *ctx, uint64_t off, uint64_t limit, uint32_t align,
+		       struct ssd_struct *st)
+{
+	struct rec_hl *h = ctx;
+	struct ssd *s = h->rc->s;
+
+	if (s->segs[h->slot].rec_align != align)
+		ssd_seg_set_align(s, h->slot, align);
+	return rec_walk_read(s, h->slot, off, limit, &h->buf, &h->cap, st);
+}
+
+/* ssd_walk's take: a record, or each value of a batch, as a summary
+ * entry of the slot. */
+static int rec_walk_took(void *ctx, const struct ssd_struct *st, uint64_t off, uint64_t len)
+{
+	struct rec_hl *h = ctx;
+	const struct ssd_rec_hdr *rh = &st->rec;
+	struct ssd_sum_entry se;
+	int r = 0;
+
+	if (st->kind == SSD_STRUCT_BATCH) {
+		for (uint32_t i = 0; i < st->batch.count && r == 0; i++) {
+			ssd_batch_sum_entry(&st->batch, i, h->rc->s->segs[h->slot].rec_align, &se);
+			r = rec_walk_take(h->rc, h->slot, &se);
+		}
+		return r;
+	}
+	memset(&se, 0, sizeof(se));
+	se.type = rh->type;
+	se.ns_id = rh->ns_id;
+	se.off_512 = (uint32_t)(off / SSD_REC_ALIGN);
+	se.len_512 = (uint32_t)(len / SSD_REC_ALIGN);
+	se.part_count = (uint16_t)rh->part_count;
+	se.seq = rh->seq;
+	se.value_len = rh->value_len;
+	se.key = rh->key;
+	return rec_walk_take(h->rc, h->slot, &se);
+}
+
+/* Walk slot's segment (ssd_walk) to at most limit: the segment's end, or
+ * a sealed one's summary (records end before it; what lies past it was
+ * never this summary's), and its file's end (a record cut there is not
+ * taken); *end: where it ended.  Tombstones come in twins: a twin is
+ * taken as nothing new, and a damaged copy does not end the walk when the
+ * other is sound -- before 2026-12-06 the walk ended at a damaged
+ * tombstone, and the block it deleted, in an older segment, came back
+ * with its old bytes (test_ssd_fsck tomb_damaged). */
+static int rec_walk(struct recovery *rc, uint32_t slot, uint64_t limit, uint64_t *end)
 {
 	struct ssd *s = rc->s;
 	struct ssd_seg *g = &s->segs[slot];
-	size_t cap = SSD_ALIGN * 4;
-	uint8_t *buf = kvt_mem_alloc_aligned(s->mem, SSD_ALIGN, cap);
+	struct rec_hl h = { rc, slot, NULL, SSD_ALIGN * 4 };
 	struct ssd_struct *st = kvt_mem_alloc(s->mem, sizeof(*st)); /* ~8 KiB: not on the stack */
-	struct ssd_rec_hdr tomb;   /* the last structure, if lone */
-	bool lone = false;         /* it was a tombstone record, its twin due next */
-	uint64_t off = from, len, last_seq = 0;
-	uint32_t a = g->rec_align; /* the segment's: records start at its multiples */
-	int r = 0;
+	struct ssd_walk w = { .read = rec_hl_read, .ctx = &h, .take = rec_walk_took, .tctx = &h,
+			      .gen = g->generation, .limit = limit, .align = g->rec_align };
+	int r = -ENOMEM;
 
-	if (!buf || !st) {
-		if (buf)
-			kvt_mem_free(s->mem, buf, cap);
-		if (st)
-			kvt_mem_free(s->mem, st, sizeof(*st));
-		return -ENOMEM;
+	h.buf = kvt_mem_alloc_aligned(s->mem, SSD_ALIGN, h.cap);
+	if (w.limit > s->cfg.seg_size)
+		w.limit = s->cfg.seg_size;
+	if (w.limit > rc->fsize[slot])
+		w.limit = rc->fsize[slot];
+	if (h.buf && st) {
+		r = ssd_walk(&w, st);
+		s->rec_twins_used += w.twins_used;
+		*end = w.end;
 	}
-	if (limit > s->cfg.seg_size)
-		limit = s->cfg.seg_size;
-	/* Nothing past the file's end: a record cut there is not taken. */
-	if (limit > rc->fsize[slot])
-		limit = rc->fsize[slot];
-	while (off % a == 0 && off + a <= limit) {
-		struct ssd_sum_entry se;
-		int d = rec_walk_read(s, slot, off, limit, &buf, &cap, st);
-		if (d == -ENOMEM) {
-			r = d;
-			break;
-		}
-		if (ssd_walk_struct(d, st, g->generation, off, limit, a, &len)) {
-			/* A damaged copy of a tombstone, its other copy next? */
-			if (off + 2 * (uint64_t)a > limit)
-				break;
-			d = rec_walk_read(s, slot, off + a, limit, &buf, &cap, st);
-			if (d == -ENOMEM) {
-				r = d;
-				break;
-			}
-			if (!ssd_walk_twin(lone, last_seq, d, st, g->generation, off + a, limit, a))
-				break; /* the end of what this generation wrote */
-			s->rec_twins_used++;
-			off += a;
-			(void)ssd_walk_struct(d, st, g->generation, off, limit, a, &len);
-			lone = false; /* what follows is taken as new */
-		}
-		if (st->kind == SSD_STRUCT_REC && lone && ssd_rec_is_twin(&tomb, &st->rec)) {
-			lone = false; /* the twin of the tombstone just taken */
-			off += len;
-			continue;
-		}
-		lone = false;
-		if (st->kind == SSD_STRUCT_BATCH) {
-			for (uint32_t i = 0; i < st->batch.count && r == 0; i++) {
-				ssd_batch_sum_entry(&st->batch, i, a, &se);
-				r = rec_walk_take(rc, slot, &se);
-				if (se.seq > last_seq)
-					last_seq = se.seq;
-			}
-		} else {
-			const struct ssd_rec_hdr *h = &st->rec;
-			if (h->type != SSD_REC_PUT) {
-				tomb = *h;
-				lone = true;
-			}
-			if (h->seq > last_seq)
-				last_seq = h->seq;
-			memset(&se, 0, sizeof(se));
-			se.type = h->type;
-			se.ns_id = h->ns_id;
-			se.off_512 = (uint32_t)(off / SSD_REC_ALIGN);
-			se.len_512 = (uint32_t)(len / SSD_REC_ALIGN);
-			se.part_count = (uint16_t)h->part_count;
-			se.seq = h->seq;
-			se.value_len = h->value_len;
-			se.key = h->key;
-			r = rec_walk_take(rc, slot, &se);
-		}
-		if (r < 0)
-			break;
-		off += len;
-	}
-	*end = off;
-	if (buf)
-		kvt_mem_free(s->mem, buf, cap);
-	kvt_mem_free(s->mem, st, sizeof(*st));
+	if (h.buf)
+		kvt_mem_free(s->mem, h.buf, h.cap);
+	if (st)
+		kvt_mem_free(s->mem, st, sizeof(*st));
 	return r;
 }
 
@@ -686,26 +671,6 @@ static int rec_apply(struct recovery *rc)
  * puts of seqs above the new ones, stale bytes served (test_ssd_fsck
  * hdr_void_gen).
  */
-/* ssd_hl's read: the structure at off of the slot's file, laid out at
- * align (its file's O_DIRECT or page cache set for that alignment). */
-struct rec_hl {
-	struct recovery *rc;
-	uint32_t slot;
-	uint8_t *buf;
-	size_t cap;
-};
-
-static int rec_hl_read(void *ctx, uint64_t off, uint64_t limit, uint32_t align,
-		       struct ssd_struct *st)
-{
-	struct rec_hl *h = ctx;
-	struct ssd *s = h->rc->s;
-
-	if (s->segs[h->slot].rec_align != align)
-		ssd_seg_set_align(s, h->slot, align);
-	return rec_walk_read(s, h->slot, off, limit, &h->buf, &h->cap, st);
-}
-
 /* ssd_hl's tombstone: kept if recovery applies it (ssd_hl_applies). */
 static int rec_hl_tomb(void *ctx, const struct ssd_rec_hdr *h)
 {
@@ -1007,7 +972,7 @@ int ssd_recover(struct ssd *s)
 			 * header names a summary that is there (fsck clean). */
 			uint64_t end = SSD_ALIGN;
 			s->rec_segments++;
-			r = rec_walk(&rc, i, SSD_ALIGN, sum_off, &end);
+			r = rec_walk(&rc, i, sum_off, &end);
 			if (r < 0)
 				goto out;
 			g->state = SEG_OPEN;
@@ -1046,7 +1011,7 @@ int ssd_recover(struct ssd *s)
 				if (n < 0) {
 					/* Bad summary: walk the records instead. */
 					uint64_t end;
-					r = rec_walk(&rc, i, SSD_ALIGN, sum_off, &end);
+					r = rec_walk(&rc, i, sum_off, &end);
 					ssd_seg_sum_free(s, g);
 					if (r < 0)
 						goto out;
@@ -1056,7 +1021,7 @@ int ssd_recover(struct ssd *s)
 			/* Open when the process stopped: walk it, then seal it. */
 			uint64_t end = SSD_ALIGN;
 			s->rec_segments++;
-			r = rec_walk(&rc, i, SSD_ALIGN, s->cfg.seg_size, &end);
+			r = rec_walk(&rc, i, s->cfg.seg_size, &end);
 			if (r < 0)
 				goto out;
 			g->write_off = end;
