@@ -528,11 +528,19 @@ static void respd_pin_flow(struct kvtd_conn *c)
  * of one tenant pinned the whole DRAM tier, and every other tenant's SET
  * failed (test_hostile_http resp_pins).  Its GET or MGET of a live value
  * is refused instead while its tenant's replies pin KVTD_PIN_TENANT_MAX
- * (with --tenants: without, one trust domain). */
-static bool respd_tenant_pins_over(struct kvtd_conn *c)
+ * (with --tenants: without, one trust domain).  The tenant is the one
+ * the reply will be counted in (respd_out): the command's, not the
+ * connection's when its probe completes -- after an AUTH further down
+ * the pipeline that was another tenant's (or none yet), whose share
+ * stayed empty, and every such GET was served (test_hostile
+ * resp_auth_share). */
+static bool respd_tenant_pins_over(struct respd_cmd *cmd)
 {
-	return kvtd_auth_enabled() && c->tstat && !c->pin_bytes && !respd_of(c)->pin_held &&
-	       atomic_load_explicit(&c->tstat->pinned, memory_order_relaxed) >=
+	struct kvtd_conn *c = cmd->conn;
+	struct kvtd_tstat *t = cmd->tstat ? cmd->tstat : c->tstat;
+
+	return kvtd_auth_enabled() && t && !c->pin_bytes && !respd_of(c)->pin_held &&
+	       atomic_load_explicit(&t->pinned, memory_order_relaxed) >=
 		       KVTD_PIN_TENANT_MAX(c->loop->srv);
 }
 
@@ -1212,7 +1220,7 @@ static bool respd_settle(struct respd_cmd *cmd)
 		if (cmd->kind != RK_DEL) /* a DEL deletes its keys anyway */
 			respd_reap(cmd, it);
 		if (cmd->kind == RK_MGET && it->live && vlen &&
-		    respd_tenant_pins_over(cmd->conn)) {
+		    respd_tenant_pins_over(cmd)) {
 			respd_mget_refuse(cmd, RESPD_REFUSE_TENANT_PINS);
 			return false;
 		}
@@ -1382,7 +1390,7 @@ static void respd_step(struct respd_cmd *cmd)
 			respd_reap(cmd, &cmd->items[0]);
 		switch (cmd->kind) {
 		case RK_GET:
-			if (cmd->items[0].live && vlen && respd_tenant_pins_over(cmd->conn))
+			if (cmd->items[0].live && vlen && respd_tenant_pins_over(cmd))
 				respd_pins_refuse(cmd);
 			else if (cmd->items[0].live)
 				respd_reply_value(cmd, &cmd->items[0], vlen);

@@ -3944,6 +3944,63 @@ static void phase_resp_auth_pins(void)
 }
 
 /* ------------------------------------------------------------------------
+ * resp_auth_share (review42a): the share a RESP reply is checked against
+ * is the one it is counted in.  resp_auth_pins counts a GET's reply in
+ * the tenant whose command made it (alice's), but the GET's probe, which
+ * completes once the whole pipeline was parsed, checked the connection's
+ * tenant then (bob, or none just after AUTH): bob's share stayed empty,
+ * and every such GET of alice's was served -- alice's pinned replies
+ * grew past KVTD_PIN_TENANT_MAX (a quarter of --dram 16M: 4 MiB) by one
+ * connection's each, the resp_pins attack by a client that holds two
+ * tenants' secrets.  Now the GET is checked against alice's: at most 3
+ * of 1.5 MiB are served (0, 1.5, 3 MiB pinned when checked).
+ */
+
+#define AU_CONNS 8u
+
+static void phase_resp_auth_share(void)
+{
+	const char *extra[] = { "--resp", "127.0.0.1:0", "--dram", "16M", NULL };
+	const char *bob = "*3\r\n$4\r\nAUTH\r\n$3\r\nbob\r\n$26\r\n" SECRET_BOB "\r\n";
+	size_t cap = 256 + AP_VLEN;
+	char *cmd = malloc(cap), line[16];
+	int fds[AU_CONNS], w, n;
+	unsigned served = 0, refused = 0;
+	bool closed;
+	uint16_t port;
+
+	T_ASSERT(cmd != NULL);
+	start_with("resp_auth_share", extra,
+		   "alice " SECRET_ALICE " tenant\n"
+		   "admin " SECRET_ADMIN " admin\n"
+		   "bob " SECRET_BOB " tenant\n");
+	port = tsrv_listener_port(srv.log, "RESP");
+	w = resp_alice(port);
+	resp_set(w, cmd, cap, "big", 'b', AP_VLEN);
+	close(w);
+	n = snprintf(cmd, cap, "*2\r\n$3\r\nGET\r\n$3\r\nbig\r\n%s*1\r\n$4\r\nPING\r\n", bob);
+	/* One at a time: each GET's reply queued (its pins counted) before
+	 * the next is checked.  Its first bytes only are read. */
+	for (unsigned i = 0; i < AU_CONNS; i++) {
+		fds[i] = mh_alice(port);
+		T_EQ_INT(send_for(fds[i], cmd, (size_t)n, 1000), n);
+		recv_for(fds[i], line, 6, 2000, &closed);
+		if (line[0] == '$')
+			served++;
+		else if (strncmp(line, "-ERR", 4) == 0)
+			refused++;
+	}
+	printf("resp_auth_share: %u GETs of %u KiB of alice's, each followed by AUTH bob, "
+	       "unread: %u served, %u refused\n", AU_CONNS, AP_VLEN >> 10, served, refused);
+	T_ASSERT(served <= 3); /* before: all 8, 12 MiB pinned in alice's share */
+	T_EQ_INT(served + refused, AU_CONNS);
+	for (unsigned i = 0; i < AU_CONNS; i++)
+		close(fds[i]);
+	free(cmd);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
+/* ------------------------------------------------------------------------
  * resp_exists (hyg10): a RESP EXISTS or DEL pinned every key it named at
  * once to check it (its value's header holds the Redis key and expiry):
  * one command of 65535 names, any client's, held that many pins, blocks
@@ -10477,6 +10534,7 @@ static const struct tsrv_phase phases[] = {
 	{ "resp_mget", phase_resp_mget },
 	{ "resp_mget_held", phase_resp_mget_held },
 	{ "resp_auth_pins", phase_resp_auth_pins },
+	{ "resp_auth_share", phase_resp_auth_share },
 	{ "resp_exists", phase_resp_exists },
 	{ "fwd_queue", phase_fwd_queue },
 	{ "repair_table", phase_repair_table },
