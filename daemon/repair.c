@@ -1515,7 +1515,7 @@ static void *repair_static_main(void *arg)
 	pthread_mutex_lock(&rp->poll_lock);
 	while (!repair_stopping(rp)) {
 		struct timespec now;
-		bool answered = false;
+		bool answered = false, changed = false;
 
 		clock_gettime(CLOCK_MONOTONIC, &now);
 		if (now.tv_sec > next.tv_sec ||
@@ -1536,16 +1536,22 @@ static void *repair_static_main(void *arg)
 			if (ask[i].state != 2)
 				continue;
 			pthread_join(ask[i].th, NULL); /* it is past its last lock */
-			if (ask[i].out >= 0)
-				out[i] = ask[i].out;
+			if (ask[i].out >= 0 && out[i] != (ask[i].out == 1)) {
+				out[i] = ask[i].out == 1;
+				changed = true;
+			}
 			ask[i].state = 0;
 			asking--;
 			answered = true;
 		}
 		if (answered) {
-			pthread_mutex_unlock(&rp->poll_lock);
-			kvtd_cluster_static_set(rp->srv, out);
-			pthread_mutex_lock(&rp->poll_lock);
+			/* a list rebuilt only on a change: answered one by one,
+			 * a pod of n rebuilt it (cl->lock, O(n)) n times a round */
+			if (changed) {
+				pthread_mutex_unlock(&rp->poll_lock);
+				kvtd_cluster_static_set(rp->srv, out);
+				pthread_mutex_lock(&rp->poll_lock);
+			}
 			continue; /* more may have come meanwhile */
 		}
 		/* looked at again: the round dropped poll_lock, and a stop's
