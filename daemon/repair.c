@@ -840,8 +840,9 @@ static struct rpeer *repair_peer(struct rpass *ps, unsigned i, uint32_t ns, cons
 		return NULL;
 	rc = kvtd_peer_register(&r->p, canon, canon_len, r->digest[r->ns_n]);
 	if (rc != KVT_OK) {
-		kvtd_log(KVTD_WARN, "repair: namespace refused by a member", "member=%s error=%d",
-			 ps->m[i].addr, rc);
+		if (rc != -ECANCELED) /* else the server stops: no refusal */
+			kvtd_log(KVTD_WARN, "repair: namespace refused by a member",
+				 "member=%s error=%d", ps->m[i].addr, rc);
 		atomic_fetch_add(&ps->rp->errors, 1);
 		return NULL;
 	}
@@ -1414,6 +1415,7 @@ struct rask {
 	uint32_t secret_len;
 	pthread_t th;
 	int state;  /* poll_lock: 0 idle, 1 asking, 2 answered (its thread done) */
+	bool due;   /* poll_lock: to be asked this round, when an asker is free */
 	int out;    /* poll_lock, state 2: 1 left, 0 listed, -1 no answer */
 };
 
@@ -1442,25 +1444,37 @@ static void *repair_ask(void *arg)
 	return NULL;
 }
 
-/* A round: every member not asking already (and not self) is asked, up
- * to REPAIR_POLL_ASKERS at once; *asking counts them.  poll_lock held;
- * dropped while the tenants file is read. */
+/* The members due this round (repair_static_main marks them: every one
+ * not asking already, not self) are asked, up to REPAIR_POLL_ASKERS at
+ * once; *asking counts them.  The rest stay due, asked as askers come
+ * back: stopping at the cap until the next round gave the first 32 idle
+ * members every round, and a member listed after them was never asked
+ * (test_peer_attack `poll_many`).  poll_lock held; dropped while the
+ * tenants file is read. */
 static void repair_static_round(struct kvtd_repair *rp, struct kvtd_member *m, unsigned n,
-				struct rask *ask, unsigned *asking, const char *self)
+				struct rask *ask, unsigned *asking)
 {
 	char tenant[PROTO_TENANT_MAX + 1] = KVTD_DEFAULT_TENANT;
 	uint8_t secret[PROTO_SECRET_MAX];
 	uint32_t secret_len = 0;
+	unsigned due = 0;
 	int rc = 0;
 
+	for (unsigned i = 0; i < n; i++)
+		due += ask[i].due && ask[i].state == 0;
+	if (!due || *asking >= REPAIR_POLL_ASKERS)
+		return;
 	pthread_mutex_unlock(&rp->poll_lock);
 	if (kvtd_auth_enabled())
 		rc = kvtd_auth_any_peer(tenant, sizeof(tenant), secret, &secret_len);
 	pthread_mutex_lock(&rp->poll_lock);
-	for (unsigned i = 0; rc == 0 && i < n && *asking < REPAIR_POLL_ASKERS; i++) {
+	for (unsigned i = 0; i < n && *asking < REPAIR_POLL_ASKERS; i++) {
 		struct rask *a = &ask[i];
-		if (a->state != 0 || (self && strcmp(m[i].addr, self) == 0))
+		if (!a->due || a->state != 0)
 			continue; /* still asking: its last answer stands */
+		a->due = false;
+		if (rc != 0)
+			continue; /* no secret: asked next round */
 		a->rp = rp;
 		snprintf(a->addr, sizeof(a->addr), "%s", m[i].addr);
 		snprintf(a->tenant, sizeof(a->tenant), "%s", tenant);
@@ -1501,12 +1515,14 @@ static void *repair_static_main(void *arg)
 	pthread_mutex_lock(&rp->poll_lock);
 	while (!repair_stopping(rp)) {
 		struct timespec now;
-		bool answered = false;
+		bool answered = false, changed = false;
 
 		clock_gettime(CLOCK_MONOTONIC, &now);
 		if (now.tv_sec > next.tv_sec ||
 		    (now.tv_sec == next.tv_sec && now.tv_nsec >= next.tv_nsec)) {
-			repair_static_round(rp, m, n, ask, &asking, self);
+			for (unsigned i = 0; i < n; i++)
+				ask[i].due = ask[i].state != 1 && /* 2: joined below */
+					     !(self && strcmp(m[i].addr, self) == 0);
 			next = now;
 			next.tv_sec += REPAIR_POLL_MS / 1000;
 			next.tv_nsec += (long)(REPAIR_POLL_MS % 1000) * 1000000L;
@@ -1515,22 +1531,33 @@ static void *repair_static_main(void *arg)
 				next.tv_nsec -= 1000000000L;
 			}
 		}
+		repair_static_round(rp, m, n, ask, &asking);
 		for (unsigned i = 0; i < n; i++) {
 			if (ask[i].state != 2)
 				continue;
 			pthread_join(ask[i].th, NULL); /* it is past its last lock */
-			if (ask[i].out >= 0)
-				out[i] = ask[i].out;
+			if (ask[i].out >= 0 && out[i] != (ask[i].out == 1)) {
+				out[i] = ask[i].out == 1;
+				changed = true;
+			}
 			ask[i].state = 0;
 			asking--;
 			answered = true;
 		}
 		if (answered) {
-			pthread_mutex_unlock(&rp->poll_lock);
-			kvtd_cluster_static_set(rp->srv, out);
-			pthread_mutex_lock(&rp->poll_lock);
+			/* a list rebuilt only on a change: answered one by one,
+			 * a pod of n rebuilt it (cl->lock, O(n)) n times a round */
+			if (changed) {
+				pthread_mutex_unlock(&rp->poll_lock);
+				kvtd_cluster_static_set(rp->srv, out);
+				pthread_mutex_lock(&rp->poll_lock);
+			}
 			continue; /* more may have come meanwhile */
 		}
+		/* looked at again: the round dropped poll_lock, and a stop's
+		 * broadcast then was not waited for */
+		if (repair_stopping(rp))
+			break;
 		pthread_cond_timedwait(&rp->poll_cond, &rp->poll_lock, &next);
 	}
 	pthread_mutex_unlock(&rp->poll_lock);

@@ -65,6 +65,10 @@
  *              (asked one after another, after the first one's 5 s)
  *   poll_stop  SIGTERM to the member while the fake holds its poll's
  *              STATS: it exits within 1.5 s (it waited the poll out, 5 s)
+ *   poll_many  a static pod of 42: the real member, 40 addresses that
+ *              refuse, and after them the fake answering "left": dropped
+ *              within 4 s (each round asked the first 32 idle members
+ *              only: one listed after them was never asked)
  *   fwd_batch  a static pod of ten: the forwarding member, the fake
  *              (slow_read's reader, closing after 3 s), 7 plain fakes
  *              and a real member last in the list; an 8 MiB block of
@@ -1041,6 +1045,62 @@ static void phase_poll_wide(void)
 	tsrv_check_reports(base);
 }
 
+/* A static pod of more members than REPAIR_POLL_ASKERS (32): the real
+ * member, 40 addresses refusing at once (127.0.0.1:1000..1039) and,
+ * listed after them all, the fake answering "left".  The member must drop
+ * it within MANY_BOUND_MS: each round gave the first 32 idle members its
+ * askers and stopped, so a member listed after them was never asked. */
+#define MANY_FILL 40
+#define MANY_BOUND_MS 4000
+static void phase_poll_many(void)
+{
+	char tenants[700], dir[700], self[32], members[MANY_FILL * 16 + 64];
+	uint16_t bp = listen_tcp(&F.lfd_left), sp = listen_tcp(NULL);
+	const char *extra[] = { "--listen", self, "--advertise", self, "--members", members,
+				"--ssd", "0", NULL };
+	uint64_t t0, end, seen_ns = 0, n = 0;
+	size_t at;
+	struct kc c;
+
+	/* the fillers sort before the one that left */
+	T_ASSERT(port_after(bp, 1000 + MANY_FILL - 1));
+	F.lfd = -1;
+	F.mode = M_POLL_WIDE;
+	T_OK(-pthread_create(&F.th, NULL, fk_main, NULL));
+	snprintf(self, sizeof(self), "127.0.0.1:%u", sp);
+	at = (size_t)snprintf(members, sizeof(members), "127.0.0.1:%u,127.0.0.1:%u", sp, bp);
+	for (unsigned i = 0; i < MANY_FILL; i++)
+		at += (size_t)snprintf(members + at, sizeof(members) - at, ",127.0.0.1:%u",
+				       1000 + i);
+	snprintf(tenants, sizeof(tenants), "%s/tenants", base);
+	tsrv_write_file(NULL, tenants, "alice " SECRET_ALICE " tenant\n");
+	snprintf(dir, sizeof(dir), "%s/poll_many", base);
+	t0 = tsrv_now_ns();
+	tsrv_start(&srv, bin, base, dir, tenants, extra);
+	T_RC(kc_connect_unix(&c, srv.sock), 0);
+	T_RC(kc_login(&c, "alice", SECRET_ALICE), 0);
+	end = tsrv_now_ns() + 10000000000ull;
+	while (!seen_ns && tsrv_now_ns() < end) {
+		T_RC(kc_stat(&c, PROTO_SCOPE_TENANT, "cluster.members", &n), KVT_OK);
+		if (n == MANY_FILL + 1)
+			seen_ns = tsrv_now_ns();
+		else
+			tsrv_sleep_ms(10);
+	}
+	kc_close(&c);
+	printf("poll_many: a pod of %d, the member that left listed after %d others: "
+	       "%u question(s) to it, its leave seen %s%" PRIu64 " ms after start (bound %d)\n",
+	       MANY_FILL + 2, MANY_FILL, atomic_load(&F.left_asked), seen_ns ? "" : "never, ",
+	       ((seen_ns ? seen_ns : tsrv_now_ns()) - t0) / 1000000, MANY_BOUND_MS);
+	T_ASSERT(seen_ns != 0);
+	T_LE_INT((seen_ns - t0) / 1000000, MANY_BOUND_MS);
+	atomic_store(&F.stop, true);
+	pthread_join(F.th, NULL);
+	close(F.lfd_left);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+	tsrv_check_reports(base);
+}
+
 /* A member whose poll the fake holds (STATS unanswered): SIGTERM must
  * stop it within STOP_BOUND_MS -- its stop joined the poll thread, held
  * until PEER_TIMEOUT_MS (~5 s; 30 s with slow frames of MORE). */
@@ -1502,6 +1562,7 @@ static const struct tsrv_phase phases[] = {
 	{ "poll_stall", phase_poll_stall },
 	{ "poll_wide", phase_poll_wide },
 	{ "poll_stop", phase_poll_stop },
+	{ "poll_many", phase_poll_many },
 	{ "fwd_slow", phase_fwd_slow },
 	{ "fwd_batch", phase_fwd_batch },
 };
