@@ -548,6 +548,30 @@ static uint16_t listen_tcp(int *lfd)
 	return ntohs(sa.sin_port);
 }
 
+/* The two real members of a static pod listed in members, on port[0] and
+ * port[1], each with its own base sub[i] (its log and Unix socket) and
+ * data under it, then the options of more (NULL-ended, may be NULL). */
+static void pod_start(struct tsrv s[2], char sub[2][600], const uint16_t port[2],
+		      const char *members, const char *tenants, const char *const *more)
+{
+	for (int i = 0; i < 2; i++) {
+		char self[32], dir[700];
+		const char *extra[32] = { "--listen", self, "--advertise", self, "--members",
+					  members, "--ssd", "0" };
+		size_t n = 8;
+
+		for (size_t j = 0; more && more[j]; j++) {
+			T_ASSERT(n + 1 < sizeof(extra) / sizeof(extra[0]));
+			extra[n++] = more[j];
+		}
+		snprintf(self, sizeof(self), "127.0.0.1:%u", port[i]);
+		snprintf(sub[i], 600, "%s/m%d", base, i);
+		T_OK(mkdir(sub[i], 0700));
+		T_ASSERT(snprintf(dir, sizeof(dir), "%s/data", sub[i]) < (int)sizeof(dir));
+		tsrv_start(&s[i], bin, sub[i], dir, tenants, extra);
+	}
+}
+
 /* Alice's one PLACED|FORWARD put of copies to the server s: key, vlen
  * bytes of seed 7; its namespace's digest in ns. */
 static void forward_put_key(const struct tsrv *s, uint8_t ns[PROTO_DIGEST_LEN],
@@ -821,8 +845,8 @@ static bool log_says(const char *path, const char *what)
  * forwarded in a TLS pod). */
 static void phase_tls_pod(void)
 {
-	char ca[760], cert[760], key[760], tenants[700], dir[2][700];
-	char self[2][32], members[80], sub[2][600];
+	char ca[760], cert[760], key[760], tenants[700];
+	char members[80], sub[2][600];
 	uint16_t port[2] = { listen_tcp(NULL), listen_tcp(NULL) };
 	struct tsrv s[2];
 	uint8_t ns[PROTO_DIGEST_LEN], ns2[PROTO_DIGEST_LEN];
@@ -835,17 +859,9 @@ static void phase_tls_pod(void)
 	snprintf(tenants, sizeof(tenants), "%s/tenants", base);
 	tsrv_write_file(NULL, tenants, "alice " SECRET_ALICE " tenant\n");
 	snprintf(members, sizeof(members), "127.0.0.1:%u,127.0.0.1:%u", port[0], port[1]);
-	for (int i = 0; i < 2; i++) {
-		const char *extra[] = { "--listen", self[i], "--advertise", self[i], "--members",
-					members, "--ssd", "0", "--tls-cert", cert, "--tls-key", key,
-					"--tls-ca", ca, "--tls-verify-client", NULL };
-		snprintf(self[i], sizeof(self[i]), "127.0.0.1:%u", port[i]);
-		/* each its own base: its log and Unix socket */
-		snprintf(sub[i], sizeof(sub[i]), "%s/m%d", base, i);
-		T_OK(mkdir(sub[i], 0700));
-		T_ASSERT(snprintf(dir[i], sizeof(dir[i]), "%s/data", sub[i]) < (int)sizeof(dir[i]));
-		tsrv_start(&s[i], bin, sub[i], dir[i], tenants, extra);
-	}
+	pod_start(s, sub, port, members, tenants,
+		  (const char *[]){ "--tls-cert", cert, "--tls-key", key, "--tls-ca", ca,
+				    "--tls-verify-client", NULL });
 	t0 = tsrv_now_ns();
 	forward_put(&s[0], ns);
 	kvt_key_set(&k, "forwarded-block", 15);
@@ -893,7 +909,7 @@ static void phase_tls_pod(void)
 #define STALL_BOUND_MS 2000
 static void phase_poll_stall(void)
 {
-	char tenants[700], dir[2][700], self[2][32], members[120], sub[2][600], key[32];
+	char tenants[700], members[120], sub[2][600], key[32];
 	uint16_t fp = listen_tcp(&F.lfd);
 	uint16_t port[2] = { listen_tcp(NULL), listen_tcp(NULL) };
 	struct tsrv s[2];
@@ -907,15 +923,7 @@ static void phase_poll_stall(void)
 	tsrv_write_file(NULL, tenants, "alice " SECRET_ALICE " tenant\n");
 	snprintf(members, sizeof(members), "127.0.0.1:%u,127.0.0.1:%u,127.0.0.1:%u", port[0],
 		 port[1], fp);
-	for (int i = 0; i < 2; i++) {
-		const char *extra[] = { "--listen", self[i], "--advertise", self[i], "--members",
-					members, "--ssd", "0", NULL };
-		snprintf(self[i], sizeof(self[i]), "127.0.0.1:%u", port[i]);
-		snprintf(sub[i], sizeof(sub[i]), "%s/m%d", base, i);
-		T_OK(mkdir(sub[i], 0700));
-		T_ASSERT(snprintf(dir[i], sizeof(dir[i]), "%s/data", sub[i]) < (int)sizeof(dir[i]));
-		tsrv_start(&s[i], bin, sub[i], dir[i], tenants, extra);
-	}
+	pod_start(s, sub, port, members, tenants, NULL);
 	/* both members' polls held by the fake */
 	end = tsrv_now_ns() + 5000000000ull;
 	while (atomic_load(&F.stats_held) < 2 && tsrv_now_ns() < end)
@@ -1161,7 +1169,7 @@ static void fwd_wait(struct kc *c, const uint8_t *ns, const char *const key[2],
 
 static void phase_fwd_slow(void)
 {
-	char tenants[700], dir[2][700], self[2][32], members[120], sub[2][600];
+	char tenants[700], members[120], sub[2][600];
 	uint16_t fp = listen_tcp(&F.lfd);
 	uint16_t port[2] = { listen_tcp(NULL), listen_tcp(NULL) };
 	struct tsrv s[2];
@@ -1177,15 +1185,7 @@ static void phase_fwd_slow(void)
 	tsrv_write_file(NULL, tenants, "alice " SECRET_ALICE " tenant\n");
 	snprintf(members, sizeof(members), "127.0.0.1:%u,127.0.0.1:%u,127.0.0.1:%u", port[0],
 		 port[1], fp);
-	for (int i = 0; i < 2; i++) {
-		const char *extra[] = { "--listen", self[i], "--advertise", self[i], "--members",
-					members, "--ssd", "0", NULL };
-		snprintf(self[i], sizeof(self[i]), "127.0.0.1:%u", port[i]);
-		snprintf(sub[i], sizeof(sub[i]), "%s/m%d", base, i);
-		T_OK(mkdir(sub[i], 0700));
-		T_ASSERT(snprintf(dir[i], sizeof(dir[i]), "%s/data", sub[i]) < (int)sizeof(dir[i]));
-		tsrv_start(&s[i], bin, sub[i], dir[i], tenants, extra);
-	}
+	pod_start(s, sub, port, members, tenants, NULL);
 	T_RC(kc_connect_unix(&c, s[1].sock), 0);
 	T_RC(kc_login(&c, "alice", SECRET_ALICE), 0);
 	T_RC(kc_register(&c, &desc, ns2, NULL, 0), KVT_OK);
@@ -1222,7 +1222,7 @@ static void phase_fwd_slow(void)
 #define BATCH_BOUND_MS 2000
 static void phase_fwd_batch(void)
 {
-	char tenants[700], dir[2][700], self[2][32], members[400], sub[2][600];
+	char tenants[700], members[400], sub[2][600];
 	char names[10][32];
 	struct placement_member pm[10];
 	struct placement *pl = NULL;
@@ -1294,15 +1294,7 @@ static void phase_fwd_batch(void)
 	T_OK(-pthread_create(&F.th, NULL, fk_main, NULL));
 	snprintf(tenants, sizeof(tenants), "%s/tenants", base);
 	tsrv_write_file(NULL, tenants, "alice " SECRET_ALICE " tenant\n");
-	for (int i = 0; i < 2; i++) {
-		const char *extra[] = { "--listen", self[i], "--advertise", self[i], "--members",
-					members, "--ssd", "0", NULL };
-		snprintf(self[i], sizeof(self[i]), "127.0.0.1:%u", port[i]);
-		snprintf(sub[i], sizeof(sub[i]), "%s/m%d", base, i);
-		T_OK(mkdir(sub[i], 0700));
-		T_ASSERT(snprintf(dir[i], sizeof(dir[i]), "%s/data", sub[i]) < (int)sizeof(dir[i]));
-		tsrv_start(&s[i], bin, sub[i], dir[i], tenants, extra);
-	}
+	pod_start(s, sub, port, members, tenants, NULL);
 	T_RC(kc_connect_unix(&c, s[1].sock), 0);
 	T_RC(kc_login(&c, "alice", SECRET_ALICE), 0);
 	T_RC(kc_register(&c, &desc, ns2, NULL, 0), KVT_OK);
