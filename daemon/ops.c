@@ -424,12 +424,13 @@ static void ops_submit(struct kvtd_frame *fr, struct kvtd_item **its, uint32_t n
  * parsed (or read: loop.c loop_conn_flow) until they are, so that a PUT
  * sent after it is applied after it.  A CLEAR's walks run on the
  * library's worker, and a PUT pipelined behind one was stored in DRAM at
- * once and then removed by the walk (19 of 20 rounds, test_kvtierd
- * order); a DELETE's requests complete inline on DRAM and the SSD (only
- * a tier that answers later, the shared one, leaves them in flight), and
- * hold until the loop drains its queue -- the same iteration (loop.c
- * loop_settle).  Held until applied, not until the durability flush
- * (ops_durable), as RESP's DEL and FLUSHDB (respd.c respd_hold_behind).
+ * once and then removed by the walk (10 to 19 of 20 rounds, test_kvtierd
+ * order); a DELETE's requests complete inline on DRAM, the SSD and a
+ * shared tier (only a tier that answers later, a remote one under the
+ * server's store, leaves them in flight), and hold until the loop drains
+ * its queue -- the same iteration (loop.c loop_settle).  Held until
+ * applied, not until the durability flush (ops_durable), as RESP's DEL
+ * and FLUSHDB (respd.c respd_hold_behind).
  * The frames held stay unparsed bytes in the read buffer (or the
  * socket): nothing is queued, and --conn-inflight and the input share
  * bound them as before.
