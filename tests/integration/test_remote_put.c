@@ -86,7 +86,12 @@
  *   - a put of a key made after its delete (or its namespace's clear)
  *     was issued and before the DELETE's answer keeps its DRAM copy: a
  *     get then is a DRAM hit with the new bytes (before: the pass over
- *     DRAM at the delete's completion dropped it, tier remote).
+ *     DRAM at the delete's completion dropped it, tier remote), and a
+ *     cold engine reads the new bytes from the server: the DELETE (CLEAR)
+ *     goes out before the PUT on the connection and kvtierd applies them
+ *     in that order (before, session 42: the PUT's frame went out first
+ *     in about half the runs, and a CLEAR's walk removed a PUT stored
+ *     behind it).
  */
 #include <errno.h>
 #include <signal.h>
