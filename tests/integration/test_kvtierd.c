@@ -8,7 +8,8 @@
  * the tenant), PUT/GET byte for byte over sizes, parts (the writer's part
  * table back on GET, up to KVT_PARTS_MAX parts) and ranges, sealed values,
  * CRC mismatch refused, 32 pipelined frames, LOOKUP,
- * EXISTS, DELETE, CLEAR, STATS, tenant isolation, the Unix socket,
+ * EXISTS, DELETE, CLEAR, STATS, a PUT pipelined behind a DELETE or CLEAR
+ * applied after it, tenant isolation, the Unix socket,
  * malformed input and vanishing clients while another client is served,
  * slow-loris and unauthenticated timeouts, persistence across SIGTERM and
  * a restart, and kill -9 in the middle of puts (every value acknowledged
