@@ -607,6 +607,10 @@ struct kvtd_conn {
 	bool pin_paused;       /* its queued answers pin past a cap (RESP, whose
 				* in-order answers cannot be chunked): not read
 				* until they drain (respd.c respd_pin_flow) */
+	unsigned order_hold;   /* its DELETE and CLEAR frames whose store
+				* requests are not all back: nothing more is
+				* parsed or read until they are (ops.c "One
+				* connection's writes in order") */
 	bool dead;             /* fd closed; freed when inflight drops to 0 */
 	bool touched;          /* on the loop's touched list */
 	bool deferred;         /* on the loop's deferred list (kvtd_conn_defer) */
@@ -1201,6 +1205,7 @@ struct kvtd_frame {
 	uint32_t sub_next;        /* CLEAR: the next of subs to submit (one walk at a time) */
 	_Atomic uint32_t *clear_slot; /* CLEAR: its tenant's slot, held (kvtd_clear_acquire) */
 	uint32_t pending;         /* requests and aux jobs outstanding */
+	bool order_held;          /* DELETE, CLEAR: counted in conn->order_hold */
 	uint64_t removed;         /* CLEAR: blocks */
 	uint32_t hits;            /* LOOKUP */
 	uint64_t load_ns;         /* LOOKUP: ns */

@@ -701,7 +701,7 @@ static void loop_conn_flow(struct kvtd_conn *c)
 	uint64_t out_max = c->state == KVTD_CS_READY ? cfg->conn_output : c->ops->preauth_buf;
 	bool in_share = kvtd_conn_in_share_over(c);
 	bool pause = c->inflight >= cfg->conn_inflight || out >= out_max || mem || share ||
-		     in_share || c->parked || c->pin_paused;
+		     in_share || c->parked || c->pin_paused || c->order_hold;
 
 	if (pause == c->read_paused)
 		return;

@@ -213,8 +213,11 @@ static void native_parse(struct kvtd_conn *c)
 		}
 		/* Past --conn-inflight, or while its tenant's frames in flight
 		 * hold their share of the budget (KVTD_IN_TENANT_MAX): the next
-		 * frame waits for this connection's own to be answered. */
-		if (c->inflight >= srv->cfg.conn_inflight || kvtd_conn_in_share_over(c)) {
+		 * frame waits for this connection's own to be answered; behind
+		 * a DELETE or CLEAR still in the store, for it to be applied
+		 * (ops.c "One connection's writes in order"). */
+		if (c->inflight >= srv->cfg.conn_inflight || kvtd_conn_in_share_over(c) ||
+		    c->order_hold) {
 			kvtd_conn_flow(c);
 			return;
 		}

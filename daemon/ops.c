@@ -147,6 +147,8 @@ static void ops_item_release(struct kvtd_server *srv, struct kvtd_item *it)
 	it->desc_store = NULL;
 }
 
+static void ops_order_release(struct kvtd_frame *fr);
+
 /* Free a frame whose requests are all back. */
 void kvtd_frame_free(struct kvtd_frame *fr)
 {
@@ -171,6 +173,7 @@ void kvtd_frame_free(struct kvtd_frame *fr)
 	free(fr->hdr);
 	kvtd_frame_uncharge(fr, fr->mem_charged);
 	kvtd_clear_release(fr->clear_slot);
+	ops_order_release(fr);
 	fr->loop->live_frames--;
 	free(fr);
 	kvtd_conn_frame_done(c);
@@ -411,6 +414,46 @@ static void ops_submit(struct kvtd_frame *fr, struct kvtd_item **its, uint32_t n
 		} else {
 			its[i]->status = rc < 0 ? rc : -EIO;
 		}
+	}
+}
+
+/* ------------------------------------------------------------------------
+ * One connection's writes in order (doc/protocol.md section 2, "Writes of
+ * one connection").  A DELETE or CLEAR frame whose store requests are not
+ * all back holds the frames behind it on its connection: nothing more is
+ * parsed (or read: loop.c loop_conn_flow) until they are, so that a PUT
+ * sent after it is applied after it.  A CLEAR's walks run on the
+ * library's worker, and a PUT pipelined behind one was stored in DRAM at
+ * once and then removed by the walk (10 to 19 of 20 rounds, test_kvtierd
+ * order); a DELETE's requests complete inline on DRAM, the SSD and a
+ * shared tier (only a tier that answers later, a remote one under the
+ * server's store, leaves them in flight), and hold until the loop drains
+ * its queue -- the same iteration (loop.c loop_settle).  Held until
+ * applied, not until the durability flush (ops_durable), as RESP's DEL
+ * and FLUSHDB (respd.c respd_hold_behind).
+ * The frames held stay unparsed bytes in the read buffer (or the
+ * socket): nothing is queued, and --conn-inflight and the input share
+ * bound them as before.
+ */
+static void ops_order_hold(struct kvtd_frame *fr)
+{
+	if (fr->pending == 0 || fr->order_held)
+		return;
+	fr->order_held = true;
+	fr->conn->order_hold++;
+}
+
+/* fr's store requests are back: the frames behind it go on. */
+static void ops_order_release(struct kvtd_frame *fr)
+{
+	struct kvtd_conn *c = fr->conn;
+
+	if (!fr->order_held)
+		return;
+	fr->order_held = false;
+	if (--c->order_hold == 0 && !c->dead) {
+		kvtd_conn_flow(c);
+		kvtd_conn_touch(c);
 	}
 }
 
@@ -1139,6 +1182,8 @@ static void ops_keyed(struct kvtd_frame *fr)
 	}
 	ops_submit(fr, sub, ns);
 	free(sub);
+	if (op == PROTO_OP_DELETE)
+		ops_order_hold(fr);
 	ops_quiet_dedup_done(fr);
 	ops_quiet_more(fr);
 	if (fr->pending == 0)
@@ -1404,6 +1449,7 @@ static void ops_clear(struct kvtd_frame *fr)
 			fr->subs[k].req.flags = KVT_F_DEFER;
 		}
 		ops_clear_next(fr);
+		ops_order_hold(fr);
 	}
 	if (fr->pending == 0)
 		ops_finish(fr);
@@ -2267,6 +2313,7 @@ static void ops_repair_hook(struct kvtd_frame *fr)
  */
 static void ops_finish(struct kvtd_frame *fr)
 {
+	ops_order_release(fr); /* applied: only durability is waited for */
 	if (ops_durable(fr) || ops_verify(fr))
 		return;
 	ops_durable_status(fr);

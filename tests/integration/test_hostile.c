@@ -8377,7 +8377,8 @@ static void phase_quiet_share(void)
  * and every other tenant's acknowledged DELETE waits behind what is
  * queued there: its flush barrier comes after it (ops.c ops_durable).
  * mallory holds CF_NS namespaces and pipelines CF_CLEARS CLEARs of her
- * tenant scope (CF_NS walks each); alice's DELETE is timed beside them.
+ * tenant scope (CF_NS walks each), one a connection; alice's DELETE is
+ * timed beside them.
  * Then mallory sends FLUSHDBs on RESP.  At most CF_SLOTS CLEARs of a
  * tenant are in progress (KVTD_CLEAR_TENANT), each walking one namespace
  * at a time; the rest are refused at once (KVT_EBUSY, RESP -ERR).
@@ -8496,6 +8497,7 @@ static void phase_clear_flood(void)
 	uint64_t alone[5], during[5], t0, sent_ns, drained_ns, walk_ns, refused0;
 	unsigned answered = 0, busy = 0, other = 0, flush_refused;
 	struct fq_seen seen = { 0 };
+	static struct kc mc[CF_CLEARS];
 	struct kc a, m;
 
 	start_with("clear_flood", extra, "alice " SECRET_ALICE " tenant\n"
@@ -8521,12 +8523,18 @@ static void phase_clear_flood(void)
 		T_RC(kc_clear(&m, PROTO_SCOPE_NS, dg, NULL, NULL), 0);
 		walk_ns = tsrv_now_ns() - t0;
 	}
+	/* One CLEAR on each of CF_CLEARS connections: pipelined on one,
+	 * they run one at a time since 2026-12-06 (the frames behind a
+	 * CLEAR wait until it is applied: doc/protocol.md "Writes of one
+	 * connection"), as RESP's FLUSHDBs below. */
+	for (unsigned i = 0; i < CF_CLEARS; i++)
+		T_RC(kc_dial(&mc[i], srv.port, "mallory", SECRET_ALICE), 0);
 	refused0 = stat_opt("server.clear_refused");
 	t0 = tsrv_now_ns();
 	for (unsigned i = 0; i < CF_CLEARS; i++) {
 		struct proto_frame f = { .op = PROTO_OP_CLEAR };
 		f.scope.scope = PROTO_SCOPE_TENANT;
-		T_ASSERT(kc_request(&m, &f, NULL, 0, NULL, 0) > 0);
+		T_ASSERT(kc_request(&mc[i], &f, NULL, 0, NULL, 0) > 0);
 	}
 	sent_ns = tsrv_now_ns() - t0;
 	tsrv_sleep_ms(20);
@@ -8543,7 +8551,7 @@ static void phase_clear_flood(void)
 	T_LE_INT(during[4], CF_DELETE_MAX_MS * 1000000ull);
 	for (unsigned i = 0; i < CF_CLEARS; i++) {
 		struct kc_resp r;
-		T_RC(kc_recv(&m, &r, 60000), 0);
+		T_RC(kc_recv(&mc[i], &r, 60000), 0);
 		if (r.f.status == 0)
 			answered++;
 		else if (r.f.status == KVT_EBUSY)
@@ -8566,6 +8574,8 @@ static void phase_clear_flood(void)
 	T_GE_INT(flush_refused, CF_FLUSHES - 2 * CF_SLOTS);
 	T_LE_INT(flush_refused, CF_FLUSHES - 1);
 	rss_end(DRAM + MAX_MEMORY);
+	for (unsigned i = 0; i < CF_CLEARS; i++)
+		kc_close(&mc[i]);
 	kc_close(&m);
 	kc_close(&a);
 	T_EQ_INT(tsrv_stop(&srv), 0);

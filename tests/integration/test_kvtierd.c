@@ -8,7 +8,8 @@
  * the tenant), PUT/GET byte for byte over sizes, parts (the writer's part
  * table back on GET, up to KVT_PARTS_MAX parts) and ranges, sealed values,
  * CRC mismatch refused, 32 pipelined frames, LOOKUP,
- * EXISTS, DELETE, CLEAR, STATS, tenant isolation, the Unix socket,
+ * EXISTS, DELETE, CLEAR, STATS, a PUT pipelined behind a DELETE or CLEAR
+ * applied after it, tenant isolation, the Unix socket,
  * malformed input and vanishing clients while another client is served,
  * slow-loris and unauthenticated timeouts, persistence across SIGTERM and
  * a restart, and kill -9 in the middle of puts (every value acknowledged
@@ -705,6 +706,137 @@ static void test_ops(const struct server *s, const uint8_t ns[32])
 	kc_close(&root);
 	kc_close(&c);
 	fprintf(stderr, "ops: ok\n");
+}
+
+/* ------------------------------------------------------------------------
+ * One connection's writes of a key, in the order sent
+ */
+
+/* Frame f (its tag the next of c's) with items and data, appended to
+ * out[*len, cap): the bytes a client pipelines in one send. */
+static uint64_t order_append(struct kc *c, struct proto_frame *f, const struct proto_item *it,
+			     uint32_t n, const void *data, size_t data_len, uint8_t *out,
+			     size_t *len, size_t cap)
+{
+	uint8_t *buf;
+	int64_t hl;
+
+	f->tag = c->next_tag++;
+	f->version = c->version;
+	hl = kc_encode(f, it, n, NULL, 0, &buf);
+	T_ASSERT(hl > 0);
+	T_ASSERT(*len + (size_t)hl + data_len <= cap);
+	memcpy(out + *len, buf, (size_t)hl);
+	if (data_len)
+		memcpy(out + *len + hl, data, data_len);
+	*len += (size_t)hl + data_len;
+	free(buf);
+	return f->tag;
+}
+
+/* The first item status (or the frame's, < 0) of the answers to tags
+ * a and b, which may come in either order. */
+static void order_answers(struct kc *c, uint64_t a, uint64_t b, int *st_a, int *st_b)
+{
+	for (int n = 0; n < 2; n++) {
+		struct kc_resp r;
+		struct proto_iter iter;
+		struct proto_item got;
+		int st;
+		T_RC(kc_recv(c, &r, 20000), 0);
+		T_ASSERT(!(r.f.flags & PROTO_F_MORE));
+		st = r.f.status;
+		if (st == 0 && r.f.op != PROTO_OP_CLEAR) {
+			proto_iter_init(&iter, &r.f, NULL, NULL, 0);
+			T_RC(proto_iter_next(&iter, &got), 1);
+			st = got.status;
+		}
+		T_ASSERT(r.f.tag == a || r.f.tag == b);
+		*(r.f.tag == a ? st_a : st_b) = st;
+		kc_resp_free(&r);
+	}
+}
+
+/*
+ * A PUT pipelined behind a DELETE of its key (or a CLEAR of its
+ * namespace) on one connection is applied after it (doc/protocol.md
+ * section 2, "One connection's writes"): the two frames go in one
+ * send(), so that the server reads both at once; the PUT is stored
+ * (KVT_OK) and a read on another connection gets its bytes.  Before
+ * (session 42) the CLEAR's walk on the library's worker ran after the
+ * PUT, which it removed, in every round; each round here also asserts
+ * the DELETE's removal of the old value.
+ */
+static void test_order(const struct server *s)
+{
+	enum { ROUNDS = 20, VLEN = 16384 };
+	struct kvt_ns_desc d = desc_llama;
+	static uint8_t old[VLEN], val[VLEN], out[2 * VLEN + 4096];
+	uint8_t ns[32];
+	int lost[2] = { 0, 0 };
+	struct kc c, g;
+
+	login(&c, s, "alice", SECRET_ALICE);
+	login(&g, s, "alice", SECRET_ALICE);
+	d.model = "order/test";
+	T_RC(kc_register(&c, &d, ns, NULL, 0), KVT_OK);
+	for (int clear = 0; clear < 2; clear++)
+		for (int round = 0; round < ROUNDS; round++) {
+			uint64_t id = 9100 + (uint64_t)(clear * ROUNDS + round);
+			struct kvt_key k = key_of(id);
+			struct iovec p = { old, VLEN };
+			struct proto_frame fd = { .op = clear ? PROTO_OP_CLEAR : PROTO_OP_DELETE };
+			struct proto_frame fp = { .op = PROTO_OP_PUT };
+			struct proto_item di = { 0 }, pi = { 0 };
+			uint64_t plen = VLEN, tag_d, tag_p;
+			uint32_t crc;
+			size_t len = 0;
+			int st_d = 1, st_p = 1;
+			struct kc_value v;
+
+			t_fill(old, VLEN, id);
+			t_fill(val, VLEN, id + 77777);
+			T_RC(kc_put(&c, ns, &k, &p, 1, NULL), KVT_OK);
+			if (clear) {
+				fd.scope.scope = PROTO_SCOPE_NS;
+				memcpy(fd.scope.digest, ns, 32);
+			} else {
+				fd.ns_count = 1;
+				fd.ns = ns;
+				di.key = k;
+			}
+			tag_d = order_append(&c, &fd, &di, clear ? 0 : 1, NULL, 0, out, &len,
+					     sizeof(out));
+			crc = kvt_crc32c(0, val, VLEN);
+			fp.ns_count = 1;
+			fp.ns = ns;
+			pi.key = k;
+			pi.part_count = 1;
+			pi.part_lens = &plen;
+			pi.part_crcs = &crc;
+			tag_p = order_append(&c, &fp, &pi, 1, val, VLEN, out, &len, sizeof(out));
+			T_RC(kc_send(&c, out, len), 0);
+			order_answers(&c, tag_d, tag_p, &st_d, &st_p);
+			if (!clear)
+				T_RC(st_d, KVT_OK); /* the old value was there */
+			else
+				T_RC(st_d, 0);
+			/* the PUT is stored (not KVT_EXISTS: the old value was
+			 * gone), and stays (no walk after it) */
+			T_ASSERT(kc_get(&g, ns, &k, 0, 0, 0, 0, &v) >= 0);
+			if (st_p != KVT_OK || v.status != KVT_OK)
+				lost[clear]++;
+			else
+				T_EQ_MEM(v.bytes, val, VLEN);
+			kc_value_free(&v);
+		}
+	fprintf(stderr, "order: a PUT pipelined behind a DELETE not stored in %d of %d rounds, "
+		"behind a CLEAR in %d of %d\n", lost[0], ROUNDS, lost[1], ROUNDS);
+	T_EQ_INT(lost[0], 0);
+	T_EQ_INT(lost[1], 0);
+	kc_close(&g);
+	kc_close(&c);
+	fprintf(stderr, "order: ok\n");
 }
 
 /* ------------------------------------------------------------------------
@@ -1909,6 +2041,7 @@ int main(int argc, char **argv)
 	test_unix(&s, ns_alice);
 	test_malformed(&s, ns_alice);
 	test_ops(&s, ns_alice);
+	test_order(&s);
 	test_split(&s, ns_alice);
 	test_concurrent(&s, ns_alice);
 	test_sighup(&s);
