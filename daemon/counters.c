@@ -76,6 +76,17 @@ const struct kvtd_counter_def kvtd_counter_defs[] = {
 	{ "server.clear_refused", "kvtier_server_clear_refused_total", "counter",
 	  "CLEARs and FLUSHDBs refused: their tenant had its limit in progress",
 	  CTR(clear_refused), 2 },
+	{ "server.resp_expiry_held", "kvtier_resp_expiry_entries", "gauge",
+	  "RESP values with a TTL in the expiry index (a value never read after it expires "
+	  "is deleted when its entry is due)", CTR(resp_expiry_held), 2 },
+	{ "server.resp_expiry_dropped", "kvtier_resp_expiry_dropped_total", "counter",
+	  "SETs with a TTL not recorded in the expiry index: full, the tenant's quarter, or "
+	  "--max-memory (the value expires when read)", CTR(resp_expiry_dropped), 2 },
+	{ "server.resp_expiry_swept", "kvtier_resp_expiry_swept_total", "counter",
+	  "expired RESP values the expiry sweep deleted", CTR(resp_expiry_swept), 2 },
+	{ "server.resp_expiry_skipped", "kvtier_resp_expiry_skipped_total", "counter",
+	  "entries the sweep popped and left: the value gone, not expired any more (set "
+	  "again), or a write of its stripe in progress", CTR(resp_expiry_skipped), 2 },
 	{ "server.mem_refused", "kvtier_server_memory_refused_total", "counter",
 	  "frames refused because --max-memory was reached", CTR(mem_refused), 2 },
 	{ "server.mem_paused", "kvtier_server_memory_paused_total", "counter",

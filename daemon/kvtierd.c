@@ -1247,6 +1247,7 @@ static void kvtierd_close(struct kvtd_server *srv, int sfd)
 	kvtd_tenant_ns_free(srv);
 	kvtd_s3_gate_free(srv);
 	kvtd_resp_wseq_free(srv);
+	kvtd_expiry_free(srv);
 	kvtd_tls_free(srv);
 	free(srv->metrics_token);
 	kvtd_log_close();
@@ -1266,6 +1267,7 @@ int main(int argc, char **argv)
 	srv->listeners = listeners;
 	kvtd_s3_gate_init(srv);
 	kvtd_resp_wseq_init(srv);
+	(void)kvtd_expiry_init(srv); /* none: values expire when read */
 	exit_code = kvtierd_open(srv, listeners, &sfd);
 	/* Why a start failed went to the log: with --log FILE the terminal
 	 * (or the unit's journal) is told where to look -- once the log is

@@ -366,6 +366,13 @@ struct kvtd_counters {
 	 * reload read was taken (1 from the start), 0 while a refused one left
 	 * the old tenants serving; and the reloads refused */
 	_Atomic uint64_t tenants_reload_ok, tenants_reload_failures;
+	/* RESP's expiry index (expiry.c): entries held now (a gauge), those
+	 * dropped (full, the namespace's share, --max-memory), and of those
+	 * the sweep popped, the values deleted and those left (not expired
+	 * any more, gone, or a write of the stripe in progress: respd.c
+	 * "Active expiry") */
+	_Atomic uint64_t resp_expiry_held, resp_expiry_dropped;
+	_Atomic uint64_t resp_expiry_swept, resp_expiry_skipped;
 };
 
 #define KVTD_COUNT(srv, field, n) \
@@ -725,6 +732,7 @@ struct kvtd_loop {
 	unsigned live_frames;     /* frames of this loop not yet freed */
 	uint64_t now_ns;          /* CLOCK_MONOTONIC, refreshed per iteration */
 	uint64_t last_sweep_ns;
+	uint64_t expire_tick_ns;  /* loop 0: its last expiry sweep (respd.c) */
 	bool listening;
 	bool stopping;
 	/* kvtd_loops_finish: the store is closed, its pins dropped (their
@@ -867,6 +875,8 @@ struct kvtd_server {
 	/* RESP's writes by stripe of keys, for the delete of an expired value
 	 * a read found (respd.c "Expiry") */
 	struct kvtd_resp_wseq resp_wseq[KVTD_RESP_WSEQ];
+	/* RESP values with a TTL, by expiry (expiry.c); NULL without memory */
+	struct kvtd_expiry *expiry;
 	/* CLEARs in progress of tenants without counters (ops.c) */
 	_Atomic uint32_t clears_untracked;
 	/* Unauthenticated connections, all and by peer slot (loop.c) */
@@ -1444,6 +1454,25 @@ int kvtd_resp_setup(struct kvtd_server *srv);
 /* srv->resp_wseq made before any request, freed at exit. */
 void kvtd_resp_wseq_init(struct kvtd_server *srv);
 void kvtd_resp_wseq_free(struct kvtd_server *srv);
+/* Loop 0, each iteration: the active expiry's sweep (respd.c "Active
+ * expiry"), at most every KVTD_EXPIRY_TICK_MS; and how long loop 0 may
+ * wait in epoll before its next one (ms). */
+void kvtd_resp_expire_tick(struct kvtd_loop *loop);
+int kvtd_resp_expire_wait_ms(const struct kvtd_server *srv, int wait_ms);
+
+/* expiry.c: RESP's expiry index (its header comment).  init: at startup
+ * (-ENOMEM: no index, values expire when read); free: at exit.
+ * kvtd_expiry_add: any thread; at_ms 0 adds nothing.  kvtd_expiry_due:
+ * pops up to max entries due at now_ms into ns[] and keys[]. */
+#define KVTD_EXPIRY_MAX 65536u   /* entries (80 bytes each) per server */
+#define KVTD_EXPIRY_TICK_MS 100u /* the sweep's period */
+#define KVTD_EXPIRY_TICK_KEYS 64u /* entries a sweep pops at most */
+int kvtd_expiry_init(struct kvtd_server *srv);
+void kvtd_expiry_free(struct kvtd_server *srv);
+void kvtd_expiry_add(struct kvtd_server *srv, uint32_t ns, const struct kvt_key *key,
+		     uint64_t at_ms);
+unsigned kvtd_expiry_due(struct kvtd_server *srv, uint64_t now_ms, uint32_t *ns,
+			 struct kvt_key *keys, unsigned max);
 
 /* s3ops.c: the table of the S3 buckets' writes and DeleteBuckets in
  * progress (srv->s3_gate: s3ops.c "DeleteBucket against the bucket's

@@ -29,6 +29,8 @@
  *                        write what was queued (one sendmsg for many
  *                        responses), close what is done
  *   once a second: timeouts; free connections whose last request is gone
+ *   loop 0, every 100 ms while RESP's expiry index holds entries: its
+ *                        sweep (respd.c "Active expiry")
  *
  * Read buffers: rbuf[rstart, rend) holds input the protocol has not
  * taken; kvtd_conn_rbuf_room grows it on the protocol's request (growth
@@ -2140,9 +2142,13 @@ static void *loop_main(void *arg)
 	snprintf(name, sizeof(name), "kvtd-loop%u", loop->idx);
 	pthread_setname_np(pthread_self(), name);
 	for (;;) {
-		int n = epoll_wait(loop->epfd, evs, KVTD_LOOP_EVENTS,
-				   loop->touched_n || loop->deferred_n ? 0
-				   : loop->stopping || loop->listen_resume_ns ? 100 : 1000);
+		int wait_ms = loop->touched_n || loop->deferred_n ? 0
+			      : loop->stopping || loop->listen_resume_ns ? 100 : 1000;
+		int n;
+
+		if (loop->idx == 0) /* RESP's active expiry (respd.c) */
+			wait_ms = kvtd_resp_expire_wait_ms(srv, wait_ms);
+		n = epoll_wait(loop->epfd, evs, KVTD_LOOP_EVENTS, wait_ms);
 		loop->now_ns = kvtd_now_ns();
 		loop->iter++;
 		if (loop->listen_resume_ns && !loop->stopping &&
@@ -2208,6 +2214,8 @@ static void *loop_main(void *arg)
 		loop_drain_mail(loop);
 		loop_auth_sweep(loop);
 		loop_undefer(loop);
+		if (loop->idx == 0)
+			kvtd_resp_expire_tick(loop);
 		loop_settle(loop);
 		if (!loop->stopping && atomic_load(&srv->stopping)) {
 			loop_begin_stop(loop);

@@ -677,11 +677,11 @@ static bool respd_view_equal(const struct kvt_req *r, uint64_t off, const uint8_
 	return len == 0;
 }
 
-/* A pinned probe came back: is the value live for this key?  Sets
- * it->present, it->live; returns the value's length when live. */
-static uint64_t respd_check(struct respd_cmd *cmd, struct respd_item *it)
+/* A pinned probe came back: is the value live for Redis key k?  Sets
+ * it->present, it->live, it->expired; returns the value's length when
+ * live.  The reads' check and the active expiry's ("Active expiry"). */
+static uint64_t respd_check_key(struct respd_item *it, const struct resp_arg *k)
 {
-	const struct resp_arg *k = &cmd->argv[it->key_arg];
 	uint8_t h[RESPD_HDR_LEN];
 	uint64_t exp;
 
@@ -703,6 +703,11 @@ static uint64_t respd_check(struct respd_cmd *cmd, struct respd_item *it)
 	}
 	it->live = true;
 	return it->req.length - RESPD_HDR_LEN - k->len;
+}
+
+static uint64_t respd_check(struct respd_cmd *cmd, struct respd_item *it)
+{
+	return respd_check_key(it, &cmd->argv[it->key_arg]);
 }
 
 /* Append the live value of a probe to the reply, from its pinned view. */
@@ -813,34 +818,159 @@ static void respd_wseq_end(struct kvtd_server *srv, struct respd_item *it)
 }
 
 /* The probe found its key's value expired: deleted if no write of the
- * stripe came since (above).  A request of no command, freed when it
- * completes. */
-static void respd_reap(struct respd_cmd *cmd, struct respd_item *it)
+ * stripe came since (above); true if the delete went to the store.  A
+ * request of no command, freed when it completes. */
+static bool respd_reap_on(struct kvtd_loop *loop, struct respd_item *it)
 {
-	struct kvtd_server *srv = cmd->conn->loop->srv;
+	struct kvtd_server *srv = loop->srv;
 	struct kvtd_resp_wseq *w;
 	struct respd_item *d;
 	struct kvt_req *r;
 
 	if (!it->expired || !it->reapable)
-		return;
+		return false;
 	it->expired = false; /* once */
 	w = respd_wseq_of(srv, &it->req);
 	if (atomic_load(&w->started) != it->wseq)
-		return;
+		return false;
 	d = calloc(1, sizeof(*d));
 	if (!d)
-		return;
+		return false;
 	d->req.op = KVT_OP_DELETE;
 	d->req.ns = it->req.ns;
 	d->req.key = it->req.key;
 	d->req.user_data = (uint64_t)(uintptr_t)d | KVTD_UD_RESP;
 	r = &d->req;
 	pthread_mutex_lock(&w->lock);
-	if (atomic_load(&w->started) == it->wseq && kvt_submit(cmd->conn->loop->q, &r, 1) == 1)
+	if (atomic_load(&w->started) == it->wseq && kvt_submit(loop->q, &r, 1) == 1)
 		d = NULL;
 	pthread_mutex_unlock(&w->lock);
+	if (!d)
+		return true;
 	free(d);
+	return false;
+}
+
+static void respd_reap(struct respd_cmd *cmd, struct respd_item *it)
+{
+	(void)respd_reap_on(cmd->conn->loop, it);
+}
+
+/* ------------------------------------------------------------------------
+ * Active expiry
+ *
+ * A value set with EX or PX and never read again was deleted by nothing
+ * but a SET, DEL, FLUSHDB or eviction: it held DRAM or SSD, and counted
+ * in DBSIZE, however long ago it expired.  Now each SET with a TTL that
+ * stored its value records (namespace, key, expiry) in the expiry index
+ * (expiry.c: bounded, per-tenant shares, charged), and loop 0 sweeps it
+ * every KVTD_EXPIRY_TICK_MS: up to KVTD_EXPIRY_TICK_KEYS entries due are
+ * popped, and each is a pinned probe of its key, noted in its stripe's
+ * write count like a read's (respd_wseq_note).  Its completion is a
+ * read's: respd_check_key with the Redis key (the kvtier key's own for
+ * a short one; for a hashed one the stored key, if it hashes to the
+ * kvtier key), and respd_reap_on deletes the value if it is still
+ * expired and no write of its stripe came since -- a SET without a TTL
+ * or with a later one since the entry was made leaves a value that is
+ * not expired (skipped), and a SET in progress moves the stripe's count
+ * (skipped: the next read or a later entry of the key sees to it).
+ * Counted: server.resp_expiry_swept (deletes sent), _skipped (the rest).
+ */
+void kvtd_resp_expire_tick(struct kvtd_loop *loop)
+{
+	struct kvtd_server *srv = loop->srv;
+	uint32_t ns[KVTD_EXPIRY_TICK_KEYS];
+	struct kvt_key keys[KVTD_EXPIRY_TICK_KEYS];
+	unsigned n;
+
+	if (loop->idx != 0 || loop->stopping || loop->store_closed ||
+	    loop->now_ns - loop->expire_tick_ns < KVTD_EXPIRY_TICK_MS * 1000000ull)
+		return;
+	loop->expire_tick_ns = loop->now_ns;
+	if (!atomic_load_explicit(&srv->ctr.resp_expiry_held, memory_order_relaxed))
+		return;
+	n = kvtd_expiry_due(srv, respd_unix_ms(), ns, keys, KVTD_EXPIRY_TICK_KEYS);
+	for (unsigned i = 0; i < n; i++) {
+		struct respd_item *it = calloc(1, sizeof(*it));
+		struct kvt_req *r;
+
+		if (!it) {
+			KVTD_COUNT(srv, resp_expiry_skipped, 1);
+			continue;
+		}
+		it->req.op = KVT_OP_GET_PINNED;
+		it->req.ns = ns[i];
+		it->req.key = keys[i];
+		it->req.user_data = (uint64_t)(uintptr_t)it | KVTD_UD_RESP;
+		respd_wseq_note(srv, it);
+		r = &it->req;
+		if (kvt_submit(loop->q, &r, 1) != 1) {
+			KVTD_COUNT(srv, resp_expiry_skipped, 1);
+			free(it);
+		}
+	}
+}
+
+/* Loop 0 wakes for the sweep while the index holds entries. */
+int kvtd_resp_expire_wait_ms(const struct kvtd_server *srv, int wait_ms)
+{
+	if (wait_ms > (int)KVTD_EXPIRY_TICK_MS &&
+	    atomic_load_explicit(&srv->ctr.resp_expiry_held, memory_order_relaxed))
+		return (int)KVTD_EXPIRY_TICK_MS;
+	return wait_ms;
+}
+
+/* The Redis key of a sweep's probe (pinned, KVT_OK): the kvtier key's
+ * own bytes, or the stored key copied into *buf if it hashes to it. */
+static bool respd_expire_key(struct respd_item *it, struct resp_arg *k, uint8_t **buf)
+{
+	const struct kvt_key *key = &it->req.key;
+	uint8_t h[8], d[SHA256_DIGEST_LENGTH];
+	uint64_t len;
+
+	memset(k, 0, sizeof(*k));
+	if (key->len >= 1 && key->bytes[0] == 's') {
+		k->p = key->bytes + 1;
+		k->len = key->len - 1;
+		return true;
+	}
+	if (key->len != 1 + SHA256_DIGEST_LENGTH || key->bytes[0] != 'h' ||
+	    !kvtd_view_read(&it->req, 0, h, sizeof(h)))
+		return false;
+	len = (uint64_t)h[4] | (uint64_t)h[5] << 8 | (uint64_t)h[6] << 16 | (uint64_t)h[7] << 24;
+	if (len <= RESPD_KEY_INLINE || it->req.length < RESPD_HDR_LEN + len ||
+	    !(*buf = malloc((size_t)len)))
+		return false;
+	if (!kvtd_view_read(&it->req, RESPD_HDR_LEN, *buf, (size_t)len))
+		return false;
+	SHA256(*buf, (size_t)len, d);
+	if (memcmp(d, key->bytes + 1, sizeof(d)) != 0)
+		return false;
+	k->p = *buf;
+	k->len = len;
+	return true;
+}
+
+/* A sweep's probe is back: the read's check and delete. */
+static void respd_expire_done(struct kvtd_loop *loop, struct respd_item *it)
+{
+	struct kvtd_server *srv = loop->srv;
+	uint8_t *buf = NULL;
+	struct resp_arg k;
+	bool swept = false;
+
+	if (it->req.status == KVT_OK && !loop->store_closed && respd_expire_key(it, &k, &buf)) {
+		(void)respd_check_key(it, &k);
+		swept = respd_reap_on(loop, it);
+	}
+	if (it->req.status == KVT_OK)
+		kvt_pin_release(srv->store, it->req.pin);
+	if (swept)
+		KVTD_COUNT(srv, resp_expiry_swept, 1);
+	else
+		KVTD_COUNT(srv, resp_expiry_skipped, 1);
+	free(buf);
+	free(it);
 }
 
 /* ------------------------------------------------------------------------
@@ -1477,10 +1607,16 @@ static void respd_req_done(struct kvtd_loop *loop, struct kvt_req *r)
 		(struct respd_item *)(uintptr_t)(r->user_data & ~(uint64_t)KVTD_UD_RESP);
 	struct respd_cmd *cmd = it->cmd;
 
-	if (!cmd) {
-		free(it); /* an expiry delete (respd_reap) */
+	if (!cmd && r->op == KVT_OP_GET_PINNED) {
+		respd_expire_done(loop, it); /* a sweep's probe */
 		return;
 	}
+	if (!cmd) {
+		free(it); /* an expiry delete (respd_reap_on) */
+		return;
+	}
+	if (r->op == KVT_OP_PUT && r->status == KVT_OK && cmd->expire_ms) /* "Active expiry" */
+		kvtd_expiry_add(loop->srv, r->ns, &r->key, cmd->expire_ms);
 	respd_wseq_end(loop->srv, it);
 	if (r->op == KVT_OP_GET_PINNED && r->status == KVT_OK)
 		it->pinned = true;

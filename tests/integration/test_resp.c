@@ -23,6 +23,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "server.h"
@@ -703,6 +704,105 @@ static void test_expired_reclaim(void)
 	close(fd);
 }
 
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* DBSIZE, read with redis-cli. */
+static uint64_t dbsize(void)
+{
+	char *o = cli("dbsize");
+	uint64_t v = strtoull(o, NULL, 10);
+
+	free(o);
+	return v;
+}
+
+/* Poll INFO's DRAM blocks and DBSIZE (every 50 ms, at most ~2.5 s) until
+ * both are back to blocks and keys; false if they never are. */
+static bool swept_to(uint64_t blocks, uint64_t keys)
+{
+	for (int i = 0; i < 50; i++) {
+		if (info_u64("kvtier_dram_blocks") == blocks && dbsize() == keys)
+			return true;
+		tsrv_sleep_ms(50);
+	}
+	return false;
+}
+
+/*
+ * Values set with a TTL and never read again are deleted by the sweep of
+ * the expiry index (respd.c "Active expiry"): 200 values of 4000 bytes
+ * set with PX 200 (10 of them under keys longer than 63 bytes, stored
+ * hashed), none read, are gone from DRAM and DBSIZE within ~2 s.  Before
+ * (no sweep), all 200 stayed until overwritten, deleted, flushed or
+ * evicted.
+ */
+static void test_expired_sweep(void)
+{
+	enum { N = 200, VLEN = 4000 };
+	int fd = resp_dial();
+	char *req = malloc(N * (VLEN + 160)), *p = req;
+	uint64_t blocks0, bytes0, keys0, blocks1, bytes1;
+	uint64_t t0;
+
+	T_ASSERT(req);
+	blocks0 = info_u64("kvtier_dram_blocks");
+	bytes0 = info_u64("kvtier_dram_value_bytes");
+	keys0 = dbsize();
+	for (int i = 0; i < N; i++) {
+		char key[128];
+		int kl = i < 10 ? snprintf(key, sizeof(key), "xw%03d-%0100d", i, 0)
+				: snprintf(key, sizeof(key), "xw%03d", i);
+		p += sprintf(p, "*5\r\n$3\r\nSET\r\n$%d\r\n%s\r\n$%d\r\n", kl, key, VLEN);
+		memset(p, 'a' + i % 26, VLEN);
+		p += VLEN;
+		p += sprintf(p, "\r\n$2\r\nPX\r\n$3\r\n200\r\n");
+	}
+	p += sprintf(p, "PING\r\n");
+	raw_until(fd, req, "+OK\r\n+PONG\r\n");
+	t0 = now_ms();
+	blocks1 = info_u64("kvtier_dram_blocks");
+	bytes1 = info_u64("kvtier_dram_value_bytes");
+	T_ASSERT(blocks1 >= blocks0 + N);
+	T_ASSERT(swept_to(blocks0, keys0));
+	fprintf(stderr, "expired_sweep: DRAM %llu blocks, %llu value bytes; %d set (PX 200): "
+		"%llu, %llu; swept, never read: %llu, %llu, DBSIZE %llu, after %llu ms\n",
+		(unsigned long long)blocks0, (unsigned long long)bytes0, N,
+		(unsigned long long)blocks1, (unsigned long long)bytes1,
+		(unsigned long long)info_u64("kvtier_dram_blocks"),
+		(unsigned long long)info_u64("kvtier_dram_value_bytes"),
+		(unsigned long long)dbsize(), (unsigned long long)(now_ms() - t0));
+	T_EQ_U64(info_u64("kvtier_dram_value_bytes"), bytes0);
+	free(req);
+	close(fd);
+}
+
+/*
+ * The sweep deletes only what is still expired: a key set with PX 200 and
+ * set again without a TTL stays; one set again with PX 900 stays until
+ * then, and is swept after, unread.
+ */
+static void test_expired_sweep_later(void)
+{
+	int fd = resp_dial();
+	uint64_t keys0 = dbsize();
+
+	raw_eq(fd, "SET xk1 a PX 200\r\nSET xk1 b\r\nSET xk2 a PX 200\r\nSET xk2 b PX 900\r\n",
+	       "+OK\r\n+OK\r\n+OK\r\n+OK\r\n");
+	T_EQ_U64(dbsize(), keys0 + 2);
+	tsrv_sleep_ms(500); /* the PX 200 entries swept (every 100 ms) */
+	T_EQ_U64(dbsize(), keys0 + 2);
+	raw_eq(fd, "GET xk1\r\nGET xk2\r\n", "$1\r\nb\r\n$1\r\nb\r\n");
+	T_ASSERT(swept_to(info_u64("kvtier_dram_blocks") - 1, keys0 + 1));
+	raw_eq(fd, "GET xk1\r\nDEL xk1\r\n", "$1\r\nb\r\n:1\r\n");
+	close(fd);
+}
+
 static void test_resp3(void)
 {
 	int fd = resp_dial();
@@ -1128,6 +1228,52 @@ static void test_metrics(void)
  * Tenants: AUTH in clear, isolation, the metrics token
  */
 
+/* n SETs with PX 60000 by tenant user, answered. */
+static void expiry_sets(const char *user, const char *pass, int n)
+{
+	int fd = resp_dial();
+	char *req = malloc((size_t)n * 64 + 128), *p = req, *o;
+
+	T_ASSERT(req);
+	p += sprintf(p, "AUTH %s %s\r\n", user, pass);
+	for (int i = 0; i < n; i++)
+		p += sprintf(p, "SET es%d v PX 60000\r\n", i);
+	p += sprintf(p, "PING\r\n");
+	o = raw_until(fd, req, "+PONG\r\n");
+	T_ASSERT(!strstr(o, "-ERR"));
+	free(req);
+	close(fd);
+}
+
+/*
+ * The expiry index is bounded, and a tenant holds at most a quarter of
+ * it (expiry.c): at a cap of 400 entries (KVTD_TEST_EXPIRY_MAX), alice's
+ * 300 SETs with a TTL hold 100 entries, the rest dropped and counted;
+ * bob's 50 after hers are all recorded.
+ */
+static void test_expiry_share(const char *tok)
+{
+	static struct scrape sc;
+	double held0, dropped0;
+
+	scrape(metrics_port, tok, &sc);
+	held0 = metric(&sc, "kvtier_resp_expiry_entries");
+	dropped0 = metric(&sc, "kvtier_resp_expiry_dropped_total");
+	expiry_sets("alice", "secret-of-alice-0123", 300);
+	scrape(metrics_port, tok, &sc);
+	printf("expiry share: alice's 300 SETs with a TTL: %.0f entries held, %.0f dropped\n",
+	       metric(&sc, "kvtier_resp_expiry_entries") - held0,
+	       metric(&sc, "kvtier_resp_expiry_dropped_total") - dropped0);
+	T_ASSERT(metric(&sc, "kvtier_resp_expiry_entries") <= 100);
+	T_ASSERT(metric(&sc, "kvtier_resp_expiry_dropped_total") >= dropped0 + 200);
+	held0 = metric(&sc, "kvtier_resp_expiry_entries");
+	dropped0 = metric(&sc, "kvtier_resp_expiry_dropped_total");
+	expiry_sets("bob", "secret-of-bob-0123456", 50);
+	scrape(metrics_port, tok, &sc);
+	T_ASSERT(metric(&sc, "kvtier_resp_expiry_entries") == held0 + 50);
+	T_ASSERT(metric(&sc, "kvtier_resp_expiry_dropped_total") == dropped0);
+}
+
 static void test_auth(void)
 {
 	char tenants[700], token[700], dir[700], *o, *r;
@@ -1151,7 +1297,9 @@ static void test_auth(void)
 	T_EQ_INT(chmod(token, 0600), 0);
 	snprintf(dir, sizeof(dir), "%s/auth", base);
 	T_EQ_INT(mkdir(dir, 0700), 0);
+	setenv("KVTD_TEST_EXPIRY_MAX", "400", 1); /* test_expiry_share */
 	tsrv_start(&s, bin, base, dir, tenants, extra);
+	unsetenv("KVTD_TEST_EXPIRY_MAX");
 	resp_port = tsrv_listener_port(s.log, "RESP");
 	metrics_port = tsrv_listener_port(s.log, "metrics");
 
@@ -1190,6 +1338,7 @@ static void test_auth(void)
 		T_ASSERT(metric(&sc, "kvtier_tenant_bytes_out_total{tenant=\"bob\"}") > 0);
 		T_ASSERT(metric(&sc, "kvtier_errors_total{kind=\"auth\"}") >= 4);
 	}
+	test_expiry_share(tok);
 	T_EQ_INT(tsrv_stop(&s), 0);
 	check_stderr(&s);
 }
@@ -1286,6 +1435,8 @@ int main(int argc, char **argv)
 	test_probe_order();
 	test_expired_set();
 	test_expired_reclaim();
+	test_expired_sweep();
+	test_expired_sweep_later();
 	test_flush_order();
 	T_EQ_INT(tsrv_stop(&s), 0);
 	check_stderr(&s);
