@@ -5753,14 +5753,20 @@ static int retry_unplaced_child(const char *dir, void *ctx)
 	struct io_fault f = { .kind = IO_FAULT_EIO_WRITE, .fd = -1, .count = 4, .len = SSD_ALIGN };
 	struct kvt_req rd = { .op = KVT_OP_DELETE, .ns = ns, .key = t_key(1) }, *rp = &rd, *out;
 	struct kvt_queue *q;
-	uint64_t tombs, blocks;
+	uint64_t tombs, blocks, sealed;
 	(void)ctx;
 	if (put_k(s, ns, 1) != KVT_OK || kvt_flush(s) != 0 || kvt_queue_create(s, &q) != 0)
 		_exit(2);
-	/* The open segment sealed: the tombstone's reservation opens the next. */
+	/* The open segment marked broken (as a failed write marks it): the
+	 * writer seals it at the next flush, and the tombstone's reservation
+	 * opens the next segment. */
+	sealed = t_stat(s, "ssd.segments_sealed");
 	pthread_mutex_lock(&sd->seg_lock);
-	ssd_seg_seal_locked(sd);
+	if (sd->open_slot >= 0)
+		atomic_store(&sd->segs[sd->open_slot].broken, true);
 	pthread_mutex_unlock(&sd->seg_lock);
+	if (kvt_flush(s) != 0 || t_stat(s, "ssd.segments_sealed") != sealed + 1)
+		_exit(8);
 	tombs = t_stat(s, "ssd.tombstones");
 	blocks = t_stat(s, "ssd.writedown_blocks");
 	if (io_fault_add(ssd_io(sd), &f) != 0 || kvt_submit(q, &rp, 1) != 1 ||
