@@ -5740,6 +5740,72 @@ static void test_retry_bound(void)
 	free(dir);
 }
 
+/* retry_unplaced (review42c): as retry_bound, but the tombstone is never
+ * placed -- the next segment's header write fails (EIO) at each of its
+ * four tries, so it is parked with no seq -- and the key is put and
+ * written before the flush that logs it.  The retry then took a seq above
+ * the put's, and the next open deleted the put. */
+static int retry_unplaced_child(const char *dir, void *ctx)
+{
+	struct kvt_store *s = backlog_open(dir);
+	struct ssd *sd = store_ssd(s);
+	uint32_t ns = ns_of(s);
+	struct io_fault f = { .kind = IO_FAULT_EIO_WRITE, .fd = -1, .count = 4, .len = SSD_ALIGN };
+	struct kvt_req rd = { .op = KVT_OP_DELETE, .ns = ns, .key = t_key(1) }, *rp = &rd, *out;
+	struct kvt_queue *q;
+	uint64_t tombs, blocks, sealed;
+	(void)ctx;
+	if (put_k(s, ns, 1) != KVT_OK || kvt_flush(s) != 0 || kvt_queue_create(s, &q) != 0)
+		_exit(2);
+	/* The open segment marked broken (as a failed write marks it): the
+	 * writer seals it at the next flush, and the tombstone's reservation
+	 * opens the next segment. */
+	sealed = t_stat(s, "ssd.segments_sealed");
+	pthread_mutex_lock(&sd->seg_lock);
+	if (sd->open_slot >= 0)
+		atomic_store(&sd->segs[sd->open_slot].broken, true);
+	pthread_mutex_unlock(&sd->seg_lock);
+	if (kvt_flush(s) != 0 || t_stat(s, "ssd.segments_sealed") != sealed + 1)
+		_exit(8);
+	tombs = t_stat(s, "ssd.tombstones");
+	blocks = t_stat(s, "ssd.writedown_blocks");
+	if (io_fault_add(ssd_io(sd), &f) != 0 || kvt_submit(q, &rp, 1) != 1 ||
+	    kvt_queue_wait(q, &out, 1, 10000) != 1 || rd.status != KVT_OK)
+		_exit(3);
+	for (int i = 0; i < 2000 && t_stat(s, "ssd.tombstones_unwritten") == 0; i++)
+		usleep(1000);
+	if (t_stat(s, "ssd.tombstones_unwritten") != 1)
+		_exit(4);
+	io_fault_clear(ssd_io(sd));
+	if (t_put_filled(s, ns, 1, 12288) != KVT_OK)
+		_exit(5);
+	for (int i = 0; i < 2000 && t_stat(s, "ssd.writedown_blocks") == blocks; i++)
+		usleep(500);
+	if (t_stat(s, "ssd.writedown_blocks") != blocks + 1 ||
+	    t_stat(s, "ssd.tombstones") != tombs)
+		_exit(6);
+	if (kvt_flush(s) != 0 || t_stat(s, "ssd.tombstones") != tombs + 1)
+		_exit(7);
+	kvt_queue_destroy(q);
+	return KVT_OK;
+}
+
+static void test_retry_unplaced(void)
+{
+	char *dir = t_mkdtemp();
+	struct kvt_store *s;
+	int r, got;
+	kill9_round("retry_unplaced", dir, retry_unplaced_child, NULL, &got);
+	s = backlog_open(dir);
+	r = t_get_filled(s, ns_of(s), 1, 12288);
+	fprintf(stderr, "retry_unplaced: a put between a parked, never placed tombstone and "
+		"its retry is %s after recovery\n", r == KVT_OK ? "back" : "gone");
+	T_RC(r, KVT_OK);
+	kvt_store_destroy(s);
+	t_rmtree(dir);
+	free(dir);
+}
+
 /* Keys 1 and 2 put and flushed in s (its options the case's), then key
  * 3's write-down fails EIO: the segment of 1 and 2 is quarantined. */
 static void quarantine_12(struct kvt_store *s, uint32_t ns)
@@ -6328,6 +6394,7 @@ static void test_delete_backlog(void)
 	test_delete_window();
 	test_delete_race();
 	test_delete_retry();
+	test_retry_unplaced();
 	test_sync_fail();
 	tomb_fault_round(IO_FAULT_EIO_FSYNC);
 	tomb_fault_round(IO_FAULT_EIO_WRITE);
@@ -6435,7 +6502,7 @@ int main(void)
 		 * (KVT_TEST_CASE=seal_fail|void_fail|eio_landed|read_corrupt|synced_eio|
 		 * quarantine_kill9|quarantine_wrap|seal_hole|seal_reuse, else all; named
 		 * alone, the other kill -9 rounds too: promote_delete|delete_hole|
-		 * retry_bound|delete_kill9). */
+		 * retry_bound|retry_unplaced|delete_kill9). */
 		if (test_only("seal_tomb")) {
 			const char *c = getenv("KVT_TEST_CASE") ? getenv("KVT_TEST_CASE") : "";
 			if (!strcmp(c, "promote_delete"))
@@ -6444,6 +6511,8 @@ int main(void)
 				test_delete_hole_kill9();
 			if (!strcmp(c, "retry_bound") && !strcmp(io_backend, "psync"))
 				test_retry_bound();
+			if (!strcmp(c, "retry_unplaced"))
+				test_retry_unplaced();
 			if (!strcmp(c, "delete_kill9"))
 				test_delete_kill9();
 			if (!*c || !strcmp(c, "seal_fail"))

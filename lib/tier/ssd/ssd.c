@@ -1803,13 +1803,12 @@ static void wd_finish(struct ssd *s, struct wd_task *t, int64_t res)
 				again->s = s;
 				again->ns = t->ns;
 				again->key = t->key;
-				/* The seq its first placement took (0: it was
-				 * never placed, and the retry, queued urgent
-				 * now, is placed before any write-down after
-				 * it): the delete's bound, kept.  A new one,
-				 * above a put of the key placed since, deleted
-				 * that put at the next open (test_ssd
-				 * retry_bound). */
+				/* The seq its first placement took (or, never
+				 * placed, the one wd_write gave it then): the
+				 * delete's bound, kept.  A new one, above a
+				 * put of the key placed since, deleted that
+				 * put at the next open (test_ssd retry_bound,
+				 * retry_unplaced). */
 				again->seq = t->seq;
 				/* 4: parked */
 				again->retries = t->retries < 3 ? t->retries + 1 : 4;
@@ -2170,6 +2169,17 @@ fail:
 	}
 	if (r == KVT_ETOOBIG)
 		A(s->wd_skipped);
+	if (t->type != T_PUT && t->seq == 0) {
+		/* A tombstone never placed (its buffer or its space refused)
+		 * takes its seq now, and its retry keeps it: parked after
+		 * three more refusals, it is tried again only at a sync, and
+		 * a seq taken then was above a put of the key written
+		 * meanwhile, which the next open deleted (test_ssd
+		 * retry_unplaced, review42c). */
+		pthread_mutex_lock(&s->seg_lock);
+		t->seq = s->next_seq++;
+		pthread_mutex_unlock(&s->seg_lock);
+	}
 	wd_finish(s, t, r == -ENOSPC || r == KVT_EFULL ? -ENOSPC : r);
 }
 

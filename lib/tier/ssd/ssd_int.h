@@ -204,8 +204,9 @@ struct wd_task {
 	struct kvt_key key;
 	uint64_t value_len;
 	/* seq: a placed write's; a tombstone logged again (T_DELETE,
-	 * T_CLEAR) has its first placement's before it is placed, and
-	 * keeps it (ssd.c "A tombstone that will not go down") */
+	 * T_CLEAR) has its first placement's (or the one its refused
+	 * placement took) before it is placed, and keeps it (ssd.c "A
+	 * tombstone that will not go down") */
 	uint64_t seq, generation, rec_len;
 	uint32_t slot, off_512, part_count;
 	uint8_t *hdr;         /* aligned record header (T_CARRY: the whole record) */
