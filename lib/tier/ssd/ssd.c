@@ -1499,12 +1499,12 @@ bool ssd_admit(void *ctx, struct dram_item *item, uint32_t ns, int why)
 	return true;
 }
 
-/* A kvt_now_ns deadline as the timespec of a timed wait on wd_cond (its
- * default clock, CLOCK_REALTIME). */
+/* A kvt_now_ns deadline as the timespec of a timed wait on wd_cond (on
+ * CLOCK_MONOTONIC, as kvt_now_ns: ssd_open). */
 static struct timespec ssd_deadline_ts(uint64_t deadline_ns)
 {
 	uint64_t now = kvt_now_ns();
-	return kvt_deadline(CLOCK_REALTIME, deadline_ns > now ? deadline_ns - now : 0);
+	return kvt_deadline(CLOCK_MONOTONIC, deadline_ns > now ? deadline_ns - now : 0);
 }
 
 int ssd_put_room(struct ssd *s, uint32_t ns, uint64_t len)
@@ -1515,7 +1515,7 @@ int ssd_put_room(struct ssd *s, uint32_t ns, uint64_t len)
 
 	if (!ns_persistent(s, ns))
 		return KVT_OK;
-	dl = kvt_deadline(CLOCK_REALTIME, s->cfg.wd_wait_ns);
+	dl = kvt_deadline(CLOCK_MONOTONIC, s->cfg.wd_wait_ns);
 	pthread_mutex_lock(&s->wd_lock);
 	/* A value larger than the whole queue goes alone, once it is empty. */
 	while (!s->wd_stop && !s->degraded &&
@@ -4503,9 +4503,19 @@ int ssd_open(struct ssd **out, const struct ssd_config *cfg, int dir_fd, struct 
 	pthread_mutex_init(&s->ns_lock, NULL);
 	pthread_mutex_init(&s->wd_lock, NULL);
 	pthread_mutex_init(&s->pf_lock, NULL);
-	pthread_cond_init(&s->wd_cond, NULL);
+	{
+		/* wd_cond's timed waits are on the monotonic clock: a step of
+		 * the wall clock neither stretches nor cuts a put's wait. */
+		pthread_condattr_t ca;
+		pthread_condattr_init(&ca);
+		r = -pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+		pthread_cond_init(&s->wd_cond, &ca); /* made either way: fail destroys it */
+		pthread_condattr_destroy(&ca);
+	}
 	pthread_cond_init(&s->sync_cond, NULL);
 	pthread_mutex_init(&s->sync_run_lock, NULL);
+	if (r < 0)
+		goto fail;
 	for (int i = 0; i < SSD_SHARDS; i++) {
 		pthread_mutex_init(&s->shards[i].lock, NULL);
 		s->shards[i].buckets = kvt_mem_calloc(mem, 64, sizeof(struct ssd_entry *));
