@@ -5772,15 +5772,16 @@ static int retry_unplaced_child(const char *dir, void *ctx)
 	if (io_fault_add(ssd_io(sd), &f) != 0 || kvt_submit(q, &rp, 1) != 1 ||
 	    kvt_queue_wait(q, &out, 1, 10000) != 1 || rd.status != KVT_OK)
 		_exit(3);
-	for (int i = 0; i < 2000 && t_stat(s, "ssd.tombstones_unwritten") == 0; i++)
+	/* 10 s for each (a loaded machine under ASan; each ends when it holds) */
+	for (int i = 0; i < 10000 && t_stat(s, "ssd.tombstones_unwritten") == 0; i++)
 		usleep(1000);
 	if (t_stat(s, "ssd.tombstones_unwritten") != 1)
 		_exit(4);
 	io_fault_clear(ssd_io(sd));
 	if (t_put_filled(s, ns, 1, 12288) != KVT_OK)
 		_exit(5);
-	for (int i = 0; i < 2000 && t_stat(s, "ssd.writedown_blocks") == blocks; i++)
-		usleep(500);
+	for (int i = 0; i < 10000 && t_stat(s, "ssd.writedown_blocks") == blocks; i++)
+		usleep(1000);
 	if (t_stat(s, "ssd.writedown_blocks") != blocks + 1 ||
 	    t_stat(s, "ssd.tombstones") != tombs)
 		_exit(6);
