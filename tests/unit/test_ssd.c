@@ -5753,7 +5753,7 @@ static int retry_unplaced_child(const char *dir, void *ctx)
 	struct io_fault f = { .kind = IO_FAULT_EIO_WRITE, .fd = -1, .count = 4, .len = SSD_ALIGN };
 	struct kvt_req rd = { .op = KVT_OP_DELETE, .ns = ns, .key = t_key(1) }, *rp = &rd, *out;
 	struct kvt_queue *q;
-	uint64_t tombs, blocks, sealed;
+	uint64_t tombs, blocks, sealed, faults;
 	(void)ctx;
 	if (put_k(s, ns, 1) != KVT_OK || kvt_flush(s) != 0 || kvt_queue_create(s, &q) != 0)
 		_exit(2);
@@ -5769,13 +5769,18 @@ static int retry_unplaced_child(const char *dir, void *ctx)
 		_exit(8);
 	tombs = t_stat(s, "ssd.tombstones");
 	blocks = t_stat(s, "ssd.writedown_blocks");
+	faults = t_stat(s, "io.faults_injected");
 	if (io_fault_add(ssd_io(sd), &f) != 0 || kvt_submit(q, &rp, 1) != 1 ||
 	    kvt_queue_wait(q, &out, 1, 10000) != 1 || rd.status != KVT_OK)
 		_exit(3);
-	/* 10 s for each (a loaded machine under ASan; each ends when it holds) */
-	for (int i = 0; i < 10000 && t_stat(s, "ssd.tombstones_unwritten") == 0; i++)
+	/* Parked: all four tries failed (tombstones_unwritten counts it from
+	 * the first failure, while its urgent retries are still to come -- a
+	 * fault cleared then let a retry write it before the put).  10 s for
+	 * each wait (a loaded machine under ASan; each ends when it holds). */
+	for (int i = 0; i < 10000 && t_stat(s, "io.faults_injected") < faults + 4; i++)
 		usleep(1000);
-	if (t_stat(s, "ssd.tombstones_unwritten") != 1)
+	if (t_stat(s, "io.faults_injected") != faults + 4 ||
+	    t_stat(s, "ssd.tombstones_unwritten") != 1)
 		_exit(4);
 	io_fault_clear(ssd_io(sd));
 	if (t_put_filled(s, ns, 1, 12288) != KVT_OK)
