@@ -11,7 +11,10 @@
  * server (no CA, wrong name) connects to nothing and gets misses, fast;
  * with --tls-verify-client a client without a certificate is refused and
  * one with a certificate is served; a plain client on the TLS port is
- * closed cleanly and the server keeps serving.
+ * closed cleanly and the server keeps serving; a DELETE (CLEAR) and a
+ * PUT of its key submitted together right after an earlier put of it
+ * are applied in that order, the PUT's records read ahead in the SSL
+ * read once the DELETE is applied (tls_order).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -162,6 +165,70 @@ static void round_trip(const char *addr, const char *const *opts, uint64_t first
 	T_ASSERT(t_stat(b, "remote.hits") >= 8);
 	T_EQ_U64(t_stat(b, "remote.tls_failures"), 0);
 	kvt_store_destroy(b);
+}
+
+/*
+ * A DELETE (CLEAR) and a PUT of its key submitted together go out on the
+ * one connection in that order, over TLS: kvtierd holds the PUT's frame
+ * until the DELETE is applied (doc/protocol.md "Writes of one
+ * connection"), with the PUT's later records (a 256 KiB value, 16 KiB a
+ * record) read ahead into the SSL, where no epoll wakes it: the release
+ * must read them (loop.c loop_settle, kvtd_tls_pending).  The put is
+ * answered in time and a cold engine reads its bytes.  Right after the
+ * earlier put of the key completed: until review42d its rop was closed
+ * after its caller heard (remote.c rop_done), the DELETE was held behind
+ * it, the PUT went first and the DELETE removed it (a miss in the first
+ * rounds, or the PUT answered KVT_EXISTS).
+ */
+static void tls_order(const char *addr)
+{
+	const char *opts[] = { "remote.tls", "on", "remote.tls_ca", ca, "remote.conns", "1",
+			       "remote.conns_max", "1", NULL };
+	uint8_t *old = malloc(VALUE_LEN), *val = malloc(VALUE_LEN), *back = malloc(VALUE_LEN);
+
+	T_ASSERT(old && val && back);
+	for (int clear = 0; clear < 2; clear++) {
+		struct kvt_store *a = engine(addr, opts), *b;
+		uint32_t na = t_ns(a, clear ? "tls-order-clear" : "tls-order"), nb;
+		struct kvt_queue *q;
+		T_ASSERT(wait_up(a));
+		T_OK(kvt_queue_create(a, &q));
+		for (uint64_t i = 0; i < 8; i++) {
+			uint64_t id = 900 + i;
+			struct kvt_key k = t_key(id);
+			struct iovec po = { old, VALUE_LEN }, pn = { val, VALUE_LEN };
+			struct kvt_req r[2];
+			t_fill(old, VALUE_LEN, id);
+			t_fill(val, VALUE_LEN, id + 7777);
+			T_RC(kvt_put(a, na, &k, &po, 1), KVT_OK); /* answered by the server */
+			r[0] = (struct kvt_req){ .op = clear ? KVT_OP_CLEAR : KVT_OP_DELETE,
+						 .ns = na, .key = k };
+			r[1] = (struct kvt_req){ .op = KVT_OP_PUT, .ns = na, .key = k, .iov = &pn,
+						 .iov_count = 1 };
+			t_submit_all(q, r, 2);
+			t_wait_all(q, 2);
+			T_RC(r[1].status, KVT_OK);
+		}
+		T_OK(kvt_queue_destroy(q));
+		kvt_store_destroy(a);
+		b = engine(addr, opts);
+		nb = t_ns(b, clear ? "tls-order-clear" : "tls-order");
+		T_ASSERT(wait_up(b));
+		/* a CLEAR of the namespace took the earlier rounds' */
+		for (uint64_t i = clear ? 7 : 0; i < 8; i++) {
+			uint64_t id = 900 + i, vlen = 0;
+			struct kvt_key k = t_key(id);
+			t_fill(val, VALUE_LEN, id + 7777);
+			T_RC(kvt_get(b, nb, &k, back, VALUE_LEN, &vlen), KVT_OK);
+			T_EQ_U64(vlen, VALUE_LEN);
+			T_EQ_MEM(back, val, VALUE_LEN);
+		}
+		kvt_store_destroy(b);
+	}
+	free(old);
+	free(val);
+	free(back);
+	fprintf(stderr, "tls_order: ok\n");
 }
 
 /* An engine that must not get a connection up: gets miss, fast. */
@@ -411,6 +478,7 @@ int main(int argc, char **argv)
 	T_ASSERT(px.log_len > 8 * VALUE_LEN * 2);
 	T_ASSERT(!tproxy_saw(&px, pattern));
 	tproxy_stop(&px);
+	tls_order(addr);
 
 	/* 3. Clients that cannot verify the server: no connection, misses. */
 	{
