@@ -91,7 +91,12 @@
  *     goes out before the PUT on the connection and kvtierd applies them
  *     in that order (before, session 42: the PUT's frame went out first
  *     in about half the runs, and a CLEAR's walk removed a PUT stored
- *     behind it).
+ *     behind it);
+ *   - the same put on another connection of the pool than the DELETE's
+ *     (CLEAR's), or another lane: it waits for the DELETE's answer
+ *     (remote.put_waits), through a proxy that holds the DELETE on its
+ *     way, and a cold engine reads the new bytes (before: the PUT reached
+ *     the server first, KVT_EXISTS, and the DELETE removed X: a miss).
  */
 #include <errno.h>
 #include <signal.h>
@@ -1130,6 +1135,104 @@ static void test_delete_vs_late_get(struct tproxy *px, bool direct, bool lanes)
 	free(v);
 }
 
+/*
+ * A put of a key made after its delete (its namespace's clear) was sent
+ * is not sent before the DELETE's answer, on any connection of the pool
+ * (hold42): through a proxy that holds one connection's bytes, an engine
+ * of two connections (or two lanes of one each), X on the server.  The
+ * DELETE of X (a CLEAR of its namespace) is held on its way on one
+ * connection; X put again with new bytes then went out on the other
+ * (fewer bytes in flight; with lanes, lane 1's), reached the server
+ * first, found the old X there and was answered KVT_EXISTS (a no-op),
+ * and the DELETE, let go, removed X: a cold engine missed the value the
+ * engine had just put (15 of 15: 5 runs of the 3 cases, 2026-12-06).
+ * Now the put waits for the DELETE's answer (remote.put_waits), goes out
+ * after it and is stored (KVT_OK): the cold engine reads the new bytes.
+ */
+static void test_put_after_remove(struct tproxy *px, const char *addr, bool clear, bool lanes)
+{
+	enum { XLEN = 64u << 10 };
+	const char *name = clear ? lanes ? "put-after-clear-lanes" : "put-after-clear"
+			   : lanes ? "put-after-delete-lanes"
+				   : "put-after-delete";
+	char paddr[64];
+	int s0 = atomic_load(&px->opened), sd = -1, sp, k;
+	uint64_t x = 990 + (clear ? 2u : 0u) + (lanes ? 1u : 0u), w0;
+	uint8_t *v = malloc(XLEN), *back = malloc(XLEN);
+	struct iovec part = { v, XLEN };
+	struct kvt_req del, put, *got;
+	struct kvt_queue *qd, *qp;
+	struct kvt_store *b;
+	uint32_t nb;
+
+	T_ASSERT(v && back);
+	snprintf(paddr, sizeof(paddr), "127.0.0.1:%u", px->port);
+	b = tsrv_engine(paddr, (const char *[]){ "remote.put_local", "never",
+						 "remote.timeout_ms", "30000",
+						 "remote.conns", "2", "remote.conns_max", "2",
+						 "remote.io_threads", lanes ? "2" : "1", NULL });
+	nb = t_ns(b, name);
+	t_fill(v, XLEN, x);
+	T_RC(put1(b, nb, x, &part, 1).status, KVT_OK); /* on the server only */
+	for (int i = 0; i < 500 && t_stat(b, "remote.conns_up") < 2; i++)
+		tsrv_sleep_ms(10);
+	T_EQ_U64(t_stat(b, "remote.conns_up"), 2);
+	T_EQ_INT(atomic_load(&px->opened) - s0, 2);
+	if (lanes) /* lane 1 registers the namespace, the next put goes there */
+		for (int i = 0; i < 2; i++)
+			T_RC(get_into(b, nb, x + 100, back, XLEN).status, KVT_MISS);
+	T_OK(kvt_queue_create(b, &qd));
+	T_OK(kvt_queue_create(b, &qp));
+	w0 = t_stat(b, "remote.put_waits");
+
+	/* The DELETE (CLEAR), held on its way. */
+	atomic_fetch_or(&px->hold_up, UINT64_C(3) << s0);
+	del = (struct kvt_req){ .op = clear ? KVT_OP_CLEAR : KVT_OP_DELETE, .ns = nb,
+				.key = t_key(x) };
+	t_submit_all(qd, &del, 1);
+	for (int i = 0; i < 500 && sd < 0; i++) {
+		for (int s = s0; s < s0 + 2 && sd < 0; s++)
+			if (tproxy_queued(px, s, true) > 0)
+				sd = s;
+		if (sd < 0)
+			tsrv_sleep_ms(10);
+	}
+	T_ASSERT(sd >= 0);
+	sp = sd == s0 ? s0 + 1 : s0;
+	atomic_fetch_and(&px->hold_up, ~(UINT64_C(1) << sp));
+	/* X again, new bytes: the other connection is open. */
+	t_fill(v, XLEN, x + 1);
+	put = (struct kvt_req){ .op = KVT_OP_PUT, .ns = nb, .key = t_key(x), .iov = &part,
+				.iov_count = 1 };
+	t_submit_all(qp, &put, 1);
+	k = kvt_queue_wait(qp, &got, 1, 300);
+	fprintf(stderr, "%s: the put %s before the %s's answer\n", name,
+		k == 1 ? "completed" : "did not complete", clear ? "CLEAR" : "DELETE");
+	/* The DELETE (CLEAR) goes on: applied, answered; then the put. */
+	atomic_fetch_and(&px->hold_up, ~(UINT64_C(1) << sd));
+	t_wait_all(qd, 1);
+	if (k == 0)
+		t_wait_all(qp, 1);
+	T_RC(del.status, KVT_OK);
+	T_RC(put.status, KVT_OK);
+	{
+		struct kvt_store *c = engine(addr, "always", "5000");
+		uint32_t nc = t_ns(c, name);
+		struct kvt_req g = get_into(c, nc, x, back, XLEN);
+		fprintf(stderr, "%s: a cold get of X: %s\n", name, kvt_strerror(g.status));
+		T_RC(g.status, KVT_OK); /* before: KVT_MISS */
+		T_EQ_MEM(back, v, XLEN);
+		kvt_store_destroy(c);
+	}
+	T_EQ_INT(k, 0); /* the put waited for the answer */
+	T_EQ_U64(t_stat(b, "remote.put_waits") - w0, 1);
+	T_OK(kvt_queue_destroy(qp));
+	T_OK(kvt_queue_destroy(qd));
+	kvt_store_destroy(b);
+	free(back);
+	free(v);
+}
+
 int main(int argc, char **argv)
 {
 	struct tsrv srv;
@@ -1162,6 +1265,9 @@ int main(int argc, char **argv)
 	test_delete_vs_late_get(&px, false, false);
 	test_delete_vs_late_get(&px, true, false);
 	test_delete_vs_late_get(&px, false, true);
+	test_put_after_remove(&px, addr, false, false);
+	test_put_after_remove(&px, addr, true, false);
+	test_put_after_remove(&px, addr, false, true);
 	tproxy_stop(&px);
 	test_mixed(addr, "off");
 	test_mixed(addr, "on");

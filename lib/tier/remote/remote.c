@@ -127,6 +127,12 @@ struct rop {
 	struct rop *o_prev, *o_next;
 	uint64_t ticket;
 	bool open;
+	/* DELETE, CLEAR: on the head's list of those not yet answered, from
+	 * submission (held or sent) to the answer, through o_prev/o_next
+	 * (remove_open).  PUT: submitted while one of its key (namespace)
+	 * was there; not sent until none of a lower ticket is (put_waits). */
+	bool ropen;
+	bool wait_remove;
 	/* GET into the caller's buffers: the head's removes_answered when it
 	 * was submitted (promo_open_late). */
 	uint64_t removes_seen;
@@ -307,6 +313,14 @@ struct remote {
 	struct rop *open_head, *open_tail;
 	struct rop *held;
 	struct rop *answered;
+	/* The deletes and clears not yet answered, oldest first (ropen), and
+	 * the puts waiting for one of them (wait_remove): a PUT of the key
+	 * submitted after a DELETE (CLEAR of its namespace) is not sent
+	 * before the DELETE's answer -- packed for another connection or
+	 * lane, it could reach the server first and the DELETE removed the
+	 * value just put (put_waits). */
+	struct rop *rm_head, *rm_tail;
+	unsigned puts_waiting;
 	uint64_t put_ticket;
 	_Atomic uint64_t removes_answered; /* deletes and clears answered (put_lock) */
 
@@ -315,7 +329,7 @@ struct remote {
 		c_timeouts, c_fast_fails, c_connects, c_connect_failures, c_disconnects, c_bytes_in,
 		c_bytes_out, c_frames_out, c_crc_errors, c_promote_full, c_conns_up, c_tls_failures,
 		c_sends, c_pool, c_reads, c_wakeups, c_put_crc_bytes, c_window_waits,
-		c_ns_mismatches, c_removes_held, c_removes_waited, c_promotes_stale;
+		c_ns_mismatches, c_removes_held, c_removes_waited, c_promotes_stale, c_put_waits;
 };
 
 static void pool_note(struct remote *rm, uint64_t len);
@@ -331,11 +345,15 @@ static int rop_submit(struct remote *rm, struct rop *op);
 static void put_close(struct remote *head, struct rop *op);
 static bool remove_hold(struct remote *head, struct rop *d, const struct tier_result *res);
 static bool promo_open_late(struct remote *head, struct rop *op);
+static void remove_close(struct remote *head, struct rop *d);
+static bool put_waits(struct remote *head, struct rop *op);
 
 static void rop_free(struct remote *rm, struct rop *op)
 {
 	if (op->open)
 		put_close(rm->head, op);
+	if (op->ropen)
+		remove_close(rm->head, op);
 	if (op->lens)
 		kvt_mem_free(rm->mem, op->lens,
 			     op->part_count * (sizeof(uint64_t) + sizeof(uint32_t)));
@@ -2019,6 +2037,12 @@ static void dispatch(struct remote *rm, uint64_t now, uint64_t *next_timer)
 			rop_done(rm, op, -ENOTCONN, NULL, NULL);
 			continue;
 		}
+		/* A PUT after a DELETE of its key (CLEAR of its namespace) not
+		 * yet answered waits for the answer, by its own deadline. */
+		if (op->wait_remove && put_waits(rm->head, op)) {
+			pend_push(rm, op);
+			continue;
+		}
 		if (!any) {
 			pend_push(rm, op);
 			continue;
@@ -2290,10 +2314,21 @@ static bool wake_take(struct remote *rm)
  * later put's value).  A GET submitted before the DELETE is covered by
  * the same rule; the DELETE need not wait for it to be sent.
  *
+ * The other way, a PUT of the key (clear: namespace) submitted after a
+ * DELETE and before its answer is not sent before that answer (put
+ * waits; remove_hold lets it go): one connection's frames are applied in
+ * order (doc/protocol.md section 2), but dispatch packs a PUT for the
+ * connection with the fewest bytes in flight and a lane picks its own,
+ * and the server could store the PUT first and then apply the DELETE --
+ * the value just put removed.  A PUT after a held DELETE waits too: the
+ * DELETE goes out once the PUTs before it were answered, and could then
+ * remove the later one.  No cycle: each waits only for lower tickets.
+ *
  * Tickets order them: a put or promotion takes the next when it opens;
- * a DELETE takes the current one when submitted (the PUTs below it were
- * submitted before it) and again when answered (the GETs below it were
- * submitted before the answer came).
+ * a DELETE takes the next when submitted (the PUTs below it were
+ * submitted before it, those above it after) and the current one again
+ * when answered (the GETs below it were submitted before the answer
+ * came).
  */
 
 /* Whether op (open) is of d's key (clear: namespace) and below d's
@@ -2306,6 +2341,28 @@ static bool put_precedes(const struct rop *op, const struct rop *d)
 		return d->ns == KVT_NS_ALL || op->ns == d->ns;
 	return op->ns == d->ns && op->key.len == d->key.len &&
 	       memcmp(op->key.bytes, d->key.bytes, d->key.len) == 0;
+}
+
+/* Whether d (a DELETE or CLEAR not yet answered) is of op's key (op's
+ * namespace) and below op's ticket.  put_lock held. */
+static bool remove_precedes(const struct rop *d, const struct rop *op)
+{
+	if (d->ticket >= op->ticket)
+		return false;
+	if (d->kind == RK_CLEAR)
+		return d->ns == KVT_NS_ALL || op->ns == d->ns;
+	return op->ns == d->ns && op->key.len == d->key.len &&
+	       memcmp(op->key.bytes, d->key.bytes, d->key.len) == 0;
+}
+
+/* Whether a DELETE or CLEAR not yet answered precedes the PUT op: one
+ * look at an empty list when none is out.  put_lock held. */
+static bool remove_pending_for(const struct remote *head, const struct rop *op)
+{
+	for (const struct rop *d = head->rm_head; d && d->ticket < op->ticket; d = d->o_next)
+		if (remove_precedes(d, op))
+			return true;
+	return false;
 }
 
 /* Whether an open op of kind (RK_PUT: d waits to be sent; RK_GET: d
@@ -2331,12 +2388,92 @@ static void put_open_locked(struct remote *head, struct rop *op)
 	op->open = true;
 }
 
-/* A put or promotion is submitted: it joins the head's list (any lane's). */
+/* A put or promotion is submitted: it joins the head's list (any lane's);
+ * a put after a DELETE (CLEAR) of its key not yet answered waits for it. */
 static void put_open(struct remote *head, struct rop *op)
 {
+	bool waits = false;
 	pthread_mutex_lock(&head->put_lock);
 	put_open_locked(head, op);
+	if (op->kind == RK_PUT && head->rm_head && remove_pending_for(head, op)) {
+		op->wait_remove = waits = true;
+		head->puts_waiting++;
+	}
 	pthread_mutex_unlock(&head->put_lock);
+	if (waits)
+		A(head->c_put_waits);
+}
+
+/* A put that waited (wait_remove) at dispatch: whether it still must.
+ * Called on the put's lane thread, for those puts only. */
+static bool put_waits(struct remote *head, struct rop *op)
+{
+	bool still;
+	pthread_mutex_lock(&head->put_lock);
+	still = remove_pending_for(head, op);
+	if (!still) {
+		op->wait_remove = false;
+		head->puts_waiting--;
+	}
+	pthread_mutex_unlock(&head->put_lock);
+	return still;
+}
+
+/* A DELETE or CLEAR is submitted: it joins the list of those not yet
+ * answered.  put_lock held. */
+static void remove_open_locked(struct remote *head, struct rop *d)
+{
+	d->ticket = head->put_ticket++;
+	d->o_prev = head->rm_tail;
+	d->o_next = NULL;
+	if (head->rm_tail)
+		head->rm_tail->o_next = d;
+	else
+		head->rm_head = d;
+	head->rm_tail = d;
+	d->ropen = true;
+}
+
+/* ... and leaves it, answered or failed: whether puts wait (to wake the
+ * lanes, whose threads look at them again).  put_lock held. */
+static bool remove_close_locked(struct remote *head, struct rop *d)
+{
+	if (!d->ropen)
+		return false;
+	if (d->o_prev)
+		d->o_prev->o_next = d->o_next;
+	else
+		head->rm_head = d->o_next;
+	if (d->o_next)
+		d->o_next->o_prev = d->o_prev;
+	else
+		head->rm_tail = d->o_prev;
+	d->o_prev = d->o_next = NULL;
+	d->ropen = false;
+	return head->puts_waiting > 0;
+}
+
+/* Wake every lane's thread: a put that waited for a DELETE's answer on
+ * its pending list goes out.  The eventfd keeps the wake-up for a thread
+ * that is not yet asleep.  No lock held. */
+static void lanes_wake(struct remote *head)
+{
+	uint64_t one = 1;
+	for (unsigned i = 0; i < head->lane_count; i++) {
+		ssize_t w = write(head->lane[i]->wake_fd, &one, sizeof(one));
+		KVT_UNUSED(w);
+	}
+}
+
+/* A DELETE or CLEAR freed before its answer (its submission failed). */
+static void remove_close(struct remote *head, struct rop *d)
+{
+	bool wake;
+	pthread_mutex_lock(&head->put_lock);
+	wake = remove_close_locked(head, d);
+	pthread_mutex_unlock(&head->put_lock);
+	if (wake)
+		lanes_wake(head);
 }
 
 /*
@@ -2382,6 +2519,10 @@ static void put_close(struct remote *head, struct rop *op)
 	else
 		head->open_tail = op->o_prev;
 	op->open = false;
+	if (op->wait_remove) { /* failed or timed out while it waited */
+		op->wait_remove = false;
+		head->puts_waiting--;
+	}
 	for (pp = kind == RK_PUT ? &head->held : &head->answered; *pp;) {
 		struct rop *d = *pp;
 		if (put_precedes(op, d) && !put_pending_for(head, d, kind)) {
@@ -2420,7 +2561,7 @@ static void put_close(struct remote *head, struct rop *op)
 static int rop_submit_after_puts(struct remote *head, struct rop *op)
 {
 	pthread_mutex_lock(&head->put_lock);
-	op->ticket = head->put_ticket;
+	remove_open_locked(head, op);
 	if (put_pending_for(head, op, RK_PUT)) {
 		op->next = head->held;
 		head->held = op;
@@ -2439,8 +2580,9 @@ static int rop_submit_after_puts(struct remote *head, struct rop *op)
  */
 static bool remove_hold(struct remote *head, struct rop *d, const struct tier_result *res)
 {
-	bool hold;
+	bool hold, wake;
 	pthread_mutex_lock(&head->put_lock);
+	wake = remove_close_locked(head, d); /* the puts after it may go */
 	atomic_fetch_add_explicit(&head->removes_answered, 1, memory_order_relaxed);
 	d->ticket = head->put_ticket;
 	hold = put_pending_for(head, d, RK_GET);
@@ -2451,6 +2593,8 @@ static bool remove_hold(struct remote *head, struct rop *d, const struct tier_re
 		head->answered = d;
 	}
 	pthread_mutex_unlock(&head->put_lock);
+	if (wake)
+		lanes_wake(head);
 	if (hold)
 		A(head->c_removes_waited);
 	return hold;
@@ -3274,6 +3418,7 @@ void remote_stats(struct remote *rm, kvt_stats_fn fn, void *ctx)
 	S("wakeups", c_wakeups);
 	S("put_crc_bytes", c_put_crc_bytes);
 	S("window_waits", c_window_waits);
+	S("put_waits", c_put_waits);
 	S("pool", c_pool);
 	S("bytes_in", c_bytes_in);
 	S("bytes_out", c_bytes_out);
