@@ -784,19 +784,28 @@ static void test_expired_sweep(void)
 
 /*
  * The sweep deletes only what is still expired: a key set with PX 200 and
- * set again without a TTL stays; one set again with PX 900 stays until
- * then, and is swept after, unread.
+ * set again without a TTL stays (a short key, and one of 100 bytes,
+ * stored hashed: its header checked alone); one set again with PX 900
+ * stays until then, and is swept after, unread.
  */
 static void test_expired_sweep_later(void)
 {
+	static const char xk3[] = "xk3-long-0123456789012345678901234567890123456789"
+				  "012345678901234567890123456789012345678901234567890";
 	int fd = resp_dial();
 	uint64_t keys0 = dbsize();
+	char req[512], get[256];
 
+	T_EQ_INT((int)strlen(xk3), 100);
 	raw_eq(fd, "SET xk1 a PX 200\r\nSET xk1 b\r\nSET xk2 a PX 200\r\nSET xk2 b PX 900\r\n",
 	       "+OK\r\n+OK\r\n+OK\r\n+OK\r\n");
-	T_EQ_U64(dbsize(), keys0 + 2);
+	snprintf(req, sizeof(req), "SET %s a PX 200\r\nSET %s b\r\n", xk3, xk3);
+	raw_eq(fd, req, "+OK\r\n+OK\r\n");
+	T_EQ_U64(dbsize(), keys0 + 3);
 	tsrv_sleep_ms(500); /* the PX 200 entries swept (every 100 ms) */
-	T_EQ_U64(dbsize(), keys0 + 2);
+	T_EQ_U64(dbsize(), keys0 + 3);
+	snprintf(get, sizeof(get), "GET %s\r\nDEL %s\r\n", xk3, xk3);
+	raw_eq(fd, get, "$1\r\nb\r\n:1\r\n");
 	raw_eq(fd, "GET xk1\r\nGET xk2\r\n", "$1\r\nb\r\n$1\r\nb\r\n");
 	T_ASSERT(swept_to(info_u64("kvtier_dram_blocks") - 1, keys0 + 1));
 	raw_eq(fd, "GET xk1\r\nDEL xk1\r\n", "$1\r\nb\r\n:1\r\n");
