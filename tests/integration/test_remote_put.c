@@ -100,6 +100,7 @@
  */
 #include <errno.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1233,6 +1234,81 @@ static void test_put_after_remove(struct tproxy *px, const char *addr, bool clea
 	free(v);
 }
 
+/*
+ * The DELETE a put waits for fails (its connection lost, no answer):
+ * it leaves the list of removes not yet answered (the put goes out), and
+ * a later put of the key does not wait (a leaked entry made every later
+ * put of the key wait until its own deadline: -ETIMEDOUT).
+ */
+static void test_put_after_failed_remove(struct tproxy *px)
+{
+	enum { XLEN = 4096 };
+	const char *name = "put-after-failed-delete";
+	char paddr[64];
+	int s0 = atomic_load(&px->opened), sd = -1;
+	uint64_t x = 1990, w0;
+	uint8_t *v = malloc(XLEN);
+	struct iovec part = { v, XLEN };
+	struct kvt_req del, put, *got;
+	struct kvt_queue *qd, *qp;
+	struct kvt_store *b;
+	uint32_t nb;
+
+	T_ASSERT(v);
+	snprintf(paddr, sizeof(paddr), "127.0.0.1:%u", px->port);
+	b = tsrv_engine(paddr, (const char *[]){ "remote.put_local", "never",
+						 "remote.timeout_ms", "1500",
+						 "remote.conns", "2", "remote.conns_max", "2", NULL });
+	nb = t_ns(b, name);
+	t_fill(v, XLEN, x);
+	T_RC(put1(b, nb, x, &part, 1).status, KVT_OK);
+	for (int i = 0; i < 500 && t_stat(b, "remote.conns_up") < 2; i++)
+		tsrv_sleep_ms(10);
+	T_EQ_U64(t_stat(b, "remote.conns_up"), 2);
+	T_OK(kvt_queue_create(b, &qd));
+	T_OK(kvt_queue_create(b, &qp));
+	w0 = t_stat(b, "remote.put_waits");
+	atomic_fetch_or(&px->hold_up, UINT64_C(3) << s0);
+	del = (struct kvt_req){ .op = KVT_OP_DELETE, .ns = nb, .key = t_key(x) };
+	t_submit_all(qd, &del, 1);
+	for (int i = 0; i < 500 && sd < 0; i++) {
+		for (int s = s0; s < s0 + 2 && sd < 0; s++)
+			if (tproxy_queued(px, s, true) > 0)
+				sd = s;
+		if (sd < 0)
+			tsrv_sleep_ms(10);
+	}
+	T_ASSERT(sd >= 0);
+	atomic_fetch_and(&px->hold_up, ~(UINT64_C(1) << (sd == s0 ? s0 + 1 : s0)));
+	t_fill(v, XLEN, x + 1);
+	put = (struct kvt_req){ .op = KVT_OP_PUT, .ns = nb, .key = t_key(x), .iov = &part,
+				.iov_count = 1 };
+	t_submit_all(qp, &put, 1);
+	T_EQ_INT(kvt_queue_wait(qp, &got, 1, 300), 0); /* it waits */
+	/* The DELETE's connection lost: the DELETE fails, the put goes. */
+	T_RC(shutdown(atomic_load(&px->fd_up[sd]), SHUT_RDWR), 0);
+	t_wait_all(qd, 1);
+	t_wait_all(qp, 1);
+	fprintf(stderr, "%s: delete %s, put %s\n", name, kvt_strerror(del.status),
+		kvt_strerror(put.status));
+	T_ASSERT(del.status < 0);
+	T_ASSERT(put.status == KVT_OK || put.status == KVT_EXISTS);
+	T_EQ_U64(t_stat(b, "remote.put_waits") - w0, 1);
+	atomic_fetch_and(&px->hold_up, ~(UINT64_C(1) << sd));
+	/* No DELETE is out: the next put of X does not wait. */
+	t_fill(v, XLEN, x + 2);
+	{
+		struct kvt_req r = put1(b, nb, x, &part, 1);
+		fprintf(stderr, "%s: the next put: %s\n", name, kvt_strerror(r.status));
+		T_ASSERT(r.status == KVT_OK || r.status == KVT_EXISTS);
+	}
+	T_EQ_U64(t_stat(b, "remote.put_waits") - w0, 1);
+	T_OK(kvt_queue_destroy(qp));
+	T_OK(kvt_queue_destroy(qd));
+	kvt_store_destroy(b);
+	free(v);
+}
+
 int main(int argc, char **argv)
 {
 	struct tsrv srv;
@@ -1268,6 +1344,7 @@ int main(int argc, char **argv)
 	test_put_after_remove(&px, addr, false, false);
 	test_put_after_remove(&px, addr, true, false);
 	test_put_after_remove(&px, addr, false, true);
+	test_put_after_failed_remove(&px);
 	tproxy_stop(&px);
 	test_mixed(addr, "off");
 	test_mixed(addr, "on");
