@@ -43,6 +43,7 @@ struct kvtd_expiry {
 	uint32_t *per_ns;        /* entries of each namespace id (lock) */
 	uint32_t ns_cap;
 	uint64_t charged;        /* of --max-memory: heap and per_ns */
+	_Atomic uint64_t next_ms; /* heap[0].at_ms, 0 with none: loop 0's wait */
 };
 
 int kvtd_expiry_init(struct kvtd_server *srv)
@@ -146,6 +147,7 @@ void kvtd_expiry_add(struct kvtd_server *srv, uint32_t ns, const struct kvt_key 
 		i = (i - 1) / 2;
 	}
 	atomic_store_explicit(&srv->ctr.resp_expiry_held, x->count, memory_order_relaxed);
+	atomic_store_explicit(&x->next_ms, x->count ? x->heap[0].at_ms : 0, memory_order_relaxed);
 	pthread_mutex_unlock(&x->lock);
 }
 
@@ -181,6 +183,12 @@ unsigned kvtd_expiry_due(struct kvtd_server *srv, uint64_t now_ms, uint32_t *ns,
 		}
 	}
 	atomic_store_explicit(&srv->ctr.resp_expiry_held, x->count, memory_order_relaxed);
+	atomic_store_explicit(&x->next_ms, x->count ? x->heap[0].at_ms : 0, memory_order_relaxed);
 	pthread_mutex_unlock(&x->lock);
 	return n;
+}
+
+uint64_t kvtd_expiry_next_ms(const struct kvtd_server *srv)
+{
+	return srv->expiry ? atomic_load_explicit(&srv->expiry->next_ms, memory_order_relaxed) : 0;
 }
