@@ -1465,10 +1465,11 @@ int kvtd_resp_expire_wait_ms(const struct kvtd_loop *loop, int wait_ms);
 
 /* expiry.c: RESP's expiry index (its header comment).  init: at startup
  * (-ENOMEM: no index, values expire when read); free: at exit.
- * kvtd_expiry_add: any thread; at_ms 0 adds nothing.  kvtd_expiry_due:
+ * kvtd_expiry_add: any thread; at_ms 0 adds nothing; a key that has an
+ * entry keeps it, at the earlier expiry.  kvtd_expiry_due:
  * pops up to max entries due at now_ms into ns[] and keys[]; the rest
  * stay. */
-#define KVTD_EXPIRY_MAX 65536u   /* entries (80 bytes each) per server */
+#define KVTD_EXPIRY_MAX 65536u   /* entries (92 bytes each, one a key) per server */
 #define KVTD_EXPIRY_TICK_MS 100u /* the sweep's period */
 #define KVTD_EXPIRY_TICK_KEYS 64u /* entries a sweep pops at most */
 int kvtd_expiry_init(struct kvtd_server *srv);

@@ -879,7 +879,8 @@ static void respd_reap(struct respd_cmd *cmd, struct respd_item *it)
  * respd_expire_check_hashed), and respd_reap_on deletes the value if it
  * is still expired and no write of its stripe came since -- a SET without a TTL
  * or with a later one since the entry was made leaves a value that is
- * not expired (skipped), and a SET in progress moves the stripe's count
+ * not expired (skipped; with a later TTL, that expiry is the key's entry
+ * again: respd_expire_again), and a SET in progress moves the stripe's count
  * (skipped: the next read or a later entry of the key sees to it).
  * Counted: server.resp_expiry_swept (deletes sent), _skipped (the rest).
  */
@@ -1019,6 +1020,17 @@ static void respd_expire_check_hashed(struct respd_item *it)
 		it->live = true;
 }
 
+/* A sweep's probe found its key's value live: the key has one entry
+ * (expiry.c), the earliest expiry it was set with; if the value has one
+ * of its own (set again with a later TTL), it is the entry's now. */
+static void respd_expire_again(struct kvtd_server *srv, struct respd_item *it)
+{
+	uint8_t h[RESPD_HDR_LEN];
+
+	if (kvtd_view_read(&it->req, 0, h, sizeof(h)) && respd_get64(h + 8))
+		kvtd_expiry_add(srv, it->req.ns, &it->req.key, respd_get64(h + 8));
+}
+
 /* A sweep's probe is back: the read's check and delete. */
 static void respd_expire_done(struct kvtd_loop *loop, struct respd_item *it)
 {
@@ -1034,6 +1046,8 @@ static void respd_expire_done(struct kvtd_loop *loop, struct respd_item *it)
 			respd_expire_check_hashed(it);
 		}
 		swept = respd_reap_on(loop, it);
+		if (it->live) /* a later SET's: its expiry is the key's entry now */
+			respd_expire_again(srv, it);
 	}
 	if (it->req.status == KVT_OK)
 		kvt_pin_release(srv->store, it->req.pin);

@@ -1326,6 +1326,34 @@ static void test_metrics(void)
  */
 
 /* n SETs with PX 60000 by tenant user, answered. */
+/*
+ * A key set again with a TTL keeps one entry in the expiry index
+ * (expiry.c), at the earliest expiry; the sweep re-adds a later one it
+ * finds (expired_sweep_later's xk2): 50 SETs of one key with EX 3600 hold
+ * 1 entry.  Before, 50 (a key set 16,384 times held a tenant's quarter).
+ */
+static void test_expiry_refresh(void)
+{
+	static struct scrape a, b;
+	char req[50 * 24], want[50 * 6], *p = req, *w = want;
+	int fd = resp_dial();
+
+	for (int i = 0; i < 50; i++) {
+		p += sprintf(p, "SET xr v%d EX 3600\r\n", i);
+		w += sprintf(w, "+OK\r\n");
+	}
+	scrape(metrics_port, NULL, &a);
+	raw_eq(fd, req, want);
+	scrape(metrics_port, NULL, &b);
+	fprintf(stderr, "expiry_refresh: 50 SETs of one key with EX 3600: %.0f entries\n",
+		metric(&b, "kvtier_resp_expiry_entries") -
+			metric(&a, "kvtier_resp_expiry_entries"));
+	T_ASSERT(metric(&b, "kvtier_resp_expiry_entries") ==
+		 metric(&a, "kvtier_resp_expiry_entries") + 1);
+	raw_eq(fd, "DEL xr\r\n", ":1\r\n");
+	close(fd);
+}
+
 static void expiry_sets(const char *user, const char *pass, int n)
 {
 	int fd = resp_dial();
@@ -1536,6 +1564,7 @@ int main(int argc, char **argv)
 	test_expired_sweep();
 	test_expired_sweep_later();
 	test_expiry_idle();
+	test_expiry_refresh();
 	test_flush_order();
 	T_EQ_INT(tsrv_stop(&s), 0);
 	check_stderr(&s);
