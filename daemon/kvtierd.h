@@ -733,6 +733,9 @@ struct kvtd_loop {
 	uint64_t now_ns;          /* CLOCK_MONOTONIC, refreshed per iteration */
 	uint64_t last_sweep_ns;
 	uint64_t expire_tick_ns;  /* loop 0: its last expiry sweep (respd.c) */
+	unsigned expire_left;     /* loop 0: probes its sweep may still send */
+	unsigned expire_inflight; /* loop 0: its sweep's probes in the store,
+				   * each holding a quiet slot (respd.c) */
 	bool listening;
 	bool stopping;
 	/* kvtd_loops_finish: the store is closed, its pins dropped (their
@@ -1455,16 +1458,18 @@ int kvtd_resp_setup(struct kvtd_server *srv);
 void kvtd_resp_wseq_init(struct kvtd_server *srv);
 void kvtd_resp_wseq_free(struct kvtd_server *srv);
 /* Loop 0, each iteration: the active expiry's sweep (respd.c "Active
- * expiry"), at most every KVTD_EXPIRY_TICK_MS; and how long loop 0 may
- * wait in epoll before its next one (ms). */
+ * expiry"), a new one at most every KVTD_EXPIRY_TICK_MS; and how long
+ * loop 0 may wait in epoll before its next one (ms). */
 void kvtd_resp_expire_tick(struct kvtd_loop *loop);
-int kvtd_resp_expire_wait_ms(const struct kvtd_server *srv, int wait_ms);
+int kvtd_resp_expire_wait_ms(const struct kvtd_loop *loop, int wait_ms);
 
 /* expiry.c: RESP's expiry index (its header comment).  init: at startup
  * (-ENOMEM: no index, values expire when read); free: at exit.
- * kvtd_expiry_add: any thread; at_ms 0 adds nothing.  kvtd_expiry_due:
- * pops up to max entries due at now_ms into ns[] and keys[]. */
-#define KVTD_EXPIRY_MAX 65536u   /* entries (80 bytes each) per server */
+ * kvtd_expiry_add: any thread; at_ms 0 adds nothing; a key that has an
+ * entry keeps it, at the earlier expiry.  kvtd_expiry_due:
+ * pops up to max entries due at now_ms into ns[] and keys[]; the rest
+ * stay. */
+#define KVTD_EXPIRY_MAX 65536u   /* entries (92 bytes each, one a key) per server */
 #define KVTD_EXPIRY_TICK_MS 100u /* the sweep's period */
 #define KVTD_EXPIRY_TICK_KEYS 64u /* entries a sweep pops at most */
 int kvtd_expiry_init(struct kvtd_server *srv);
@@ -1473,6 +1478,8 @@ void kvtd_expiry_add(struct kvtd_server *srv, uint32_t ns, const struct kvt_key 
 		     uint64_t at_ms);
 unsigned kvtd_expiry_due(struct kvtd_server *srv, uint64_t now_ms, uint32_t *ns,
 			 struct kvt_key *keys, unsigned max);
+/* The earliest entry's expiry (Unix ms), 0 with none; any thread. */
+uint64_t kvtd_expiry_next_ms(const struct kvtd_server *srv);
 
 /* s3ops.c: the table of the S3 buckets' writes and DeleteBuckets in
  * progress (srv->s3_gate: s3ops.c "DeleteBucket against the bucket's

@@ -29,8 +29,8 @@
  *                        write what was queued (one sendmsg for many
  *                        responses), close what is done
  *   once a second: timeouts; free connections whose last request is gone
- *   loop 0, every 100 ms while RESP's expiry index holds entries: its
- *                        sweep (respd.c "Active expiry")
+ *   loop 0, at most every 100 ms, when RESP's expiry index holds an
+ *                        entry due: its sweep (respd.c "Active expiry")
  *
  * Read buffers: rbuf[rstart, rend) holds input the protocol has not
  * taken; kvtd_conn_rbuf_room grows it on the protocol's request (growth
@@ -2147,7 +2147,7 @@ static void *loop_main(void *arg)
 		int n;
 
 		if (loop->idx == 0) /* RESP's active expiry (respd.c) */
-			wait_ms = kvtd_resp_expire_wait_ms(srv, wait_ms);
+			wait_ms = kvtd_resp_expire_wait_ms(loop, wait_ms);
 		n = epoll_wait(loop->epfd, evs, KVTD_LOOP_EVENTS, wait_ms);
 		loop->now_ns = kvtd_now_ns();
 		loop->iter++;

@@ -863,42 +863,98 @@ static void respd_reap(struct respd_cmd *cmd, struct respd_item *it)
  * but a SET, DEL, FLUSHDB or eviction: it held DRAM or SSD, and counted
  * in DBSIZE, however long ago it expired.  Now each SET with a TTL that
  * stored its value records (namespace, key, expiry) in the expiry index
- * (expiry.c: bounded, per-tenant shares, charged), and loop 0 sweeps it
- * every KVTD_EXPIRY_TICK_MS: up to KVTD_EXPIRY_TICK_KEYS entries due are
- * popped, and each is a pinned probe of its key, noted in its stripe's
+ * (expiry.c: bounded, per-tenant shares, charged), and loop 0 sweeps it,
+ * a sweep at most every KVTD_EXPIRY_TICK_MS (loop 0 waits until the
+ * earliest entry is due: kvtd_resp_expire_wait_ms): up to
+ * KVTD_EXPIRY_TICK_KEYS entries due are popped, and each is a quiet
+ * pinned probe of its key (KVT_F_QUIET: no hit, recency or promotion; a
+ * value on SSD only read into a private copy), holding one of the
+ * server's quiet slots, the sweep at most KVTD_QUIET_TENANT_MAX of them
+ * (respd_expire_slot): entries due past the slots stay in the index for
+ * the sweep's next try -- when a probe of its own is back, or the next
+ * tick.  A probe is noted in its stripe's
  * write count like a read's (respd_wseq_note).  Its completion is a
  * read's: respd_check_key with the Redis key (the kvtier key's own for
  * a short one; for a hashed one the stored header alone:
  * respd_expire_check_hashed), and respd_reap_on deletes the value if it
  * is still expired and no write of its stripe came since -- a SET without a TTL
  * or with a later one since the entry was made leaves a value that is
- * not expired (skipped), and a SET in progress moves the stripe's count
+ * not expired (skipped; with a later TTL, that expiry is the key's entry
+ * again: respd_expire_again), and a SET in progress moves the stripe's count
  * (skipped: the next read or a later entry of the key sees to it).
  * Counted: server.resp_expiry_swept (deletes sent), _skipped (the rest).
  */
+/* One of the server's quiet slots (KVTD_QUIET_INFLIGHT_MAX) for a sweep's
+ * probe: the sweep holds at most a tenant's (KVTD_QUIET_TENANT_MAX), and
+ * none while the server's are all held.  Loop 0's alone. */
+static bool respd_expire_slot(struct kvtd_loop *loop)
+{
+	struct kvtd_server *srv = loop->srv;
+	unsigned cur = atomic_load_explicit(&srv->quiet_inflight, memory_order_relaxed);
+
+	if (loop->expire_inflight >= KVTD_QUIET_TENANT_MAX)
+		return false;
+	do {
+		if (cur >= KVTD_QUIET_INFLIGHT_MAX)
+			return false;
+	} while (!atomic_compare_exchange_weak_explicit(&srv->quiet_inflight, &cur, cur + 1,
+							memory_order_relaxed,
+							memory_order_relaxed));
+	loop->expire_inflight++;
+	return true;
+}
+
+static void respd_expire_slot_free(struct kvtd_loop *loop)
+{
+	loop->expire_inflight--;
+	atomic_fetch_sub_explicit(&loop->srv->quiet_inflight, 1, memory_order_relaxed);
+}
+
 void kvtd_resp_expire_tick(struct kvtd_loop *loop)
 {
 	struct kvtd_server *srv = loop->srv;
 	uint32_t ns[KVTD_EXPIRY_TICK_KEYS];
 	struct kvt_key keys[KVTD_EXPIRY_TICK_KEYS];
-	unsigned n;
+	uint64_t now_ms, next;
+	unsigned n, want = 0;
 
-	if (loop->idx != 0 || loop->stopping || loop->store_closed ||
-	    loop->now_ns - loop->expire_tick_ns < KVTD_EXPIRY_TICK_MS * 1000000ull)
+	if (loop->idx != 0 || loop->stopping || loop->store_closed)
 		return;
-	loop->expire_tick_ns = loop->now_ns;
-	if (!atomic_load_explicit(&srv->ctr.resp_expiry_held, memory_order_relaxed))
+	if (loop->now_ns - loop->expire_tick_ns >= KVTD_EXPIRY_TICK_MS * 1000000ull) {
+		loop->expire_tick_ns = loop->now_ns;
+		loop->expire_left = KVTD_EXPIRY_TICK_KEYS;
+	}
+	if (!loop->expire_left ||
+	    !atomic_load_explicit(&srv->ctr.resp_expiry_held, memory_order_relaxed))
 		return;
-	n = kvtd_expiry_due(srv, respd_unix_ms(), ns, keys, KVTD_EXPIRY_TICK_KEYS);
+	now_ms = respd_unix_ms();
+	next = kvtd_expiry_next_ms(srv);
+	if (!next || next > now_ms) {
+		loop->expire_left = 0; /* none due: no lock until the next tick */
+		return;
+	}
+	while (want < loop->expire_left && respd_expire_slot(loop))
+		want++;
+	if (!want)
+		return; /* slots held: when some come back, or the next tick */
+	n = kvtd_expiry_due(srv, now_ms, ns, keys, want);
+	for (unsigned i = n; i < want; i++)
+		respd_expire_slot_free(loop);
+	loop->expire_left = n < want ? 0 : loop->expire_left - n;
 	for (unsigned i = 0; i < n; i++) {
 		struct respd_item *it = calloc(1, sizeof(*it));
 		struct kvt_req *r;
 
 		if (!it) {
 			KVTD_COUNT(srv, resp_expiry_skipped, 1);
+			respd_expire_slot_free(loop);
 			continue;
 		}
 		it->req.op = KVT_OP_GET_PINNED;
+		/* quiet: the sweep is no read -- a block on SSD is not promoted
+		 * into DRAM (evicting live ones) to be deleted, and a value set
+		 * again counts no hit, recency, admission read or second access */
+		it->req.flags = KVT_F_QUIET;
 		it->req.ns = ns[i];
 		it->req.key = keys[i];
 		it->req.user_data = (uint64_t)(uintptr_t)it | KVTD_UD_RESP;
@@ -906,18 +962,33 @@ void kvtd_resp_expire_tick(struct kvtd_loop *loop)
 		r = &it->req;
 		if (kvt_submit(loop->q, &r, 1) != 1) {
 			KVTD_COUNT(srv, resp_expiry_skipped, 1);
+			respd_expire_slot_free(loop);
 			free(it);
 		}
 	}
 }
 
-/* Loop 0 wakes for the sweep while the index holds entries. */
-int kvtd_resp_expire_wait_ms(const struct kvtd_server *srv, int wait_ms)
+/* Loop 0 waits for the sweep until the earliest entry is due, but no
+ * less than until its next tick (a tick's probes sent, or the server's
+ * quiet slots held by others: a probe of its own coming back wakes it),
+ * and no more than wait_ms.  It woke every KVTD_EXPIRY_TICK_MS while the
+ * index held any entry, however far off. */
+int kvtd_resp_expire_wait_ms(const struct kvtd_loop *loop, int wait_ms)
 {
-	if (wait_ms > (int)KVTD_EXPIRY_TICK_MS &&
-	    atomic_load_explicit(&srv->ctr.resp_expiry_held, memory_order_relaxed))
-		return (int)KVTD_EXPIRY_TICK_MS;
-	return wait_ms;
+	const struct kvtd_server *srv = loop->srv;
+	uint64_t next = kvtd_expiry_next_ms(srv), now_ns = kvtd_now_ns(), now_ms, w, tick_in;
+
+	if (!next || loop->stopping || loop->store_closed ||
+	    !atomic_load_explicit(&srv->ctr.resp_expiry_held, memory_order_relaxed))
+		return wait_ms;
+	now_ms = respd_unix_ms();
+	w = next > now_ms ? next - now_ms : 0;
+	tick_in = now_ns - loop->expire_tick_ns >= KVTD_EXPIRY_TICK_MS * 1000000ull ? 0
+		  : (loop->expire_tick_ns + KVTD_EXPIRY_TICK_MS * 1000000ull - now_ns + 999999) /
+			    1000000;
+	if (w < tick_in)
+		w = tick_in;
+	return w < (uint64_t)wait_ms ? (int)w : wait_ms;
 }
 
 /* A sweep's probe of a hashed key ('h' and SHA-256 of a Redis key
@@ -949,6 +1020,17 @@ static void respd_expire_check_hashed(struct respd_item *it)
 		it->live = true;
 }
 
+/* A sweep's probe found its key's value live: the key has one entry
+ * (expiry.c), the earliest expiry it was set with; if the value has one
+ * of its own (set again with a later TTL), it is the entry's now. */
+static void respd_expire_again(struct kvtd_server *srv, struct respd_item *it)
+{
+	uint8_t h[RESPD_HDR_LEN];
+
+	if (kvtd_view_read(&it->req, 0, h, sizeof(h)) && respd_get64(h + 8))
+		kvtd_expiry_add(srv, it->req.ns, &it->req.key, respd_get64(h + 8));
+}
+
 /* A sweep's probe is back: the read's check and delete. */
 static void respd_expire_done(struct kvtd_loop *loop, struct respd_item *it)
 {
@@ -964,9 +1046,12 @@ static void respd_expire_done(struct kvtd_loop *loop, struct respd_item *it)
 			respd_expire_check_hashed(it);
 		}
 		swept = respd_reap_on(loop, it);
+		if (it->live) /* a later SET's: its expiry is the key's entry now */
+			respd_expire_again(srv, it);
 	}
 	if (it->req.status == KVT_OK)
 		kvt_pin_release(srv->store, it->req.pin);
+	respd_expire_slot_free(loop);
 	if (swept)
 		KVTD_COUNT(srv, resp_expiry_swept, 1);
 	else
