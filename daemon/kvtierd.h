@@ -1441,6 +1441,11 @@ struct kvtd_proto {
 	void (*req_done)(struct kvtd_loop *loop, struct kvt_req *r);
 	/* The connection is freed (closed, nothing in flight).  May be NULL. */
 	void (*free)(struct kvtd_conn *c);
+	/* Loop 0, each iteration: the protocol's timed work (RESP's active
+	 * expiry, respd.c), and before each epoll wait how long loop 0 may
+	 * wait (ms, at most wait_ms) before that work is due.  May be NULL. */
+	void (*tick)(struct kvtd_loop *loop);
+	int (*tick_wait_ms)(const struct kvtd_loop *loop, int wait_ms);
 };
 
 extern const struct kvtd_proto kvtd_native_proto; /* native.c */
@@ -1457,12 +1462,6 @@ int kvtd_resp_setup(struct kvtd_server *srv);
 /* srv->resp_wseq made before any request, freed at exit. */
 void kvtd_resp_wseq_init(struct kvtd_server *srv);
 void kvtd_resp_wseq_free(struct kvtd_server *srv);
-/* Loop 0, each iteration: the active expiry's sweep (respd.c "Active
- * expiry"), a new one at most every KVTD_EXPIRY_TICK_MS; and how long
- * loop 0 may wait in epoll before its next one (ms). */
-void kvtd_resp_expire_tick(struct kvtd_loop *loop);
-int kvtd_resp_expire_wait_ms(const struct kvtd_loop *loop, int wait_ms);
-
 /* expiry.c: RESP's expiry index (its header comment).  init: at startup
  * (-ENOMEM: no index, values expire when read); free: at exit.
  * kvtd_expiry_add: any thread; at_ms 0 adds nothing; a key that has an

@@ -29,8 +29,9 @@
  *                        write what was queued (one sendmsg for many
  *                        responses), close what is done
  *   once a second: timeouts; free connections whose last request is gone
- *   loop 0, at most every 100 ms, when RESP's expiry index holds an
- *                        entry due: its sweep (respd.c "Active expiry")
+ *   loop 0: each protocol's tick (struct kvtd_proto: RESP's active
+ *                        expiry, at most every 100 ms while an entry is
+ *                        due, respd.c "Active expiry")
  *
  * Read buffers: rbuf[rstart, rend) holds input the protocol has not
  * taken; kvtd_conn_rbuf_room grows it on the protocol's request (growth
@@ -2146,8 +2147,10 @@ static void *loop_main(void *arg)
 			      : loop->stopping || loop->listen_resume_ns ? 100 : 1000;
 		int n;
 
-		if (loop->idx == 0) /* RESP's active expiry (respd.c) */
-			wait_ms = kvtd_resp_expire_wait_ms(loop, wait_ms);
+		if (loop->idx == 0) /* the protocols' ticks (RESP's expiry) */
+			for (int p = 0; p < KVTD_PROTO__COUNT; p++)
+				if (srv->protos[p] && srv->protos[p]->tick_wait_ms)
+					wait_ms = srv->protos[p]->tick_wait_ms(loop, wait_ms);
 		n = epoll_wait(loop->epfd, evs, KVTD_LOOP_EVENTS, wait_ms);
 		loop->now_ns = kvtd_now_ns();
 		loop->iter++;
@@ -2215,7 +2218,9 @@ static void *loop_main(void *arg)
 		loop_auth_sweep(loop);
 		loop_undefer(loop);
 		if (loop->idx == 0)
-			kvtd_resp_expire_tick(loop);
+			for (int p = 0; p < KVTD_PROTO__COUNT; p++)
+				if (srv->protos[p] && srv->protos[p]->tick)
+					srv->protos[p]->tick(loop);
 		loop_settle(loop);
 		if (!loop->stopping && atomic_load(&srv->stopping)) {
 			loop_begin_stop(loop);

@@ -865,7 +865,7 @@ static void respd_reap(struct respd_cmd *cmd, struct respd_item *it)
  * stored its value records (namespace, key, expiry) in the expiry index
  * (expiry.c: bounded, per-tenant shares, charged), and loop 0 sweeps it,
  * a sweep at most every KVTD_EXPIRY_TICK_MS (loop 0 waits until the
- * earliest entry is due: kvtd_resp_expire_wait_ms): up to
+ * earliest entry is due: respd_tick_wait_ms): up to
  * KVTD_EXPIRY_TICK_KEYS entries due are popped, and each is a quiet
  * pinned probe of its key (KVT_F_QUIET: no hit, recency or promotion; a
  * value on SSD only read into a private copy), holding one of the
@@ -910,7 +910,7 @@ static void respd_expire_slot_free(struct kvtd_loop *loop)
 	atomic_fetch_sub_explicit(&loop->srv->quiet_inflight, 1, memory_order_relaxed);
 }
 
-void kvtd_resp_expire_tick(struct kvtd_loop *loop)
+static void respd_tick(struct kvtd_loop *loop)
 {
 	struct kvtd_server *srv = loop->srv;
 	uint32_t ns[KVTD_EXPIRY_TICK_KEYS];
@@ -973,7 +973,7 @@ void kvtd_resp_expire_tick(struct kvtd_loop *loop)
  * quiet slots held by others: a probe of its own coming back wakes it),
  * and no more than wait_ms.  It woke every KVTD_EXPIRY_TICK_MS while the
  * index held any entry, however far off. */
-int kvtd_resp_expire_wait_ms(const struct kvtd_loop *loop, int wait_ms)
+static int respd_tick_wait_ms(const struct kvtd_loop *loop, int wait_ms)
 {
 	const struct kvtd_server *srv = loop->srv;
 	uint64_t next = kvtd_expiry_next_ms(srv), now_ns = kvtd_now_ns(), now_ms, w, tick_in;
@@ -2794,4 +2794,6 @@ const struct kvtd_proto kvtd_resp_proto = {
 	.written = respd_written,
 	.req_done = respd_req_done,
 	.free = respd_free,
+	.tick = respd_tick,
+	.tick_wait_ms = respd_tick_wait_ms,
 };
