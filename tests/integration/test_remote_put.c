@@ -993,6 +993,56 @@ static void test_delete_then_put(struct tsrv *srv, const char *addr, bool clear)
 }
 
 /*
+ * The engine of the proxy tests below: two connections through px (slots
+ * s0 and s0 + 1; with lanes, two lanes of one each), remote.timeout_ms
+ * timeout_ms, X's part put on the server only (remote.put_local never),
+ * and with lanes the namespace registered by lane 1 too (two misses of
+ * X + 100 into scratch, XLEN bytes), so that the next get or put goes there.
+ */
+static struct kvt_store *pair_engine(struct tproxy *px, int s0, const char *name,
+				     const char *timeout_ms, bool lanes, uint64_t x,
+				     struct iovec *part, void *scratch, uint32_t *nb)
+{
+	char paddr[64];
+	struct kvt_store *b;
+
+	snprintf(paddr, sizeof(paddr), "127.0.0.1:%u", px->port);
+	b = tsrv_engine(paddr, (const char *[]){ "remote.put_local", "never",
+						 "remote.timeout_ms", timeout_ms,
+						 "remote.conns", "2", "remote.conns_max", "2",
+						 "remote.io_threads", lanes ? "2" : "1", NULL });
+	*nb = t_ns(b, name);
+	T_RC(put1(b, *nb, x, part, 1).status, KVT_OK); /* on the server only */
+	for (int i = 0; i < 500 && t_stat(b, "remote.conns_up") < 2; i++)
+		tsrv_sleep_ms(10);
+	T_EQ_U64(t_stat(b, "remote.conns_up"), 2);
+	T_EQ_INT(atomic_load(&px->opened) - s0, 2); /* slots s0 and s0 + 1 */
+	if (lanes)
+		for (int i = 0; i < 2; i++)
+			T_RC(get_into(b, *nb, x + 100, scratch, part->iov_len).status, KVT_MISS);
+	return b;
+}
+
+/* A DELETE or CLEAR (r) submitted on q while both of pair_engine's
+ * connections are held on their way up: the slot it went out on. */
+static int pair_remove_held(struct tproxy *px, int s0, struct kvt_queue *q, struct kvt_req *r)
+{
+	int sd = -1;
+
+	atomic_fetch_or(&px->hold_up, UINT64_C(3) << s0);
+	t_submit_all(q, r, 1);
+	for (int i = 0; i < 500 && sd < 0; i++) {
+		for (int s = s0; s < s0 + 2 && sd < 0; s++)
+			if (tproxy_queued(px, s, true) > 0)
+				sd = s;
+		if (sd < 0)
+			tsrv_sleep_ms(10);
+	}
+	T_ASSERT(sd >= 0);
+	return sd;
+}
+
+/*
  * A promotion submitted while the DELETE is on its way (review25): an
  * engine of two connections through a proxy that can hold either
  * direction of each.  X is on the server only.  The DELETE of X is held
@@ -1015,8 +1065,7 @@ static void test_delete_vs_late_get(struct tproxy *px, bool direct, bool lanes)
 	const char *name = lanes ? "delete-vs-late-get-lanes"
 			   : direct ? "delete-vs-late-small-get"
 				    : "delete-vs-late-get";
-	char paddr[64];
-	int s0 = atomic_load(&px->opened), sd = -1, sg;
+	int s0 = atomic_load(&px->opened), sd, sg;
 	uint64_t x = lanes ? 980 : direct ? 970 : 960, down0;
 	uint8_t *v = malloc(XLEN), small[16];
 	struct iovec part = { v, XLEN }, sbuf = { small, sizeof(small) };
@@ -1028,39 +1077,17 @@ static void test_delete_vs_late_get(struct tproxy *px, bool direct, bool lanes)
 	int k;
 
 	T_ASSERT(v);
-	snprintf(paddr, sizeof(paddr), "127.0.0.1:%u", px->port);
 	/* With 2 lanes, one connection each: the DELETE goes to lane 0, the
 	 * get (the fourth get or put: round-robin) to lane 1, whose thread
 	 * then completes the delete. */
-	b = tsrv_engine(paddr, (const char *[]){ "remote.put_local", "never",
-						 "remote.timeout_ms", "30000",
-						 "remote.conns", "2", "remote.conns_max", "2",
-						 "remote.io_threads", lanes ? "2" : "1", NULL });
-	nb = t_ns(b, name);
 	t_fill(v, XLEN, x);
-	T_RC(put1(b, nb, x, &part, 1).status, KVT_OK); /* on the server only */
-	for (int i = 0; i < 500 && t_stat(b, "remote.conns_up") < 2; i++)
-		tsrv_sleep_ms(10);
-	T_EQ_U64(t_stat(b, "remote.conns_up"), 2);
-	T_EQ_INT(atomic_load(&px->opened) - s0, 2); /* slots s0 and s0 + 1 */
-	if (lanes) /* lane 1 registers the namespace, the next get goes there */
-		for (int i = 0; i < 2; i++)
-			T_RC(get_into(b, nb, x + 100, v, XLEN).status, KVT_MISS);
+	b = pair_engine(px, s0, name, "30000", lanes, x, &part, v, &nb);
 	T_OK(kvt_queue_create(b, &qd));
 	T_OK(kvt_queue_create(b, &qg));
 
 	/* The DELETE, held on its way. */
-	atomic_fetch_or(&px->hold_up, UINT64_C(3) << s0);
 	del = (struct kvt_req){ .op = KVT_OP_DELETE, .ns = nb, .key = key };
-	t_submit_all(qd, &del, 1);
-	for (int i = 0; i < 500 && sd < 0; i++) {
-		for (int s = s0; s < s0 + 2 && sd < 0; s++)
-			if (tproxy_queued(px, s, true) > 0)
-				sd = s;
-		if (sd < 0)
-			tsrv_sleep_ms(10);
-	}
-	T_ASSERT(sd >= 0);
+	sd = pair_remove_held(px, s0, qd, &del);
 	sg = sd == s0 ? s0 + 1 : s0;
 	/* The get, submitted while the DELETE is on its way: the other
 	 * connection (the fewest bytes in flight). */
@@ -1156,8 +1183,7 @@ static void test_put_after_remove(struct tproxy *px, const char *addr, bool clea
 	const char *name = clear ? lanes ? "put-after-clear-lanes" : "put-after-clear"
 			   : lanes ? "put-after-delete-lanes"
 				   : "put-after-delete";
-	char paddr[64];
-	int s0 = atomic_load(&px->opened), sd = -1, sp, k;
+	int s0 = atomic_load(&px->opened), sd, sp, k;
 	uint64_t x = 990 + (clear ? 2u : 0u) + (lanes ? 1u : 0u), w0;
 	uint8_t *v = malloc(XLEN), *back = malloc(XLEN);
 	struct iovec part = { v, XLEN };
@@ -1167,38 +1193,16 @@ static void test_put_after_remove(struct tproxy *px, const char *addr, bool clea
 	uint32_t nb;
 
 	T_ASSERT(v && back);
-	snprintf(paddr, sizeof(paddr), "127.0.0.1:%u", px->port);
-	b = tsrv_engine(paddr, (const char *[]){ "remote.put_local", "never",
-						 "remote.timeout_ms", "30000",
-						 "remote.conns", "2", "remote.conns_max", "2",
-						 "remote.io_threads", lanes ? "2" : "1", NULL });
-	nb = t_ns(b, name);
 	t_fill(v, XLEN, x);
-	T_RC(put1(b, nb, x, &part, 1).status, KVT_OK); /* on the server only */
-	for (int i = 0; i < 500 && t_stat(b, "remote.conns_up") < 2; i++)
-		tsrv_sleep_ms(10);
-	T_EQ_U64(t_stat(b, "remote.conns_up"), 2);
-	T_EQ_INT(atomic_load(&px->opened) - s0, 2);
-	if (lanes) /* lane 1 registers the namespace, the next put goes there */
-		for (int i = 0; i < 2; i++)
-			T_RC(get_into(b, nb, x + 100, back, XLEN).status, KVT_MISS);
+	b = pair_engine(px, s0, name, "30000", lanes, x, &part, back, &nb);
 	T_OK(kvt_queue_create(b, &qd));
 	T_OK(kvt_queue_create(b, &qp));
 	w0 = t_stat(b, "remote.put_waits");
 
 	/* The DELETE (CLEAR), held on its way. */
-	atomic_fetch_or(&px->hold_up, UINT64_C(3) << s0);
 	del = (struct kvt_req){ .op = clear ? KVT_OP_CLEAR : KVT_OP_DELETE, .ns = nb,
 				.key = t_key(x) };
-	t_submit_all(qd, &del, 1);
-	for (int i = 0; i < 500 && sd < 0; i++) {
-		for (int s = s0; s < s0 + 2 && sd < 0; s++)
-			if (tproxy_queued(px, s, true) > 0)
-				sd = s;
-		if (sd < 0)
-			tsrv_sleep_ms(10);
-	}
-	T_ASSERT(sd >= 0);
+	sd = pair_remove_held(px, s0, qd, &del);
 	sp = sd == s0 ? s0 + 1 : s0;
 	atomic_fetch_and(&px->hold_up, ~(UINT64_C(1) << sp));
 	/* X again, new bytes: the other connection is open. */
@@ -1244,8 +1248,7 @@ static void test_put_after_failed_remove(struct tproxy *px)
 {
 	enum { XLEN = 4096 };
 	const char *name = "put-after-failed-delete";
-	char paddr[64];
-	int s0 = atomic_load(&px->opened), sd = -1;
+	int s0 = atomic_load(&px->opened), sd;
 	uint64_t x = 1990, w0;
 	uint8_t *v = malloc(XLEN);
 	struct iovec part = { v, XLEN };
@@ -1255,30 +1258,13 @@ static void test_put_after_failed_remove(struct tproxy *px)
 	uint32_t nb;
 
 	T_ASSERT(v);
-	snprintf(paddr, sizeof(paddr), "127.0.0.1:%u", px->port);
-	b = tsrv_engine(paddr, (const char *[]){ "remote.put_local", "never",
-						 "remote.timeout_ms", "1500",
-						 "remote.conns", "2", "remote.conns_max", "2", NULL });
-	nb = t_ns(b, name);
 	t_fill(v, XLEN, x);
-	T_RC(put1(b, nb, x, &part, 1).status, KVT_OK);
-	for (int i = 0; i < 500 && t_stat(b, "remote.conns_up") < 2; i++)
-		tsrv_sleep_ms(10);
-	T_EQ_U64(t_stat(b, "remote.conns_up"), 2);
+	b = pair_engine(px, s0, name, "1500", false, x, &part, NULL, &nb);
 	T_OK(kvt_queue_create(b, &qd));
 	T_OK(kvt_queue_create(b, &qp));
 	w0 = t_stat(b, "remote.put_waits");
-	atomic_fetch_or(&px->hold_up, UINT64_C(3) << s0);
 	del = (struct kvt_req){ .op = KVT_OP_DELETE, .ns = nb, .key = t_key(x) };
-	t_submit_all(qd, &del, 1);
-	for (int i = 0; i < 500 && sd < 0; i++) {
-		for (int s = s0; s < s0 + 2 && sd < 0; s++)
-			if (tproxy_queued(px, s, true) > 0)
-				sd = s;
-		if (sd < 0)
-			tsrv_sleep_ms(10);
-	}
-	T_ASSERT(sd >= 0);
+	sd = pair_remove_held(px, s0, qd, &del);
 	atomic_fetch_and(&px->hold_up, ~(UINT64_C(1) << (sd == s0 ? s0 + 1 : s0)));
 	t_fill(v, XLEN, x + 1);
 	put = (struct kvt_req){ .op = KVT_OP_PUT, .ns = nb, .key = t_key(x), .iov = &part,

@@ -636,12 +636,15 @@ static void test_expired_set(void)
 	close(fd);
 }
 
-/* INFO memory's figure name, read with redis-cli. */
-static uint64_t info_u64(const char *name)
+/* INFO section's figure name, read with redis-cli. */
+static uint64_t info_u64(const char *section, const char *name)
 {
-	char *o = cli("info memory"), *p = strstr(o, name);
+	char cmd[64], *o, *p;
 	uint64_t v;
 
+	snprintf(cmd, sizeof(cmd), "info %s", section);
+	o = cli(cmd);
+	p = strstr(o, name);
 	T_ASSERT(p && p[strlen(name)] == ':');
 	v = strtoull(p + strlen(name) + 1, NULL, 10);
 	free(o);
@@ -663,8 +666,8 @@ static void test_expired_reclaim(void)
 	uint64_t blocks0, bytes0, blocks1, bytes1, blocks2, bytes2;
 
 	T_ASSERT(req);
-	blocks0 = info_u64("kvtier_dram_blocks");
-	bytes0 = info_u64("kvtier_dram_value_bytes");
+	blocks0 = info_u64("memory", "kvtier_dram_blocks");
+	bytes0 = info_u64("memory", "kvtier_dram_value_bytes");
 	for (int i = 0; i < N; i++) {
 		p += sprintf(p, "*5\r\n$3\r\nSET\r\n$%d\r\nxr%03d\r\n$%d\r\n", 5, i, VLEN);
 		memset(p, 'a' + i % 26, VLEN);
@@ -673,8 +676,8 @@ static void test_expired_reclaim(void)
 	}
 	p += sprintf(p, "PING\r\n"); /* answered after every SET */
 	raw_until(fd, req, "+OK\r\n+PONG\r\n");
-	blocks1 = info_u64("kvtier_dram_blocks");
-	bytes1 = info_u64("kvtier_dram_value_bytes");
+	blocks1 = info_u64("memory", "kvtier_dram_blocks");
+	bytes1 = info_u64("memory", "kvtier_dram_value_bytes");
 	T_ASSERT(blocks1 >= blocks0 + N);
 	tsrv_sleep_ms(250);
 	p = req + sprintf(req, "*101\r\n$4\r\nMGET\r\n"); /* past an inline line's words */
@@ -690,8 +693,8 @@ static void test_expired_reclaim(void)
 		p += sprintf(p, "SET xr%03d b XX\r\n", i);
 	p += sprintf(p, "PING\r\n");
 	raw_until(fd, req, "+PONG\r\n");
-	blocks2 = info_u64("kvtier_dram_blocks");
-	bytes2 = info_u64("kvtier_dram_value_bytes");
+	blocks2 = info_u64("memory", "kvtier_dram_blocks");
+	bytes2 = info_u64("memory", "kvtier_dram_value_bytes");
 	fprintf(stderr, "expired_reclaim: DRAM %llu blocks, %llu value bytes; %d set (PX 200): "
 		"%llu, %llu; read expired: %llu, %llu\n",
 		(unsigned long long)blocks0, (unsigned long long)bytes0, N,
@@ -728,7 +731,7 @@ static uint64_t dbsize(void)
 static bool swept_to(uint64_t blocks, uint64_t keys)
 {
 	for (int i = 0; i < 50; i++) {
-		if (info_u64("kvtier_dram_blocks") == blocks && dbsize() == keys)
+		if (info_u64("memory", "kvtier_dram_blocks") == blocks && dbsize() == keys)
 			return true;
 		tsrv_sleep_ms(50);
 	}
@@ -752,8 +755,8 @@ static void test_expired_sweep(void)
 	uint64_t t0;
 
 	T_ASSERT(req);
-	blocks0 = info_u64("kvtier_dram_blocks");
-	bytes0 = info_u64("kvtier_dram_value_bytes");
+	blocks0 = info_u64("memory", "kvtier_dram_blocks");
+	bytes0 = info_u64("memory", "kvtier_dram_value_bytes");
 	keys0 = dbsize();
 	for (int i = 0; i < N; i++) {
 		char key[128];
@@ -767,32 +770,20 @@ static void test_expired_sweep(void)
 	p += sprintf(p, "PING\r\n");
 	raw_until(fd, req, "+OK\r\n+PONG\r\n");
 	t0 = now_ms();
-	blocks1 = info_u64("kvtier_dram_blocks");
-	bytes1 = info_u64("kvtier_dram_value_bytes");
+	blocks1 = info_u64("memory", "kvtier_dram_blocks");
+	bytes1 = info_u64("memory", "kvtier_dram_value_bytes");
 	T_ASSERT(blocks1 >= blocks0 + N);
 	T_ASSERT(swept_to(blocks0, keys0));
 	fprintf(stderr, "expired_sweep: DRAM %llu blocks, %llu value bytes; %d set (PX 200): "
 		"%llu, %llu; swept, never read: %llu, %llu, DBSIZE %llu, after %llu ms\n",
 		(unsigned long long)blocks0, (unsigned long long)bytes0, N,
 		(unsigned long long)blocks1, (unsigned long long)bytes1,
-		(unsigned long long)info_u64("kvtier_dram_blocks"),
-		(unsigned long long)info_u64("kvtier_dram_value_bytes"),
+		(unsigned long long)info_u64("memory", "kvtier_dram_blocks"),
+		(unsigned long long)info_u64("memory", "kvtier_dram_value_bytes"),
 		(unsigned long long)dbsize(), (unsigned long long)(now_ms() - t0));
-	T_EQ_U64(info_u64("kvtier_dram_value_bytes"), bytes0);
+	T_EQ_U64(info_u64("memory", "kvtier_dram_value_bytes"), bytes0);
 	free(req);
 	close(fd);
-}
-
-/* INFO stats' figure `name`. */
-static uint64_t info_stats_u64(const char *name)
-{
-	char *o = cli("info stats"), *p = strstr(o, name);
-	uint64_t v;
-
-	T_ASSERT(p && p[strlen(name)] == ':');
-	v = strtoull(p + strlen(name) + 1, NULL, 10);
-	free(o);
-	return v;
 }
 
 /*
@@ -818,16 +809,16 @@ static void test_expired_sweep_later(void)
 	snprintf(req, sizeof(req), "SET %s a PX 200\r\nSET %s b\r\n", xk3, xk3);
 	raw_eq(fd, req, "+OK\r\n+OK\r\n");
 	T_EQ_U64(dbsize(), keys0 + 3);
-	hits0 = info_stats_u64("keyspace_hits");
-	misses0 = info_stats_u64("keyspace_misses");
+	hits0 = info_u64("stats", "keyspace_hits");
+	misses0 = info_u64("stats", "keyspace_misses");
 	tsrv_sleep_ms(500); /* the PX 200 entries swept (every 100 ms) */
 	T_EQ_U64(dbsize(), keys0 + 3);
-	T_EQ_U64(info_stats_u64("keyspace_hits"), hits0);
-	T_EQ_U64(info_stats_u64("keyspace_misses"), misses0);
+	T_EQ_U64(info_u64("stats", "keyspace_hits"), hits0);
+	T_EQ_U64(info_u64("stats", "keyspace_misses"), misses0);
 	snprintf(get, sizeof(get), "GET %s\r\nDEL %s\r\n", xk3, xk3);
 	raw_eq(fd, get, "$1\r\nb\r\n:1\r\n");
 	raw_eq(fd, "GET xk1\r\nGET xk2\r\n", "$1\r\nb\r\n$1\r\nb\r\n");
-	T_ASSERT(swept_to(info_u64("kvtier_dram_blocks") - 1, keys0 + 1));
+	T_ASSERT(swept_to(info_u64("memory", "kvtier_dram_blocks") - 1, keys0 + 1));
 	raw_eq(fd, "GET xk1\r\nDEL xk1\r\n", "$1\r\nb\r\n:1\r\n");
 	close(fd);
 }
