@@ -1,6 +1,7 @@
 /*
  * base.c - the leaves every kvtierd file may use: error-counter names and
- * the map from protocol codes to them, the monotonic clock, the size
+ * the map from protocol codes to them, the monotonic clock, a key's hash
+ * for the daemon's open-addressing tables, the size
  * grammar of the command line and the tenants file, and pin sets (the
  * distinct values pins hold).
  *
@@ -63,6 +64,14 @@ enum kvtd_err kvtd_err_of(int code)
 	case -ENOMEM: return KVTD_ERR_NOMEM;
 	default: return KVTD_ERR_REQUEST;
 	}
+}
+
+uint64_t kvtd_key_hash(uint32_t ns, const uint8_t *k, uint32_t len)
+{
+	uint64_t h = 1469598103934665603ull ^ ns; /* FNV-1a, the high bits folded in */
+	for (uint32_t i = 0; i < len; i++)
+		h = (h ^ k[i]) * 1099511628211ull;
+	return h ^ (h >> 29);
 }
 
 uint64_t kvtd_now_ns(void)

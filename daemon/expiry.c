@@ -114,18 +114,9 @@ static bool expiry_grow(struct kvtd_server *srv, void **p, uint32_t *cap, size_t
 	return true;
 }
 
-static uint64_t expiry_hash(uint32_t ns, const uint8_t *k, uint32_t len)
-{
-	uint64_t h = 1469598103934665603ull ^ ns;
-
-	for (uint32_t i = 0; i < len; i++)
-		h = (h ^ k[i]) * 1099511628211ull;
-	return h ^ (h >> 29);
-}
-
 static uint32_t expiry_home(const struct kvtd_expiry *x, const struct expiry_ent *e)
 {
-	return (uint32_t)expiry_hash(e->ns, e->key, e->key_len) & (x->tab_cap - 1);
+	return (uint32_t)kvtd_key_hash(e->ns, e->key, e->key_len) & (x->tab_cap - 1);
 }
 
 /* The heap index of (ns, key), or UINT32_MAX with *slot its free slot. */
@@ -136,7 +127,7 @@ static uint32_t expiry_find(const struct kvtd_expiry *x, uint32_t ns, const stru
 
 	if (!x->tab_cap)
 		return UINT32_MAX;
-	for (s = (uint32_t)expiry_hash(ns, key->bytes, key->len) & (x->tab_cap - 1); x->tab[s];
+	for (s = (uint32_t)kvtd_key_hash(ns, key->bytes, key->len) & (x->tab_cap - 1); x->tab[s];
 	     s = (s + 1) & (x->tab_cap - 1)) {
 		const struct expiry_ent *e = &x->heap[x->tab[s] - 1];
 		if (e->ns == ns && e->key_len == key->len &&

@@ -985,6 +985,9 @@ _Static_assert(KVTD_FRAME_ITEMS_MAX >= KVTD_NS_TENANT_MAX, "a tenant's namespace
 #define KVTD_COPY_CONN_MAX(srv) ((srv)->cfg.max_memory / 4)
 
 uint64_t kvtd_now_ns(void); /* base.c: CLOCK_MONOTONIC */
+/* base.c: (namespace, key) hashed for the daemon's open-addressing tables
+ * (ops.c's quiet dedup, repair.c's rents, expiry.c's key table). */
+uint64_t kvtd_key_hash(uint32_t ns, const uint8_t *k, uint32_t len);
 /* base.c: len bytes at off of a request's pinned value view; false if short. */
 bool kvtd_view_read(const struct kvt_req *r, uint64_t off, void *out, size_t len);
 

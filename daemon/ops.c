@@ -930,14 +930,6 @@ struct ops_dedup {
 	uint32_t cap;
 };
 
-static uint64_t ops_key_hash(uint32_t ns, const struct kvt_key *k)
-{
-	uint64_t h = 1469598103934665603ull ^ ns;
-	for (uint32_t i = 0; i < k->len; i++)
-		h = (h ^ k->bytes[i]) * 1099511628211ull;
-	return h ^ (h >> 29);
-}
-
 static int ops_quiet_add(struct kvtd_frame *fr, struct kvtd_item *it)
 {
 	struct ops_dedup *d = (struct ops_dedup *)fr->keys; /* reused: GET has no keys */
@@ -960,7 +952,7 @@ static int ops_quiet_add(struct kvtd_frame *fr, struct kvtd_item *it)
 		}
 		fr->keys = (struct kvt_key *)d;
 	}
-	for (uint64_t h = ops_key_hash(it->req.ns, &it->req.key);; h++) {
+	for (uint64_t h = kvtd_key_hash(it->req.ns, it->req.key.bytes, it->req.key.len);; h++) {
 		uint32_t *sl = &d->slot[h & (d->cap - 1)];
 		struct kvtd_item *o;
 		if (*sl == 0) {

@@ -279,18 +279,10 @@ static bool rent_group_room(struct kvtd_repair *rp, uint32_t group)
  *      asking 8 queues a seventh as many blocks as asking 2.
  */
 
-static uint64_t rent_hash(uint32_t ns, const struct kvt_key *k)
-{
-	uint64_t h = 1469598103934665603ull ^ ns;
-	for (unsigned i = 0; i < k->len; i++)
-		h = (h ^ k->bytes[i]) * 1099511628211ull;
-	return h ^ (h >> 29);
-}
-
 static struct rent *rent_find(struct kvtd_repair *rp, uint32_t ns, const struct kvt_key *k,
 			      bool for_insert)
 {
-	size_t mask = rp->cap - 1, i = rent_hash(ns, k) & mask;
+	size_t mask = rp->cap - 1, i = kvtd_key_hash(ns, k->bytes, k->len) & mask;
 	struct rent *free_slot = NULL;
 	for (size_t n = 0; n < rp->cap; n++, i = (i + 1) & mask) {
 		struct rent *e = &rp->tab[i];
