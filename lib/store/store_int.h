@@ -285,6 +285,10 @@ void store_event_stored(struct kvt_store *s, const struct kvt_req *r, uint32_t n
  * reservation), before its bytes enter DRAM: each tier's put_over
  * (store_dispatch.c). */
 void store_put_over(struct kvt_store *s, uint32_t ns, const struct kvt_key *key);
+/* store_put_over unless DRAM holds the key (its put-if-absent refuses
+ * then): false when DRAM held it and the tiers were not asked -- the
+ * caller asks them should DRAM take the bytes after all (store_dispatch.c). */
+bool store_put_over_unheld(struct kvt_store *s, uint32_t ns, const struct kvt_key *key);
 /* The DRAM evict hook when no tier keeps evicted blocks (KV events). */
 void store_evicted_event(void *ctx, const struct dram_victim *v);
 

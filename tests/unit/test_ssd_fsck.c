@@ -1751,21 +1751,39 @@ static uint64_t dead_key0(struct kvt_store *s, uint32_t ns, uint32_t fns)
  *      and key 0 was served with its 16384 old bytes, over the put that
  *      replaced them (and after a crash, the walk of its segment did the
  *      same).  A put over a dead entry now logs a tombstone for it
- *      (ssd_put_over), as a delete of the key would. */
-static void dead_reput(void)
+ *      (ssd_put_over), as a delete of the key would (ssd.tombstones +1).
+ *      reserve: the put is a reservation, filled and committed; DRAM does
+ *      not hold the key, so it logs the tombstone as a put does. */
+static void dead_reput(bool reserve)
 {
 	char *dir = t_mkdtemp();
 	struct kvt_store *s = open_victim(dir);
 	uint32_t ns = ns_of(s), fns = t_ns(s, "ssd-fsck-filler");
 	struct kvt_key key0 = t_key(0);
+	struct kvt_reservation res;
 	char buf[16384 + 10];
-	uint64_t vl = 0;
+	uint64_t vl = 0, tombs;
 	int r;
 
 	dead_key0(s, ns, fns);
 	T_RC(kvt_get(s, ns, &key0, buf, sizeof(buf), &vl), KVT_MISS);
-	T_RC(t_put_filled(s, ns, 0, 8192), KVT_OK);
+	tombs = t_stat(s, "ssd.tombstones");
+	if (reserve) { /* the same through a reservation: DRAM holds no copy */
+		vl = 8192;
+		size_t off = 0;
+		T_OK(kvt_put_reserve(s, ns, &key0, &vl, 1, 0, &res));
+		t_fill(buf, 8192, 0);
+		for (unsigned i = 0; i < res.view_count; i++) {
+			memcpy(res.view[i].iov_base, buf + off, res.view[i].iov_len);
+			off += res.view[i].iov_len;
+		}
+		T_EQ_U64(off, 8192);
+		T_OK(kvt_put_commit(s, res.handle, NULL));
+	} else {
+		T_RC(t_put_filled(s, ns, 0, 8192), KVT_OK);
+	}
 	T_OK(kvt_flush(s));
+	T_EQ_U64(t_stat(s, "ssd.tombstones"), tombs + 1);
 	kvt_store_destroy(s);
 
 	s = open_victim(dir);
@@ -1775,8 +1793,8 @@ static void dead_reput(void)
 		T_EQ_U64(vl, 8192); /* its old 16384 bytes until 2026-12-06 */
 	T_RC(t_get_filled(s, ns, 0, 8192), r);
 	kvt_store_destroy(s);
-	fprintf(stderr, "  a put over a promoted block: after a restart its bytes or a miss (%s)\n",
-		r == KVT_OK ? "its bytes" : "a miss");
+	fprintf(stderr, "  a %s over a promoted block: after a restart its bytes or a miss (%s)\n",
+		reserve ? "reservation" : "put", r == KVT_OK ? "its bytes" : "a miss");
 	t_rmtree(dir);
 	free(dir);
 }
@@ -1787,20 +1805,29 @@ static void dead_reput(void)
  *       (KVT_EXISTS) and logs no tombstone: ssd.tombstones +0 (+1 until
  *       2026-12-06: the SSD logged one for every put over a dead entry,
  *       which DRAM then refused; the store now asks DRAM first,
- *       store_put_over_unheld).  The block stays: its 16384 bytes, and
- *       after a restart its bytes or a miss, never the refused put's. */
+ *       store_put_over_unheld).  A reservation of it too (kvt_put_reserve
+ *       asked the SSD first until 2026-12-07: +1).  The block stays: its
+ *       16384 bytes, and after a restart its bytes or a miss, never the
+ *       refused put's. */
 static void dead_held(void)
 {
 	char *dir = t_mkdtemp();
 	struct kvt_store *s = open_victim(dir);
 	uint32_t ns = ns_of(s), fns = t_ns(s, "ssd-fsck-filler");
-	uint64_t tombs;
+	struct kvt_key key0 = t_key(0);
+	struct kvt_reservation res;
+	uint64_t tombs, len = 8192;
 	int r;
 
 	dead_promoted(s, ns, fns);
 	T_OK(kvt_flush(s));
 	tombs = t_stat(s, "ssd.tombstones");
 	T_RC(t_put_filled(s, ns, 0, 8192), KVT_EXISTS);
+	T_OK(kvt_flush(s));
+	T_EQ_U64(t_stat(s, "ssd.tombstones"), tombs);
+	/* A reservation of it: refused, and no tombstone either (+1 until
+	 * 2026-12-07: kvt_put_reserve asked the SSD before DRAM). */
+	T_RC(kvt_put_reserve(s, ns, &key0, &len, 1, 0, &res), KVT_EXISTS);
 	T_OK(kvt_flush(s));
 	T_EQ_U64(t_stat(s, "ssd.tombstones"), tombs);
 	T_RC(t_get_filled(s, ns, 0, 16384), KVT_OK);
@@ -1918,7 +1945,8 @@ int main(void)
 	if (only && strcmp(only, "dead") == 0) {
 		dead_reput_race();
 		dead_ckpt();
-		dead_reput();
+		dead_reput(false);
+		dead_reput(true);
 		dead_held();
 		return 0;
 	}
@@ -1952,7 +1980,8 @@ tomb:
 				tomb_damaged(z ? "3" : "2", aligns[a], copy, z);
 	seg_cut();
 	dead_ckpt();
-	dead_reput();
+	dead_reput(false);
+	dead_reput(true);
 	dead_held();
 	dead_reput_race();
 hdr:
