@@ -175,6 +175,7 @@ struct kvt_io {
 	struct io_fault_slot faults[IO_FAULT_MAX]; /* fault_lock */
 	unsigned fault_count;      /* fault_lock */
 	_Atomic bool faults_on;    /* fault_count != 0, read without the lock */
+	_Atomic uint64_t fault_releases; /* io_fault_release calls: ends delays */
 	_Atomic bool pl_armed;
 	struct io_pre *pre;        /* newest first; fault_lock */
 	_Atomic uint64_t pre_count;
@@ -515,18 +516,36 @@ static void io_torn_write(const struct io_req *r, uint64_t torn)
  * Just before r reaches the device: validate, apply its fault, save its
  * pre-image.  Returns true if r is finished already (r->res set).
  */
+/*
+ * A fault's delay: ms milliseconds, or until io_fault_release is called
+ * after releases was read (before the fault was counted, so a test that
+ * saw io.faults_injected move and then releases always ends this delay).
+ * Slept in slices of at most 1 ms.
+ */
+static void io_fault_delay(struct kvt_io *io, uint64_t ms, uint64_t releases)
+{
+	uint64_t end = kvt_now_ns() + ms * 1000000u, now;
+	while ((now = kvt_now_ns()) < end && atomic_load(&io->fault_releases) == releases) {
+		uint64_t ns = end - now < 1000000u ? end - now : 1000000u;
+		struct timespec ts = { 0, (long)ns };
+		nanosleep(&ts, NULL);
+	}
+}
+
 static bool io_pre_issue(struct kvt_io *io, struct io_req *r)
 {
 	int kind = IO_ST_FAULT(r);
-	uint64_t torn = r->done_len_;
+	uint64_t torn = r->done_len_, releases = 0;
 	r->done_len_ = 0;
 	r->start_ns_ = kvt_now_ns();
 	if (!io_valid(r)) {
 		r->res = -EINVAL;
 		return true;
 	}
-	if (kind)
+	if (kind) {
+		releases = atomic_load(&io->fault_releases);
 		IO_INC(io, st_faults, 1);
+	}
 	switch (kind) {
 	case IO_FAULT_EIO_READ:
 	case IO_FAULT_EIO_WRITE:
@@ -535,16 +554,14 @@ static bool io_pre_issue(struct kvt_io *io, struct io_req *r)
 		return true;
 	case IO_FAULT_ENOSPC:
 	case IO_FAULT_SLOW_FSYNC:
-	case IO_FAULT_SLOW_WRITE: {
-		struct timespec ts = { (time_t)(torn / 1000), (long)(torn % 1000) * 1000000L };
-		while (torn && nanosleep(&ts, &ts) != 0 && errno == EINTR)
-			;
+	case IO_FAULT_SLOW_WRITE:
+		if (torn)
+			io_fault_delay(io, torn, releases);
 		if (kind == IO_FAULT_ENOSPC) {
 			r->res = -ENOSPC;
 			return true;
 		}
 		break;
-	}
 	}
 	if (r->opcode == IO_WRITE && atomic_load(&io->pl_armed)) {
 		int ret = io_pl_save(io, r, io_iov_total(r));
@@ -1318,6 +1335,11 @@ void io_fault_clear(struct kvt_io *io)
 	io->fault_count = 0;
 	atomic_store(&io->faults_on, false);
 	pthread_mutex_unlock(&io->fault_lock);
+}
+
+void io_fault_release(struct kvt_io *io)
+{
+	atomic_fetch_add(&io->fault_releases, 1);
 }
 
 void io_powerloss_arm(struct kvt_io *io, bool on)

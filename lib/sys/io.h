@@ -161,6 +161,13 @@ struct io_fault {
 
 int io_fault_add(struct kvt_io *io, const struct io_fault *f);
 void io_fault_clear(struct kvt_io *io);
+/* End the delays (delay_ms) of the requests whose fault has fired (counted
+ * in io.faults_injected) and that are still waiting: each goes on at once,
+ * as if delay_ms had passed (an ENOSPC one fails then).  Faults that fire
+ * later wait their full delay_ms.  With a long delay_ms, a test holds a
+ * request until what it waits for has happened, counted by a stat, instead
+ * of racing the clock (test_ssd retry_bound). */
+void io_fault_release(struct kvt_io *io);
 
 /*
  * Alignment check (tests): once armed with align (0: off), every READ and

@@ -5674,51 +5674,59 @@ static int delete_hole_child(const char *dir, void *ctx)
 }
 
 /*     (i') retry_bound: a tombstone logged again keeps its first seq.  Key
- *     1 put and flushed; its delete's tombstone fails (ENOSPC, 1 s late:
- *     the fault matches the tombstone's write alone, by its length);
- *     meanwhile key 1 is put again (12288 other bytes) and its write-down
- *     placed and written; then the tombstone is logged again and written,
- *     and the process killed (no checkpoint past them: the next open reads
- *     the summary and walks the log).  Until 2026-12-06 the retry took a
- *     new seq, above the new put's, and the open deleted that put: a
- *     miss.  Now the put's bytes (ssd.c "A tombstone that will not go
- *     down").  psync only, as delete_hole_kill9. */
+ *     1 put and flushed; its delete's tombstone fails (ENOSPC, held until
+ *     released: the fault matches the tombstone's write alone, by its
+ *     length); meanwhile key 1 is put again (12288 other bytes) and its
+ *     write-down placed and written; then the tombstone's write is let go
+ *     (io_fault_release), logged again and written, and the process
+ *     killed (no checkpoint past them: the next open reads the summary and
+ *     walks the log).  Until 2026-12-06 the retry took a new seq, above
+ *     the new put's, and the open deleted that put: a miss.  Now the put's
+ *     bytes (ssd.c "A tombstone that will not go down").  psync only, as
+ *     delete_hole_kill9.  Until 2026-12-07 the hold was 1 s of wall time,
+ *     and a loaded machine that took longer to write the put failed the
+ *     child (_exit 6); now the test waits for the put's write by its stat
+ *     and then releases the tombstone (30 s at most: a ceiling). */
 static int retry_bound_child(const char *dir, void *ctx)
 {
 	struct kvt_store *s = backlog_open(dir);
 	struct ssd *sd = store_ssd(s);
 	uint32_t ns = ns_of(s);
-	struct io_fault f = { .kind = IO_FAULT_ENOSPC, .fd = -1, .count = 1, .delay_ms = 1000,
+	struct io_fault f = { .kind = IO_FAULT_ENOSPC, .fd = -1, .count = 1, .delay_ms = 30000,
 			      .len = 2 * ssd_rec_len(0, 0, sd->rec_align) };
 	struct kvt_req rd = { .op = KVT_OP_DELETE, .ns = ns, .key = t_key(1) }, *rp = &rd, *out;
 	struct kvt_queue *q;
-	uint64_t faults, tombs, blocks;
+	uint64_t faults, tombs, blocks, errs;
 	(void)ctx;
 	if (put_k(s, ns, 1) != KVT_OK || kvt_flush(s) != 0 || kvt_queue_create(s, &q) != 0)
 		_exit(2);
 	faults = t_stat(s, "io.faults_injected");
 	tombs = t_stat(s, "ssd.tombstones");
 	blocks = t_stat(s, "ssd.writedown_blocks");
+	errs = t_stat(s, "ssd.writedown_errors");
 	/* A queued delete completes once the index forgot the block; its
-	 * tombstone's write meets the fault (held 1 s, then ENOSPC). */
+	 * tombstone's write meets the fault (held until released, then
+	 * ENOSPC).  10 s for each wait (each ends when it holds). */
 	if (io_fault_add(ssd_io(sd), &f) != 0 || kvt_submit(q, &rp, 1) != 1 ||
 	    kvt_queue_wait(q, &out, 1, 10000) != 1 || rd.status != KVT_OK)
 		_exit(3);
-	for (int i = 0; i < 1000 && t_stat(s, "io.faults_injected") == faults; i++)
+	for (int i = 0; i < 10000 && t_stat(s, "io.faults_injected") == faults; i++)
 		usleep(1000);
 	if (t_stat(s, "io.faults_injected") != faults + 1)
 		_exit(4);
 	/* The put after the delete, written while the tombstone is held. */
 	if (t_put_filled(s, ns, 1, 12288) != KVT_OK)
 		_exit(5);
-	for (int i = 0; i < 1000 && t_stat(s, "ssd.writedown_blocks") == blocks; i++)
-		usleep(500);
+	for (int i = 0; i < 10000 && t_stat(s, "ssd.writedown_blocks") == blocks; i++)
+		usleep(1000);
 	if (t_stat(s, "ssd.writedown_blocks") != blocks + 1 ||
-	    t_stat(s, "ssd.tombstones") != tombs)
+	    t_stat(s, "ssd.tombstones") != tombs || t_stat(s, "ssd.writedown_errors") != errs)
 		_exit(6); /* the put's write must land before the tombstone's retry */
+	/* The tombstone's write fails now, and is logged again. */
+	io_fault_release(ssd_io(sd));
 	/* The flush waits for the retry (wd_tombs_check_locked). */
 	if (kvt_flush(s) != 0 || t_stat(s, "ssd.tombstones") != tombs + 1 ||
-	    t_stat(s, "ssd.writedown_errors") < 1)
+	    t_stat(s, "ssd.writedown_errors") < errs + 1)
 		_exit(7);
 	kvt_queue_destroy(q);
 	return KVT_OK;
