@@ -2845,7 +2845,9 @@ static void wd_debug_delay(struct ssd *s)
  * them) deleted that put (test_ssd retry_bound).  Its record then lies
  * among higher seqs, so the walk's seq tests (ssd_walk_twin) do not take
  * it for the next write: damage to its first copy, or to the twin of a
- * tombstone just before it, ends a walk there, as before twins.
+ * tombstone just before it, ends a walk there, as before twins (doc/ssd.md
+ * "A tombstone that will not go down": what is lost, why never other
+ * bytes, why the walk is not made to take a lower seq).
  * syncs: the list of syncs (T_FLUSH, T_DSYNC) asking, after the writes
  * before them completed; wd_lock held; *again: requeue them in the
  * urgent lane.
