@@ -479,6 +479,8 @@ struct kvtd_out {
 				       * before kvtd_conn_queue by a protocol whose
 				       * connection has several (S3: the GET's
 				       * signer), else the connection's then */
+	unsigned pin_slot;     /* its tenant's of kvtd_conn.pin_by, or
+				* KVTD_CONN_PIN_TENANTS: pin_others (or none) */
 	uint64_t copy_len;     /* of them, private SSD copies of quiet GETs behind
 				* pins (charged before it was queued; also in the
 				* connection's copy_bytes until written) */
@@ -517,6 +519,10 @@ enum kvtd_conn_state {
 	KVTD_CS_AUTH,       /* expects AUTH */
 	KVTD_CS_READY,      /* authenticated */
 };
+
+/* Tenants a connection's queued pinned answers are tracked by
+ * (kvtd_conn.pin_by): one, or two across an AUTH, in practice */
+#define KVTD_CONN_PIN_TENANTS 4u
 
 struct kvtd_conn {
 	struct kvtd_ev ev;
@@ -655,6 +661,16 @@ struct kvtd_conn {
 	 * capped (ops.c "Pinned answers"); a GET frame waiting for them to
 	 * drain; the drain clock (loop.c sweep) */
 	uint64_t pin_bytes;
+	/* Of pin_bytes, the tenants its queued answers count them in
+	 * (kvtd_out.pin_tstat), each one's bytes: an AUTH may switch a RESP
+	 * connection's tenant while its earlier commands' answers are
+	 * queued.  At most KVTD_CONN_PIN_TENANTS, the rest's bytes in
+	 * pin_others (kvtd_conn_pin_tenants_over) */
+	struct kvtd_pin_by {
+		struct kvtd_tstat *t;
+		uint64_t bytes;
+	} pin_by[KVTD_CONN_PIN_TENANTS];
+	uint64_t pin_others;
 	struct kvtd_frame *pin_wait, *pin_wait_tail; /* FIFO by pin_next */
 	bool pin_resuming;     /* kvtd_get_resume called from ops_get_answer */
 	uint64_t drain_mark_ns, drain_mark_out;
@@ -1063,6 +1079,10 @@ void kvtd_aux_submit_walk(struct kvtd_loop *loop, void (*run)(void *), void (*do
 /* Queue an encoded response on a connection's output; it is written at
  * the end of the iteration. */
 void kvtd_conn_queue(struct kvtd_conn *c, struct kvtd_out *o);
+/* Whether a tenant c's queued pinned answers count in (kvtd_out.pin_tstat)
+ * pins KVTD_PIN_TENANT_MAX or more, all its connections together, or
+ * they count in more tenants than c tracks (KVTD_CONN_PIN_TENANTS). */
+bool kvtd_conn_pin_tenants_over(const struct kvtd_conn *c);
 /* A request of the connection was answered (or dropped): flow control;
  * the protocol's idle hook runs when none is left. */
 void kvtd_conn_frame_done(struct kvtd_conn *c);

@@ -649,11 +649,54 @@ static void loop_out_done(struct kvtd_conn *c, struct kvtd_out *o)
 					  memory_order_relaxed);
 	if (kvtd_out_pinned(o)) {
 		c->pin_bytes -= kvtd_out_pinned(o);
+		if (o->pin_slot < KVTD_CONN_PIN_TENANTS)
+			c->pin_by[o->pin_slot].bytes -= kvtd_out_pinned(o);
+		else if (o->pin_tstat)
+			c->pin_others -= kvtd_out_pinned(o);
 		if (o->pin_tstat)
 			atomic_fetch_sub_explicit(&o->pin_tstat->pinned, kvtd_out_pinned(o),
 						  memory_order_relaxed);
 	}
 	kvtd_out_free(c->loop->srv, o);
+}
+
+/* The slot of c->pin_by an answer pinned for tenant t counts in: t's,
+ * else a free one (no bytes), else KVTD_CONN_PIN_TENANTS (pin_others). */
+static unsigned loop_pin_slot(struct kvtd_conn *c, struct kvtd_tstat *t)
+{
+	unsigned free_slot = KVTD_CONN_PIN_TENANTS;
+
+	for (unsigned i = 0; i < KVTD_CONN_PIN_TENANTS; i++) {
+		if (c->pin_by[i].bytes && c->pin_by[i].t == t)
+			return i;
+		if (!c->pin_by[i].bytes && free_slot == KVTD_CONN_PIN_TENANTS)
+			free_slot = i;
+	}
+	if (free_slot < KVTD_CONN_PIN_TENANTS)
+		c->pin_by[free_slot].t = t;
+	return free_slot;
+}
+
+/*
+ * Whether c's pinned answers count in a tenant over its cap: the tenant
+ * each answer was charged to when queued (pin_tstat), not the
+ * connection's now -- a RESP pipeline of GETs, then AUTH as another,
+ * left the connection read while its answers held the first tenant past
+ * KVTD_PIN_TENANT_MAX (respd.c respd_pin_flow; test_hostile
+ * resp_auth_flow).  Answers of more tenants than c tracks count as over:
+ * c is not read until they drain.
+ */
+bool kvtd_conn_pin_tenants_over(const struct kvtd_conn *c)
+{
+	uint64_t max = KVTD_PIN_TENANT_MAX(c->loop->srv);
+
+	if (c->pin_others)
+		return true;
+	for (unsigned i = 0; i < KVTD_CONN_PIN_TENANTS; i++)
+		if (c->pin_by[i].bytes &&
+		    atomic_load_explicit(&c->pin_by[i].t->pinned, memory_order_relaxed) >= max)
+			return true;
+	return false;
 }
 
 /* TLS (tls.c): an SSL call may wait for the other direction (a read for
@@ -749,9 +792,16 @@ void kvtd_conn_queue(struct kvtd_conn *c, struct kvtd_out *o)
 		 * others' is the connection's. */
 		if (!o->pin_tstat)
 			o->pin_tstat = c->tstat;
-		if (o->pin_tstat)
+		o->pin_slot = KVTD_CONN_PIN_TENANTS;
+		if (o->pin_tstat) {
 			atomic_fetch_add_explicit(&o->pin_tstat->pinned, kvtd_out_pinned(o),
 						  memory_order_relaxed);
+			o->pin_slot = loop_pin_slot(c, o->pin_tstat);
+			if (o->pin_slot < KVTD_CONN_PIN_TENANTS)
+				c->pin_by[o->pin_slot].bytes += kvtd_out_pinned(o);
+			else
+				c->pin_others += kvtd_out_pinned(o);
+		}
 	}
 	/* Encoded bytes and the entry itself are charged; pinned DRAM runs
 	 * are the DRAM tier's; private copies behind pins were charged when

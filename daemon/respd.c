@@ -499,6 +499,15 @@ static struct kvtd_out *respd_out(struct kvtd_server *srv, struct respd_cmd *cmd
  * and DEL probe theirs a window at a time too, each window checked and
  * released before the next (respd_settle): they pinned every key at
  * once, up to 65535 blocks no put could evict while the probes lasted.
+ *
+ * "Its tenant's" is two: each tenant its queued replies are counted in
+ * (respd_out: the command's; kvtd_conn_pin_tenants_over), which its
+ * drain gives back, and the connection's now, whose commands it reads
+ * next (a connection holding pins is not refused its GETs:
+ * respd_tenant_pins_over).  Only the latter was checked: a pipeline of
+ * GETs of alice's, then AUTH as bob, left the connection read while
+ * alice's pins (its replies among them) were past her cap -- each of its
+ * further commands was read and run (test_hostile resp_auth_flow).
  */
 static void respd_pin_flow(struct kvtd_conn *c)
 {
@@ -513,6 +522,8 @@ static void respd_pin_flow(struct kvtd_conn *c)
 			bytes_over =
 				atomic_load_explicit(&c->tstat->pinned, memory_order_relaxed) >=
 				KVTD_PIN_TENANT_MAX(srv);
+		if (!bytes_over)
+			bytes_over = kvtd_conn_pin_tenants_over(c);
 	}
 	over = bytes_over || respd_of(c)->probing >= RESPD_PROBE_MAX || respd_of(c)->windowed;
 	if (over == c->pin_paused)
