@@ -490,6 +490,10 @@ struct kvtd_out {
 				   * counts in (kvtd_tstat.out_charged), or NULL:
 				   * set before kvtd_conn_queue as pin_tstat (S3:
 				   * the request's signer), else the connection's then */
+	struct kvtd_tstat *sent_tstat; /* the tenant its bytes written count in
+					* (kvtd_tstat.bytes_out): tstat's when
+					* queued, charged or not, not the
+					* connection's when written */
 	uint64_t tenant_len;
 	unsigned *held;        /* a count of its loop it holds one of until freed
 			        * (httpd: the loop's metrics_out), or NULL */

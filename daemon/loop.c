@@ -836,6 +836,7 @@ void kvtd_conn_queue(struct kvtd_conn *c, struct kvtd_out *o)
 	 * s3_out_signers) */
 	if (!o->tstat)
 		o->tstat = c->tstat;
+	o->sent_tstat = o->tstat;
 	if (!o->mem_len)
 		o->tstat = NULL;
 	o->tenant_len = o->tstat ? o->mem_len : 0;
@@ -854,12 +855,28 @@ void kvtd_conn_queue(struct kvtd_conn *c, struct kvtd_out *o)
 	loop_conn_touch(c);
 }
 
+/*
+ * Bytes written of answers of tenant t: kvtier_tenant_bytes_out_total.
+ * Counted in the tenant each answer was charged to when queued
+ * (kvtd_out.sent_tstat), not the connection's when written: a RESP
+ * pipeline's answers written after an AUTH as another tenant counted in
+ * the other's, or in none (respd.c clears c->tstat at AUTH; test_resp
+ * auth_bytes_out), an S3 connection's in its latest signer's.
+ */
+static void loop_count_sent(struct kvtd_tstat *t, uint64_t n)
+{
+	if (t && n)
+		atomic_fetch_add_explicit(&t->bytes_out, n, memory_order_relaxed);
+}
+
 /* Write as much of the output queue as the socket takes. */
 static void loop_conn_flush(struct kvtd_conn *c)
 {
 	struct kvtd_server *srv = c->loop->srv;
 	struct iovec iov[128];
 	bool unpinned = false;
+	struct kvtd_tstat *run_t;
+	uint64_t run_n;
 
 	/* Nothing is written before a TLS handshake is done: an SSL_write
 	 * would drive the handshake itself, past the first-record gate and
@@ -898,14 +915,21 @@ static void loop_conn_flush(struct kvtd_conn *c)
 		c->bytes_out += (uint64_t)w;
 		c->out_bytes -= (uint64_t)w;
 		KVTD_COUNT(srv, bytes_out, w);
-		if (c->tstat)
-			atomic_fetch_add_explicit(&c->tstat->bytes_out, (uint64_t)w,
-						  memory_order_relaxed);
-		/* Advance through the entries; finished ones are freed. */
+		/* Advance through the entries; finished ones are freed.  The
+		 * bytes written count in each entry's tenant (sent_tstat), a
+		 * run of one tenant's at a time. */
+		run_t = NULL;
+		run_n = 0;
 		while (w > 0 || (c->out_head && c->out_head->iov_pos == c->out_head->iov_count)) {
 			struct kvtd_out *o = c->out_head;
+			ssize_t w0 = w;
 			if (!o)
 				break;
+			if (o->sent_tstat != run_t) {
+				loop_count_sent(run_t, run_n);
+				run_t = o->sent_tstat;
+				run_n = 0;
+			}
 			while (o->iov_pos < o->iov_count && w > 0) {
 				size_t left = o->iov[o->iov_pos].iov_len - o->iov_off;
 				if ((size_t)w >= left) {
@@ -917,6 +941,7 @@ static void loop_conn_flush(struct kvtd_conn *c)
 					w = 0;
 				}
 			}
+			run_n += (uint64_t)(w0 - w);
 			/* Skip empty iovecs too. */
 			while (o->iov_pos < o->iov_count && o->iov[o->iov_pos].iov_len == 0)
 				o->iov_pos++;
@@ -930,6 +955,7 @@ static void loop_conn_flush(struct kvtd_conn *c)
 				unpinned = true;
 			loop_out_done(c, o);
 		}
+		loop_count_sent(run_t, run_n);
 	}
 	if (!c->dead) {
 		c->out_stall_ns = 0;

@@ -1390,6 +1390,69 @@ static void test_expiry_share(const char *tok)
 	T_ASSERT(metric(&sc, "kvtier_resp_expiry_dropped_total") == dropped0);
 }
 
+/* Read exactly n bytes of fd into b (or fail after 5 s). */
+static void read_n(int fd, char *b, size_t n)
+{
+	uint64_t t0 = now_ms();
+
+	for (size_t got = 0; got < n;) {
+		ssize_t r = recv(fd, b + got, n - got, MSG_DONTWAIT);
+		if (r > 0)
+			got += (size_t)r;
+		else if (now_ms() - t0 > 5000)
+			T_FAIL("%zu of %zu bytes read", got, n);
+		else
+			tsrv_sleep_ms(5);
+	}
+}
+
+/*
+ * A reply counts in kvtier_tenant_bytes_out_total of the tenant whose
+ * command made it (loop.c loop_count_sent): on a connection of alice's,
+ * in one send, GET of her 60,000-byte value and AUTH as bob.  The GET's
+ * probe comes back once the pipeline was parsed, after the AUTH ran:
+ * its reply was counted in the connection's tenant when written -- none
+ * (the AUTH cleared it until a command of bob's looks it up), bob's had
+ * one come first: alice +0, bob +0.  Now alice +60,015.
+ */
+static void test_auth_bytes_out(const char *tok)
+{
+	enum { LEN = 60000 };
+	static struct scrape sc;
+	const char *get = "GET bo\r\nAUTH bob secret-of-bob-0123456\r\n";
+	char *req = malloc(LEN + 128), *p = req;
+	size_t want;
+	double a0, b0, a1, b1;
+	int fd = resp_dial();
+
+	T_ASSERT(req);
+	raw_eq(fd, "AUTH alice secret-of-alice-0123\r\n", "+OK\r\n");
+	p += sprintf(p, "*3\r\n$3\r\nSET\r\n$2\r\nbo\r\n$%d\r\n", LEN);
+	memset(p, 'o', LEN);
+	p += LEN;
+	p += sprintf(p, "\r\n");
+	T_EQ_INT(write(fd, req, (size_t)(p - req)), (ssize_t)(p - req));
+	read_n(fd, req, 5);
+	T_ASSERT(memcmp(req, "+OK\r\n", 5) == 0);
+	scrape(metrics_port, tok, &sc);
+	a0 = metric(&sc, "kvtier_tenant_bytes_out_total{tenant=\"alice\"}");
+	b0 = metric(&sc, "kvtier_tenant_bytes_out_total{tenant=\"bob\"}");
+	T_EQ_INT(write(fd, get, strlen(get)), (ssize_t)strlen(get));
+	want = (size_t)sprintf(req, "$%d\r\n", LEN) + LEN + 2 + 5;
+	read_n(fd, req, want);
+	T_ASSERT(memcmp(req + want - 5, "+OK\r\n", 5) == 0);
+	scrape(metrics_port, tok, &sc);
+	a1 = metric(&sc, "kvtier_tenant_bytes_out_total{tenant=\"alice\"}");
+	b1 = metric(&sc, "kvtier_tenant_bytes_out_total{tenant=\"bob\"}");
+	fprintf(stderr, "auth_bytes_out: alice's GET of %d bytes, then AUTH bob: alice +%.0f, "
+		"bob +%.0f bytes out\n", LEN, a1 - a0, b1 - b0);
+	T_ASSERT(a1 - a0 >= LEN); /* before: +0 */
+	T_ASSERT(b1 - b0 < LEN);
+	raw_eq(fd, "AUTH alice secret-of-alice-0123\r\nDEL bo\r\n", "+OK\r\n:1\r\n");
+	free(req);
+	close(fd);
+}
+
 static void test_auth(void)
 {
 	char tenants[700], token[700], dir[700], *o, *r;
@@ -1455,6 +1518,7 @@ static void test_auth(void)
 		T_ASSERT(metric(&sc, "kvtier_errors_total{kind=\"auth\"}") >= 4);
 	}
 	test_expiry_share(tok);
+	test_auth_bytes_out(tok);
 	T_EQ_INT(tsrv_stop(&s), 0);
 	check_stderr(&s);
 }
