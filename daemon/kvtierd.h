@@ -1107,6 +1107,9 @@ void kvtd_conn_ready(struct kvtd_conn *c);
 bool kvtd_conn_auth_current(struct kvtd_conn *c);
 /* Wake every loop (the tenants table changed: loop_main re-checks its
  * connections).  Any thread. */
+/* Wake one loop from another thread (its wake eventfd): it runs an
+ * iteration, loop 0 its protocols' ticks (RESP's expiry sweep). */
+void kvtd_loop_wake(struct kvtd_loop *loop);
 void kvtd_loops_wake(struct kvtd_server *srv);
 /* AUTH guessing (doc/security.md): a failed AUTH is counted against its
  * peer address; past KVTD_AUTH_FAILS_PER_SEC in a second, AUTHs from it
@@ -1492,7 +1495,9 @@ void kvtd_resp_wseq_free(struct kvtd_server *srv);
 /* expiry.c: RESP's expiry index (its header comment).  init: at startup
  * (-ENOMEM: no index, values expire when read); free: at exit.
  * kvtd_expiry_add: any thread; at_ms 0 adds nothing; a key that has an
- * entry keeps it, at the earlier expiry.  kvtd_expiry_due:
+ * entry keeps it, at the earlier expiry; true if at_ms is the earliest
+ * now (loop 0's wait for the sweep is to be cut short: its caller wakes
+ * it, kvtd_loop_wake).  kvtd_expiry_due:
  * pops up to max entries due at now_ms into ns[] and keys[]; the rest
  * stay. */
 #define KVTD_EXPIRY_MAX 65536u   /* entries (92 bytes each, one a key) per server */
@@ -1500,7 +1505,7 @@ void kvtd_resp_wseq_free(struct kvtd_server *srv);
 #define KVTD_EXPIRY_TICK_KEYS 64u /* entries a sweep pops at most */
 int kvtd_expiry_init(struct kvtd_server *srv);
 void kvtd_expiry_free(struct kvtd_server *srv);
-void kvtd_expiry_add(struct kvtd_server *srv, uint32_t ns, const struct kvt_key *key,
+bool kvtd_expiry_add(struct kvtd_server *srv, uint32_t ns, const struct kvt_key *key,
 		     uint64_t at_ms);
 unsigned kvtd_expiry_due(struct kvtd_server *srv, uint64_t now_ms, uint32_t *ns,
 			 struct kvt_key *keys, unsigned max);

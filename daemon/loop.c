@@ -2399,6 +2399,12 @@ static void loop_wake(struct kvtd_loop *loop)
 	(void)w;
 }
 
+void kvtd_loop_wake(struct kvtd_loop *loop)
+{
+	if (loop->wakefd >= 0)
+		loop_wake(loop);
+}
+
 void kvtd_loops_wake(struct kvtd_server *srv)
 {
 	for (unsigned i = 0; srv->loops && i < srv->loop_count; i++)

@@ -1039,7 +1039,7 @@ static void respd_expire_again(struct kvtd_server *srv, struct respd_item *it)
 	uint8_t h[RESPD_HDR_LEN];
 
 	if (kvtd_view_read(&it->req, 0, h, sizeof(h)) && respd_get64(h + 8))
-		kvtd_expiry_add(srv, it->req.ns, &it->req.key, respd_get64(h + 8));
+		(void)kvtd_expiry_add(srv, it->req.ns, &it->req.key, respd_get64(h + 8));
 }
 
 /* A sweep's probe is back: the read's check and delete. */
@@ -1712,8 +1712,10 @@ static void respd_req_done(struct kvtd_loop *loop, struct kvt_req *r)
 		free(it); /* an expiry delete (respd_reap_on) */
 		return;
 	}
-	if (r->op == KVT_OP_PUT && r->status == KVT_OK && cmd->expire_ms) /* "Active expiry" */
-		kvtd_expiry_add(loop->srv, r->ns, &r->key, cmd->expire_ms);
+	/* "Active expiry": loop 0 woken if it waits past this entry's expiry */
+	if (r->op == KVT_OP_PUT && r->status == KVT_OK && cmd->expire_ms &&
+	    kvtd_expiry_add(loop->srv, r->ns, &r->key, cmd->expire_ms) && loop->idx != 0)
+		kvtd_loop_wake(&loop->srv->loops[0]);
 	respd_wseq_end(loop->srv, it);
 	if (r->op == KVT_OP_GET_PINNED && r->status == KVT_OK)
 		it->pinned = true;
@@ -1899,7 +1901,9 @@ static void respd_info(struct respd_cmd *cmd)
 	if (SECTION("keyspace")) {
 		fprintf(f, "# Keyspace\r\n");
 		if (blocks)
-			fprintf(f, "db0:keys=%" PRIu64 ",expires=0,avg_ttl=0\r\n", blocks);
+			fprintf(f, "db0:keys=%" PRIu64 ",expires=%" PRIu64 ",avg_ttl=0\r\n", blocks,
+				(uint64_t)atomic_load_explicit(&srv->ctr.resp_expiry_held,
+							       memory_order_relaxed));
 	}
 #undef SECTION
 	fclose(f);

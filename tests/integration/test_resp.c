@@ -891,6 +891,78 @@ static void test_expiry_idle(void)
 	close(fd);
 }
 
+/* DBSIZE on fd (not a new connection: on loop 0 it would wake it). */
+static uint64_t raw_dbsize(int fd)
+{
+	char *o = raw_until(fd, "DBSIZE\r\n", "\r\n");
+
+	T_ASSERT(o[0] == ':');
+	return strtoull(o + 1, NULL, 10);
+}
+
+/*
+ * An entry added on a loop other than loop 0 wakes loop 0 when it is the
+ * earliest (kvtd_expiry_add, kvtd_loop_wake): loop 0 slept until its
+ * earliest entry before or its idle second, and swept the new one up to
+ * 1 s late.  Three connections spread over the server's 2 loops; on
+ * each, after a PING on the other two (loop 0 just went to sleep), SET
+ * PX 100 and DBSIZE polled on it until the value is swept.  Before: the
+ * one on loop 1 ~1,000 ms; now each ~100-200.  Runs after expiry_idle,
+ * whose entry an hour away is the earliest before.
+ */
+static void test_expiry_wake(void)
+{
+	enum { C = 3 };
+	int fds[C];
+	uint64_t worst = 0, took[C];
+
+	for (int i = 0; i < C; i++)
+		fds[i] = resp_dial();
+	for (int i = 0; i < C; i++) {
+		char req[64];
+		uint64_t keys0, t0;
+
+		for (int j = 0; j < C; j++)
+			if (j != i)
+				raw_eq(fds[j], "PING\r\n", "+PONG\r\n");
+		keys0 = raw_dbsize(fds[i]);
+		t0 = now_ms();
+		snprintf(req, sizeof(req), "SET xwake%d a PX 100\r\n", i);
+		raw_eq(fds[i], req, "+OK\r\n");
+		T_EQ_U64(raw_dbsize(fds[i]), keys0 + 1);
+		while (raw_dbsize(fds[i]) != keys0 && now_ms() - t0 < 2000)
+			tsrv_sleep_ms(10);
+		took[i] = now_ms() - t0;
+		worst = took[i] > worst ? took[i] : worst;
+	}
+	fprintf(stderr, "expiry_wake: SET PX 100 swept after %llu, %llu, %llu ms\n",
+		(unsigned long long)took[0], (unsigned long long)took[1],
+		(unsigned long long)took[2]);
+	T_ASSERT(worst < 500);
+	for (int i = 0; i < C; i++)
+		close(fds[i]);
+}
+
+/* INFO keyspace's expires: the expiry index's entries (expiry.c), was 0 */
+static void test_info_expires(void)
+{
+	int fd = resp_dial();
+	char *o;
+	uint64_t e0, e1;
+
+	o = cli("info keyspace");
+	e0 = strstr(o, "expires=") ? strtoull(strstr(o, "expires=") + 8, NULL, 10) : 0;
+	free(o);
+	raw_eq(fd, "SET xie1 a EX 3600\r\nSET xie2 a EX 3600\r\n", "+OK\r\n+OK\r\n");
+	o = cli("info keyspace");
+	T_ASSERT(strstr(o, "expires="));
+	e1 = strtoull(strstr(o, "expires=") + 8, NULL, 10);
+	free(o);
+	T_EQ_U64(e1, e0 + 2);
+	raw_eq(fd, "DEL xie1 xie2\r\n", ":2\r\n");
+	close(fd);
+}
+
 static void test_resp3(void)
 {
 	int fd = resp_dial();
@@ -1619,6 +1691,8 @@ int main(int argc, char **argv)
 	test_expired_sweep();
 	test_expired_sweep_later();
 	test_expiry_idle();
+	test_expiry_wake();
+	test_info_expires();
 	test_expiry_refresh();
 	test_flush_order();
 	T_EQ_INT(tsrv_stop(&s), 0);
