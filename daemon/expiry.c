@@ -231,16 +231,19 @@ static uint32_t expiry_share(const struct kvtd_server *srv, const struct kvtd_ex
 	return shares ? x->max / 4 : x->max;
 }
 
-void kvtd_expiry_add(struct kvtd_server *srv, uint32_t ns, const struct kvt_key *key,
+bool kvtd_expiry_add(struct kvtd_server *srv, uint32_t ns, const struct kvt_key *key,
 		     uint64_t at_ms)
 {
 	struct kvtd_expiry *x = srv->expiry;
 	struct expiry_ent *e;
 	uint32_t i, slot = 0;
+	bool first;
 
 	if (!x || !at_ms || key->len > KVT_KEY_MAX)
-		return;
+		return false;
 	pthread_mutex_lock(&x->lock);
+	/* earlier than loop 0's wait for the sweep (respd_tick_wait_ms) */
+	first = !x->count || at_ms < x->heap[0].at_ms;
 	i = expiry_find(x, ns, key, &slot);
 	if (i != UINT32_MAX) { /* the key's entry: the earlier expiry */
 		if (at_ms < x->heap[i].at_ms) {
@@ -249,7 +252,7 @@ void kvtd_expiry_add(struct kvtd_server *srv, uint32_t ns, const struct kvt_key 
 			atomic_store_explicit(&x->next_ms, x->heap[0].at_ms, memory_order_relaxed);
 		}
 		pthread_mutex_unlock(&x->lock);
-		return;
+		return first;
 	}
 	if (x->count >= x->max ||
 	    (ns >= x->ns_cap && !expiry_grow(srv, (void **)&x->per_ns, &x->ns_cap,
@@ -258,7 +261,7 @@ void kvtd_expiry_add(struct kvtd_server *srv, uint32_t ns, const struct kvt_key 
 	    (x->count >= x->cap && !expiry_grow_heap(srv, x))) {
 		pthread_mutex_unlock(&x->lock);
 		KVTD_COUNT(srv, resp_expiry_dropped, 1);
-		return;
+		return false;
 	}
 	(void)expiry_find(x, ns, key, &slot); /* the tables may have grown */
 	i = x->count++;
@@ -274,6 +277,7 @@ void kvtd_expiry_add(struct kvtd_server *srv, uint32_t ns, const struct kvt_key 
 	atomic_store_explicit(&srv->ctr.resp_expiry_held, x->count, memory_order_relaxed);
 	atomic_store_explicit(&x->next_ms, x->count ? x->heap[0].at_ms : 0, memory_order_relaxed);
 	pthread_mutex_unlock(&x->lock);
+	return first;
 }
 
 unsigned kvtd_expiry_due(struct kvtd_server *srv, uint64_t now_ms, uint32_t *ns,

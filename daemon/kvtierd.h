@@ -479,6 +479,8 @@ struct kvtd_out {
 				       * before kvtd_conn_queue by a protocol whose
 				       * connection has several (S3: the GET's
 				       * signer), else the connection's then */
+	unsigned pin_slot;     /* its tenant's of kvtd_conn.pin_by, or
+				* KVTD_CONN_PIN_TENANTS: pin_others (or none) */
 	uint64_t copy_len;     /* of them, private SSD copies of quiet GETs behind
 				* pins (charged before it was queued; also in the
 				* connection's copy_bytes until written) */
@@ -488,6 +490,10 @@ struct kvtd_out {
 				   * counts in (kvtd_tstat.out_charged), or NULL:
 				   * set before kvtd_conn_queue as pin_tstat (S3:
 				   * the request's signer), else the connection's then */
+	struct kvtd_tstat *sent_tstat; /* the tenant its bytes written count in
+					* (kvtd_tstat.bytes_out): tstat's when
+					* queued, charged or not, not the
+					* connection's when written */
 	uint64_t tenant_len;
 	unsigned *held;        /* a count of its loop it holds one of until freed
 			        * (httpd: the loop's metrics_out), or NULL */
@@ -517,6 +523,10 @@ enum kvtd_conn_state {
 	KVTD_CS_AUTH,       /* expects AUTH */
 	KVTD_CS_READY,      /* authenticated */
 };
+
+/* Tenants a connection's queued pinned answers are tracked by
+ * (kvtd_conn.pin_by): one, or two across an AUTH, in practice */
+#define KVTD_CONN_PIN_TENANTS 4u
 
 struct kvtd_conn {
 	struct kvtd_ev ev;
@@ -655,6 +665,16 @@ struct kvtd_conn {
 	 * capped (ops.c "Pinned answers"); a GET frame waiting for them to
 	 * drain; the drain clock (loop.c sweep) */
 	uint64_t pin_bytes;
+	/* Of pin_bytes, the tenants its queued answers count them in
+	 * (kvtd_out.pin_tstat), each one's bytes: an AUTH may switch a RESP
+	 * connection's tenant while its earlier commands' answers are
+	 * queued.  At most KVTD_CONN_PIN_TENANTS, the rest's bytes in
+	 * pin_others (kvtd_conn_pin_tenants_over) */
+	struct kvtd_pin_by {
+		struct kvtd_tstat *t;
+		uint64_t bytes;
+	} pin_by[KVTD_CONN_PIN_TENANTS];
+	uint64_t pin_others;
 	struct kvtd_frame *pin_wait, *pin_wait_tail; /* FIFO by pin_next */
 	bool pin_resuming;     /* kvtd_get_resume called from ops_get_answer */
 	uint64_t drain_mark_ns, drain_mark_out;
@@ -1063,6 +1083,10 @@ void kvtd_aux_submit_walk(struct kvtd_loop *loop, void (*run)(void *), void (*do
 /* Queue an encoded response on a connection's output; it is written at
  * the end of the iteration. */
 void kvtd_conn_queue(struct kvtd_conn *c, struct kvtd_out *o);
+/* Whether a tenant c's queued pinned answers count in (kvtd_out.pin_tstat)
+ * pins KVTD_PIN_TENANT_MAX or more, all its connections together, or
+ * they count in more tenants than c tracks (KVTD_CONN_PIN_TENANTS). */
+bool kvtd_conn_pin_tenants_over(const struct kvtd_conn *c);
 /* A request of the connection was answered (or dropped): flow control;
  * the protocol's idle hook runs when none is left. */
 void kvtd_conn_frame_done(struct kvtd_conn *c);
@@ -1083,6 +1107,9 @@ void kvtd_conn_ready(struct kvtd_conn *c);
 bool kvtd_conn_auth_current(struct kvtd_conn *c);
 /* Wake every loop (the tenants table changed: loop_main re-checks its
  * connections).  Any thread. */
+/* Wake one loop from another thread (its wake eventfd): it runs an
+ * iteration, loop 0 its protocols' ticks (RESP's expiry sweep). */
+void kvtd_loop_wake(struct kvtd_loop *loop);
 void kvtd_loops_wake(struct kvtd_server *srv);
 /* AUTH guessing (doc/security.md): a failed AUTH is counted against its
  * peer address; past KVTD_AUTH_FAILS_PER_SEC in a second, AUTHs from it
@@ -1468,7 +1495,9 @@ void kvtd_resp_wseq_free(struct kvtd_server *srv);
 /* expiry.c: RESP's expiry index (its header comment).  init: at startup
  * (-ENOMEM: no index, values expire when read); free: at exit.
  * kvtd_expiry_add: any thread; at_ms 0 adds nothing; a key that has an
- * entry keeps it, at the earlier expiry.  kvtd_expiry_due:
+ * entry keeps it, at the earlier expiry; true if at_ms is the earliest
+ * now (loop 0's wait for the sweep is to be cut short: its caller wakes
+ * it, kvtd_loop_wake).  kvtd_expiry_due:
  * pops up to max entries due at now_ms into ns[] and keys[]; the rest
  * stay. */
 #define KVTD_EXPIRY_MAX 65536u   /* entries (92 bytes each, one a key) per server */
@@ -1476,7 +1505,7 @@ void kvtd_resp_wseq_free(struct kvtd_server *srv);
 #define KVTD_EXPIRY_TICK_KEYS 64u /* entries a sweep pops at most */
 int kvtd_expiry_init(struct kvtd_server *srv);
 void kvtd_expiry_free(struct kvtd_server *srv);
-void kvtd_expiry_add(struct kvtd_server *srv, uint32_t ns, const struct kvt_key *key,
+bool kvtd_expiry_add(struct kvtd_server *srv, uint32_t ns, const struct kvt_key *key,
 		     uint64_t at_ms);
 unsigned kvtd_expiry_due(struct kvtd_server *srv, uint64_t now_ms, uint32_t *ns,
 			 struct kvt_key *keys, unsigned max);

@@ -649,11 +649,54 @@ static void loop_out_done(struct kvtd_conn *c, struct kvtd_out *o)
 					  memory_order_relaxed);
 	if (kvtd_out_pinned(o)) {
 		c->pin_bytes -= kvtd_out_pinned(o);
+		if (o->pin_slot < KVTD_CONN_PIN_TENANTS)
+			c->pin_by[o->pin_slot].bytes -= kvtd_out_pinned(o);
+		else if (o->pin_tstat)
+			c->pin_others -= kvtd_out_pinned(o);
 		if (o->pin_tstat)
 			atomic_fetch_sub_explicit(&o->pin_tstat->pinned, kvtd_out_pinned(o),
 						  memory_order_relaxed);
 	}
 	kvtd_out_free(c->loop->srv, o);
+}
+
+/* The slot of c->pin_by an answer pinned for tenant t counts in: t's,
+ * else a free one (no bytes), else KVTD_CONN_PIN_TENANTS (pin_others). */
+static unsigned loop_pin_slot(struct kvtd_conn *c, struct kvtd_tstat *t)
+{
+	unsigned free_slot = KVTD_CONN_PIN_TENANTS;
+
+	for (unsigned i = 0; i < KVTD_CONN_PIN_TENANTS; i++) {
+		if (c->pin_by[i].bytes && c->pin_by[i].t == t)
+			return i;
+		if (!c->pin_by[i].bytes && free_slot == KVTD_CONN_PIN_TENANTS)
+			free_slot = i;
+	}
+	if (free_slot < KVTD_CONN_PIN_TENANTS)
+		c->pin_by[free_slot].t = t;
+	return free_slot;
+}
+
+/*
+ * Whether c's pinned answers count in a tenant over its cap: the tenant
+ * each answer was charged to when queued (pin_tstat), not the
+ * connection's now -- a RESP pipeline of GETs, then AUTH as another,
+ * left the connection read while its answers held the first tenant past
+ * KVTD_PIN_TENANT_MAX (respd.c respd_pin_flow; test_hostile
+ * resp_auth_flow).  Answers of more tenants than c tracks count as over:
+ * c is not read until they drain.
+ */
+bool kvtd_conn_pin_tenants_over(const struct kvtd_conn *c)
+{
+	uint64_t max = KVTD_PIN_TENANT_MAX(c->loop->srv);
+
+	if (c->pin_others)
+		return true;
+	for (unsigned i = 0; i < KVTD_CONN_PIN_TENANTS; i++)
+		if (c->pin_by[i].bytes &&
+		    atomic_load_explicit(&c->pin_by[i].t->pinned, memory_order_relaxed) >= max)
+			return true;
+	return false;
 }
 
 /* TLS (tls.c): an SSL call may wait for the other direction (a read for
@@ -749,9 +792,16 @@ void kvtd_conn_queue(struct kvtd_conn *c, struct kvtd_out *o)
 		 * others' is the connection's. */
 		if (!o->pin_tstat)
 			o->pin_tstat = c->tstat;
-		if (o->pin_tstat)
+		o->pin_slot = KVTD_CONN_PIN_TENANTS;
+		if (o->pin_tstat) {
 			atomic_fetch_add_explicit(&o->pin_tstat->pinned, kvtd_out_pinned(o),
 						  memory_order_relaxed);
+			o->pin_slot = loop_pin_slot(c, o->pin_tstat);
+			if (o->pin_slot < KVTD_CONN_PIN_TENANTS)
+				c->pin_by[o->pin_slot].bytes += kvtd_out_pinned(o);
+			else
+				c->pin_others += kvtd_out_pinned(o);
+		}
 	}
 	/* Encoded bytes and the entry itself are charged; pinned DRAM runs
 	 * are the DRAM tier's; private copies behind pins were charged when
@@ -786,6 +836,7 @@ void kvtd_conn_queue(struct kvtd_conn *c, struct kvtd_out *o)
 	 * s3_out_signers) */
 	if (!o->tstat)
 		o->tstat = c->tstat;
+	o->sent_tstat = o->tstat;
 	if (!o->mem_len)
 		o->tstat = NULL;
 	o->tenant_len = o->tstat ? o->mem_len : 0;
@@ -804,12 +855,28 @@ void kvtd_conn_queue(struct kvtd_conn *c, struct kvtd_out *o)
 	loop_conn_touch(c);
 }
 
+/*
+ * Bytes written of answers of tenant t: kvtier_tenant_bytes_out_total.
+ * Counted in the tenant each answer was charged to when queued
+ * (kvtd_out.sent_tstat), not the connection's when written: a RESP
+ * pipeline's answers written after an AUTH as another tenant counted in
+ * the other's, or in none (respd.c clears c->tstat at AUTH; test_resp
+ * auth_bytes_out), an S3 connection's in its latest signer's.
+ */
+static void loop_count_sent(struct kvtd_tstat *t, uint64_t n)
+{
+	if (t && n)
+		atomic_fetch_add_explicit(&t->bytes_out, n, memory_order_relaxed);
+}
+
 /* Write as much of the output queue as the socket takes. */
 static void loop_conn_flush(struct kvtd_conn *c)
 {
 	struct kvtd_server *srv = c->loop->srv;
 	struct iovec iov[128];
 	bool unpinned = false;
+	struct kvtd_tstat *run_t;
+	uint64_t run_n;
 
 	/* Nothing is written before a TLS handshake is done: an SSL_write
 	 * would drive the handshake itself, past the first-record gate and
@@ -848,14 +915,21 @@ static void loop_conn_flush(struct kvtd_conn *c)
 		c->bytes_out += (uint64_t)w;
 		c->out_bytes -= (uint64_t)w;
 		KVTD_COUNT(srv, bytes_out, w);
-		if (c->tstat)
-			atomic_fetch_add_explicit(&c->tstat->bytes_out, (uint64_t)w,
-						  memory_order_relaxed);
-		/* Advance through the entries; finished ones are freed. */
+		/* Advance through the entries; finished ones are freed.  The
+		 * bytes written count in each entry's tenant (sent_tstat), a
+		 * run of one tenant's at a time. */
+		run_t = NULL;
+		run_n = 0;
 		while (w > 0 || (c->out_head && c->out_head->iov_pos == c->out_head->iov_count)) {
 			struct kvtd_out *o = c->out_head;
+			ssize_t w0 = w;
 			if (!o)
 				break;
+			if (o->sent_tstat != run_t) {
+				loop_count_sent(run_t, run_n);
+				run_t = o->sent_tstat;
+				run_n = 0;
+			}
 			while (o->iov_pos < o->iov_count && w > 0) {
 				size_t left = o->iov[o->iov_pos].iov_len - o->iov_off;
 				if ((size_t)w >= left) {
@@ -867,6 +941,7 @@ static void loop_conn_flush(struct kvtd_conn *c)
 					w = 0;
 				}
 			}
+			run_n += (uint64_t)(w0 - w);
 			/* Skip empty iovecs too. */
 			while (o->iov_pos < o->iov_count && o->iov[o->iov_pos].iov_len == 0)
 				o->iov_pos++;
@@ -880,6 +955,7 @@ static void loop_conn_flush(struct kvtd_conn *c)
 				unpinned = true;
 			loop_out_done(c, o);
 		}
+		loop_count_sent(run_t, run_n);
 	}
 	if (!c->dead) {
 		c->out_stall_ns = 0;
@@ -2321,6 +2397,12 @@ static void loop_wake(struct kvtd_loop *loop)
 	uint64_t one = 1;
 	ssize_t w = write(loop->wakefd, &one, sizeof(one));
 	(void)w;
+}
+
+void kvtd_loop_wake(struct kvtd_loop *loop)
+{
+	if (loop->wakefd >= 0)
+		loop_wake(loop);
 }
 
 void kvtd_loops_wake(struct kvtd_server *srv)

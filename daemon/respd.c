@@ -499,6 +499,15 @@ static struct kvtd_out *respd_out(struct kvtd_server *srv, struct respd_cmd *cmd
  * and DEL probe theirs a window at a time too, each window checked and
  * released before the next (respd_settle): they pinned every key at
  * once, up to 65535 blocks no put could evict while the probes lasted.
+ *
+ * "Its tenant's" is two: each tenant its queued replies are counted in
+ * (respd_out: the command's; kvtd_conn_pin_tenants_over), which its
+ * drain gives back, and the connection's now, whose commands it reads
+ * next (a connection holding pins is not refused its GETs:
+ * respd_tenant_pins_over).  Only the latter was checked: a pipeline of
+ * GETs of alice's, then AUTH as bob, left the connection read while
+ * alice's pins (its replies among them) were past her cap -- each of its
+ * further commands was read and run (test_hostile resp_auth_flow).
  */
 static void respd_pin_flow(struct kvtd_conn *c)
 {
@@ -513,6 +522,8 @@ static void respd_pin_flow(struct kvtd_conn *c)
 			bytes_over =
 				atomic_load_explicit(&c->tstat->pinned, memory_order_relaxed) >=
 				KVTD_PIN_TENANT_MAX(srv);
+		if (!bytes_over)
+			bytes_over = kvtd_conn_pin_tenants_over(c);
 	}
 	over = bytes_over || respd_of(c)->probing >= RESPD_PROBE_MAX || respd_of(c)->windowed;
 	if (over == c->pin_paused)
@@ -1028,7 +1039,7 @@ static void respd_expire_again(struct kvtd_server *srv, struct respd_item *it)
 	uint8_t h[RESPD_HDR_LEN];
 
 	if (kvtd_view_read(&it->req, 0, h, sizeof(h)) && respd_get64(h + 8))
-		kvtd_expiry_add(srv, it->req.ns, &it->req.key, respd_get64(h + 8));
+		(void)kvtd_expiry_add(srv, it->req.ns, &it->req.key, respd_get64(h + 8));
 }
 
 /* A sweep's probe is back: the read's check and delete. */
@@ -1701,8 +1712,10 @@ static void respd_req_done(struct kvtd_loop *loop, struct kvt_req *r)
 		free(it); /* an expiry delete (respd_reap_on) */
 		return;
 	}
-	if (r->op == KVT_OP_PUT && r->status == KVT_OK && cmd->expire_ms) /* "Active expiry" */
-		kvtd_expiry_add(loop->srv, r->ns, &r->key, cmd->expire_ms);
+	/* "Active expiry": loop 0 woken if it waits past this entry's expiry */
+	if (r->op == KVT_OP_PUT && r->status == KVT_OK && cmd->expire_ms &&
+	    kvtd_expiry_add(loop->srv, r->ns, &r->key, cmd->expire_ms) && loop->idx != 0)
+		kvtd_loop_wake(&loop->srv->loops[0]);
 	respd_wseq_end(loop->srv, it);
 	if (r->op == KVT_OP_GET_PINNED && r->status == KVT_OK)
 		it->pinned = true;
@@ -1888,7 +1901,9 @@ static void respd_info(struct respd_cmd *cmd)
 	if (SECTION("keyspace")) {
 		fprintf(f, "# Keyspace\r\n");
 		if (blocks)
-			fprintf(f, "db0:keys=%" PRIu64 ",expires=0,avg_ttl=0\r\n", blocks);
+			fprintf(f, "db0:keys=%" PRIu64 ",expires=%" PRIu64 ",avg_ttl=0\r\n", blocks,
+				(uint64_t)atomic_load_explicit(&srv->ctr.resp_expiry_held,
+							       memory_order_relaxed));
 	}
 #undef SECTION
 	fclose(f);

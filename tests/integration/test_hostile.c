@@ -4001,6 +4001,97 @@ static void phase_resp_auth_share(void)
 }
 
 /* ------------------------------------------------------------------------
+ * resp_auth_flow (session 43): a RESP connection whose queued replies pin
+ * past their tenant's share is not read until they drain -- the tenant
+ * they are counted in (resp_auth_pins), not the connection's now.
+ * resp_auth_pins' pipelines (3 connections of alice's, 4 KiB receive
+ * windows, never read: GET of her 1.5 MiB value, AUTH as bob, PING) pin
+ * 4.5 MiB of alice's, past her 4 MiB (KVTD_PIN_TENANT_MAX, a quarter of
+ * --dram 16M), each connection 1.5 (under its 2 MiB).  Then on each, a
+ * SET of bob's, twice, 150 ms apart.  The connections stayed read (bob
+ * pins nothing): all 6 SETs were run.  Now none (0 and 0; the first
+ * round's may be run, a connection's flow being checked when a command
+ * of its is answered; the second's not).
+ */
+
+/* How many of the keys f<round>0 .. f<round>2 bob has. */
+static unsigned af_bob_exists(uint16_t port, unsigned round)
+{
+	const char *auth = "*3\r\n$4\r\nAUTH\r\n$3\r\nbob\r\n$26\r\n" SECRET_BOB "\r\n";
+	char cmd[128], got[32] = { 0 };
+	bool closed = false;
+	int fd = tcp_connect(port), n;
+
+	T_EQ_INT(send_for(fd, auth, strlen(auth), 1000), (int64_t)strlen(auth));
+	recv_for(fd, got, 6, 2000, &closed);
+	T_ASSERT(strncmp(got, "+OK\r\n", 5) == 0);
+	n = snprintf(cmd, sizeof(cmd), "*4\r\n$6\r\nEXISTS\r\n$3\r\nf%u0\r\n$3\r\nf%u1\r\n"
+		     "$3\r\nf%u2\r\n", round, round, round);
+	T_EQ_INT(send_for(fd, cmd, (size_t)n, 1000), n);
+	memset(got, 0, sizeof(got));
+	recv_for(fd, got, 5, 2000, &closed);
+	close(fd);
+	T_ASSERT(got[0] == ':');
+	return (unsigned)strtoul(got + 1, NULL, 10);
+}
+
+static void phase_resp_auth_flow(void)
+{
+	const char *extra[] = { "--resp", "127.0.0.1:0", "--dram", "16M", NULL };
+	const char *bob = "*3\r\n$4\r\nAUTH\r\n$3\r\nbob\r\n$26\r\n" SECRET_BOB "\r\n";
+	size_t cap = 256 + AP_VLEN;
+	char *cmd = malloc(cap), line[64] = { 0 };
+	int fds[AP_CONNS], w, n;
+	unsigned ran[2];
+	bool refused = false;
+	uint64_t t0;
+	uint16_t port;
+
+	T_ASSERT(cmd != NULL);
+	start_with("resp_auth_flow", extra,
+		   "alice " SECRET_ALICE " tenant\n"
+		   "admin " SECRET_ADMIN " admin\n"
+		   "bob " SECRET_BOB " tenant\n");
+	port = tsrv_listener_port(srv.log, "RESP");
+	w = resp_alice(port);
+	resp_set(w, cmd, cap, "big", 'b', AP_VLEN);
+	resp_set(w, cmd, cap, "small", 's', 1);
+	close(w);
+	n = snprintf(cmd, cap, "*2\r\n$3\r\nGET\r\n$3\r\nbig\r\n%s*1\r\n$4\r\nPING\r\n", bob);
+	for (unsigned i = 0; i < AP_CONNS; i++) {
+		fds[i] = mh_alice(port);
+		T_EQ_INT(send_for(fds[i], cmd, (size_t)n, 1000), n);
+	}
+	/* her replies queued: her next GET is refused */
+	t0 = tsrv_now_ns();
+	while (!refused && tsrv_now_ns() - t0 < 3000000000ull) {
+		ap_alice_get(port, "small", line, sizeof(line));
+		refused = strncmp(line, "-ERR the tenant's replies", 25) == 0;
+		if (!refused)
+			tsrv_sleep_ms(20);
+	}
+	T_ASSERT(refused);
+	for (unsigned r = 0; r < 2; r++) {
+		for (unsigned i = 0; i < AP_CONNS; i++) {
+			n = snprintf(cmd, cap, "*3\r\n$3\r\nSET\r\n$3\r\nf%u%u\r\n$1\r\nv\r\n", r,
+				     i);
+			T_EQ_INT(send_for(fds[i], cmd, (size_t)n, 1000), n);
+		}
+		tsrv_sleep_ms(150);
+	}
+	ran[0] = af_bob_exists(port, 0);
+	ran[1] = af_bob_exists(port, 1);
+	printf("resp_auth_flow: %u connections, each GET of %u KiB of alice's, AUTH bob, unread: "
+	       "bob's SETs run on them after: %u of %u, then %u of %u\n", AP_CONNS, AP_VLEN >> 10,
+	       ran[0], AP_CONNS, ran[1], AP_CONNS);
+	T_EQ_INT(ran[1], 0); /* before: 3 */
+	for (unsigned i = 0; i < AP_CONNS; i++)
+		close(fds[i]);
+	free(cmd);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
+/* ------------------------------------------------------------------------
  * resp_exists (hyg10): a RESP EXISTS or DEL pinned every key it named at
  * once to check it (its value's header holds the Redis key and expiry):
  * one command of 65535 names, any client's, held that many pins, blocks
@@ -10545,6 +10636,7 @@ static const struct tsrv_phase phases[] = {
 	{ "resp_mget_held", phase_resp_mget_held },
 	{ "resp_auth_pins", phase_resp_auth_pins },
 	{ "resp_auth_share", phase_resp_auth_share },
+	{ "resp_auth_flow", phase_resp_auth_flow },
 	{ "resp_exists", phase_resp_exists },
 	{ "fwd_queue", phase_fwd_queue },
 	{ "repair_table", phase_repair_table },

@@ -891,6 +891,78 @@ static void test_expiry_idle(void)
 	close(fd);
 }
 
+/* DBSIZE on fd (not a new connection: on loop 0 it would wake it). */
+static uint64_t raw_dbsize(int fd)
+{
+	char *o = raw_until(fd, "DBSIZE\r\n", "\r\n");
+
+	T_ASSERT(o[0] == ':');
+	return strtoull(o + 1, NULL, 10);
+}
+
+/*
+ * An entry added on a loop other than loop 0 wakes loop 0 when it is the
+ * earliest (kvtd_expiry_add, kvtd_loop_wake): loop 0 slept until its
+ * earliest entry before or its idle second, and swept the new one up to
+ * 1 s late.  Three connections spread over the server's 2 loops; on
+ * each, after a PING on the other two (loop 0 just went to sleep), SET
+ * PX 100 and DBSIZE polled on it until the value is swept.  Before: the
+ * one on loop 1 ~1,000 ms; now each ~100-200.  Runs after expiry_idle,
+ * whose entry an hour away is the earliest before.
+ */
+static void test_expiry_wake(void)
+{
+	enum { C = 3 };
+	int fds[C];
+	uint64_t worst = 0, took[C];
+
+	for (int i = 0; i < C; i++)
+		fds[i] = resp_dial();
+	for (int i = 0; i < C; i++) {
+		char req[64];
+		uint64_t keys0, t0;
+
+		for (int j = 0; j < C; j++)
+			if (j != i)
+				raw_eq(fds[j], "PING\r\n", "+PONG\r\n");
+		keys0 = raw_dbsize(fds[i]);
+		t0 = now_ms();
+		snprintf(req, sizeof(req), "SET xwake%d a PX 100\r\n", i);
+		raw_eq(fds[i], req, "+OK\r\n");
+		T_EQ_U64(raw_dbsize(fds[i]), keys0 + 1);
+		while (raw_dbsize(fds[i]) != keys0 && now_ms() - t0 < 2000)
+			tsrv_sleep_ms(10);
+		took[i] = now_ms() - t0;
+		worst = took[i] > worst ? took[i] : worst;
+	}
+	fprintf(stderr, "expiry_wake: SET PX 100 swept after %llu, %llu, %llu ms\n",
+		(unsigned long long)took[0], (unsigned long long)took[1],
+		(unsigned long long)took[2]);
+	T_ASSERT(worst < 500);
+	for (int i = 0; i < C; i++)
+		close(fds[i]);
+}
+
+/* INFO keyspace's expires: the expiry index's entries (expiry.c), was 0 */
+static void test_info_expires(void)
+{
+	int fd = resp_dial();
+	char *o;
+	uint64_t e0, e1;
+
+	o = cli("info keyspace");
+	e0 = strstr(o, "expires=") ? strtoull(strstr(o, "expires=") + 8, NULL, 10) : 0;
+	free(o);
+	raw_eq(fd, "SET xie1 a EX 3600\r\nSET xie2 a EX 3600\r\n", "+OK\r\n+OK\r\n");
+	o = cli("info keyspace");
+	T_ASSERT(strstr(o, "expires="));
+	e1 = strtoull(strstr(o, "expires=") + 8, NULL, 10);
+	free(o);
+	T_EQ_U64(e1, e0 + 2);
+	raw_eq(fd, "DEL xie1 xie2\r\n", ":2\r\n");
+	close(fd);
+}
+
 static void test_resp3(void)
 {
 	int fd = resp_dial();
@@ -1390,6 +1462,69 @@ static void test_expiry_share(const char *tok)
 	T_ASSERT(metric(&sc, "kvtier_resp_expiry_dropped_total") == dropped0);
 }
 
+/* Read exactly n bytes of fd into b (or fail after 5 s). */
+static void read_n(int fd, char *b, size_t n)
+{
+	uint64_t t0 = now_ms();
+
+	for (size_t got = 0; got < n;) {
+		ssize_t r = recv(fd, b + got, n - got, MSG_DONTWAIT);
+		if (r > 0)
+			got += (size_t)r;
+		else if (now_ms() - t0 > 5000)
+			T_FAIL("%zu of %zu bytes read", got, n);
+		else
+			tsrv_sleep_ms(5);
+	}
+}
+
+/*
+ * A reply counts in kvtier_tenant_bytes_out_total of the tenant whose
+ * command made it (loop.c loop_count_sent): on a connection of alice's,
+ * in one send, GET of her 60,000-byte value and AUTH as bob.  The GET's
+ * probe comes back once the pipeline was parsed, after the AUTH ran:
+ * its reply was counted in the connection's tenant when written -- none
+ * (the AUTH cleared it until a command of bob's looks it up), bob's had
+ * one come first: alice +0, bob +0.  Now alice +60,015.
+ */
+static void test_auth_bytes_out(const char *tok)
+{
+	enum { LEN = 60000 };
+	static struct scrape sc;
+	const char *get = "GET bo\r\nAUTH bob secret-of-bob-0123456\r\n";
+	char *req = malloc(LEN + 128), *p = req;
+	size_t want;
+	double a0, b0, a1, b1;
+	int fd = resp_dial();
+
+	T_ASSERT(req);
+	raw_eq(fd, "AUTH alice secret-of-alice-0123\r\n", "+OK\r\n");
+	p += sprintf(p, "*3\r\n$3\r\nSET\r\n$2\r\nbo\r\n$%d\r\n", LEN);
+	memset(p, 'o', LEN);
+	p += LEN;
+	p += sprintf(p, "\r\n");
+	T_EQ_INT(write(fd, req, (size_t)(p - req)), (ssize_t)(p - req));
+	read_n(fd, req, 5);
+	T_ASSERT(memcmp(req, "+OK\r\n", 5) == 0);
+	scrape(metrics_port, tok, &sc);
+	a0 = metric(&sc, "kvtier_tenant_bytes_out_total{tenant=\"alice\"}");
+	b0 = metric(&sc, "kvtier_tenant_bytes_out_total{tenant=\"bob\"}");
+	T_EQ_INT(write(fd, get, strlen(get)), (ssize_t)strlen(get));
+	want = (size_t)sprintf(req, "$%d\r\n", LEN) + LEN + 2 + 5;
+	read_n(fd, req, want);
+	T_ASSERT(memcmp(req + want - 5, "+OK\r\n", 5) == 0);
+	scrape(metrics_port, tok, &sc);
+	a1 = metric(&sc, "kvtier_tenant_bytes_out_total{tenant=\"alice\"}");
+	b1 = metric(&sc, "kvtier_tenant_bytes_out_total{tenant=\"bob\"}");
+	fprintf(stderr, "auth_bytes_out: alice's GET of %d bytes, then AUTH bob: alice +%.0f, "
+		"bob +%.0f bytes out\n", LEN, a1 - a0, b1 - b0);
+	T_ASSERT(a1 - a0 >= LEN); /* before: +0 */
+	T_ASSERT(b1 - b0 < LEN);
+	raw_eq(fd, "AUTH alice secret-of-alice-0123\r\nDEL bo\r\n", "+OK\r\n:1\r\n");
+	free(req);
+	close(fd);
+}
+
 static void test_auth(void)
 {
 	char tenants[700], token[700], dir[700], *o, *r;
@@ -1455,6 +1590,7 @@ static void test_auth(void)
 		T_ASSERT(metric(&sc, "kvtier_errors_total{kind=\"auth\"}") >= 4);
 	}
 	test_expiry_share(tok);
+	test_auth_bytes_out(tok);
 	T_EQ_INT(tsrv_stop(&s), 0);
 	check_stderr(&s);
 }
@@ -1555,6 +1691,8 @@ int main(int argc, char **argv)
 	test_expired_sweep();
 	test_expired_sweep_later();
 	test_expiry_idle();
+	test_expiry_wake();
+	test_info_expires();
 	test_expiry_refresh();
 	test_flush_order();
 	T_EQ_INT(tsrv_stop(&s), 0);
