@@ -1515,13 +1515,7 @@ static void *repair_static_main(void *arg)
 			for (unsigned i = 0; i < n; i++)
 				ask[i].due = ask[i].state != 1 && /* 2: joined below */
 					     !(self && strcmp(m[i].addr, self) == 0);
-			next = now;
-			next.tv_sec += REPAIR_POLL_MS / 1000;
-			next.tv_nsec += (long)(REPAIR_POLL_MS % 1000) * 1000000L;
-			if (next.tv_nsec >= 1000000000L) {
-				next.tv_sec++;
-				next.tv_nsec -= 1000000000L;
-			}
+			next = kvtd_deadline(CLOCK_MONOTONIC, REPAIR_POLL_MS * 1000000ull);
 		}
 		repair_static_round(rp, m, n, ask, &asking);
 		for (unsigned i = 0; i < n; i++) {
@@ -1680,17 +1674,13 @@ static void *repair_main(void *arg)
 		/* A tick, or until a forward is queued. */
 		pthread_mutex_lock(&rp->lock);
 		if (!rp->fq_n && !rp->stop) {
-			struct timespec ts;
-			clock_gettime(CLOCK_REALTIME, &ts);
-			ts.tv_nsec += (long)REPAIR_TICK_MS * 1000000L;
-			if (ts.tv_nsec >= 1000000000L) {
-				ts.tv_sec++;
-				ts.tv_nsec -= 1000000000L;
-			}
+			struct timespec ts =
+				kvtd_deadline(CLOCK_REALTIME, REPAIR_TICK_MS * 1000000ull);
 			pthread_cond_timedwait(&rp->cond, &rp->lock, &ts);
 		}
 		pthread_mutex_unlock(&rp->lock);
 	}
+	repair_lanes_join(rp, true); /* rp->stop_fd is written: they are back at once */
 	return NULL;
 }
 
