@@ -405,6 +405,8 @@ static void metrics_repair(void *ctx, const char *name, uint64_t v)
 		  "forwarded puts not copied: queue full, or this server not in its member list" },
 		{ "repair.forward_mem_dropped", "kvtier_repair_forward_mem_dropped_total", "counter",
 		  "of them, because the queue could not grow within --max-memory" },
+		{ "repair.forward_member_dropped", "kvtier_repair_forward_member_dropped_total",
+		  "counter", "of them, copies a member's forward lane had no room for" },
 		{ "repair.forward_tenant_dropped", "kvtier_repair_forward_tenant_dropped_total",
 		  "counter", "of them, because the tenant's blocks held its quarter of the queue" },
 		{ "repair.copies_clamped", "kvtier_repair_copies_clamped_total", "counter",

@@ -76,10 +76,11 @@
  *              member holds it within 2 s (a pass started its workers 8
  *              at a time and joined each 8: the last member waited for
  *              the slow one, 3 s here)
- *   fwd_slow   a measurement, by hand (~8 s; not in CI's list): a static
- *              pod of three, the fake reading a 16 MiB forward slowly; when
- *              a 4 KiB forward put after it reaches the healthy member (a
- *              forward pass waits for its slowest member)
+ *   fwd_lane   a static pod of three, the fake reading a 16 MiB forward
+ *              slowly: two 4 KiB forwards put after it reach the healthy
+ *              member within 1 s (a forward pass waited for its slowest
+ *              member: 7,160 ms); the fake's lane, at 4 KiB
+ *              (KVTD_TEST_LANE_BYTES), drops the second's copy, counted
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -1135,21 +1136,18 @@ static void phase_poll_stop(void)
 	tsrv_check_reports(base);
 }
 
-/* A forward pass waits for its slowest member (a measurement, by hand:
- * ~8 s, not in CI's list).  A static pod of three, two real members and
- * the fake, which reads the first forward's 16 MiB PUT as slow_read does
- * (~466 KiB/s, given up at ~7 s).  Alice's 16 MiB block, then a 4 KiB
- * one, both copies 3, to s[0]: printed, when each reached s[1], the
- * healthy member.  The second waits for the first pass, whose worker for
- * the fake is held until the fake is given up (peer.c's send floor). */
-static void fwd_wait(struct kc *c, const uint8_t *ns, const char *const key[2],
-		     const uint64_t t0[2], uint64_t ms[2])
+/* Until each of keys[0..n) (puts at t0[i]) is on the member c is
+ * logged in to: ms[i] after its put (UINT64_MAX: not within 20 s). */
+static void fwd_wait(struct kc *c, const uint8_t *ns, const char *const *key, unsigned n,
+		     const uint64_t *t0, uint64_t *ms)
 {
-	uint64_t end = t0[1] + 20000000000ull;
+	uint64_t end = t0[n - 1] + 20000000000ull;
+	unsigned left = n;
 
-	ms[0] = ms[1] = UINT64_MAX;
-	while ((ms[0] == UINT64_MAX || ms[1] == UINT64_MAX) && tsrv_now_ns() < end) {
-		for (int i = 0; i < 2; i++) {
+	for (unsigned i = 0; i < n; i++)
+		ms[i] = UINT64_MAX;
+	while (left && tsrv_now_ns() < end) {
+		for (unsigned i = 0; i < n; i++) {
 			struct kc_value v;
 			struct kvt_key k;
 			int rc;
@@ -1158,51 +1156,81 @@ static void fwd_wait(struct kc *c, const uint8_t *ns, const char *const key[2],
 			kvt_key_set(&k, key[i], strlen(key[i]));
 			rc = kc_get(c, ns, &k, 0, 0, 0, 0, &v);
 			kc_value_free(&v);
-			if (rc == KVT_OK)
+			if (rc == KVT_OK) {
 				ms[i] = (tsrv_now_ns() - t0[i]) / 1000000;
-			else
+				left--;
+			} else {
 				T_RC(rc, KVT_MISS);
+			}
 		}
 		tsrv_sleep_ms(10);
 	}
 }
 
-static void phase_fwd_slow(void)
+/* A member's forwards beside a slow member's (fwd_lane in the header).
+ * A static pod of three, two real members and the fake, which reads the
+ * first forward's 16 MiB PUT as slow_read does (~466 KiB/s).  Alice's
+ * 16 MiB block, then two of 4 KiB, all copies 3, to s[0], each put once
+ * the one before is on s[1], the healthy member: each must be there
+ * within LANE_BOUND_MS of its put -- one pass over the queue was done
+ * when its slowest worker was, so the 4 KiB blocks waited for the fake
+ * to be given up (7,160 ms).  The members run with KVTD_TEST_LANE_BYTES
+ * 4096: the fake's lane, its thread held in the 16 MiB send, keeps the
+ * first 4 KiB copy and drops the second (repair.forward_member_dropped),
+ * which s[1] is sent all the same. */
+#define LANE_BOUND_MS 1500
+static void phase_fwd_lane(void)
 {
 	char tenants[700], members[120], sub[2][600];
 	uint16_t fp = listen_tcp(&F.lfd);
 	uint16_t port[2] = { listen_tcp(NULL), listen_tcp(NULL) };
 	struct tsrv s[2];
 	uint8_t ns[PROTO_DIGEST_LEN], ns2[PROTO_DIGEST_LEN];
-	const char *const key[2] = { "big", "small" };
-	uint64_t t0[2], ms[2];
+	const char *const key[3] = { "big", "small", "small2" };
+	uint64_t t0[3], ms[3], dropped = 0, member_dropped = 0;
 	struct kc c;
 
 	F.mode = M_SLOW_READ;
 	T_OK(setsockopt(F.lfd, SOL_SOCKET, SO_RCVBUF, &(int){ 65536 }, sizeof(int)));
 	T_OK(-pthread_create(&F.th, NULL, fk_main, NULL));
 	snprintf(tenants, sizeof(tenants), "%s/tenants", base);
-	tsrv_write_file(NULL, tenants, "alice " SECRET_ALICE " tenant\n");
+	tsrv_write_file(NULL, tenants,
+			"alice " SECRET_ALICE " tenant\nroot " SECRET_ROOT " admin\n");
 	snprintf(members, sizeof(members), "127.0.0.1:%u,127.0.0.1:%u,127.0.0.1:%u", port[0],
 		 port[1], fp);
+	T_OK(setenv("KVTD_TEST_LANE_BYTES", "4096", 1));
 	pod_start(s, sub, port, members, tenants, NULL);
+	T_OK(unsetenv("KVTD_TEST_LANE_BYTES"));
 	T_RC(kc_connect_unix(&c, s[1].sock), 0);
 	T_RC(kc_login(&c, "alice", SECRET_ALICE), 0);
 	T_RC(kc_register(&c, &desc, ns2, NULL, 0), KVT_OK);
-	vlen = SLOW_VLEN;
-	t0[0] = tsrv_now_ns();
-	forward_put_key(&s[0], ns, key[0], 3);
+	for (int i = 0; i < 3; i++) {
+		/* each once the last is there: s[1]'s lane has room (its
+		 * thread sends the 16 MiB meanwhile) */
+		vlen = i ? VLEN : SLOW_VLEN;
+		t0[i] = tsrv_now_ns();
+		forward_put_key(&s[0], ns, key[i], 3);
+		T_ASSERT(memcmp(ns, ns2, sizeof(ns)) == 0);
+		fwd_wait(&c, ns2, &key[i], 1, &t0[i], &ms[i]);
+	}
 	vlen = VLEN;
-	t0[1] = tsrv_now_ns();
-	forward_put_key(&s[0], ns, key[1], 3);
-	T_ASSERT(memcmp(ns, ns2, sizeof(ns)) == 0);
-	fwd_wait(&c, ns2, key, t0, ms);
 	kc_close(&c);
-	printf("fwd_slow: beside a member reading a 16 MiB forward at ~466 KiB/s: the 16 MiB "
-	       "block on the healthy member in %" PRIu64 " ms, the 4 KiB block put after it "
-	       "in %" PRIu64 " ms (the member given up: %s)\n", ms[0], ms[1],
-	       log_says(s[0].log, "repair: lost a member") ? "yes" : "not yet");
-	T_ASSERT(ms[0] != UINT64_MAX && ms[1] != UINT64_MAX);
+	T_RC(kc_stat_once(0, s[0].sock, "root", SECRET_ROOT, "repair.forward_dropped", false,
+			  &dropped), 0);
+	T_RC(kc_stat_once(0, s[0].sock, "root", SECRET_ROOT, "repair.forward_member_dropped",
+			  true, &member_dropped), 0);
+	printf("fwd_lane: beside a member reading a 16 MiB forward at ~466 KiB/s: on the "
+	       "healthy member the 16 MiB block in %" PRIu64 " ms, the 4 KiB ones put after "
+	       "it in %" PRIu64 " and %" PRIu64 " ms (bound %d; the slow member given up: %s); "
+	       "%" PRIu64 " copy dropped at the slow member's lane (%" PRIu64 " forwards "
+	       "dropped)\n", ms[0], ms[1], ms[2], LANE_BOUND_MS,
+	       log_says(s[0].log, "repair: lost a member") ? "yes" : "no", member_dropped,
+	       dropped);
+	for (int i = 0; i < 3; i++)
+		T_LE_INT(ms[i], LANE_BOUND_MS);
+	T_ASSERT(atomic_load(&F.lie_ns) != 0); /* the slow member was sent the big one */
+	T_GE_INT(member_dropped, 1);
+	T_EQ_U64(dropped, member_dropped);
 	atomic_store(&F.stop, true);
 	pthread_join(F.th, NULL);
 	close(F.lfd);
@@ -1555,7 +1583,7 @@ static const struct tsrv_phase phases[] = {
 	{ "poll_wide", phase_poll_wide },
 	{ "poll_stop", phase_poll_stop },
 	{ "poll_many", phase_poll_many },
-	{ "fwd_slow", phase_fwd_slow },
+	{ "fwd_lane", phase_fwd_lane },
 	{ "fwd_batch", phase_fwd_batch },
 };
 
