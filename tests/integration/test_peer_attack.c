@@ -6,7 +6,7 @@
  * codec of lib/fmt/proto.h) to be connected to, then lies as each phase
  * scripts (doc/security.md "A hostile member").
  *
- * Usage: test_peer_attack KVTIERD PHASE [KVTIER]
+ * Usage: test_peer_attack KVTIERD PHASE [KVTIER | SHIM]
  *
  * Each phase starts a kvtierd with --tenants (alice), --members itself
  * and the fake, and puts one PLACED|FORWARD block of alice's with copies
@@ -81,6 +81,11 @@
  *              member within 1 s (a forward pass waited for its slowest
  *              member: 7,160 ms); the fake's lane, at 4 KiB
  *              (KVTD_TEST_LANE_BYTES), drops the second's copy, counted
+ *   dns_held   (test_peer_attack KVTIERD dns_held SHIM) a member named by
+ *              a host whose lookup holds 10 s (the LD_PRELOAD shim
+ *              shim_sync.c): a forward to it given up within 2 s (the
+ *              lookup was outside the connect timeout: 10 s), and SIGTERM
+ *              while a lookup is held exits within 600 ms (10 s)
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -116,6 +121,7 @@ static const char *bin;
 static uint32_t vlen = VLEN; /* the forwarded block's bytes */
 static uint64_t fwd_anchor = 1; /* ... its anchor */
 static const char *cli; /* tls_drain: the kvtier CLI */
+static const char *shim; /* dns_held: tests/libshim_sync.so */
 static char base[512];
 static struct tsrv srv;
 
@@ -1362,6 +1368,82 @@ static void phase_fwd_batch(void)
 	tsrv_check_reports(sub[1]);
 }
 
+/* A member named by a host whose nameserver does not answer: the shim's
+ * getaddrinfo of DNS_HOST holds 10 s (shim_sync.c), the member runs with
+ * --peer-connect-timeout DNS_CONNECT_MS.  A forward to it must be given
+ * up within DNS_BOUND_MS of its put, timed out (the lookup was outside
+ * the connect timeout: held the resolver's 10 s, then -EHOSTUNREACH);
+ * SIGTERM while a lookup is held must stop the member within
+ * DNS_STOP_MS (its stop waited the lookups out). */
+#define DNS_HOST "held.kvtier.test"
+#define DNS_CONNECT_MS "1000"
+#define DNS_BOUND_MS 2000
+#define DNS_STOP_MS 600
+static off_t dns_entered(const char *file)
+{
+	struct stat st;
+
+	return stat(file, &st) == 0 ? st.st_size : 0;
+}
+
+static void phase_dns_held(void)
+{
+	char tenants[700], dir[700], self[32], members[120], gate[700], file[720], asan[1200];
+	uint16_t sp = listen_tcp(NULL);
+	const char *extra[] = { "--listen", self, "--advertise", self, "--members", members,
+				"--ssd", "0", "--peer-connect-timeout", DNS_CONNECT_MS, NULL };
+	uint8_t ns[PROTO_DIGEST_LEN];
+	uint64_t t0, end, ms, stop_ms;
+	off_t seen;
+
+	T_ASSERT(shim != NULL && access(shim, R_OK) == 0);
+	snprintf(gate, sizeof(gate), "%s/gai", base);
+	T_OK(mkdir(gate, 0700));
+	snprintf(file, sizeof(file), "%s/entered", gate);
+	snprintf(asan, sizeof(asan), "%s:verify_asan_link_order=0",
+		 getenv("ASAN_OPTIONS") ? getenv("ASAN_OPTIONS") : "");
+	T_OK(setenv("ASAN_OPTIONS", asan, 1));
+	T_OK(setenv("KVT_SHIM_GAI_NAME", DNS_HOST, 1));
+	T_OK(setenv("KVT_SHIM_GAI_DIR", gate, 1));
+	T_OK(setenv("LD_PRELOAD", shim, 1));
+	snprintf(self, sizeof(self), "127.0.0.1:%u", sp);
+	snprintf(members, sizeof(members), "127.0.0.1:%u,%s:1", sp, DNS_HOST);
+	snprintf(tenants, sizeof(tenants), "%s/tenants", base);
+	tsrv_write_file(NULL, tenants, "alice " SECRET_ALICE " tenant\n");
+	snprintf(dir, sizeof(dir), "%s/dns_held", base);
+	tsrv_start(&srv, bin, base, dir, tenants, extra);
+	T_OK(unsetenv("LD_PRELOAD"));
+
+	t0 = tsrv_now_ns();
+	forward_put(&srv, ns);
+	end = t0 + 15000000000ull;
+	while (!log_says(srv.log, "repair: cannot reach a member") && tsrv_now_ns() < end)
+		tsrv_sleep_ms(10);
+	ms = (tsrv_now_ns() - t0) / 1000000;
+	printf("dns_held: a member whose name's lookup holds 10 s, --peer-connect-timeout %s: "
+	       "a forward to it given up %" PRIu64 " ms after its put (bound %d; timed out: "
+	       "%s; %lld lookup(s) held)\n", DNS_CONNECT_MS, ms, DNS_BOUND_MS,
+	       log_says(srv.log, "error=-110") ? "yes" : "no", (long long)dns_entered(file));
+	T_ASSERT(dns_entered(file) >= 1);
+	T_LE_INT(ms, DNS_BOUND_MS);
+	T_ASSERT(log_says(srv.log, "error=-110"));
+
+	/* a lookup held (a forward's, or the poll's every second): stop */
+	seen = dns_entered(file);
+	forward_put_key(&srv, ns, "forwarded-again", 2);
+	end = tsrv_now_ns() + 3000000000ull;
+	while (dns_entered(file) == seen && tsrv_now_ns() < end)
+		tsrv_sleep_ms(5);
+	T_ASSERT(dns_entered(file) > seen);
+	t0 = tsrv_now_ns();
+	T_EQ_INT(tsrv_stop(&srv), 0);
+	stop_ms = (tsrv_now_ns() - t0) / 1000000;
+	printf("dns_held: SIGTERM while a lookup is held: exited in %" PRIu64 " ms (bound %d)\n",
+	       stop_ms, DNS_STOP_MS);
+	T_LE_INT(stop_ms, DNS_STOP_MS);
+	tsrv_check_reports(base);
+}
+
 /* One PLACED put of alice's on c (logged in): key, VLEN bytes of seed,
  * copies 1 (tracked by the server's repair thread, so drained). */
 static void placed_put(struct kc *c, const uint8_t ns[PROTO_DIGEST_LEN], const char *key,
@@ -1584,6 +1666,7 @@ static const struct tsrv_phase phases[] = {
 	{ "poll_stop", phase_poll_stop },
 	{ "poll_many", phase_poll_many },
 	{ "fwd_lane", phase_fwd_lane },
+	{ "dns_held", phase_dns_held },
 	{ "fwd_batch", phase_fwd_batch },
 };
 
@@ -1591,6 +1674,7 @@ int main(int argc, char **argv)
 {
 	bin = argc > 1 ? argv[1] : "daemon/kvtierd";
 	cli = argc > 3 ? argv[3] : NULL;
+	shim = cli;
 	return tsrv_run_phase("test_peer_attack", argc, argv, phases,
 			      sizeof(phases) / sizeof(phases[0]), base, sizeof(base));
 }
