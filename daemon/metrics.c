@@ -396,7 +396,7 @@ static void metrics_repair(void *ctx, const char *name, uint64_t v)
 		{ "repair.forward_queued", "kvtier_repair_forward_queued_total", "counter",
 		  "forwarded puts (remote.hot_forward) queued for their other replicas" },
 		{ "repair.forward_passes", "kvtier_repair_forward_passes_total", "counter",
-		  "passes that sent forwarded puts" },
+		  "batches of forwarded copies the members' lanes sent" },
 		{ "repair.forwarded", "kvtier_repair_forwarded_total", "counter",
 		  "copies of forwarded puts sent to the members that lacked them" },
 		{ "repair.forward_bytes", "kvtier_repair_forward_bytes_total", "counter",

@@ -38,15 +38,17 @@
  *
  * Forwarded replicas (PROTO_IF_FORWARD: an engine sent a replicated block
  * once, doc/cluster.md "Forwarded replicas"): the loops queue the block,
- * and the repair thread runs a pass over the queue as soon as it has one
- * (the same pass, on the current list: EXISTS, then the copies those
- * members lack, PLACED|REPAIR so that nobody forwards them again),
- * neither paced by --repair-rate nor throttled to one value per frame:
- * these bytes are the client's own put, moved off its wire.
+ * and the repair thread hands it at once to the lane of each other member
+ * of its top on the current list ("Forward lanes" below), whose thread
+ * sends it as a pass does (EXISTS, then the copies that member lacks,
+ * PLACED|REPAIR so that nobody forwards them again), neither paced by
+ * --repair-rate nor throttled to one value per frame: these bytes are the
+ * client's own put, moved off its wire.
  *
  * Threads: kvtd-repair (the passes) and its workers (a pass's members),
- * kvtd-poll (a static pod's poll: repair_static_main) and its askers (a
- * member's question each: repair_ask), loops
+ * the forward lanes' (a member's forwards each, while any wait:
+ * repair_lane_main), kvtd-poll (a static pod's poll: repair_static_main)
+ * and its askers (a member's question each: repair_ask), loops
  * (note/forget/touch), any (stats).
  */
 #include <errno.h>
@@ -642,7 +644,7 @@ struct rpass {
 	struct rpeer *peers;
 	struct kvt_queue *q;
 	bool retry;
-	bool fwd;             /* a pass over forwarded puts: unpaced, counted apart */
+	bool fwd;             /* a forward lane's: unpaced, counted apart */
 };
 
 static bool repair_stopping(struct kvtd_repair *rp)
