@@ -162,7 +162,7 @@ static struct {
 	unsigned plain_n;
 	pthread_t conn_th[CONN_MAX]; /* the poll phases: the connections' threads */
 	unsigned conn_n;
-} F = { .lfd_left = -1 };
+} F = { .lfd = -1, .lfd_left = -1 };
 
 /* Each connection on a thread of its own (the poll phases, fwd_batch). */
 static bool fk_threaded(void);
@@ -555,6 +555,48 @@ static uint16_t listen_tcp(int *lfd)
 	return ntohs(sa.sin_port);
 }
 
+/* The fake on its thread, playing mode (slow_read's and fwd_batch's
+ * reader with a small receive window: the sender waits on it), and the
+ * tenants file at tenants (700 bytes): alice, then more (NULL: none). */
+static void fake_start(int mode, char *tenants, const char *more)
+{
+	char text[256];
+
+	F.mode = mode;
+	if (mode == M_SLOW_READ || mode == M_FWD_BATCH)
+		T_OK(setsockopt(F.lfd, SOL_SOCKET, SO_RCVBUF, &(int){ 65536 }, sizeof(int)));
+	T_OK(-pthread_create(&F.th, NULL, fk_main, NULL));
+	snprintf(tenants, 700, "%s/tenants", base);
+	snprintf(text, sizeof(text), "alice " SECRET_ALICE " tenant\n%s", more ? more : "");
+	tsrv_write_file(NULL, tenants, text);
+}
+
+/* The fake stopped (its connections closed: no server's stop waits on
+ * them), its listeners closed. */
+static void fake_stop(void)
+{
+	atomic_store(&F.stop, true);
+	pthread_join(F.th, NULL);
+	if (F.lfd >= 0)
+		close(F.lfd);
+	if (F.lfd_left >= 0)
+		close(F.lfd_left);
+	for (unsigned i = 0; i < F.plain_n; i++)
+		close(F.lfd_plain[i]);
+}
+
+/* "127.0.0.1:P,..." of port[0..n) into out (cap bytes): a --members. */
+static void members_of(char *out, size_t cap, const uint16_t *port, unsigned n)
+{
+	size_t at = 0;
+
+	for (unsigned i = 0; i < n; i++) {
+		int w = snprintf(out + at, cap - at, "%s127.0.0.1:%u", i ? "," : "", port[i]);
+		T_ASSERT(w > 0 && (size_t)w < cap - at);
+		at += (size_t)w;
+	}
+}
+
 /* The two real members of a static pod listed in members, on port[0] and
  * port[1], each with its own base sub[i] (its log and Unix socket) and
  * data under it, then the options of more (NULL-ended, may be NULL). */
@@ -629,14 +671,9 @@ static void start(const char *name, int mode)
 				"--ssd", "0", NULL };
 	uint8_t ns[PROTO_DIGEST_LEN];
 
-	F.mode = mode;
-	if (mode == M_SLOW_READ) /* a small window: the sender waits on it */
-		T_OK(setsockopt(F.lfd, SOL_SOCKET, SO_RCVBUF, &(int){ 65536 }, sizeof(int)));
-	T_OK(-pthread_create(&F.th, NULL, fk_main, NULL));
+	fake_start(mode, tenants, NULL);
 	snprintf(self, sizeof(self), "127.0.0.1:%u", sp);
-	snprintf(members, sizeof(members), "127.0.0.1:%u,127.0.0.1:%u", sp, fp);
-	snprintf(tenants, sizeof(tenants), "%s/tenants", base);
-	tsrv_write_file(NULL, tenants, "alice " SECRET_ALICE " tenant\n");
+	members_of(members, sizeof(members), (const uint16_t[]){ sp, fp }, 2);
 	snprintf(dir, sizeof(dir), "%s/%s", base, name);
 	tsrv_start(&srv, bin, base, dir, tenants, extra);
 	forward_put(&srv, ns);
@@ -644,9 +681,7 @@ static void start(const char *name, int mode)
 
 static void stop(void)
 {
-	atomic_store(&F.stop, true);
-	pthread_join(F.th, NULL);
-	close(F.lfd);
+	fake_stop();
 	T_EQ_INT(tsrv_stop(&srv), 0);
 }
 
@@ -924,12 +959,8 @@ static void phase_poll_stall(void)
 	uint64_t worst = 0, end;
 	struct kc c;
 
-	F.mode = M_POLL_STALL;
-	T_OK(-pthread_create(&F.th, NULL, fk_main, NULL));
-	snprintf(tenants, sizeof(tenants), "%s/tenants", base);
-	tsrv_write_file(NULL, tenants, "alice " SECRET_ALICE " tenant\n");
-	snprintf(members, sizeof(members), "127.0.0.1:%u,127.0.0.1:%u,127.0.0.1:%u", port[0],
-		 port[1], fp);
+	fake_start(M_POLL_STALL, tenants, NULL);
+	members_of(members, sizeof(members), (const uint16_t[]){ port[0], port[1], fp }, 3);
 	pod_start(s, sub, port, members, tenants, NULL);
 	/* both members' polls held by the fake */
 	end = tsrv_now_ns() + 5000000000ull;
@@ -971,9 +1002,7 @@ static void phase_poll_stall(void)
 	printf("poll_stall: %d forwards beside a poll held by the third member: "
 	       "the slowest in %" PRIu64 " ms (bound %d)\n", STALL_PUTS, worst, STALL_BOUND_MS);
 	T_ASSERT(worst < STALL_BOUND_MS);
-	atomic_store(&F.stop, true); /* the polls' connections closed: no stop waits on them */
-	pthread_join(F.th, NULL);
-	close(F.lfd);
+	fake_stop();
 	T_EQ_INT(tsrv_stop(&s[0]), 0);
 	T_EQ_INT(tsrv_stop(&s[1]), 0);
 	tsrv_check_reports(sub[0]);
@@ -1021,13 +1050,9 @@ static void phase_poll_wide(void)
 		ap = bp;
 		bp = tp;
 	}
-	F.mode = M_POLL_WIDE;
-	T_OK(-pthread_create(&F.th, NULL, fk_main, NULL));
+	fake_start(M_POLL_WIDE, tenants, NULL);
 	snprintf(self, sizeof(self), "127.0.0.1:%u", sp);
-	snprintf(members, sizeof(members), "127.0.0.1:%u,127.0.0.1:%u,127.0.0.1:%u", sp, ap,
-		 bp);
-	snprintf(tenants, sizeof(tenants), "%s/tenants", base);
-	tsrv_write_file(NULL, tenants, "alice " SECRET_ALICE " tenant\n");
+	members_of(members, sizeof(members), (const uint16_t[]){ sp, ap, bp }, 3);
 	snprintf(dir, sizeof(dir), "%s/poll_wide", base);
 	tsrv_start(&srv, bin, base, dir, tenants, extra);
 	T_RC(kc_connect_unix(&c, srv.sock), 0);
@@ -1052,10 +1077,7 @@ static void phase_poll_wide(void)
 	       WIDE_BOUND_MS, atomic_load(&F.left_asked));
 	T_ASSERT(atomic_load(&F.left_asked) >= 1);
 	T_LE_INT(ms, WIDE_BOUND_MS);
-	atomic_store(&F.stop, true);
-	pthread_join(F.th, NULL);
-	close(F.lfd);
-	close(F.lfd_left);
+	fake_stop();
 	T_EQ_INT(tsrv_stop(&srv), 0);
 	tsrv_check_reports(base);
 }
@@ -1074,21 +1096,18 @@ static void phase_poll_many(void)
 	const char *extra[] = { "--listen", self, "--advertise", self, "--members", members,
 				"--ssd", "0", NULL };
 	uint64_t t0, end, seen_ns = 0, n = 0;
-	size_t at;
+	uint16_t all[MANY_FILL + 2];
 	struct kc c;
 
 	/* the fillers sort before the one that left */
 	T_ASSERT(port_after(bp, 1000 + MANY_FILL - 1));
-	F.lfd = -1;
-	F.mode = M_POLL_WIDE;
-	T_OK(-pthread_create(&F.th, NULL, fk_main, NULL));
+	fake_start(M_POLL_WIDE, tenants, NULL);
 	snprintf(self, sizeof(self), "127.0.0.1:%u", sp);
-	at = (size_t)snprintf(members, sizeof(members), "127.0.0.1:%u,127.0.0.1:%u", sp, bp);
+	all[0] = sp;
+	all[1] = bp;
 	for (unsigned i = 0; i < MANY_FILL; i++)
-		at += (size_t)snprintf(members + at, sizeof(members) - at, ",127.0.0.1:%u",
-				       1000 + i);
-	snprintf(tenants, sizeof(tenants), "%s/tenants", base);
-	tsrv_write_file(NULL, tenants, "alice " SECRET_ALICE " tenant\n");
+		all[2 + i] = (uint16_t)(1000 + i);
+	members_of(members, sizeof(members), all, MANY_FILL + 2);
 	snprintf(dir, sizeof(dir), "%s/poll_many", base);
 	t0 = tsrv_now_ns();
 	tsrv_start(&srv, bin, base, dir, tenants, extra);
@@ -1109,9 +1128,7 @@ static void phase_poll_many(void)
 	       ((seen_ns ? seen_ns : tsrv_now_ns()) - t0) / 1000000, MANY_BOUND_MS);
 	T_ASSERT(seen_ns != 0);
 	T_LE_INT((seen_ns - t0) / 1000000, MANY_BOUND_MS);
-	atomic_store(&F.stop, true);
-	pthread_join(F.th, NULL);
-	close(F.lfd_left);
+	fake_stop();
 	T_EQ_INT(tsrv_stop(&srv), 0);
 	tsrv_check_reports(base);
 }
@@ -1136,9 +1153,7 @@ static void phase_poll_stop(void)
 	printf("poll_stop: SIGTERM %" PRIu64 " ms into a held poll: exited in %" PRIu64
 	       " ms (bound %d)\n", into, ms, STOP_BOUND_MS);
 	T_LE_INT(ms, STOP_BOUND_MS);
-	atomic_store(&F.stop, true);
-	pthread_join(F.th, NULL);
-	close(F.lfd);
+	fake_stop();
 	tsrv_check_reports(base);
 }
 
@@ -1196,14 +1211,8 @@ static void phase_fwd_lane(void)
 	uint64_t t0[3], ms[3], dropped = 0, member_dropped = 0;
 	struct kc c;
 
-	F.mode = M_SLOW_READ;
-	T_OK(setsockopt(F.lfd, SOL_SOCKET, SO_RCVBUF, &(int){ 65536 }, sizeof(int)));
-	T_OK(-pthread_create(&F.th, NULL, fk_main, NULL));
-	snprintf(tenants, sizeof(tenants), "%s/tenants", base);
-	tsrv_write_file(NULL, tenants,
-			"alice " SECRET_ALICE " tenant\nroot " SECRET_ROOT " admin\n");
-	snprintf(members, sizeof(members), "127.0.0.1:%u,127.0.0.1:%u,127.0.0.1:%u", port[0],
-		 port[1], fp);
+	fake_start(M_SLOW_READ, tenants, "root " SECRET_ROOT " admin\n");
+	members_of(members, sizeof(members), (const uint16_t[]){ port[0], port[1], fp }, 3);
 	T_OK(setenv("KVTD_TEST_LANE_BYTES", "4096", 1));
 	pod_start(s, sub, port, members, tenants, NULL);
 	T_OK(unsetenv("KVTD_TEST_LANE_BYTES"));
@@ -1237,9 +1246,7 @@ static void phase_fwd_lane(void)
 	T_ASSERT(atomic_load(&F.lie_ns) != 0); /* the slow member was sent the big one */
 	T_GE_INT(member_dropped, 1);
 	T_EQ_U64(dropped, member_dropped);
-	atomic_store(&F.stop, true);
-	pthread_join(F.th, NULL);
-	close(F.lfd);
+	fake_stop();
 	T_EQ_INT(tsrv_stop(&s[0]), 0);
 	T_EQ_INT(tsrv_stop(&s[1]), 0);
 	tsrv_check_reports(sub[0]);
@@ -1323,11 +1330,7 @@ static void phase_fwd_batch(void)
 	T_ASSERT(a < 100000);
 	fwd_anchor = a;
 
-	F.mode = M_FWD_BATCH;
-	T_OK(setsockopt(F.lfd, SOL_SOCKET, SO_RCVBUF, &(int){ 65536 }, sizeof(int)));
-	T_OK(-pthread_create(&F.th, NULL, fk_main, NULL));
-	snprintf(tenants, sizeof(tenants), "%s/tenants", base);
-	tsrv_write_file(NULL, tenants, "alice " SECRET_ALICE " tenant\n");
+	fake_start(M_FWD_BATCH, tenants, NULL);
 	pod_start(s, sub, port, members, tenants, NULL);
 	T_RC(kc_connect_unix(&c, s[1].sock), 0);
 	T_RC(kc_login(&c, "alice", SECRET_ALICE), 0);
@@ -1357,11 +1360,7 @@ static void phase_fwd_batch(void)
 	       BATCH_TRICKLE_MS);
 	T_ASSERT(atomic_load(&F.lie_ns) != 0); /* the slow member was sent it */
 	T_LE_INT(ms, BATCH_BOUND_MS);
-	atomic_store(&F.stop, true);
-	pthread_join(F.th, NULL);
-	close(F.lfd);
-	for (unsigned i = 0; i < PLAIN_MAX; i++)
-		close(F.lfd_plain[i]);
+	fake_stop();
 	T_EQ_INT(tsrv_stop(&s[0]), 0);
 	T_EQ_INT(tsrv_stop(&s[1]), 0);
 	tsrv_check_reports(sub[0]);
