@@ -198,6 +198,7 @@ struct kvtd_repair {
 	_Atomic uint64_t copies_clamped; /* placed puts asking more than --max-copies */
 	struct rlane *lanes[REPAIR_LANES_MAX]; /* lock: each member's forward lane */
 	unsigned lane_n;
+	unsigned lanes_ended;    /* lock: lanes whose thread ended (to join) */
 	uint64_t lane_bytes; /* a lane's values at most: REPAIR_LANE_BYTES,
 			      * KVTD_TEST_LANE_BYTES in tests */
 	_Atomic uint64_t fwd_member_dropped; /* of fwd_dropped: a member's lane full */
@@ -1133,7 +1134,7 @@ struct rworker {
 	bool started;
 	bool busy;              /* the slot holds a member's share (started or not) */
 	bool done;              /* *mu: its share is over */
-	pthread_mutex_t *mu;    /* the pass's, with *cv: a worker is done */
+	pthread_mutex_t *mu;    /* rp->lock, with rp->cond: a worker is done */
 	pthread_cond_t *cv;
 };
 
@@ -1153,6 +1154,9 @@ static void *repair_worker(void *arg)
 	pthread_mutex_unlock(w->mu);
 	return NULL;
 }
+
+static bool repair_forward(struct kvtd_repair *rp);
+static void repair_lanes_join(struct kvtd_repair *rp, bool all);
 
 /* The ranking of list m[0..n) (0 < n <= PLACEMENT_MEMBERS_MAX) into *pl,
  * weights scaled as the engines' remote.discover scales them
@@ -1241,12 +1245,8 @@ static bool repair_pass(struct kvtd_repair *rp, struct kvtd_member *m, unsigned 
 		 * its eight until it was given up (test_peer_attack
 		 * `fwd_batch`). */
 		struct rworker w[REPAIR_WORKERS];
-		pthread_mutex_t mu;
-		pthread_cond_t cv;
-		unsigned d = 0, running = 0;
+		unsigned d = 0, running = 0, ended = 0;
 
-		pthread_mutex_init(&mu, NULL);
-		pthread_cond_init(&cv, NULL);
 		memset(w, 0, sizeof(w));
 		for (;;) {
 			for (unsigned j = 0; j < REPAIR_WORKERS; j++) {
@@ -1259,7 +1259,7 @@ static bool repair_pass(struct kvtd_repair *rp, struct kvtd_member *m, unsigned 
 				w[j] = (struct rworker){
 					.ps = ps, .d = d++, .snap = snap, .cnt = cnt,
 					.tops = (const uint16_t(*)[PROTO_COPIES_MAX])tops, .k = k,
-					.busy = true, .mu = &mu, .cv = &cv
+					.busy = true, .mu = &rp->lock, .cv = &rp->cond
 				};
 				w[j].ps.q = NULL;
 				w[j].ps.retry = false;
@@ -1271,21 +1271,33 @@ static bool repair_pass(struct kvtd_repair *rp, struct kvtd_member *m, unsigned 
 			}
 			if (!running)
 				break;
-			pthread_mutex_lock(&mu);
+			/* Until a worker is done.  Meanwhile the forwards the
+			 * loops queue go to their lanes as they come (rp->cond
+			 * says both), and the lanes that ended are joined: a
+			 * pass held by a slow member held every forward until
+			 * its end (test_peer_attack `fwd_heal`). */
+			pthread_mutex_lock(&rp->lock);
 			for (bool any = false; !any;) {
 				for (unsigned j = 0; j < REPAIR_WORKERS; j++)
 					any |= w[j].busy && w[j].done;
-				if (!any)
-					pthread_cond_wait(&cv, &mu);
+				if (!any && (rp->fq_n || rp->lanes_ended != ended) && !rp->stop) {
+					ended = rp->lanes_ended;
+					pthread_mutex_unlock(&rp->lock);
+					repair_lanes_join(rp, false);
+					repair_forward(rp);
+					pthread_mutex_lock(&rp->lock);
+				} else if (!any) {
+					pthread_cond_wait(&rp->cond, &rp->lock);
+				}
 			}
-			pthread_mutex_unlock(&mu);
+			pthread_mutex_unlock(&rp->lock);
 			for (unsigned j = 0; j < REPAIR_WORKERS; j++) {
 				bool done;
 				if (!w[j].busy)
 					continue;
-				pthread_mutex_lock(&mu);
+				pthread_mutex_lock(&rp->lock);
 				done = w[j].done;
-				pthread_mutex_unlock(&mu);
+				pthread_mutex_unlock(&rp->lock);
 				if (!done)
 					continue;
 				if (w[j].started)
@@ -1295,8 +1307,6 @@ static bool repair_pass(struct kvtd_repair *rp, struct kvtd_member *m, unsigned 
 				running--;
 			}
 		}
-		pthread_cond_destroy(&cv);
-		pthread_mutex_destroy(&mu);
 	} else {
 		ps.retry = true;
 	}
@@ -1655,6 +1665,7 @@ static void *repair_lane_main(void *arg)
 		pthread_mutex_lock(&rp->lock);
 		if (!ln->n || rp->stop) {
 			ln->state = 2; /* joined by the repair thread */
+			rp->lanes_ended++;
 			pthread_cond_signal(&rp->cond);
 			pthread_mutex_unlock(&rp->lock);
 			return NULL;

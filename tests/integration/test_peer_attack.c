@@ -81,6 +81,10 @@
  *              member within 1 s (a forward pass waited for its slowest
  *              member: 7,160 ms); the fake's lane, at 4 KiB
  *              (KVTD_TEST_LANE_BYTES), drops the second's copy, counted
+ *   fwd_heal   the same pod, a healing pass sending the fake a 16 MiB
+ *              block: a 4 KiB forward put meanwhile reaches the healthy
+ *              member within 1 s (forwards went to the lanes between
+ *              passes: ~7 s, the fake given up)
  *   dns_held   (test_peer_attack KVTIERD dns_held SHIM) a member named by
  *              a host whose lookup holds 10 s (the LD_PRELOAD shim
  *              shim_sync.c): a forward to it given up within 2 s (the
@@ -120,6 +124,7 @@
 static const char *bin;
 static uint32_t vlen = VLEN; /* the forwarded block's bytes */
 static uint64_t fwd_anchor = 1; /* ... its anchor */
+static uint32_t fwd_flags = PROTO_IF_PLACED | PROTO_IF_FORWARD; /* ... its flags */
 static const char *cli; /* tls_drain: the kvtier CLI */
 static const char *shim; /* dns_held: tests/libshim_sync.so */
 static char base[512];
@@ -642,7 +647,7 @@ static void forward_put_key(const struct tsrv *s, uint8_t ns[PROTO_DIGEST_LEN],
 	T_RC(kc_login(&c, "alice", SECRET_ALICE), 0);
 	T_RC(kc_register(&c, &desc, ns, NULL, 0), KVT_OK);
 	kvt_key_set(&it.key, key, strlen(key));
-	it.flags = PROTO_IF_PLACED | PROTO_IF_FORWARD;
+	it.flags = fwd_flags;
 	it.anchor = fwd_anchor;
 	it.copies = copies;
 	it.part_count = 1;
@@ -1253,6 +1258,59 @@ static void phase_fwd_lane(void)
 	tsrv_check_reports(sub[1]);
 }
 
+/* A forward beside a healing pass held by a slow member (fwd_heal in
+ * the header).  A static pod of three, the members with --repair-grace
+ * 1500: s[0]'s first pass (its list set at start) copies alice's 16 MiB
+ * block, put placed but not forwarded, to s[1] and to the fake, which
+ * reads it as slow_read does.  Once the fake reads, a 4 KiB forward put
+ * to s[0] must be on s[1] within HEAL_BOUND_MS: the repair thread handed
+ * forwards to the lanes only between passes, and this one ended with the
+ * fake given up (~7 s). */
+#define HEAL_BOUND_MS 1000
+static void phase_fwd_heal(void)
+{
+	char tenants[700], members[120], sub[2][600];
+	uint16_t fp = listen_tcp(&F.lfd);
+	uint16_t port[2] = { listen_tcp(NULL), listen_tcp(NULL) };
+	const char *const more[] = { "--repair-grace", "1500", NULL };
+	const char *const key[1] = { "heal-small" };
+	struct tsrv s[2];
+	uint8_t ns[PROTO_DIGEST_LEN], ns2[PROTO_DIGEST_LEN];
+	uint64_t t0, ms, end;
+	struct kc c;
+
+	fake_start(M_SLOW_READ, tenants, NULL);
+	members_of(members, sizeof(members), (const uint16_t[]){ port[0], port[1], fp }, 3);
+	pod_start(s, sub, port, members, tenants, more);
+	T_RC(kc_connect_unix(&c, s[1].sock), 0);
+	T_RC(kc_login(&c, "alice", SECRET_ALICE), 0);
+	T_RC(kc_register(&c, &desc, ns2, NULL, 0), KVT_OK);
+	vlen = SLOW_VLEN;
+	fwd_flags = PROTO_IF_PLACED;
+	forward_put_key(&s[0], ns, "heal-big", 3);
+	vlen = VLEN;
+	fwd_flags = PROTO_IF_PLACED | PROTO_IF_FORWARD;
+	T_ASSERT(memcmp(ns, ns2, sizeof(ns)) == 0);
+	end = tsrv_now_ns() + 10000000000ull;
+	while (!atomic_load(&F.lie_ns) && tsrv_now_ns() < end)
+		tsrv_sleep_ms(10);
+	T_ASSERT(atomic_load(&F.lie_ns) != 0); /* the pass sends the fake its copy */
+	t0 = tsrv_now_ns();
+	forward_put_key(&s[0], ns, key[0], 3);
+	fwd_wait(&c, ns2, key, 1, &t0, &ms);
+	kc_close(&c);
+	printf("fwd_heal: a 4 KiB forward put while a healing pass sends 16 MiB to a member "
+	       "reading it at ~466 KiB/s: on the healthy member in %" PRIu64 " ms (bound %d; "
+	       "the slow member given up: %s)\n", ms, HEAL_BOUND_MS,
+	       log_says(s[0].log, "repair: lost a member") ? "yes" : "no");
+	T_LE_INT(ms, HEAL_BOUND_MS);
+	fake_stop();
+	T_EQ_INT(tsrv_stop(&s[0]), 0);
+	T_EQ_INT(tsrv_stop(&s[1]), 0);
+	tsrv_check_reports(sub[0]);
+	tsrv_check_reports(sub[1]);
+}
+
 /* A pass's members 8 at a time (fwd_batch in the header).  A static pod
  * of ten: s[0], the slow fake, 7 plain fakes, s[1] last in the list; a
  * 8 MiB block of copies 8 whose top holds the slow fake and s[1] (the
@@ -1670,6 +1728,7 @@ static const struct tsrv_phase phases[] = {
 	{ "poll_stop", phase_poll_stop },
 	{ "poll_many", phase_poll_many },
 	{ "fwd_lane", phase_fwd_lane },
+	{ "fwd_heal", phase_fwd_heal },
 	{ "dns_held", phase_dns_held },
 	{ "fwd_batch", phase_fwd_batch },
 };
