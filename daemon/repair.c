@@ -1621,10 +1621,11 @@ static struct kvtd_member *repair_members_copy(struct kvtd_cluster *cl, unsigned
 /*
  * Forward lanes.  The repair thread ranks each forwarded put over the
  * current list and hands a copy of it to the lane of every other member
- * of its top; each lane has a thread of its own while copies wait in it
- * (repair_lane_main: EXISTS, then the values the member lacks, as a pass
- * does, on a connection of its own), so one slow or held member costs the
- * others nothing.  One pass over the whole queue, with a worker per
+ * of its top, as they come (while a healing pass runs too: repair_pass's
+ * wait for its workers); each lane has a thread of its own while copies
+ * wait in it (repair_lane_main: EXISTS, then the values the member lacks,
+ * as a pass does, on a connection of its own), so one slow or held member
+ * costs the others nothing.  One pass over the whole queue, with a worker per
  * member, was done only when its slowest worker was: a forward put
  * meanwhile waited for it -- at worst the slow member's bytes at peer.c's
  * floor (each 5 MiB within 5 s) plus 5 s for an answer (test_peer_attack
