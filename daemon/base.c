@@ -81,6 +81,19 @@ uint64_t kvtd_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+struct timespec kvtd_deadline(clockid_t clock, uint64_t ns)
+{
+	struct timespec ts;
+	clock_gettime(clock, &ts);
+	ts.tv_sec += (time_t)(ns / 1000000000u);
+	ts.tv_nsec += (long)(ns % 1000000000u);
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	return ts;
+}
+
 /* Sizes, in the tenants file (dram=, ssd=) and on the command line
  * (--dram, --ssd): the library's one grammar (kvt_parse_size, kvtier.h). */
 int kvtd_parse_size(const char *v, uint64_t *out)

@@ -89,6 +89,7 @@
 #include <sys/socket.h>
 #include <sys/types.h>
 #include <sys/uio.h>
+#include <time.h>
 
 #include "kvtier.h"
 #include "proto.h"
@@ -1005,6 +1006,11 @@ _Static_assert(KVTD_FRAME_ITEMS_MAX >= KVTD_NS_TENANT_MAX, "a tenant's namespace
 #define KVTD_COPY_CONN_MAX(srv) ((srv)->cfg.max_memory / 4)
 
 uint64_t kvtd_now_ns(void); /* base.c: CLOCK_MONOTONIC */
+/* base.c: ns from now on clock, as the absolute deadline
+ * pthread_cond_timedwait takes (CLOCK_REALTIME for a condition on its
+ * default clock, CLOCK_MONOTONIC for one set to it): the library's
+ * kvt_deadline (lib/base/kvt_int.h), which the daemon does not include. */
+struct timespec kvtd_deadline(clockid_t clock, uint64_t ns);
 /* base.c: (namespace, key) hashed for the daemon's open-addressing tables
  * (ops.c's quiet dedup, repair.c's rents, expiry.c's key table). */
 uint64_t kvtd_key_hash(uint32_t ns, const uint8_t *k, uint32_t len);

@@ -343,10 +343,7 @@ static void *etcd_main(void *arg)
 		first = false;
 		etcd_state(cl, rc == 0, err);
 		pthread_mutex_lock(&cl->lock);
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		ts.tv_nsec += (long)(period_ms % 1000) * 1000000L;
-		ts.tv_sec += period_ms / 1000 + ts.tv_nsec / 1000000000L;
-		ts.tv_nsec %= 1000000000L;
+		ts = kvtd_deadline(CLOCK_MONOTONIC, (uint64_t)period_ms * 1000000u);
 		while (!cl->stop && !(cl->leave && cl->lease) &&
 		       pthread_cond_timedwait(&cl->cond, &cl->lock, &ts) != ETIMEDOUT)
 			;

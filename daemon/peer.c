@@ -14,9 +14,12 @@
 #include <netinet/tcp.h>
 #include <arpa/inet.h>
 #include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -407,10 +410,117 @@ static int peer_unix(const char *path, unsigned connect_ms, int stop_fd)
 	return fd;
 }
 
+/*
+ * A member named by host: getaddrinfo blocks for the resolver's own
+ * clocks (glibc: resolv.conf's timeout, 5 s, times its attempts, 2, for
+ * each nameserver), which neither the connect timeout nor the stop fd
+ * ended -- a thread asking a member whose nameserver did not answer was
+ * held that long, and a stopping kvtierd with it.  A numeric address is
+ * parsed here (AI_NUMERICHOST: no lookup); a name is looked up on a
+ * helper thread of its own (detached), which says it is done on an
+ * eventfd, waited on with the caller's stop fd until the deadline (the
+ * connect timeout covers the lookup and the connect together).  On
+ * time out or stop the caller leaves: the helper finishes within the
+ * resolver's clocks and frees what it holds (the last of the two to let
+ * go of struct peer_gai frees it).  test_peer_attack `dns_held`.
+ */
+struct peer_gai {
+	atomic_int refs;       /* the caller's and the helper's */
+	atomic_bool done;      /* rc and res are set */
+	int efd;               /* written once done */
+	int rc;                /* getaddrinfo's */
+	struct addrinfo *res;  /* its answer (the caller takes it) */
+	char host[KVTD_PEER_ADDR_MAX + 1], port[KVTD_PEER_ADDR_MAX + 1];
+};
+
+static void peer_gai_put(struct peer_gai *g)
+{
+	if (atomic_fetch_sub(&g->refs, 1) != 1)
+		return;
+	if (g->res)
+		freeaddrinfo(g->res);
+	close(g->efd);
+	free(g);
+}
+
+static void *peer_gai_main(void *arg)
+{
+	struct peer_gai *g = arg;
+	struct addrinfo hints = { .ai_socktype = SOCK_STREAM };
+
+	g->rc = getaddrinfo(g->host, g->port, &hints, &g->res);
+	atomic_store(&g->done, true);
+	if (eventfd_write(g->efd, 1) < 0) {
+		/* cannot fail on a fresh eventfd; the caller's deadline stands */
+	}
+	peer_gai_put(g);
+	return NULL;
+}
+
+/* host and port into *res (freeaddrinfo) by deadline (peer_now_ms), or
+ * until stop_fd is readable: 0, -ETIMEDOUT, -ECANCELED, -EHOSTUNREACH
+ * (no such name), -errno. */
+static int peer_resolve(const char *host, const char *port, int64_t deadline, int stop_fd,
+			struct addrinfo **res)
+{
+	struct addrinfo hints = { .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICHOST };
+	struct peer_gai *g;
+	pthread_attr_t at;
+	pthread_t th;
+	int rc;
+
+	*res = NULL;
+	if (getaddrinfo(host, port, &hints, res) == 0 && *res)
+		return 0;
+	if (*res) {
+		freeaddrinfo(*res);
+		*res = NULL;
+	}
+	if (!(g = calloc(1, sizeof(*g))))
+		return -ENOMEM;
+	if ((g->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0) {
+		rc = -errno;
+		free(g);
+		return rc;
+	}
+	snprintf(g->host, sizeof(g->host), "%s", host);
+	snprintf(g->port, sizeof(g->port), "%s", port);
+	atomic_init(&g->refs, 2);
+	atomic_init(&g->done, false);
+	rc = pthread_attr_init(&at);
+	if (rc == 0) {
+		rc = pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+		if (rc == 0)
+			rc = pthread_create(&th, &at, peer_gai_main, g);
+		pthread_attr_destroy(&at);
+	}
+	if (rc != 0) {
+		close(g->efd);
+		free(g);
+		return -rc;
+	}
+	while (!atomic_load(&g->done)) {
+		int64_t left = deadline - peer_now_ms();
+		int pr = left > 0 ? peer_poll(g->efd, stop_fd, POLLIN, (int)left) : 0;
+		if (pr == -EINTR || pr > 0)
+			continue;
+		peer_gai_put(g); /* the helper frees the rest */
+		return pr == 0 ? -ETIMEDOUT : pr;
+	}
+	rc = g->rc == 0 && g->res ? 0 : -EHOSTUNREACH;
+	if (rc == 0) {
+		*res = g->res;
+		g->res = NULL;
+	}
+	peer_gai_put(g);
+	return rc;
+}
+
 static int peer_dial(const char *addr, unsigned connect_ms, int stop_fd)
 {
 	char host[KVTD_PEER_ADDR_MAX + 1], *colon = NULL;
-	struct addrinfo hints = { .ai_socktype = SOCK_STREAM }, *res = NULL;
+	struct addrinfo *res = NULL;
+	int64_t deadline, left;
 	int fd = -1, one = 1, rc;
 
 	if (strncmp(addr, "unix:", 5) == 0)
@@ -424,14 +534,16 @@ static int peer_dial(const char *addr, unsigned connect_ms, int stop_fd)
 		colon[-1] = 0;
 		memmove(host, host + 1, strlen(host));
 	}
-	if (getaddrinfo(host, colon + 1, &hints, &res) != 0 || !res)
-		return -EHOSTUNREACH;
+	deadline = peer_now_ms() + (connect_ms ? connect_ms : KVTD_PEER_CONNECT_MS);
+	rc = peer_resolve(host, colon + 1, deadline, stop_fd, &res);
+	if (rc < 0)
+		return rc;
+	left = deadline - peer_now_ms();
 	fd = socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0) {
 		fd = -errno;
 	} else if ((rc = peer_connect(fd, res->ai_addr, res->ai_addrlen,
-				      connect_ms ? connect_ms : KVTD_PEER_CONNECT_MS,
-				      stop_fd)) < 0) {
+				      left > 0 ? (unsigned)left : 1, stop_fd)) < 0) {
 		close(fd);
 		fd = rc;
 	}

@@ -40,9 +40,10 @@ struct kvtd_peer {
 
 /* Connect to addr (HOST:PORT, [V6]:PORT or unix:/PATH), HELLO, AUTH as tenant with secret
  * (HMAC-SHA-256, the server's proof checked; method NONE where the server
- * offers it, and then secret may be NULL).  The TCP connect gives up after
- * connect_ms (0: KVTD_PEER_CONNECT_MS) with -ETIMEDOUT.  0 or < 0 (nothing
- * to close then). */
+ * offers it, and then secret may be NULL).  The host's lookup (a name:
+ * on a helper thread, peer.c "peer_resolve") and the TCP connect together
+ * give up after connect_ms (0: KVTD_PEER_CONNECT_MS) with -ETIMEDOUT.  0 or
+ * < 0 (nothing to close then). */
 int kvtd_peer_open(struct kvtd_peer *p, const char *addr, const char *tenant,
 		   const uint8_t *secret, uint32_t secret_len, unsigned connect_ms);
 /* The same over TLS when tls is not NULL (a client context: the member's
@@ -57,10 +58,11 @@ int kvtd_peer_open_tls_name(struct kvtd_peer *p, const char *addr, const char *t
 			    const char *tenant, const uint8_t *secret, uint32_t secret_len,
 			    unsigned connect_ms, SSL_CTX *tls);
 /* The same, with a stop fd (>= 0; -1: none): while it is readable (an
- * eventfd written once, never read), every wait of p -- the connect, the
- * handshake, a send, an answer -- ends at once with -ECANCELED, so that a
- * stopping kvtierd need not wait out the peer clocks of a member that
- * holds its question (repair.c).  The fd must outlive p's use. */
+ * eventfd written once, never read), every wait of p -- the lookup, the
+ * connect, the handshake, a send, an answer -- ends at once with
+ * -ECANCELED, so that a stopping kvtierd need not wait out the peer
+ * clocks of a member that holds its question, or of its nameserver
+ * (repair.c).  The fd must outlive p's use. */
 int kvtd_peer_open_stop(struct kvtd_peer *p, const char *addr, const char *tls_name,
 			const char *tenant, const uint8_t *secret, uint32_t secret_len,
 			unsigned connect_ms, SSL_CTX *tls, int stop_fd);

@@ -38,15 +38,17 @@
  *
  * Forwarded replicas (PROTO_IF_FORWARD: an engine sent a replicated block
  * once, doc/cluster.md "Forwarded replicas"): the loops queue the block,
- * and the repair thread runs a pass over the queue as soon as it has one
- * (the same pass, on the current list: EXISTS, then the copies those
- * members lack, PLACED|REPAIR so that nobody forwards them again),
- * neither paced by --repair-rate nor throttled to one value per frame:
- * these bytes are the client's own put, moved off its wire.
+ * and the repair thread hands it at once to the lane of each other member
+ * of its top on the current list ("Forward lanes" below), whose thread
+ * sends it as a pass does (EXISTS, then the copies that member lacks,
+ * PLACED|REPAIR so that nobody forwards them again), neither paced by
+ * --repair-rate nor throttled to one value per frame: these bytes are the
+ * client's own put, moved off its wire.
  *
  * Threads: kvtd-repair (the passes) and its workers (a pass's members),
- * kvtd-poll (a static pod's poll: repair_static_main) and its askers (a
- * member's question each: repair_ask), loops
+ * the forward lanes' (a member's forwards each, while any wait:
+ * repair_lane_main), kvtd-poll (a static pod's poll: repair_static_main)
+ * and its askers (a member's question each: repair_ask), loops
  * (note/forget/touch), any (stats).
  */
 #include <errno.h>
@@ -109,6 +111,25 @@ struct rent {
 /* What a pass over the table holds per block: its snapshot entry, the
  * members of its top and their count (charged to --max-memory). */
 #define REPAIR_SNAP_BYTES (sizeof(struct rent) + PROTO_COPIES_MAX * sizeof(uint16_t) + 1)
+
+/* A member's forward lane ("Forward lanes" below): the copies of
+ * forwarded puts waiting for it, sent by a thread of its own while any
+ * wait. */
+struct rlane {
+	struct kvtd_repair *rp;
+	char addr[KVTD_MEMBER_ADDR_MAX + 1]; /* lock: the member (changed only idle) */
+	struct rent *q;          /* lock: the copies waiting */
+	uint8_t *chg;            /* lock: each one's charge to its tenant's share (gfq) */
+	size_t n, cap;
+	uint64_t bytes;          /* lock: their values' bytes */
+	uint64_t charged;        /* lock: q's and chg's bytes, charged to --max-memory */
+	int state;               /* lock: 0 idle, 1 sending (its thread), 2 done (to join) */
+	pthread_t th;
+};
+
+/* Lanes at most: a member list's (PLACEMENT_MEMBERS_MAX); an idle one is
+ * reused for another member past it. */
+#define REPAIR_LANES_MAX 256u
 
 struct kvtd_repair {
 	struct kvtd_server *srv;
@@ -175,6 +196,12 @@ struct kvtd_repair {
 	uint32_t gfq[KVT_QUOTA_GROUPS]; /* lock: each group's forwards in fq */
 	_Atomic uint64_t fwd_tenant_dropped; /* of fwd_dropped: the tenant's share full */
 	_Atomic uint64_t copies_clamped; /* placed puts asking more than --max-copies */
+	struct rlane *lanes[REPAIR_LANES_MAX]; /* lock: each member's forward lane */
+	unsigned lane_n;
+	unsigned lanes_ended;    /* lock: lanes whose thread ended (to join) */
+	uint64_t lane_bytes; /* a lane's values at most: REPAIR_LANE_BYTES,
+			      * KVTD_TEST_LANE_BYTES in tests */
+	_Atomic uint64_t fwd_member_dropped; /* of fwd_dropped: a member's lane full */
 };
 
 /*
@@ -618,7 +645,7 @@ struct rpass {
 	struct rpeer *peers;
 	struct kvt_queue *q;
 	bool retry;
-	bool fwd;             /* a pass over forwarded puts: unpaced, counted apart */
+	bool fwd;             /* a forward lane's: unpaced, counted apart */
 };
 
 static bool repair_stopping(struct kvtd_repair *rp)
@@ -1030,8 +1057,8 @@ static int rent_cmp(const void *a, const void *b)
 }
 
 /* Every block of snap[0..cnt) whose top includes member d (tops: each
- * block's top `copies` of the ranking, k[i] of them), to d: asked, then
- * sent what it lacks. */
+ * block's top `copies` of the ranking, k[i] of them; NULL: every block,
+ * a forward lane's), to d: asked, then sent what it lacks. */
 static void repair_member(struct rpass *ps, unsigned d, struct rent *snap, size_t cnt,
 			  const uint16_t (*tops)[PROTO_COPIES_MAX], const uint8_t *k)
 {
@@ -1055,8 +1082,8 @@ static void repair_member(struct rpass *ps, unsigned d, struct rent *snap, size_
 
 		/* A batch: blocks of one namespace that d should hold. */
 		for (; i < cnt && snap[i].ns == ns && bn < REPAIR_EXISTS_BATCH; i++)
-			for (unsigned j = 0; j < k[i]; j++)
-				if (tops[i][j] == d) {
+			for (unsigned j = 0; j < (tops ? k[i] : 1u); j++)
+				if (!tops || tops[i][j] == d) {
 					batch[bn++] = &snap[i];
 					break;
 				}
@@ -1107,7 +1134,7 @@ struct rworker {
 	bool started;
 	bool busy;              /* the slot holds a member's share (started or not) */
 	bool done;              /* *mu: its share is over */
-	pthread_mutex_t *mu;    /* the pass's, with *cv: a worker is done */
+	pthread_mutex_t *mu;    /* rp->lock, with rp->cond: a worker is done */
 	pthread_cond_t *cv;
 };
 
@@ -1128,25 +1155,20 @@ static void *repair_worker(void *arg)
 	return NULL;
 }
 
-/* One pass with list m[0..n) over every tracked block, or (fwd: taken over,
- * freed here) over the forwarded blocks fwd[0..fwd_n): false if it should
- * be run again (a member could not be reached). */
-static bool repair_pass(struct kvtd_repair *rp, struct kvtd_member *m, unsigned n,
-			const char *self, bool drain, struct rent *fwd, size_t fwd_n)
+static bool repair_forward(struct kvtd_repair *rp);
+static void repair_lanes_join(struct kvtd_repair *rp, bool all);
+
+/* The ranking of list m[0..n) (0 < n <= PLACEMENT_MEMBERS_MAX) into *pl,
+ * weights scaled as the engines' remote.discover scales them
+ * (lib/cluster.c); this server's index in it into *me (n: not in it).
+ * 0 or < 0. */
+static int repair_place(struct kvtd_repair *rp, const struct kvtd_member *m, unsigned n,
+			const char *self, struct placement **pl, unsigned *me)
 {
 	struct placement_member pm[PLACEMENT_MEMBERS_MAX];
-	struct rpass ps = { .rp = rp, .m = m, .n = n, .self = n, .fwd = fwd != NULL };
-	uint64_t max = 1, div, t0 = kvtd_now_ns();
-	struct rent *snap = fwd;
-	uint16_t (*tops)[PROTO_COPIES_MAX] = NULL;
-	uint8_t *k = NULL;
-	size_t cnt = fwd ? fwd_n : 0;
-	uint64_t snap_charged = 0;   /* a pass over the table: its snapshot, tops and k */
+	uint64_t max = 1, div;
 
-	if (n == 0 || n > PLACEMENT_MEMBERS_MAX) {
-		free(fwd);
-		return true;
-	}
+	*me = n;
 	for (unsigned i = 0; i < n; i++)
 		if (m[i].weight > max)
 			max = m[i].weight;
@@ -1156,25 +1178,39 @@ static bool repair_pass(struct kvtd_repair *rp, struct kvtd_member *m, unsigned 
 		pm[i].name = m[i].addr;
 		pm[i].weight = (uint32_t)(w ? w : 1);
 		if (strcmp(m[i].addr, self) == 0)
-			ps.self = i;
+			*me = i;
 	}
-	if ((ps.self == n && !drain) || placement_new(&ps.pl, pm, n, &rp->mem) < 0) {
+	return placement_new(pl, pm, n, &rp->mem);
+}
+
+/* One pass with list m[0..n) over every tracked block: false if it should
+ * be run again (a member could not be reached). */
+static bool repair_pass(struct kvtd_repair *rp, struct kvtd_member *m, unsigned n,
+			const char *self, bool drain)
+{
+	struct rpass ps = { .rp = rp, .m = m, .n = n, .self = n };
+	uint64_t t0 = kvtd_now_ns();
+	struct rent *snap = NULL;
+	uint16_t (*tops)[PROTO_COPIES_MAX] = NULL;
+	uint8_t *k = NULL;
+	size_t cnt = 0;
+	uint64_t snap_charged = 0;   /* its snapshot, tops and k */
+
+	if (n == 0 || n > PLACEMENT_MEMBERS_MAX)
+		return true;
+	if (repair_place(rp, m, n, self, &ps.pl, &ps.self) < 0 || (ps.self == n && !drain)) {
 		/* not a member (yet, or any more): nothing of ours is placed */
-		if (fwd)
-			atomic_fetch_add(&rp->fwd_dropped, fwd_n);
-		free(fwd);
+		placement_free(ps.pl);
 		return ps.self == n && !drain;
 	}
-	if (!fwd) {
-		pthread_mutex_lock(&rp->lock);
-		snap_charged = (uint64_t)rp->used * REPAIR_SNAP_BYTES;
-		kvtd_mem_charge(rp->srv, snap_charged, true);
-		snap = rp->used ? malloc(rp->used * sizeof(*snap)) : NULL;
-		for (size_t i = 0; snap && i < rp->cap; i++)
-			if (rp->tab[i].state == 1)
-				snap[cnt++] = rp->tab[i];
-		pthread_mutex_unlock(&rp->lock);
-	}
+	pthread_mutex_lock(&rp->lock);
+	snap_charged = (uint64_t)rp->used * REPAIR_SNAP_BYTES;
+	kvtd_mem_charge(rp->srv, snap_charged, true);
+	snap = rp->used ? malloc(rp->used * sizeof(*snap)) : NULL;
+	for (size_t i = 0; snap && i < rp->cap; i++)
+		if (rp->tab[i].state == 1)
+			snap[cnt++] = rp->tab[i];
+	pthread_mutex_unlock(&rp->lock);
 	if (drain && cnt)
 		cnt = repair_drain_pick(rp, snap, cnt);
 	if (cnt)
@@ -1197,7 +1233,7 @@ static bool repair_pass(struct kvtd_repair *rp, struct kvtd_member *m, unsigned 
 				tops[i][j] = (uint16_t)top[j];
 				others |= top[j] != ps.self;
 			}
-			if (others && !ps.fwd)
+			if (others)
 				atomic_fetch_add(&rp->checked, 1);
 		}
 		/* The members at once, REPAIR_WORKERS at a time: a member's
@@ -1209,12 +1245,8 @@ static bool repair_pass(struct kvtd_repair *rp, struct kvtd_member *m, unsigned 
 		 * its eight until it was given up (test_peer_attack
 		 * `fwd_batch`). */
 		struct rworker w[REPAIR_WORKERS];
-		pthread_mutex_t mu;
-		pthread_cond_t cv;
-		unsigned d = 0, running = 0;
+		unsigned d = 0, running = 0, ended = 0;
 
-		pthread_mutex_init(&mu, NULL);
-		pthread_cond_init(&cv, NULL);
 		memset(w, 0, sizeof(w));
 		for (;;) {
 			for (unsigned j = 0; j < REPAIR_WORKERS; j++) {
@@ -1227,7 +1259,7 @@ static bool repair_pass(struct kvtd_repair *rp, struct kvtd_member *m, unsigned 
 				w[j] = (struct rworker){
 					.ps = ps, .d = d++, .snap = snap, .cnt = cnt,
 					.tops = (const uint16_t(*)[PROTO_COPIES_MAX])tops, .k = k,
-					.busy = true, .mu = &mu, .cv = &cv
+					.busy = true, .mu = &rp->lock, .cv = &rp->cond
 				};
 				w[j].ps.q = NULL;
 				w[j].ps.retry = false;
@@ -1239,21 +1271,33 @@ static bool repair_pass(struct kvtd_repair *rp, struct kvtd_member *m, unsigned 
 			}
 			if (!running)
 				break;
-			pthread_mutex_lock(&mu);
+			/* Until a worker is done.  Meanwhile the forwards the
+			 * loops queue go to their lanes as they come (rp->cond
+			 * says both), and the lanes that ended are joined: a
+			 * pass held by a slow member held every forward until
+			 * its end (test_peer_attack `fwd_heal`). */
+			pthread_mutex_lock(&rp->lock);
 			for (bool any = false; !any;) {
 				for (unsigned j = 0; j < REPAIR_WORKERS; j++)
 					any |= w[j].busy && w[j].done;
-				if (!any)
-					pthread_cond_wait(&cv, &mu);
+				if (!any && (rp->fq_n || rp->lanes_ended != ended) && !rp->stop) {
+					ended = rp->lanes_ended;
+					pthread_mutex_unlock(&rp->lock);
+					repair_lanes_join(rp, false);
+					repair_forward(rp);
+					pthread_mutex_lock(&rp->lock);
+				} else if (!any) {
+					pthread_cond_wait(&rp->cond, &rp->lock);
+				}
 			}
-			pthread_mutex_unlock(&mu);
+			pthread_mutex_unlock(&rp->lock);
 			for (unsigned j = 0; j < REPAIR_WORKERS; j++) {
 				bool done;
 				if (!w[j].busy)
 					continue;
-				pthread_mutex_lock(&mu);
+				pthread_mutex_lock(&rp->lock);
 				done = w[j].done;
-				pthread_mutex_unlock(&mu);
+				pthread_mutex_unlock(&rp->lock);
 				if (!done)
 					continue;
 				if (w[j].started)
@@ -1263,8 +1307,6 @@ static bool repair_pass(struct kvtd_repair *rp, struct kvtd_member *m, unsigned 
 				running--;
 			}
 		}
-		pthread_cond_destroy(&cv);
-		pthread_mutex_destroy(&mu);
 	} else {
 		ps.retry = true;
 	}
@@ -1277,10 +1319,6 @@ static bool repair_pass(struct kvtd_repair *rp, struct kvtd_member *m, unsigned 
 	free(snap);
 	kvtd_mem_uncharge(rp->srv, snap_charged);
 	placement_free(ps.pl);
-	if (ps.fwd) {
-		atomic_fetch_add(&rp->fwd_passes, 1);
-		return !ps.retry;
-	}
 	atomic_fetch_add(&rp->passes, 1);
 	atomic_store(&rp->last_pass_ms, (kvtd_now_ns() - t0) / 1000000);
 	kvtd_log(KVTD_INFO, "repair pass done",
@@ -1328,7 +1366,7 @@ static void repair_drain(struct kvtd_repair *rp, bool exit_after)
 	kvtd_log(KVTD_INFO, "drain: handing over", "exit=%s", exit_after ? "yes" : "no");
 	for (int tries = 0; self && !ok && tries < 5 && !repair_stopping(rp); tries++) {
 		m = repair_list_without(rp, self, &n);
-		ok = m && n && repair_pass(rp, m, n, self, true, NULL, 0);
+		ok = m && n && repair_pass(rp, m, n, self, true);
 		free(m);
 		if (!ok)
 			sleep_ms(REPAIR_RETRY_MS);
@@ -1341,7 +1379,7 @@ static void repair_drain(struct kvtd_repair *rp, bool exit_after)
 		sleep_ms(REPAIR_TICK_MS);
 	m = self ? repair_list_without(rp, self, &n) : NULL;
 	if (m && n)
-		ok = repair_pass(rp, m, n, self, true, NULL, 0) && ok;
+		ok = repair_pass(rp, m, n, self, true) && ok;
 	free(m);
 	atomic_store(&rp->drain_state, 3);
 	kvtd_log(ok ? KVTD_INFO : KVTD_WARN, "drain: done", "complete=%s copied=%llu exit=%s",
@@ -1515,13 +1553,7 @@ static void *repair_static_main(void *arg)
 			for (unsigned i = 0; i < n; i++)
 				ask[i].due = ask[i].state != 1 && /* 2: joined below */
 					     !(self && strcmp(m[i].addr, self) == 0);
-			next = now;
-			next.tv_sec += REPAIR_POLL_MS / 1000;
-			next.tv_nsec += (long)(REPAIR_POLL_MS % 1000) * 1000000L;
-			if (next.tv_nsec >= 1000000000L) {
-				next.tv_sec++;
-				next.tv_nsec -= 1000000000L;
-			}
+			next = kvtd_deadline(CLOCK_MONOTONIC, REPAIR_POLL_MS * 1000000ull);
 		}
 		repair_static_round(rp, m, n, ask, &asking);
 		for (unsigned i = 0; i < n; i++) {
@@ -1586,17 +1618,167 @@ static struct kvtd_member *repair_members_copy(struct kvtd_cluster *cl, unsigned
 	return m;
 }
 
-/* Send the forwarded puts queued so far to the other members of their
- * top (a pass over them on the current list).  Whatever a member lacks
- * after a failed pass is left to healing.  True if there were any. */
+/*
+ * Forward lanes.  The repair thread ranks each forwarded put over the
+ * current list and hands a copy of it to the lane of every other member
+ * of its top, as they come (while a healing pass runs too: repair_pass's
+ * wait for its workers); each lane has a thread of its own while copies
+ * wait in it (repair_lane_main: EXISTS, then the values the member lacks,
+ * as a pass does, on a connection of its own), so one slow or held member
+ * costs the others nothing.  One pass over the whole queue, with a worker per
+ * member, was done only when its slowest worker was: a forward put
+ * meanwhile waited for it -- at worst the slow member's bytes at peer.c's
+ * floor (each 5 MiB within 5 s) plus 5 s for an answer (test_peer_attack
+ * `fwd_lane`: a 4 KiB forward behind a 16 MiB one to a member reading it
+ * slowly took 7,160 ms).  A lane holds at most REPAIR_LANE_MAX copies and
+ * REPAIR_LANE_BYTES of values waiting (a copy that finds it full is
+ * dropped: repair.forward_member_dropped, of forward_dropped; the next
+ * list change's pass heals it), besides the batch its thread is sending;
+ * its arrays are charged to --max-memory (past it the copy is dropped:
+ * repair.forward_mem_dropped); and a tenant's share ("Copies" above)
+ * counts its copies until a lane's thread takes them: each block's
+ * copies - 1, spread over the lanes it went to.
+ */
+#define REPAIR_LANE_MAX REPAIR_FWD_MAX
+#define REPAIR_LANE_BYTES (1ull << 30)
+
+/* Take n off group's share of the forward queue.  Locked. */
+static void repair_fwd_uncharge(struct kvtd_repair *rp, uint16_t group, uint32_t n)
+{
+	rp->gfq[group] = rp->gfq[group] > n ? rp->gfq[group] - n : 0;
+}
+
+/* A lane's thread: its copies, a batch at a time, until none wait (or
+ * the server stops). */
+static void *repair_lane_main(void *arg)
+{
+	struct rlane *ln = arg;
+	struct kvtd_repair *rp = ln->rp;
+	struct kvtd_member m = { .weight = 1 };
+	struct rpass ps = { .rp = rp, .m = &m, .n = 1, .self = 1, .fwd = true };
+	struct rpeer peer;
+
+	for (;;) {
+		struct rent *q;
+		size_t n;
+		uint64_t charged;
+
+		pthread_mutex_lock(&rp->lock);
+		if (!ln->n || rp->stop) {
+			ln->state = 2; /* joined by the repair thread */
+			rp->lanes_ended++;
+			pthread_cond_signal(&rp->cond);
+			pthread_mutex_unlock(&rp->lock);
+			return NULL;
+		}
+		q = ln->q;
+		n = ln->n;
+		charged = ln->charged;
+		for (size_t i = 0; i < n; i++)
+			repair_fwd_uncharge(rp, q[i].group, ln->chg[i]);
+		free(ln->chg);
+		ln->q = NULL;
+		ln->chg = NULL;
+		ln->n = ln->cap = 0;
+		ln->bytes = ln->charged = 0;
+		snprintf(m.addr, sizeof(m.addr), "%s", ln->addr);
+		pthread_mutex_unlock(&rp->lock);
+
+		memset(&peer, 0, sizeof(peer));
+		ps.peers = &peer;
+		ps.retry = false;
+		if (kvt_queue_create(rp->srv->store, &ps.q) < 0) {
+			atomic_fetch_add(&rp->errors, 1);
+		} else {
+			qsort(q, n, sizeof(*q), rent_cmp); /* a namespace's together */
+			repair_member(&ps, 0, q, n, NULL, NULL);
+			kvt_queue_destroy(ps.q);
+			ps.q = NULL;
+		}
+		if (peer.open)
+			kvtd_peer_close(&peer.p);
+		atomic_fetch_add(&rp->fwd_passes, 1);
+		free(q);
+		kvtd_mem_uncharge(rp->srv, charged);
+	}
+}
+
+/* The lane of member addr: its own, else a new one, else (at
+ * REPAIR_LANES_MAX) an idle one given to it; NULL if none.  Locked. */
+static struct rlane *repair_lane_locked(struct kvtd_repair *rp, const char *addr)
+{
+	struct rlane *idle = NULL, *ln;
+
+	for (unsigned i = 0; i < rp->lane_n; i++) {
+		ln = rp->lanes[i];
+		if (strcmp(ln->addr, addr) == 0)
+			return ln;
+		if (!idle && ln->state == 0 && !ln->n)
+			idle = ln;
+	}
+	if (rp->lane_n < REPAIR_LANES_MAX && (ln = calloc(1, sizeof(*ln)))) {
+		ln->rp = rp;
+		rp->lanes[rp->lane_n++] = ln;
+		idle = ln;
+	}
+	if (idle)
+		snprintf(idle->addr, sizeof(idle->addr), "%s", addr);
+	return idle;
+}
+
+/* A copy of e for lane ln, charging chg to its tenant's share: false if
+ * the lane is full or cannot grow (counted; the share not charged).
+ * Locked. */
+static bool repair_lane_push_locked(struct kvtd_repair *rp, struct rlane *ln,
+				    const struct rent *e, uint8_t chg)
+{
+	if (ln->n >= REPAIR_LANE_MAX || (ln->n && ln->bytes + e->len > rp->lane_bytes)) {
+		atomic_fetch_add(&rp->fwd_member_dropped, 1);
+		return false;
+	}
+	if (ln->n == ln->cap) {
+		size_t nc = ln->cap ? ln->cap * 2 : 64;
+		uint64_t more = (uint64_t)(nc - ln->cap) * (sizeof(*ln->q) + 1);
+		struct rent *nq = NULL;
+		uint8_t *nchg = NULL;
+		if (!kvtd_mem_charge(rp->srv, more, false)) {
+			atomic_fetch_add(&rp->fwd_mem_dropped, 1);
+			return false;
+		}
+		nq = realloc(ln->q, nc * sizeof(*nq));
+		if (nq)
+			ln->q = nq;
+		nchg = nq ? realloc(ln->chg, nc) : NULL;
+		if (nchg)
+			ln->chg = nchg;
+		if (!nq || !nchg) { /* ln->q may be the larger: cap stays */
+			kvtd_mem_uncharge(rp->srv, more);
+			atomic_fetch_add(&rp->fwd_mem_dropped, 1);
+			return false;
+		}
+		ln->cap = nc;
+		ln->charged += more;
+	}
+	ln->q[ln->n] = *e;
+	ln->chg[ln->n++] = chg;
+	ln->bytes += e->len;
+	rp->gfq[e->group] += chg;
+	return true;
+}
+
+/* Hand the forwarded puts queued so far to the lanes of the other
+ * members of their top in the current list, and start the lanes' threads
+ * that are not running.  True if there were any. */
+#define REPAIR_RANK_CHUNK 256u
 static bool repair_forward(struct kvtd_repair *rp)
 {
 	struct kvtd_cluster *cl = &rp->srv->cluster;
 	struct kvtd_member *m = NULL;
+	struct placement *pl = NULL;
 	struct rent *q;
 	size_t qn;
-	uint64_t charged;
-	unsigned n = 0;
+	uint64_t charged, dropped = 0;
+	unsigned n = 0, me = 0;
 	const char *self;
 
 	pthread_mutex_lock(&rp->lock);
@@ -1606,7 +1788,6 @@ static bool repair_forward(struct kvtd_repair *rp)
 	rp->fq = NULL;
 	rp->fq_n = rp->fq_cap = 0;
 	rp->fq_charged = 0;
-	memset(rp->gfq, 0, sizeof(rp->gfq));
 	pthread_mutex_unlock(&rp->lock);
 	if (!qn) {
 		free(q);
@@ -1615,15 +1796,91 @@ static bool repair_forward(struct kvtd_repair *rp)
 	}
 	m = repair_members_copy(cl, &n);
 	self = cl->self_addr ? cl->self_addr : rp->self;
-	if (m && self) {
-		repair_pass(rp, m, n, self, false, q, qn); /* frees q */
-	} else {
-		atomic_fetch_add(&rp->fwd_dropped, qn);
-		free(q);
+	if (!m || !self || n > PLACEMENT_MEMBERS_MAX ||
+	    repair_place(rp, m, n, self, &pl, &me) < 0 || me == n) {
+		/* not a member (yet, or any more): nothing of ours is placed */
+		placement_free(pl);
+		pl = NULL;
 	}
+	for (size_t at = 0; at < qn; at += REPAIR_RANK_CHUNK) {
+		size_t cn = qn - at < REPAIR_RANK_CHUNK ? qn - at : REPAIR_RANK_CHUNK;
+		unsigned top[REPAIR_RANK_CHUNK][PROTO_COPIES_MAX], k[REPAIR_RANK_CHUNK];
+
+		/* ranked outside the lock: the loops queue meanwhile */
+		for (size_t i = 0; pl && i < cn; i++)
+			k[i] = placement_rank(pl, q[at + i].anchor, NULL, top[i], q[at + i].copies);
+		pthread_mutex_lock(&rp->lock);
+		for (size_t i = 0; i < cn; i++) {
+			const struct rent *e = &q[at + i];
+			unsigned others = 0, sent = 0;
+			uint32_t share = e->copies - 1u, given = 0;
+
+			/* its share moves to its lanes' copies (below) */
+			repair_fwd_uncharge(rp, e->group, share);
+			for (unsigned j = 0; pl && j < k[i]; j++)
+				others += top[i][j] != me;
+			for (unsigned j = 0; pl && j < k[i]; j++) {
+				struct rlane *ln;
+				uint32_t chg;
+				if (top[i][j] == me)
+					continue;
+				/* copies - 1 spread over the others: the charge is
+				 * what was asked, not what the pod holds */
+				chg = share / others + (sent < share % others);
+				ln = repair_lane_locked(rp, m[top[i][j]].addr);
+				if (!ln)
+					atomic_fetch_add(&rp->fwd_member_dropped, 1);
+				if (ln && repair_lane_push_locked(rp, ln, e, (uint8_t)chg))
+					given++;
+				sent++;
+			}
+			if (given < (pl ? others : 1u))
+				dropped++;
+		}
+		pthread_mutex_unlock(&rp->lock);
+	}
+	placement_free(pl);
+	atomic_fetch_add(&rp->fwd_dropped, dropped);
+	pthread_mutex_lock(&rp->lock);
+	for (unsigned i = 0; i < rp->lane_n; i++) {
+		struct rlane *ln = rp->lanes[i];
+		if (ln->state != 0 || !ln->n || rp->stop)
+			continue;
+		if (pthread_create(&ln->th, NULL, repair_lane_main, ln) == 0)
+			ln->state = 1;
+	}
+	pthread_mutex_unlock(&rp->lock);
+	free(q);
 	kvtd_mem_uncharge(rp->srv, charged); /* q is freed */
 	free(m);
 	return true;
+}
+
+/* Join the lanes whose threads are done (all: every lane's, waiting for
+ * them: the server stops), restarting those given copies meanwhile. */
+static void repair_lanes_join(struct kvtd_repair *rp, bool all)
+{
+	for (unsigned i = 0;; i++) {
+		struct rlane *ln;
+		int st;
+		pthread_mutex_lock(&rp->lock);
+		if (i >= rp->lane_n) {
+			pthread_mutex_unlock(&rp->lock);
+			return;
+		}
+		ln = rp->lanes[i];
+		st = ln->state;
+		pthread_mutex_unlock(&rp->lock);
+		if (st == 0 || (st == 1 && !all))
+			continue;
+		pthread_join(ln->th, NULL); /* past its last lock, or soon (stop) */
+		pthread_mutex_lock(&rp->lock);
+		ln->state = 0;
+		if (!all && ln->n && !rp->stop &&
+		    pthread_create(&ln->th, NULL, repair_lane_main, ln) == 0)
+			ln->state = 1;
+		pthread_mutex_unlock(&rp->lock);
+	}
 }
 
 static void *repair_main(void *arg)
@@ -1665,13 +1922,14 @@ static void *repair_main(void *arg)
 		if (pending && now >= due && rp->rate) {
 			m = repair_members_copy(cl, &n);
 			self = cl->self_addr ? cl->self_addr : rp->self;
-			if (m && self && repair_pass(rp, m, n, self, false, NULL, 0))
+			if (m && self && repair_pass(rp, m, n, self, false))
 				pending = false;
 			else
 				due = kvtd_now_ns() + (uint64_t)REPAIR_RETRY_MS * 1000000;
 			free(m);
 			continue;
 		}
+		repair_lanes_join(rp, false);
 		if (repair_forward(rp))
 			continue;
 		pthread_mutex_lock(&rp->pace_lock);
@@ -1680,17 +1938,13 @@ static void *repair_main(void *arg)
 		/* A tick, or until a forward is queued. */
 		pthread_mutex_lock(&rp->lock);
 		if (!rp->fq_n && !rp->stop) {
-			struct timespec ts;
-			clock_gettime(CLOCK_REALTIME, &ts);
-			ts.tv_nsec += (long)REPAIR_TICK_MS * 1000000L;
-			if (ts.tv_nsec >= 1000000000L) {
-				ts.tv_sec++;
-				ts.tv_nsec -= 1000000000L;
-			}
+			struct timespec ts =
+				kvtd_deadline(CLOCK_REALTIME, REPAIR_TICK_MS * 1000000ull);
 			pthread_cond_timedwait(&rp->cond, &rp->lock, &ts);
 		}
 		pthread_mutex_unlock(&rp->lock);
 	}
+	repair_lanes_join(rp, true); /* rp->stop_fd is written: they are back at once */
 	return NULL;
 }
 
@@ -1708,6 +1962,10 @@ int kvtd_repair_start(struct kvtd_server *srv)
 		const char *env = getenv("KVTD_TEST_TOMB_MS");
 		if (env && atoi(env) > 0)
 			rp->tomb_ns = (uint64_t)atoi(env) * 1000000;
+		rp->lane_bytes = REPAIR_LANE_BYTES;
+		env = getenv("KVTD_TEST_LANE_BYTES"); /* test_peer_attack fwd_lane */
+		if (env && atoi(env) > 0)
+			rp->lane_bytes = (uint64_t)atoi(env);
 	}
 	rp->cap = 1024;
 	rp->tab = calloc(rp->cap, sizeof(*rp->tab));
@@ -1815,6 +2073,12 @@ void kvtd_repair_stop(struct kvtd_server *srv)
 		close(rp->stop_fd);
 	free(rp->fq);
 	kvtd_mem_uncharge(srv, rp->fq_charged);
+	for (unsigned i = 0; i < rp->lane_n; i++) { /* their threads joined by repair_main */
+		free(rp->lanes[i]->q);
+		free(rp->lanes[i]->chg);
+		kvtd_mem_uncharge(srv, rp->lanes[i]->charged);
+		free(rp->lanes[i]);
+	}
 	kvtd_mem_uncharge(srv, rp->tab_charged);
 	free(rp->tab);
 	free(rp);
@@ -1853,6 +2117,7 @@ void kvtd_repair_stats(struct kvtd_server *srv,
 	fn(ctx, "repair.forward_bytes", atomic_load(&rp->fwd_bytes));
 	fn(ctx, "repair.forward_dropped", atomic_load(&rp->fwd_dropped));
 	fn(ctx, "repair.forward_mem_dropped", atomic_load(&rp->fwd_mem_dropped));
+	fn(ctx, "repair.forward_member_dropped", atomic_load(&rp->fwd_member_dropped));
 	fn(ctx, "repair.untracked", atomic_load(&rp->untracked));
 	fn(ctx, "repair.tenant_capped", atomic_load(&rp->tenant_capped));
 	fn(ctx, "repair.forward_tenant_dropped", atomic_load(&rp->fwd_tenant_dropped));

@@ -14,12 +14,21 @@
  *                       creates DIR/entered, waits until DIR/release
  *                       exists (at most 30 s), then really syncs.
  * Without both, or for any other descriptor, the calls go straight
- * through.  Built without sanitizers (tests/meson.build); a sanitized
- * server that preloads it needs ASAN_OPTIONS=verify_asan_link_order=0.
+ * through.
+ *
+ * And a nameserver that does not answer: a getaddrinfo of the host
+ * KVT_SHIM_GAI_NAME appends a byte to KVT_SHIM_GAI_DIR/entered, sleeps
+ * 10 s (the resolver's clocks, which a caller must not wait out) and
+ * fails with EAI_AGAIN; any other lookup goes straight through
+ * (test_peer_attack `dns_held`).
+ *
+ * Built without sanitizers (tests/meson.build); a sanitized server that
+ * preloads it needs ASAN_OPTIONS=verify_asan_link_order=0.
  */
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,4 +87,32 @@ int fsync(int fd)
 
 	shim_sync_hold(fd);
 	return real ? real(fd) : -1;
+}
+
+typedef int (*shim_gai_fn)(const char *node, const char *service, const struct addrinfo *hints,
+			   struct addrinfo **res);
+
+int getaddrinfo(const char *node, const char *service, const struct addrinfo *hints,
+		struct addrinfo **res)
+{
+	shim_gai_fn real = (shim_gai_fn)dlsym(RTLD_NEXT, "getaddrinfo");
+	const char *name = getenv("KVT_SHIM_GAI_NAME"), *dir = getenv("KVT_SHIM_GAI_DIR");
+
+	if (node && name && *name && dir && *dir && strcmp(node, name) == 0 &&
+	    !(hints && (hints->ai_flags & AI_NUMERICHOST))) {
+		char file[PATH_MAX];
+		struct timespec ts = { 10, 0 };
+		int fd;
+		snprintf(file, sizeof(file), "%s/entered", dir);
+		fd = open(file, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+		if (fd >= 0) {
+			if (write(fd, "x", 1) != 1) {
+				/* the test then sees no entry and fails */
+			}
+			close(fd);
+		}
+		nanosleep(&ts, NULL);
+		return EAI_AGAIN;
+	}
+	return real ? real(node, service, hints, res) : EAI_SYSTEM;
 }
