@@ -99,7 +99,8 @@
  *     the server first, KVT_EXISTS, and the DELETE removed X: a miss);
  *   - a get and an exists of X made while the DELETE of X (a CLEAR of its
  *     namespace) is on its way are misses at once, no frame sent
- *     (remote.gets_removed), with one lane and with two; a get of another
+ *     (remote.gets_removed), with one lane and with two; a lookup of Y, X
+ *     ends before X (1 hit; a CLEAR's, 0: no frame); a get of another
  *     key still hits (before: the get went out on the other connection,
  *     reached the server first and read X's deleted bytes);
  *   - a put that waited for a DELETE answered late (held behind an
@@ -1318,7 +1319,8 @@ static void test_put_after_failed_remove(struct tproxy *px)
  * before the DELETE and was a hit with X's bytes, deleted before the get
  * was made (order43, 2026-12-07: every run of the three cases).  Now it
  * is a miss at once, no frame sent (remote.gets_removed): the delete was
- * submitted first and its outcome is the get's.  A get of another key
+ * submitted first and its outcome is the get's; a lookup of Y, X ends
+ * before X (before: 2 hits, both cases).  A get of another key
  * (DELETE case) still goes to the server and hits; once the DELETE is
  * answered, gets go to the server again (a miss there, X deleted).
  */
@@ -1363,6 +1365,14 @@ static void test_get_after_remove(struct tproxy *px, const char *addr, bool clea
 	ex = t_req1(b, (struct kvt_req){ .op = KVT_OP_EXISTS, .ns = nb, .key = key });
 	T_RC(ex.status, KVT_MISS);
 	T_EQ_U64(t_stat(b, "remote.gets_removed") - r0, 2);
+	if (!lanes) { /* a lookup of Y, X (lane 0's other connection) ends before X */
+		struct kvt_key keys[2] = { t_key(x + 10), key };
+		int64_t n = kvt_lookup_prefix(b, nb, keys, 2, NULL);
+		fprintf(stderr, "%s: a lookup of Y, X: %" PRId64 "\n", name, n);
+		T_EQ_INT(n, clear ? 0 : 1); /* before: 2 */
+		T_EQ_U64(t_stat(b, "remote.gets_removed") - r0, clear ? 3 : 2);
+		r0 += clear ? 1 : 0;
+	}
 	if (!clear) { /* another key: to the server, a hit */
 		struct kvt_req g = get_into(b, nb, x + 10, back, XLEN);
 		T_RC(g.status, KVT_OK);

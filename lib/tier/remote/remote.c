@@ -135,7 +135,8 @@ struct rop {
 	bool wait_remove;
 	/* GET, EXISTS: a DELETE of its key (CLEAR of its namespace) was
 	 * submitted before it and not yet answered: answered a miss by the
-	 * thread, no frame (remove_shadows). */
+	 * thread, no frame (remove_shadows).  LOOKUP: its first key was
+	 * (remove_prefix): 0 hits. */
 	bool after_remove;
 	/* GET into the caller's buffers: the head's removes_answered when it
 	 * was submitted (promo_open_late). */
@@ -2038,7 +2039,7 @@ static void dispatch(struct remote *rm, uint64_t now, uint64_t *next_timer)
 		 * namespace) not yet answered: a miss, the delete's outcome. */
 		if (op->after_remove) {
 			A(rm->c_gets_removed);
-			rop_done(rm, op, KVT_MISS, NULL, NULL);
+			rop_done(rm, op, kind == RK_LOOKUP ? KVT_OK : KVT_MISS, NULL, NULL);
 			continue;
 		}
 		if (now >= op->deadline) {
@@ -2450,22 +2451,46 @@ static bool put_waits(struct remote *head, struct rop *op, uint64_t now)
 	return still;
 }
 
+/* Whether a DELETE of (ns, key) or a CLEAR of ns is on the list of
+ * those not yet answered.  put_lock held. */
+static bool remove_covers_locked(const struct remote *head, uint32_t ns,
+				 const struct kvt_key *key)
+{
+	for (const struct rop *d = head->rm_head; d; d = d->o_next)
+		if (d->kind == RK_CLEAR ? d->ns == KVT_NS_ALL || ns == d->ns
+					: ns == d->ns && key->len == d->key.len &&
+						  memcmp(key->bytes, d->key.bytes, d->key.len) == 0)
+			return true;
+	return false;
+}
+
 /* Whether a DELETE of op's key (CLEAR of its namespace) not yet answered
  * was submitted before op, a get or exists: every one on the list was.
  * A plain get pays one relaxed load when none is out. */
 static bool remove_shadows(struct remote *head, const struct rop *op)
 {
-	bool hit = false;
+	bool hit;
 	if (atomic_load_explicit(&head->removes_open, memory_order_acquire) == 0)
 		return false;
 	pthread_mutex_lock(&head->put_lock);
-	for (const struct rop *d = head->rm_head; d && !hit; d = d->o_next)
-		hit = d->kind == RK_CLEAR ? d->ns == KVT_NS_ALL || op->ns == d->ns
-					  : op->ns == d->ns && op->key.len == d->key.len &&
-						    memcmp(op->key.bytes, d->key.bytes,
-							   d->key.len) == 0;
+	hit = remove_covers_locked(head, op->ns, &op->key);
 	pthread_mutex_unlock(&head->put_lock);
 	return hit;
+}
+
+/* A LOOKUP's keys up to the first one a DELETE (CLEAR) not yet answered
+ * covers: the prefix ends there, as the get of that key would miss. */
+static uint32_t remove_prefix(struct remote *head, uint32_t ns, const struct kvt_key *keys,
+			      uint32_t n)
+{
+	uint32_t k = 0;
+	if (atomic_load_explicit(&head->removes_open, memory_order_acquire) == 0)
+		return n;
+	pthread_mutex_lock(&head->put_lock);
+	while (k < n && !remove_covers_locked(head, ns, &keys[k]))
+		k++;
+	pthread_mutex_unlock(&head->put_lock);
+	return k;
 }
 
 /* A DELETE or CLEAR is submitted: it joins the list of those not yet
@@ -2869,7 +2894,8 @@ int remote_lookup(struct remote *rm, uint32_t ns, const struct kvt_key *keys, ui
 	if (!op)
 		return -ENOMEM;
 	op->keys = keys;
-	op->key_count = n;
+	op->key_count = remove_prefix(rm->head, ns, keys, n);
+	op->after_remove = op->key_count == 0; /* 0 hits, no frame */
 	op->tiers = tiers;
 	A(rm->c_lookups);
 	return rop_submit(rm, op);
