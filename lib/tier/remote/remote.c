@@ -2466,7 +2466,7 @@ static bool remove_covers_locked(const struct remote *head, uint32_t ns,
 
 /* Whether a DELETE of op's key (CLEAR of its namespace) not yet answered
  * was submitted before op, a get or exists: every one on the list was.
- * A plain get pays one relaxed load when none is out. */
+ * A plain get pays one atomic load when none is out. */
 static bool remove_shadows(struct remote *head, const struct rop *op)
 {
 	bool hit;
@@ -2895,7 +2895,7 @@ int remote_lookup(struct remote *rm, uint32_t ns, const struct kvt_key *keys, ui
 		return -ENOMEM;
 	op->keys = keys;
 	op->key_count = remove_prefix(rm->head, ns, keys, n);
-	op->after_remove = op->key_count == 0; /* 0 hits, no frame */
+	op->after_remove = n > 0 && op->key_count == 0; /* 0 hits, no frame */
 	op->tiers = tiers;
 	A(rm->c_lookups);
 	return rop_submit(rm, op);
