@@ -351,6 +351,10 @@ void s3d_flush_done(struct kvtd_conn *c);
 void s3d_pin_flow(struct kvtd_conn *c);
 /* The request is answered: metrics, a debug line, then flush. */
 void s3d_finish(struct s3d_req *rq);
+/* Hold the heads behind rq (not parsed) until s3d_unhold or s3d_finish
+ * (s3d.c "Order"). */
+void s3d_hold_write(struct s3d_req *rq);
+void s3d_unhold(struct s3d_req *rq);
 /* s3d_error then s3d_finish: rq may be freed when it returns. */
 /* Give back a request's walk slot (s3ops.c), if it holds one. */
 void s3d_scan_release(struct s3d_req *rq);

@@ -2768,6 +2768,7 @@ static void s3d_step(struct s3d_req *rq)
 	case S3_DELETE: {
 		const char *code, *msg;
 		int http = s3d_delete_outcome(it[0].req.status, &code, &msg);
+		s3d_unhold(rq); /* applied: the requests behind it go on */
 		if (http) {
 			s3d_fail(rq, http, code, msg);
 			return;
@@ -2806,6 +2807,7 @@ static void s3d_step(struct s3d_req *rq)
 		 * holds the keys, NUL-separated) */
 		bool quiet = rq->cond_none_match; /* reused: <Quiet>true</Quiet> */
 		const char *kp = (const char *)rq->buf;
+		s3d_unhold(rq);
 		if (s3d_durable(rq))
 			return;
 		s3d_xml_begin(rq, "DeleteResult");
@@ -3145,6 +3147,7 @@ static void s3d_delete_many_start(struct s3d_req *rq)
 		s3d_item_init(rq, &it[i], KVT_OP_DELETE, &k);
 		kp += kl + 1;
 	}
+	s3d_hold_write(rq); /* until its deletes are applied (s3d.c "Order") */
 	s3d_submit(rq, PH_WRITE);
 }
 
@@ -3253,6 +3256,7 @@ void s3d_run(struct s3d_req *rq)
 			break;
 		s3d_key(&k, 'o', rq->key, rq->key_len);
 		s3d_item_init(rq, it, KVT_OP_DELETE, &k);
+		s3d_hold_write(rq); /* until it is applied (s3d.c "Order") */
 		s3d_submit(rq, PH_WRITE);
 		return;
 	case S3_DELETE_MANY:

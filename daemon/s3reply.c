@@ -705,6 +705,15 @@ void s3d_pin_flow(struct kvtd_conn *c)
 	kvtd_conn_flow(c);
 }
 
+void s3d_unhold(struct s3d_req *rq)
+{
+	if (rq->write_held) { /* s3d.c s3d_hold: the heads behind it may be parsed */
+		rq->write_held = false;
+		s3d_of(rq->conn)->writes--;
+		s3d_pin_flow(rq->conn);
+	}
+}
+
 void s3d_finish(struct s3d_req *rq)
 {
 	struct kvtd_server *srv = rq->conn->loop->srv;
@@ -714,11 +723,7 @@ void s3d_finish(struct s3d_req *rq)
 
 	rq->done = true;
 	rq->phase = PH_DONE;
-	if (rq->write_held) { /* s3d.c s3d_hold: the heads behind it may be parsed */
-		rq->write_held = false;
-		s3d_of(rq->conn)->writes--;
-		s3d_pin_flow(rq->conn);
-	}
+	s3d_unhold(rq);
 	s3d_scan_release(rq);
 	s3d_gate_leave(rq); /* its write landed, or will not */
 	/* The pins its answer did not keep (a GET refused, a copy's sources)

@@ -96,7 +96,17 @@
  *     (CLEAR's), or another lane: it waits for the DELETE's answer
  *     (remote.put_waits), through a proxy that holds the DELETE on its
  *     way, and a cold engine reads the new bytes (before: the PUT reached
- *     the server first, KVT_EXISTS, and the DELETE removed X: a miss).
+ *     the server first, KVT_EXISTS, and the DELETE removed X: a miss);
+ *   - a get and an exists of X made while the DELETE of X (a CLEAR of its
+ *     namespace) is on its way are misses at once, no frame sent
+ *     (remote.gets_removed), with one lane and with two; a lookup of Y, X
+ *     ends before X (1 hit; a CLEAR's, 0: no frame); a get of another
+ *     key still hits (before: the get went out on the other connection,
+ *     reached the server first and read X's deleted bytes);
+ *   - a put that waited for a DELETE answered late (held behind an
+ *     earlier put of its key, then on its way) has its own
+ *     remote.timeout_ms from the end of its wait: stored, where it failed
+ *     -ETIMEDOUT at its submission's deadline, never sent.
  */
 #include <errno.h>
 #include <signal.h>
@@ -1023,8 +1033,9 @@ static struct kvt_store *pair_engine(struct tproxy *px, int s0, const char *name
 	return b;
 }
 
-/* A DELETE or CLEAR (r) submitted on q while both of pair_engine's
- * connections are held on their way up: the slot it went out on. */
+/* A request (r: a DELETE or CLEAR, or a get) submitted on q while both
+ * of pair_engine's connections are held on their way up: the slot it
+ * went out on. */
 static int pair_remove_held(struct tproxy *px, int s0, struct kvt_queue *q, struct kvt_req *r)
 {
 	int sd = -1;
@@ -1043,13 +1054,17 @@ static int pair_remove_held(struct tproxy *px, int s0, struct kvt_queue *q, stru
 }
 
 /*
- * A promotion submitted while the DELETE is on its way (review25): an
+ * A promotion on its way when the DELETE is answered (review25): an
  * engine of two connections through a proxy that can hold either
- * direction of each.  X is on the server only.  The DELETE of X is held
- * on its way (client to server) on one connection; a get of X submitted
- * then goes out on the other, reaches the server first and is answered
- * with X, and that answer is held (server to client); then the DELETE
- * goes on, is applied and answered.  The get's answer comes last.  It
+ * direction of each.  X is on the server only.  A get of X is held on
+ * its way (client to server) on one connection; the DELETE of X
+ * submitted then goes out on the other (and is held there); the get goes
+ * on, reaches the server first and is answered with X, and that answer
+ * is held (server to client); then the DELETE goes on, is applied and
+ * answered.  The get's answer comes last.  (Until order43 the get was
+ * submitted after the DELETE; such a get is now a miss at once,
+ * test_get_after_remove, so the promotion the delete must wait for is
+ * one submitted before it, still on its way at its answer.)  It
  * used to be published in local DRAM after the store's pass over DRAM
  * that follows the DELETE's answer, and every later get of X hit the
  * deleted block there.  Now the delete completes only once that
@@ -1085,22 +1100,22 @@ static void test_delete_vs_late_get(struct tproxy *px, bool direct, bool lanes)
 	T_OK(kvt_queue_create(b, &qd));
 	T_OK(kvt_queue_create(b, &qg));
 
-	/* The DELETE, held on its way. */
-	del = (struct kvt_req){ .op = KVT_OP_DELETE, .ns = nb, .key = key };
-	sd = pair_remove_held(px, s0, qd, &del);
-	sg = sd == s0 ? s0 + 1 : s0;
-	/* The get, submitted while the DELETE is on its way: the other
-	 * connection (the fewest bytes in flight). */
+	/* The get, held on its way. */
 	if (direct)
 		get = (struct kvt_req){ .op = KVT_OP_GET, .ns = nb, .key = key, .iov = &sbuf,
 					.iov_count = 1 };
 	else
 		get = (struct kvt_req){ .op = KVT_OP_PREFETCH, .ns = nb, .keys = &key,
 					.key_count = 1 };
-	t_submit_all(qg, &get, 1);
-	for (int i = 0; i < 500 && tproxy_queued(px, sg, true) == 0; i++)
+	sg = pair_remove_held(px, s0, qg, &get);
+	sd = sg == s0 ? s0 + 1 : s0;
+	/* The DELETE, submitted then: the other connection (the fewest bytes
+	 * in flight; with lanes, lane 0's), held on its way too. */
+	del = (struct kvt_req){ .op = KVT_OP_DELETE, .ns = nb, .key = key };
+	t_submit_all(qd, &del, 1);
+	for (int i = 0; i < 500 && tproxy_queued(px, sd, true) == 0; i++)
 		tsrv_sleep_ms(10);
-	T_ASSERT(tproxy_queued(px, sg, true) > 0);
+	T_ASSERT(tproxy_queued(px, sd, true) > 0);
 	/* It reaches the server, which answers X; the answer is held. */
 	atomic_fetch_or(&px->hold_down, UINT64_C(1) << sg);
 	atomic_fetch_and(&px->hold_up, ~(UINT64_C(1) << sg));
@@ -1295,6 +1310,182 @@ static void test_put_after_failed_remove(struct tproxy *px)
 	free(v);
 }
 
+/*
+ * A get (and an exists) of a key submitted after its delete (its
+ * namespace's clear) and before the DELETE's answer: through the proxy,
+ * the DELETE held on its way on one connection of pair_engine's two, X
+ * on the server only.  The get went out on the other connection (the
+ * fewest bytes in flight; with lanes, lane 1's), reached the server
+ * before the DELETE and was a hit with X's bytes, deleted before the get
+ * was made (order43, 2026-12-07: every run of the three cases).  Now it
+ * is a miss at once, no frame sent (remote.gets_removed): the delete was
+ * submitted first and its outcome is the get's; a lookup of Y, X ends
+ * before X (before: 2 hits, both cases).  A get of another key
+ * (DELETE case) still goes to the server and hits; once the DELETE is
+ * answered, gets go to the server again (a miss there, X deleted).
+ */
+static void test_get_after_remove(struct tproxy *px, const char *addr, bool clear, bool lanes)
+{
+	enum { XLEN = 4096 };
+	const char *name = clear ? "get-after-clear" : lanes ? "get-after-delete-lanes"
+							     : "get-after-delete";
+	int s0 = atomic_load(&px->opened), sd, sg;
+	uint64_t x = 2990 + (clear ? 2u : 0u) + (lanes ? 1u : 0u), r0;
+	uint8_t *v = malloc(XLEN), *back = malloc(XLEN);
+	struct iovec part = { v, XLEN };
+	struct kvt_key key;
+	struct kvt_req del, ex;
+	struct kvt_queue *qd;
+	struct kvt_store *b;
+	uint32_t nb;
+
+	T_ASSERT(v && back);
+	t_fill(v, XLEN, x);
+	b = pair_engine(px, s0, name, "30000", lanes, x, &part, back, &nb);
+	t_fill(v, XLEN, x + 10);
+	{ /* Y, on the server only, by another engine (b's next get: lane 1) */
+		struct kvt_store *c = engine(addr, "never", "5000");
+		T_RC(put1(c, t_ns(c, name), x + 10, &part, 1).status, KVT_OK);
+		kvt_store_destroy(c);
+	}
+	T_OK(kvt_queue_create(b, &qd));
+	r0 = t_stat(b, "remote.gets_removed");
+
+	key = t_key(x);
+	del = (struct kvt_req){ .op = clear ? KVT_OP_CLEAR : KVT_OP_DELETE, .ns = nb, .key = key };
+	sd = pair_remove_held(px, s0, qd, &del);
+	sg = sd == s0 ? s0 + 1 : s0;
+	atomic_fetch_and(&px->hold_up, ~(UINT64_C(1) << sg));
+	{
+		struct kvt_req g = get_into(b, nb, x, back, XLEN);
+		fprintf(stderr, "%s: a get of X while the %s is on its way: %s (tier %d)\n", name,
+			clear ? "CLEAR" : "DELETE", kvt_strerror(g.status), g.tier);
+		T_RC(g.status, KVT_MISS); /* before: KVT_OK, X's deleted bytes */
+	}
+	ex = t_req1(b, (struct kvt_req){ .op = KVT_OP_EXISTS, .ns = nb, .key = key });
+	T_RC(ex.status, KVT_MISS);
+	T_EQ_U64(t_stat(b, "remote.gets_removed") - r0, 2);
+	if (!lanes) { /* a lookup of Y, X (lane 0's other connection) ends before X */
+		struct kvt_key keys[2] = { t_key(x + 10), key };
+		int64_t n = kvt_lookup_prefix(b, nb, keys, 2, NULL);
+		fprintf(stderr, "%s: a lookup of Y, X: %" PRId64 "\n", name, n);
+		T_EQ_INT(n, clear ? 0 : 1); /* before: 2 */
+		T_EQ_U64(t_stat(b, "remote.gets_removed") - r0, clear ? 3 : 2);
+		r0 += clear ? 1 : 0;
+	}
+	if (!clear) { /* another key: to the server, a hit */
+		struct kvt_req g = get_into(b, nb, x + 10, back, XLEN);
+		T_RC(g.status, KVT_OK);
+		T_EQ_MEM(back, v, XLEN);
+		T_EQ_U64(t_stat(b, "remote.gets_removed") - r0, 2);
+	}
+	T_EQ_INT(kvt_queue_wait(qd, &(struct kvt_req *){ NULL }, 1, 0), 0); /* still out */
+	atomic_fetch_and(&px->hold_up, ~(UINT64_C(1) << sd));
+	t_wait_all(qd, 1);
+	T_RC(del.status, KVT_OK);
+	/* Answered: gets go to the server again, which applied it. */
+	T_RC(get_into(b, nb, x, back, XLEN).status, KVT_MISS);
+	T_EQ_U64(t_stat(b, "remote.gets_removed") - r0, 2);
+	T_OK(kvt_queue_destroy(qd));
+	kvt_store_destroy(b);
+	free(back);
+	free(v);
+}
+
+/*
+ * A put that waited for a DELETE has its own remote.timeout_ms from the
+ * end of its wait.  Through the proxy: X put (P0) and its answer held on
+ * the way back; the DELETE of X, held behind P0 (remote.removes_held);
+ * X put again with new bytes (P), waiting for the DELETE
+ * (remote.put_waits); P0's answer let go at 0.5 T (T = remote.timeout_ms,
+ * 800 ms), the DELETE then sent and held on its way until 1.4 T.  P's
+ * deadline ran from its submission: it failed -ETIMEDOUT at T while it
+ * waited, never sent, and a cold engine missed X (order43, 2026-12-07).
+ * Now it waits at most 2 T and then has T of its own: stored, KVT_OK.
+ */
+static void test_put_wait_deadline(struct tproxy *px, const char *addr)
+{
+	enum { XLEN = 4096, T_MS = 800 };
+	const char *name = "put-wait-deadline";
+	int s0 = atomic_load(&px->opened);
+	uint64_t x = 3990, h0, w0, t0;
+	uint8_t *v0 = malloc(XLEN), *v = malloc(XLEN), *back = malloc(XLEN);
+	struct iovec part0 = { v0, XLEN }, part = { v, XLEN };
+	struct kvt_req p0, del, put;
+	struct kvt_queue *q0, *qd, *qp;
+	struct kvt_store *b;
+	uint32_t nb;
+	char tms[16];
+
+	T_ASSERT(v0 && v && back);
+	snprintf(tms, sizeof(tms), "%u", (unsigned)T_MS);
+	t_fill(v0, XLEN, x);
+	b = pair_engine(px, s0, name, tms, false, x, &part0, NULL, &nb);
+	T_OK(kvt_queue_create(b, &q0));
+	T_OK(kvt_queue_create(b, &qd));
+	T_OK(kvt_queue_create(b, &qp));
+	h0 = t_stat(b, "remote.removes_held");
+	w0 = t_stat(b, "remote.put_waits");
+
+	/* P0 reaches the server; its answer waits in the proxy. */
+	atomic_fetch_or(&px->hold_down, UINT64_C(3) << s0);
+	t_fill(v0, XLEN, x + 1);
+	p0 = (struct kvt_req){ .op = KVT_OP_PUT, .ns = nb, .key = t_key(x), .iov = &part0,
+			       .iov_count = 1 };
+	t_submit_all(q0, &p0, 1);
+	for (int i = 0; i < 500 && tproxy_queued(px, s0, false) == 0 &&
+			tproxy_queued(px, s0 + 1, false) == 0;
+	     i++)
+		tsrv_sleep_ms(5);
+	t0 = t_now_ms();
+	/* Whatever goes up from now on waits in the proxy. */
+	atomic_fetch_or(&px->hold_up, UINT64_C(3) << s0);
+	del = (struct kvt_req){ .op = KVT_OP_DELETE, .ns = nb, .key = t_key(x) };
+	t_submit_all(qd, &del, 1);
+	T_EQ_U64(t_stat(b, "remote.removes_held") - h0, 1);
+	t_fill(v, XLEN, x + 2);
+	put = (struct kvt_req){ .op = KVT_OP_PUT, .ns = nb, .key = t_key(x), .iov = &part,
+				.iov_count = 1 };
+	t_submit_all(qp, &put, 1);
+	for (int i = 0; i < 100 && t_stat(b, "remote.put_waits") == w0; i++)
+		tsrv_sleep_ms(5);
+	T_EQ_U64(t_stat(b, "remote.put_waits") - w0, 1);
+	/* 0.5 T: P0 answered (X was there), the DELETE goes out, held. */
+	tsrv_sleep_ms((long)T_MS / 2 - (long)(t_now_ms() - t0));
+	atomic_fetch_and(&px->hold_down, ~(UINT64_C(3) << s0));
+	t_wait_all(q0, 1);
+	T_RC(p0.status, KVT_EXISTS);
+	for (int i = 0; i < 1000 && tproxy_queued(px, s0, true) == 0 &&
+			tproxy_queued(px, s0 + 1, true) == 0;
+	     i++)
+		tsrv_sleep_ms(2);
+	T_ASSERT(tproxy_queued(px, s0, true) + tproxy_queued(px, s0 + 1, true) > 0);
+	/* 0.7 T later (past P's T from its submission, within the DELETE's
+	 * own): the DELETE goes on, P after it. */
+	tsrv_sleep_ms(T_MS * 7 / 10);
+	atomic_fetch_and(&px->hold_up, ~(UINT64_C(3) << s0));
+	t_wait_all(qd, 1);
+	t_wait_all(qp, 1);
+	fprintf(stderr, "%s: delete %s, the put that waited %s after %" PRIu64 " ms\n", name,
+		kvt_strerror(del.status), kvt_strerror(put.status), t_now_ms() - t0);
+	T_RC(del.status, KVT_OK);
+	T_RC(put.status, KVT_OK); /* before: -ETIMEDOUT at T, never sent */
+	{
+		struct kvt_store *c = engine(addr, "always", "5000");
+		struct kvt_req g = get_into(c, t_ns(c, name), x, back, XLEN);
+		T_RC(g.status, KVT_OK);
+		T_EQ_MEM(back, v, XLEN);
+		kvt_store_destroy(c);
+	}
+	T_OK(kvt_queue_destroy(qp));
+	T_OK(kvt_queue_destroy(qd));
+	T_OK(kvt_queue_destroy(q0));
+	kvt_store_destroy(b);
+	free(back);
+	free(v);
+	free(v0);
+}
+
 int main(int argc, char **argv)
 {
 	struct tsrv srv;
@@ -1331,6 +1522,10 @@ int main(int argc, char **argv)
 	test_put_after_remove(&px, addr, true, false);
 	test_put_after_remove(&px, addr, false, true);
 	test_put_after_failed_remove(&px);
+	test_get_after_remove(&px, addr, false, false);
+	test_get_after_remove(&px, addr, true, false);
+	test_get_after_remove(&px, addr, false, true);
+	test_put_wait_deadline(&px, addr);
 	tproxy_stop(&px);
 	test_mixed(addr, "off");
 	test_mixed(addr, "on");

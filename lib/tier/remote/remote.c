@@ -133,6 +133,11 @@ struct rop {
 	 * was there; not sent until none of a lower ticket is (put_waits). */
 	bool ropen;
 	bool wait_remove;
+	/* GET, EXISTS: a DELETE of its key (CLEAR of its namespace) was
+	 * submitted before it and not yet answered: answered a miss by the
+	 * thread, no frame (remove_shadows).  LOOKUP: its first key was
+	 * (remove_prefix): 0 hits. */
+	bool after_remove;
 	/* GET into the caller's buffers: the head's removes_answered when it
 	 * was submitted (promo_open_late). */
 	uint64_t removes_seen;
@@ -322,6 +327,10 @@ struct remote {
 	struct rop *rm_head, *rm_tail;
 	unsigned puts_waiting;
 	uint64_t put_ticket;
+	/* Entries on rm_head's list (put_lock to change): a get or exists
+	 * reads it without the lock, and looks at the list only if it is
+	 * not 0 (remove_shadows). */
+	_Atomic unsigned removes_open;
 	_Atomic uint64_t removes_answered; /* deletes and clears answered (put_lock) */
 
 	_Atomic uint64_t c_gets, c_direct_gets, c_hits, c_misses, c_puts, c_put_stored,
@@ -329,7 +338,8 @@ struct remote {
 		c_timeouts, c_fast_fails, c_connects, c_connect_failures, c_disconnects, c_bytes_in,
 		c_bytes_out, c_frames_out, c_crc_errors, c_promote_full, c_conns_up, c_tls_failures,
 		c_sends, c_pool, c_reads, c_wakeups, c_put_crc_bytes, c_window_waits,
-		c_ns_mismatches, c_removes_held, c_removes_waited, c_promotes_stale, c_put_waits;
+		c_ns_mismatches, c_removes_held, c_removes_waited, c_promotes_stale, c_put_waits,
+		c_gets_removed;
 };
 
 static void pool_note(struct remote *rm, uint64_t len);
@@ -346,7 +356,7 @@ static void put_close(struct remote *head, struct rop *op);
 static bool remove_hold(struct remote *head, struct rop *d, const struct tier_result *res);
 static bool promo_open_late(struct remote *head, struct rop *op);
 static void remove_close(struct remote *head, struct rop *d);
-static bool put_waits(struct remote *head, struct rop *op);
+static bool put_waits(struct remote *head, struct rop *op, uint64_t now);
 
 static void rop_free(struct remote *rm, struct rop *op)
 {
@@ -2025,6 +2035,13 @@ static void dispatch(struct remote *rm, uint64_t now, uint64_t *next_timer)
 		int kind = op->kind;
 		list = op->next;
 		op->next = NULL;
+		/* A get or exists after a DELETE of its key (CLEAR of its
+		 * namespace) not yet answered: a miss, the delete's outcome. */
+		if (op->after_remove) {
+			A(rm->c_gets_removed);
+			rop_done(rm, op, kind == RK_LOOKUP ? KVT_OK : KVT_MISS, NULL, NULL);
+			continue;
+		}
 		if (now >= op->deadline) {
 			A(rm->c_timeouts);
 			if (kind == RK_NSREG)
@@ -2038,8 +2055,9 @@ static void dispatch(struct remote *rm, uint64_t now, uint64_t *next_timer)
 			continue;
 		}
 		/* A PUT after a DELETE of its key (CLEAR of its namespace) not
-		 * yet answered waits for the answer, by its own deadline. */
-		if (op->wait_remove && put_waits(rm->head, op)) {
+		 * yet answered waits for the answer (at most twice
+		 * remote.timeout_ms), then has its own remote.timeout_ms. */
+		if (op->wait_remove && put_waits(rm->head, op, now)) {
 			pend_push(rm, op);
 			continue;
 		}
@@ -2323,6 +2341,10 @@ static bool wake_take(struct remote *rm)
  * the value just put removed.  A PUT after a held DELETE waits too: the
  * DELETE goes out once the PUTs before it were answered, and could then
  * remove the later one.  No cycle: each waits only for lower tickets.
+ * A GET or EXISTS of the key (namespace) submitted after a DELETE and
+ * before its answer is answered a miss by the thread, no frame
+ * (remove_shadows): sent, it could reach the server first on another
+ * connection or lane and read the deleted bytes.
  *
  * Tickets order them: a put or promotion takes the next when it opens;
  * a DELETE takes the next when submitted (the PUTs below it were
@@ -2405,8 +2427,13 @@ static void put_open(struct remote *head, struct rop *op)
 }
 
 /* A put that waited (wait_remove) at dispatch: whether it still must.
- * Called on the put's lane thread, for those puts only. */
-static bool put_waits(struct remote *head, struct rop *op)
+ * Once it need not, its deadline is remote.timeout_ms from now (within
+ * the bound its wait had: rop_submit), not what is left of the one it
+ * had at submission -- a DELETE answered late (held behind a put of its
+ * own, or slow) left it a few ms, or none, and it failed -ETIMEDOUT
+ * having never been sent.  Called on the put's lane thread, for those
+ * puts only. */
+static bool put_waits(struct remote *head, struct rop *op, uint64_t now)
 {
 	bool still;
 	pthread_mutex_lock(&head->put_lock);
@@ -2416,7 +2443,54 @@ static bool put_waits(struct remote *head, struct rop *op)
 		head->puts_waiting--;
 	}
 	pthread_mutex_unlock(&head->put_lock);
+	if (!still) {
+		uint64_t mine = now + (uint64_t)head->cfg.timeout_ms * 1000000u;
+		if (mine < op->deadline)
+			op->deadline = mine;
+	}
 	return still;
+}
+
+/* Whether a DELETE of (ns, key) or a CLEAR of ns is on the list of
+ * those not yet answered.  put_lock held. */
+static bool remove_covers_locked(const struct remote *head, uint32_t ns,
+				 const struct kvt_key *key)
+{
+	for (const struct rop *d = head->rm_head; d; d = d->o_next)
+		if (d->kind == RK_CLEAR ? d->ns == KVT_NS_ALL || ns == d->ns
+					: ns == d->ns && key->len == d->key.len &&
+						  memcmp(key->bytes, d->key.bytes, d->key.len) == 0)
+			return true;
+	return false;
+}
+
+/* Whether a DELETE of op's key (CLEAR of its namespace) not yet answered
+ * was submitted before op, a get or exists: every one on the list was.
+ * A plain get pays one atomic load when none is out. */
+static bool remove_shadows(struct remote *head, const struct rop *op)
+{
+	bool hit;
+	if (atomic_load_explicit(&head->removes_open, memory_order_acquire) == 0)
+		return false;
+	pthread_mutex_lock(&head->put_lock);
+	hit = remove_covers_locked(head, op->ns, &op->key);
+	pthread_mutex_unlock(&head->put_lock);
+	return hit;
+}
+
+/* A LOOKUP's keys up to the first one a DELETE (CLEAR) not yet answered
+ * covers: the prefix ends there, as the get of that key would miss. */
+static uint32_t remove_prefix(struct remote *head, uint32_t ns, const struct kvt_key *keys,
+			      uint32_t n)
+{
+	uint32_t k = 0;
+	if (atomic_load_explicit(&head->removes_open, memory_order_acquire) == 0)
+		return n;
+	pthread_mutex_lock(&head->put_lock);
+	while (k < n && !remove_covers_locked(head, ns, &keys[k]))
+		k++;
+	pthread_mutex_unlock(&head->put_lock);
+	return k;
 }
 
 /* A DELETE or CLEAR is submitted: it joins the list of those not yet
@@ -2432,6 +2506,7 @@ static void remove_open_locked(struct remote *head, struct rop *d)
 		head->rm_head = d;
 	head->rm_tail = d;
 	d->ropen = true;
+	atomic_fetch_add_explicit(&head->removes_open, 1, memory_order_release);
 }
 
 /* ... and leaves it, answered or failed: whether puts wait (to wake the
@@ -2450,6 +2525,7 @@ static bool remove_close_locked(struct remote *head, struct rop *d)
 		head->rm_tail = d->o_prev;
 	d->o_prev = d->o_next = NULL;
 	d->ropen = false;
+	atomic_fetch_sub_explicit(&head->removes_open, 1, memory_order_relaxed);
 	return head->puts_waiting > 0;
 }
 
@@ -2608,7 +2684,12 @@ static int rop_submit(struct remote *rm, struct rop *op)
 		rop_free(rm, op);
 		return -ENOTCONN;
 	}
-	op->deadline = kvt_now_ns() + (uint64_t)rm->cfg.timeout_ms * 1000000u;
+	/* A put waiting for a DELETE's answer (put_open) waits at most
+	 * twice remote.timeout_ms -- a DELETE held behind a put of its key
+	 * (one timeout), then on its way (another) -- and has its own
+	 * timeout from the end of the wait (put_waits): 3x in all. */
+	op->deadline = kvt_now_ns() + (uint64_t)rm->cfg.timeout_ms * 1000000u *
+					      (op->wait_remove ? 2u : 1u);
 	pthread_mutex_lock(&rm->lock);
 	if (rm->stop) {
 		pthread_mutex_unlock(&rm->lock);
@@ -2683,10 +2764,13 @@ int remote_get(struct remote *rm, uint32_t ns, const struct kvt_key *key, unsign
 	op->gcb = cb;
 	op->failures = (flags & REMOTE_GET_FAILURES) != 0;
 	A(rm->c_gets);
-	/* A promotion publishes in DRAM: a delete answered before it was
-	 * handled completes after it (remove_hold), so that the store's pass
-	 * over DRAM after the delete sees it. */
-	put_open(head, op);
+	/* After a delete of the key not yet answered: a miss, no promotion.
+	 * Else a promotion publishes in DRAM: a delete answered before it
+	 * was handled completes after it (remove_hold), so that the store's
+	 * pass over DRAM after the delete sees it. */
+	op->after_remove = remove_shadows(head, op);
+	if (!op->after_remove)
+		put_open(head, op);
 	return rop_submit(rm, op);
 }
 
@@ -2707,6 +2791,7 @@ int remote_get_into(struct remote *rm, uint32_t ns, const struct kvt_key *key,
 	op->dst = dst;
 	op->dst_count = dst_count;
 	op->failures = (flags & REMOTE_GET_FAILURES) != 0;
+	op->after_remove = remove_shadows(head, op);
 	A(rm->c_gets);
 	A(rm->c_direct_gets);
 	return rop_submit(rm, op);
@@ -2782,10 +2867,12 @@ void remote_note_crc(struct remote *rm, const struct iovec *parts, unsigned part
 int remote_exists(struct remote *rm, uint32_t ns, const struct kvt_key *key, tier_done_fn cb,
 		  void *ctx)
 {
+	struct remote *head = rm->head;
 	rm = lane_pick(rm);
 	struct rop *op = rop_new(rm, RK_EXISTS, ns, key, cb, ctx);
 	if (!op)
 		return -ENOMEM;
+	op->after_remove = remove_shadows(head, op);
 	A(rm->c_exists);
 	return rop_submit(rm, op);
 }
@@ -2807,7 +2894,8 @@ int remote_lookup(struct remote *rm, uint32_t ns, const struct kvt_key *keys, ui
 	if (!op)
 		return -ENOMEM;
 	op->keys = keys;
-	op->key_count = n;
+	op->key_count = remove_prefix(rm->head, ns, keys, n);
+	op->after_remove = n > 0 && op->key_count == 0; /* 0 hits, no frame */
 	op->tiers = tiers;
 	A(rm->c_lookups);
 	return rop_submit(rm, op);
@@ -3419,6 +3507,7 @@ void remote_stats(struct remote *rm, kvt_stats_fn fn, void *ctx)
 	S("put_crc_bytes", c_put_crc_bytes);
 	S("window_waits", c_window_waits);
 	S("put_waits", c_put_waits);
+	S("gets_removed", c_gets_removed);
 	S("pool", c_pool);
 	S("bytes_in", c_bytes_in);
 	S("bytes_out", c_bytes_out);
