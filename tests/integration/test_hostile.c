@@ -5647,6 +5647,22 @@ static uint64_t thread_cpu_ms(const char *comm)
 	return total + total_ns / 1000000u;
 }
 
+/* CPU time (ns) the server's process has run: its CPU clock, exact to
+ * the call (schedstat, above, lags a running thread up to a tick).  A
+ * request timed in it counts the work the server did before answering
+ * it, which a loaded machine does not stretch as it stretches the wall
+ * time (stats_flood, resp_hello: p50s of 1-5 ms against bounds of 5-10
+ * at load 8, 2026-12-07). */
+static uint64_t srv_cpu_ns(void)
+{
+	clockid_t ck;
+	struct timespec ts;
+
+	T_EQ_INT(clock_getcpuclockid(srv.pid, &ck), 0);
+	T_EQ_INT(clock_gettime(ck, &ts), 0);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
 /* Read one HTTP answer (head and Content-Length body) from fd, through
  * the carry-over buffer buf (len bytes in it): its status, 0 if the
  * connection closed or nothing came within 30 s. */
@@ -7197,9 +7213,10 @@ static void *rf_flood_main(void *arg)
 }
 
 /* RESP PINGs on fd every 5 ms until end_ns (or cap of them): each
- * round trip's time into lat; returns how many, *bad those that failed. */
-static unsigned resp_ping_lat(int fd, uint64_t end_ns, uint64_t *lat, unsigned cap,
-			      unsigned *bad)
+ * round trip's time into lat, and the server's CPU meanwhile into cpu
+ * (srv_cpu_ns) unless NULL; returns how many, *bad those that failed. */
+static unsigned resp_ping_lat(int fd, uint64_t end_ns, uint64_t *lat, uint64_t *cpu,
+			      unsigned cap, unsigned *bad)
 {
 	const char *ping = "*1\r\n$4\r\nPING\r\n";
 	unsigned n = 0;
@@ -7207,11 +7224,14 @@ static unsigned resp_ping_lat(int fd, uint64_t end_ns, uint64_t *lat, unsigned c
 	while (tsrv_now_ns() < end_ns && n < cap) {
 		char reply[16] = { 0 };
 		bool closed = false;
-		uint64_t t0 = tsrv_now_ns();
+		uint64_t c0 = cpu ? srv_cpu_ns() : 0, t0 = tsrv_now_ns();
 		if (send_for(fd, ping, strlen(ping), 5000) != (int64_t)strlen(ping) ||
 		    recv_for(fd, reply, 8, 5000, &closed) != 7 || strcmp(reply, "+PONG\r\n") != 0)
 			(*bad)++;
-		lat[n++] = tsrv_now_ns() - t0;
+		lat[n] = tsrv_now_ns() - t0;
+		if (cpu)
+			cpu[n] = srv_cpu_ns() - c0;
+		n++;
 		tsrv_sleep_ms(5);
 	}
 	return n;
@@ -7243,7 +7263,7 @@ static void phase_resp_flood(void)
 	tsrv_sleep_ms(200); /* the pipelines under way */
 	deferred0 = stat_of("server.parse_deferred");
 	t_end = tsrv_now_ns() + (RF_SECONDS - 1) * 1000000000ull;
-	nlat = resp_ping_lat(good, t_end, lat, sizeof(lat) / sizeof(lat[0]), &bad_rt);
+	nlat = resp_ping_lat(good, t_end, lat, NULL, sizeof(lat) / sizeof(lat[0]), &bad_rt);
 	for (unsigned i = 0; i < RF_FLOODERS; i++)
 		pthread_join(fl[i].t, NULL);
 	memcpy(s, lat, nlat * sizeof(*s));
@@ -8784,7 +8804,7 @@ static void phase_resp_info_flood(void)
 	}
 	tsrv_sleep_ms(200);
 	t_end = tsrv_now_ns() + (RIF_SECONDS - 1) * 1000000000ull;
-	nlat = resp_ping_lat(good, t_end, lat, sizeof(lat) / sizeof(lat[0]), &bad_rt);
+	nlat = resp_ping_lat(good, t_end, lat, NULL, sizeof(lat) / sizeof(lat[0]), &bad_rt);
 	for (unsigned i = 0; i < RIF_FLOODERS; i++)
 		pthread_join(fl[i].t, NULL);
 	qsort(lat, nlat, sizeof(*lat), cmp_u64);
@@ -9001,16 +9021,18 @@ static void phase_metrics_slow(void)
 #define SF_FLOODERS 4
 #define SF_BURST 64u     /* STATS frames a send */
 #define SF_SECONDS 2
+#define SF_BASE 11u      /* STATS timed alone first */
 /* Another client's PING beside them, p50: 1.5-2.2 ms after (release;
- * 7.4 ASan, 51 TSan: it waits for one STATS), 230 ms before (815 ASan);
- * ASan's 50 ms doubled (HOSTILE_BESIDE) */
-#if defined(HOSTILE_TSAN)
-#define SF_P50_MAX_NS 250000000ull /* one STATS: 50 ms */
-#elif defined(HOSTILE_ASAN)
-#define SF_P50_MAX_NS (50000000ull * HOSTILE_BESIDE)
-#else
-#define SF_P50_MAX_NS 10000000ull
-#endif
+ * 7.4 ASan, 51 TSan: it waits for one STATS), 230 ms before (815 ASan).
+ * Until 2026-12-07 that p50 was bounded (10 ms release, 100 ASan, 250
+ * TSan): release 7.5-16.0 ms at load 7-9, 2 of 3 runs failed.  Now the
+ * p50 of the server's CPU a PING waits (srv_cpu_ns), at most SF_RATIO x
+ * the server's CPU for one STATS alone (the median of SF_BASE, timed
+ * first) + 1 ms: release 1.33-2.01 at load 6-8 (6 runs; one STATS
+ * 2.9-4.7 ms, wall p50 6.6-28 ms), ASan 1.65 and 2.93 at load 9 (one
+ * STATS 8.8-9.0 ms); the figures' charge off (ops.c without
+ * kvtd_conn_parse_spend: 256 STATS an iteration) 125 and 190, release */
+#define SF_RATIO 8u
 
 struct sf_flooder {
 	pthread_t t;
@@ -9054,7 +9076,7 @@ static void phase_stats_flood(void)
 	const char *extra[] = { "--threads", "1", "--ssd", "0", "--set", "stats.namespaces=256",
 				NULL };
 	static struct sf_flooder fl[SF_FLOODERS];
-	uint64_t lat[400], got = 0;
+	uint64_t lat[400], cpu[400], alone[SF_BASE], got = 0;
 	unsigned nlat = 0;
 	uint8_t *one = NULL;
 	int64_t n1;
@@ -9072,6 +9094,19 @@ static void phase_stats_flood(void)
 		T_ASSERT(n1 > 0);
 	}
 	T_RC(kc_dial(&a, srv.port, "admin", SECRET_ADMIN), 0);
+	for (unsigned i = 0; i < SF_BASE; i++) { /* one STATS alone, in the server's CPU */
+		uint64_t c0 = srv_cpu_ns();
+		bool more = true;
+		T_RC(kc_send(&m, one, (size_t)n1), 0);
+		while (more) { /* its frames (~33 KB each: PROTO_F_MORE but the last) */
+			struct kc_resp r;
+			T_RC(kc_recv(&m, &r, 10000), 0);
+			more = r.f.flags & PROTO_F_MORE;
+			kc_resp_free(&r);
+		}
+		alone[i] = srv_cpu_ns() - c0;
+	}
+	qsort(alone, SF_BASE, sizeof(*alone), cmp_u64);
 	rss_begin();
 	for (unsigned i = 0; i < SF_FLOODERS; i++) {
 		T_RC(kc_dial(&fl[i].c, srv.port, "mallory", SECRET_ALICE), 0);
@@ -9085,9 +9120,10 @@ static void phase_stats_flood(void)
 	tsrv_sleep_ms(200);
 	for (uint64_t end = tsrv_now_ns() + (SF_SECONDS - 1) * 1000000000ull;
 	     tsrv_now_ns() < end && nlat < sizeof(lat) / sizeof(lat[0]);) {
-		uint64_t p0 = tsrv_now_ns();
+		uint64_t c0 = srv_cpu_ns(), p0 = tsrv_now_ns();
 		T_RC(kc_ping(&a), 0);
-		lat[nlat++] = tsrv_now_ns() - p0;
+		lat[nlat] = tsrv_now_ns() - p0;
+		cpu[nlat++] = srv_cpu_ns() - c0;
 		tsrv_sleep_ms(5);
 	}
 	for (unsigned i = 0; i < SF_FLOODERS; i++) {
@@ -9095,12 +9131,15 @@ static void phase_stats_flood(void)
 		got += fl[i].got;
 	}
 	qsort(lat, nlat, sizeof(*lat), cmp_u64);
+	qsort(cpu, nlat, sizeof(*cpu), cmp_u64);
 	printf("stats_flood: %u pipelines of STATS of a tenant's %u namespace rows for %d s (%.0f "
-	       "MB of answers); another client's PING: %u, p50 %.2f ms, max %.2f ms\n",
+	       "MB of answers); another client's PING: %u, p50 %.2f ms, max %.2f ms; the "
+	       "server's CPU a PING p50 %.2f ms, max %.2f ms, %.2f x one STATS alone (%.2f ms)\n",
 	       SF_FLOODERS, SF_NS, SF_SECONDS, got / 1e6, nlat, lat[nlat / 2] / 1e6,
-	       lat[nlat - 1] / 1e6);
+	       lat[nlat - 1] / 1e6, cpu[nlat / 2] / 1e6, cpu[nlat - 1] / 1e6,
+	       (double)cpu[nlat / 2] / (double)alone[SF_BASE / 2], alone[SF_BASE / 2] / 1e6);
 	T_GE_INT(got, 1u << 20); /* the tenant's STATS are answered */
-	T_LE_INT(lat[nlat / 2], SF_P50_MAX_NS);
+	T_LE_INT(cpu[nlat / 2], SF_RATIO * alone[SF_BASE / 2] + 1000000u);
 	rss_end(DRAM + MAX_MEMORY);
 	for (unsigned i = 0; i < SF_FLOODERS; i++) {
 		kc_close(&fl[i].c);
@@ -9413,7 +9452,7 @@ static void phase_resp_keys(void)
 		pthread_create(&fl[i].t, NULL, rk_flood_main, &fl[i]);
 	tsrv_sleep_ms(300); /* the pipelines under way */
 	t_end = tsrv_now_ns() + RK_SECONDS * 1000000000ull;
-	nlat = resp_ping_lat(victim, t_end, lat, sizeof(lat) / sizeof(lat[0]), &bad);
+	nlat = resp_ping_lat(victim, t_end, lat, NULL, sizeof(lat) / sizeof(lat[0]), &bad);
 	for (unsigned i = 0; i < RK_FLOODERS; i++)
 		atomic_store(&fl[i].stop, true);
 	for (unsigned i = 0; i < RK_FLOODERS; i++)
@@ -9591,7 +9630,7 @@ static double rr_episode(uint16_t port, int victim, const char *what, const char
 		r[i] = (struct rr_sender){ .fd = resp_alice(port), .cmd = cmd, .len = len };
 		pthread_create(&r[i].t, NULL, rr_send_main, &r[i]);
 	}
-	nlat = resp_ping_lat(victim, tsrv_now_ns() + (RR_SECONDS - 0.2) * 1e9, lat,
+	nlat = resp_ping_lat(victim, tsrv_now_ns() + (RR_SECONDS - 0.2) * 1e9, lat, NULL,
 			     sizeof(lat) / sizeof(lat[0]), &bad);
 	for (unsigned i = 0; i < RR_CONNS; i++) {
 		pthread_join(r[i].t, NULL);
@@ -9676,7 +9715,9 @@ static void phase_resp_reparse(void)
 /* PING p50 beside them: 5.0 ms after (ASan: the parse of such commands;
  * release 0.06 ms), 451 ms before (release 105 ms); 52 ms once in CI
  * with load 10 beside it (2026-12-06): the sanitizers' bound is 100 ms
- * (200 under ASan: HOSTILE_BESIDE) */
+ * (200 under ASan: HOSTILE_BESIDE).  Since 2026-12-07 the p50 bounded is
+ * the server's CPU a PING waits (srv_cpu_ns), the wall p50 printed:
+ * release wall 0.14-4.65 ms at load 7-9 against 5 */
 #if defined(HOSTILE_ASAN) || defined(HOSTILE_TSAN)
 #define RH_P50_MAX_NS (100000000ull * HOSTILE_BESIDE)
 #else
@@ -9725,7 +9766,7 @@ static void phase_resp_hello(void)
 	unsigned argc = 2 + 3 * RH_AUTHS, hellos = 0, nlat, bad = 0;
 	const char **argv = malloc(argc * sizeof(*argv));
 	struct rh_sender r[RH_CONNS];
-	uint64_t lat[500], ok0, ok1;
+	uint64_t lat[500], cpu[500], ok0, ok1;
 	size_t len;
 	char *cmd;
 	uint16_t port;
@@ -9751,7 +9792,7 @@ static void phase_resp_hello(void)
 		pthread_create(&r[i].t, NULL, rh_send_main, &r[i]);
 	}
 	tsrv_sleep_ms(100);
-	nlat = resp_ping_lat(victim, tsrv_now_ns() + (RH_SECONDS - 0.3) * 1e9, lat,
+	nlat = resp_ping_lat(victim, tsrv_now_ns() + (RH_SECONDS - 0.3) * 1e9, lat, cpu,
 			     sizeof(lat) / sizeof(lat[0]), &bad);
 	for (unsigned i = 0; i < RH_CONNS; i++) {
 		pthread_join(r[i].t, NULL);
@@ -9762,17 +9803,20 @@ static void phase_resp_hello(void)
 	}
 	ok1 = stat_of("server.auth_ok");
 	qsort(lat, nlat, sizeof(*lat), cmp_u64);
+	qsort(cpu, nlat, sizeof(*cpu), cmp_u64);
 	printf("resp_hello: %u connections sent %u HELLOs of %u AUTHs (%zu bytes each), all "
 	       "answered; server.auth_ok +%" PRIu64 "; the admin's PING n %u, p50 %.2f ms, p99 "
-	       "%.2f ms, max %.2f ms\n", RH_CONNS, hellos, RH_AUTHS, len, ok1 - ok0, nlat,
-	       lat[nlat / 2] / 1e6, lat[nlat * 99 / 100] / 1e6, lat[nlat - 1] / 1e6);
+	       "%.2f ms, max %.2f ms; the server's CPU a PING p50 %.2f ms, max %.2f ms\n",
+	       RH_CONNS, hellos, RH_AUTHS, len, ok1 - ok0, nlat, lat[nlat / 2] / 1e6,
+	       lat[nlat * 99 / 100] / 1e6, lat[nlat - 1] / 1e6, cpu[nlat / 2] / 1e6,
+	       cpu[nlat - 1] / 1e6);
 	fflush(stdout);
 	T_GE_INT(hellos, RH_CONNS);
 	T_EQ_INT(bad, 0);
 	/* one AUTH a HELLO (the resp_alice logins and stat_of's own AUTH
 	 * count too: at most RH_CONNS + 2 more) */
 	T_LE_INT(ok1 - ok0, (uint64_t)hellos + RH_CONNS + 2);
-	T_LE_INT(lat[nlat / 2], RH_P50_MAX_NS);
+	T_LE_INT(cpu[nlat / 2], RH_P50_MAX_NS);
 	rss_end(DRAM + MAX_MEMORY);
 	close(victim);
 	free(cmd);
