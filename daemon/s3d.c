@@ -295,14 +295,6 @@ static bool s3d_op_holds(int op)
 	}
 }
 
-void s3d_hold_write(struct s3d_req *rq)
-{
-	if (rq->write_held || rq->done)
-		return;
-	rq->write_held = true;
-	s3d_of(rq->conn)->writes++;
-}
-
 static void s3d_hold(struct s3d_req *rq)
 {
 	if (s3d_op_holds(rq->op))

@@ -705,6 +705,15 @@ void s3d_pin_flow(struct kvtd_conn *c)
 	kvtd_conn_flow(c);
 }
 
+/* Here, beside s3d_unhold: s3d.c and s3ops.c both hold (s3d.c "Order"). */
+void s3d_hold_write(struct s3d_req *rq)
+{
+	if (rq->write_held || rq->done)
+		return;
+	rq->write_held = true;
+	s3d_of(rq->conn)->writes++;
+}
+
 void s3d_unhold(struct s3d_req *rq)
 {
 	if (rq->write_held) { /* s3d.c s3d_hold: the heads behind it may be parsed */
