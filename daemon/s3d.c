@@ -29,6 +29,13 @@
  * If-None-Match: * an existing key is 412 at once: the reservation is the
  * lock, so of two racing conditional writers exactly one wins.
  *
+ * A remote tier below (kvt_put_reserve says KVT_ESTATE: a reservation has
+ * nothing to write through from): every PUT and UploadPart body is
+ * received into such a buffer and stored as an overwrite, DELETE + PUT,
+ * answered once the remote tier is done with it.  A body larger than --max-memory is 400
+ * EntityTooLarge before it is read; If-None-Match: * is 501 before it
+ * too (the local put does not see a key only the pod holds: doc/s3.md).
+ *
  * Threads: the loop thread of the connection; no locks.
  */
 #include <errno.h>
@@ -941,6 +948,23 @@ static int s3d_put_sink(struct s3d_req *rq, int r)
 		return 0;
 	}
 	s3d_resv_release(rq); /* nothing reserved in DRAM */
+	/* A remote tier below: nothing to reserve (kvtier.h), the body is
+	 * buffered and written through as an overwrite ("Overwrites"). */
+	bool through = r == KVT_ESTATE;
+	if (through && rq->cond_none_match) { /* as s3d_cond_refused's */
+		rq->close_after = true; /* its body is not read */
+		s3d_fail(rq, 501, "NotImplemented", "kvtierd does not evaluate If-None-Match over "
+			 "a remote tier: the write would not be conditional (doc/s3.md).");
+		return -1;
+	}
+	if (through && srv->cfg.max_memory && rq->decoded_len > srv->cfg.max_memory) {
+		char m[200];
+		snprintf(m, sizeof(m), "Your proposed upload exceeds what kvtierd over a remote "
+			 "tier buffers (--max-memory, %" PRIu64 " bytes).", srv->cfg.max_memory);
+		rq->close_after = true; /* do not read a body that large */
+		s3d_fail(rq, 400, "EntityTooLarge", m);
+		return -1;
+	}
 	if (r == KVT_EXISTS && rq->cond_none_match) {
 		rq->sink = SK_DISCARD;
 		rq->err_status = 412;
@@ -949,14 +973,15 @@ static int s3d_put_sink(struct s3d_req *rq, int r)
 			 "you specified did not hold");
 		return 0;
 	}
-	if (r != KVT_EXISTS) {
+	if (r != KVT_EXISTS && !through) {
 		rq->sink = SK_DISCARD;
 		rq->err_status = r == KVT_ETOOBIG || r == KVT_EBADLEN ? 400 : 503;
 		rq->err_code = rq->err_status == 400 ? "EntityTooLarge" : "SlowDown";
 		snprintf(rq->err_msg, sizeof(rq->err_msg), "%s", kvt_strerror(r));
 		return 0;
 	}
-	/* an overwrite: into a buffer, then DELETE + PUT */
+	/* an overwrite, or a remote tier below: into a buffer, then DELETE +
+	 * PUT */
 	if (!s3d_share_fits(rq, rq->decoded_len)) {
 		KVTD_COUNT(srv, mem_refused, 1);
 		rq->close_after = true; /* its body is not read */
