@@ -2475,8 +2475,13 @@ void kvtd_loops_finish(struct kvtd_server *srv)
 			loop->q = NULL;
 		if (loop->epfd >= 0)
 			close(loop->epfd);
+		/* -1: a later loop's requests collected below may still wake
+		 * this one (respd.c: a SET's expiry entry wakes loop 0,
+		 * kvtd_loop_wake), which must not write to a number closed
+		 * here -- or opened again since */
 		if (loop->wakefd >= 0)
 			close(loop->wakefd);
+		loop->wakefd = -1;
 		if (loop->spare_fd >= 0)
 			close(loop->spare_fd);
 		pthread_mutex_destroy(&loop->mail_lock);

@@ -641,8 +641,9 @@ void s3d_flush_done(struct kvtd_conn *c)
  * pins against the second's cap, once queued behind a slow request,
  * and the second's GETs elsewhere were refused for them
  * (test_hostile_http s3_pins_signers).  A connection whose answers pin
- * past KVTD_PIN_CONN_MAX, or past its latest signer's
- * KVTD_PIN_TENANT_MAX, or with S3D_GETS_MAX GETs not yet answered,
+ * past KVTD_PIN_CONN_MAX, or past KVTD_PIN_TENANT_MAX of its latest
+ * signer or of a signer its queued answers count in (session 43), or
+ * with S3D_GETS_MAX GETs not yet answered,
  * parses no more heads until that changes (its answers queued or
  * drained: s3d_flush_done, the written hook).  Pipelined GETs left
  * unread pinned up to --conn-output (64 MiB) a connection before
@@ -690,12 +691,17 @@ void s3d_pin_flow(struct kvtd_conn *c)
 
 	if (c->dead || !sc)
 		return;
-	/* the tenant: the latest signer's, whose next request is likeliest
-	 * (each GET is still checked against its own signer's: s3d_pin_admit) */
+	/* the tenants: the latest signer's, whose next request is likeliest
+	 * (each GET is still checked against its own signer's: s3d_pin_admit),
+	 * and each one its queued answers count in (loop.c
+	 * kvtd_conn_pin_tenants_over): alice's answers queued unread past
+	 * her cap, then a request signed by bob, left the connection read
+	 * (test_hostile_http s3_pins_flow) */
 	if (c->pin_bytes + sc->pin_held)
 		pins = c->pin_bytes + sc->pin_held >= KVTD_PIN_CONN_MAX(srv) ||
 		       (c->tstat && atomic_load_explicit(&c->tstat->pinned, memory_order_relaxed) >=
-					    KVTD_PIN_TENANT_MAX(srv));
+					    KVTD_PIN_TENANT_MAX(srv)) ||
+		       kvtd_conn_pin_tenants_over(c);
 	over = pins || sc->gets >= S3D_GETS_MAX || sc->writes;
 	if (over == c->pin_paused)
 		return;
