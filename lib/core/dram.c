@@ -2064,6 +2064,19 @@ int dram_exists(struct dram *d, uint32_t ns, const struct kvt_key *key)
 	return hit ? KVT_OK : KVT_MISS;
 }
 
+int dram_put_exists(struct dram *d, uint32_t ns, const struct kvt_key *key)
+{
+	uint64_t h = dram_hash(d, ns, key);
+	struct dram_shard *s = dram_shard_of(d, h);
+	bool held;
+	pthread_mutex_lock(&s->lock);
+	held = *index_slot(s, h, ns, key) != NULL;
+	if (held)
+		s->put_exists++;
+	pthread_mutex_unlock(&s->lock);
+	return held ? KVT_EXISTS : KVT_OK;
+}
+
 /* Unlink from index and queue; free now or when the last ref goes.  Locked. */
 static void dram_kill_locked(struct dram *d, struct dram_shard *s, struct dram_item *it)
 {

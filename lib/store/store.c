@@ -108,19 +108,17 @@ int kvt_put_reserve(struct kvt_store *s, uint32_t ns, const struct kvt_key *key,
 		if (ret < 0)
 			return ret;
 	}
-	/* DRAM first, as a put (store_put_over_unheld): a key it holds is
-	 * refused below and replaces nothing, so the tiers are not asked
-	 * (the SSD logged a tombstone for its dead entry until 2026-12-07).
-	 * Should DRAM's copy leave in between, the tiers are asked once the
-	 * reservation holds its slot: before the commit publishes the bytes
-	 * and queues their write-down, so the tombstone comes first. */
-	bool over = store_put_over_unheld(s, ns, key);
+	/* DRAM, then the tiers, as a put (store_put_absent): a key DRAM holds
+	 * is refused and replaces nothing (the SSD logged a tombstone for
+	 * its dead entry until 2026-12-07), and a block a write-down moved
+	 * from DRAM to the SSD meanwhile is found there (until 2026-12-07
+	 * the reservation went in over it: test_ssd_fsck wd_reput_race). */
+	if ((ret = store_put_absent(s, ns, key)) != KVT_OK)
+		return ret;
 	ret = dram_reserve(s->dram, ns, key, len, part_count > 1 ? part_lens : NULL, part_count,
 			   &item, view, &vc);
 	if (ret != KVT_OK)
 		return ret;
-	if (!over) /* DRAM's copy left meanwhile */
-		store_put_over(s, ns, key);
 	/* The last run may reach past the value to a 4 KiB boundary: the
 	 * caller gets exactly len bytes of room. */
 	left = len;

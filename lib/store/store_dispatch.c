@@ -751,38 +751,42 @@ static bool store_tiers_have(struct kvt_store *s, uint32_t ns, const struct kvt_
 	return false;
 }
 
-/* A client's put goes ahead past put-if-absent, its bytes about to enter
- * DRAM: each tier drops what it replaces (before: a tombstone the SSD
- * logs for it then comes before the new bytes' write-down). */
-void store_put_over(struct kvt_store *s, uint32_t ns, const struct kvt_key *key)
-{
-	for (unsigned i = 0; s->tier_over && i < s->tier_count; i++)
-		if (s->tiers[i].ops->put_over)
-			s->tiers[i].ops->put_over(s->tiers[i].t, ns, key);
-}
-
-/* store_put_over for a put whose bytes go in through DRAM's put-if-absent
- * (dram_put_crcs, seal_put): DRAM is asked first.  Where it holds the key,
- * the put is refused there (KVT_EXISTS) and replaces nothing, so the
- * tiers are not asked: false (true: asked, or none to ask).  Until
- * 2026-12-06 the SSD logged a tombstone for its dead entry all the same
- * -- a block promoted into DRAM (ssd.first_hit=cold) put again while
- * there (doc/ssd.md "Dead entries"; test_ssd_fsck dead_held).  Should
- * DRAM take the put after all (its copy left in between), the caller asks
- * the tiers then, before the put's write-down is queued (store_put_down):
- * a write-down of the new bytes that a DRAM eviction placed first would be
- * deleted by the SSD's tombstone at the next open -- a miss, never the
- * old bytes.  The reservation (kvt_put_reserve, store.c) does the same
- * since 2026-12-07: it asked the tiers first, and a reservation of a key
- * DRAM held logged a tombstone for nothing (test_ssd_fsck dead_held). */
-bool store_put_over_unheld(struct kvt_store *s, uint32_t ns, const struct kvt_key *key)
+/*
+ * A put whose bytes go in through DRAM's put-if-absent (dram_put_crcs,
+ * seal_put, dram_reserve), just before they do: KVT_EXISTS if DRAM holds
+ * the key (counted as its refusal, dram.put_exists) or, asked next, a
+ * tier does (its put_over: the SSD's entry, published or being written);
+ * else KVT_OK, each tier having dropped what the put replaces (the SSD's
+ * dead entry: its tombstone then comes before the new bytes' write-down).
+ *
+ * DRAM first, then the tiers: a write-down publishes the block's SSD
+ * entry before DRAM lets its copy go (wd_finish), and a promotion
+ * publishes the DRAM copy before it kills the SSD entry, so a block
+ * moving either way is found by one of the two asks or by the
+ * put-if-absent after them.  Until 2026-12-07 the tiers' find came first
+ * (store_tiers_have, a pending entry a miss) and DRAM's after: a victim's
+ * write-down finishing between the two let the put in over the SSD's live
+ * copy of the key's old bytes, its own write-down later skipped as
+ * already down, and once DRAM evicted it the old bytes were served
+ * (test_ssd_fsck wd_reput_race; doc/ssd.md "A put racing a write-down").
+ * A key DRAM holds is refused without asking the tiers: until 2026-12-06
+ * the SSD logged a tombstone for its dead entry all the same -- a block
+ * promoted into DRAM (ssd.first_hit=cold) put again while there
+ * (test_ssd_fsck dead_held); the reservation, until 2026-12-07.
+ */
+int store_put_absent(struct kvt_store *s, uint32_t ns, const struct kvt_key *key)
 {
 	if (!s->tier_over)
-		return true; /* none to ask */
-	if (dram_exists(s->dram, ns, key) == KVT_OK)
-		return false;
-	store_put_over(s, ns, key);
-	return true;
+		return KVT_OK; /* DRAM's put-if-absent alone decides */
+	if (KVT_UNLIKELY(s->debug_put_hook != NULL))
+		s->debug_put_hook(s, s->debug_put_ctx);
+	if (dram_put_exists(s->dram, ns, key) == KVT_EXISTS)
+		return KVT_EXISTS;
+	for (unsigned i = 0; i < s->tier_count; i++)
+		if (s->tiers[i].ops->put_over &&
+		    s->tiers[i].ops->put_over(s->tiers[i].t, ns, key) == KVT_EXISTS)
+			return KVT_EXISTS;
+	return KVT_OK;
 }
 
 /* A block entered DRAM: each tier writes it down by its policy. */
@@ -1119,13 +1123,10 @@ static int store_put_sealed(struct kvt_store *s, struct kvt_req *r, const struct
 		return ret;
 	if (!store_put_admit(s, r)) { /* sealed into a buffer below, DRAM untouched */
 		ret = dram_exists(s->dram, r->ns, &r->key) == KVT_OK ? KVT_EXISTS : KVT_EFULL;
-	} else {
-		bool over = store_put_over_unheld(s, r->ns, &r->key);
+	} else if ((ret = store_put_absent(s, r->ns, &r->key)) == KVT_OK) {
 		ret = seal_put(s->seal, sk, s->dram, r->ns, &r->key, r->iov, r->iov_count,
 			       (r->flags & KVT_F_CRC) ? r->crcs : NULL,
 			       s->tier_through ? &item : NULL);
-		if (ret == KVT_OK && !over) /* DRAM's copy left meanwhile */
-			store_put_over(s, r->ns, &r->key);
 	}
 	if (ret == KVT_OK) {
 		r->tier = KVT_TIER_DRAM;
@@ -1177,15 +1178,15 @@ static int store_put(struct kvt_store *s, struct kvt_req *r)
 	 * once for both), rather than the tier in a pass of its own. */
 	uint32_t crcs[KVT_PARTS_MAX];
 	bool want_crcs = s->tier_through && !(r->flags & KVT_F_CRC);
-	bool over = store_put_over_unheld(s, r->ns, &r->key);
-	ret = dram_put_crcs(s->dram, r->ns, &r->key, r->iov, r->iov_count,
-			    (r->flags & KVT_F_CRC) ? r->crcs : NULL, want_crcs ? crcs : NULL,
-			    ((r->flags & KVT_F_SEALED) ? DRAM_SEALED : 0) |
-				    (store_req_retain(s, r) ? DRAM_RETAIN : 0) |
-				    ((r->flags & KVT_F_REPAIR) ? DRAM_REPAIR : 0));
+	unsigned dflags = ((r->flags & KVT_F_SEALED) ? DRAM_SEALED : 0) |
+			  (store_req_retain(s, r) ? DRAM_RETAIN : 0) |
+			  ((r->flags & KVT_F_REPAIR) ? DRAM_REPAIR : 0);
+	const uint32_t *in = (r->flags & KVT_F_CRC) ? r->crcs : NULL;
+	ret = store_put_absent(s, r->ns, &r->key);
+	if (ret == KVT_OK)
+		ret = dram_put_crcs(s->dram, r->ns, &r->key, r->iov, r->iov_count, in,
+				    want_crcs ? crcs : NULL, dflags);
 	if (ret == KVT_OK) {
-		if (!over) /* DRAM's copy left meanwhile */
-			store_put_over(s, r->ns, &r->key);
 		r->tier = KVT_TIER_DRAM;
 		store_event_stored(s, r, r->ns, &r->key);
 		store_put_down(s, r->ns, &r->key); /* queued, by policy */

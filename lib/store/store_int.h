@@ -140,6 +140,12 @@ struct kvt_store {
 	bool tier_down;             /* a tier takes write-downs (put_down) */
 	bool tier_over;             /* a tier drops what a put replaces (put_over) */
 	bool tier_prepare;          /* a tier prepares deletes and clears */
+	/* Tests: called by store_put_absent, before it asks DRAM (NULL: none;
+	 * set before the puts it should see).  test_ssd_fsck wd_reput_race
+	 * finishes a write-down of the key there, between the put's first
+	 * lookup (store_tiers_have) and DRAM's. */
+	void (*debug_put_hook)(struct kvt_store *s, void *ctx);
+	void *debug_put_ctx;
 	/* Tiers added by store_tier_register, opened after the built-in ones. */
 	struct store_tier extra[STORE_TIERS_MAX];
 	unsigned extra_count;
@@ -281,14 +287,11 @@ void store_put_ghost_close(struct kvt_store *s);
 /* A block entered the store (a put or a committed reservation): KV events. */
 void store_event_stored(struct kvt_store *s, const struct kvt_req *r, uint32_t ns,
 			const struct kvt_key *key);
-/* A client's put goes ahead past put-if-absent (a put, a sealed put, a
- * reservation), before its bytes enter DRAM: each tier's put_over
- * (store_dispatch.c). */
-void store_put_over(struct kvt_store *s, uint32_t ns, const struct kvt_key *key);
-/* store_put_over unless DRAM holds the key (its put-if-absent refuses
- * then): false when DRAM held it and the tiers were not asked -- the
- * caller asks them should DRAM take the bytes after all (store_dispatch.c). */
-bool store_put_over_unheld(struct kvt_store *s, uint32_t ns, const struct kvt_key *key);
+/* A client's put (a put, a sealed put, a reservation), just before its
+ * bytes go to DRAM's put-if-absent: KVT_EXISTS if DRAM or, asked after
+ * it, a tier holds the key; else KVT_OK, each tier's put_over having
+ * dropped what the put replaces (store_dispatch.c). */
+int store_put_absent(struct kvt_store *s, uint32_t ns, const struct kvt_key *key);
 /* The DRAM evict hook when no tier keeps evicted blocks (KV events). */
 void store_evicted_event(void *ctx, const struct dram_victim *v);
 

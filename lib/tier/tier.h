@@ -165,12 +165,15 @@ struct tier_ops {
 	/* Write-down: (ns, key) entered DRAM by a put or a commit; queue it
 	 * by the tier's policy.  Never blocks, never fails the put. */
 	void (*put_down)(void *t, uint32_t ns, const struct kvt_key *key);
-	/* A client's put of (ns, key) goes ahead past put-if-absent (a put,
-	 * a sealed put, a reservation), before its bytes enter DRAM: a tier
-	 * that keeps a copy of the key it answered absent (the SSD's dead
-	 * entries) must not let that copy outlive the put.  Never blocks,
-	 * never fails the put. */
-	void (*put_over)(void *t, uint32_t ns, const struct kvt_key *key);
+	/* A client's put of (ns, key) is about to go past put-if-absent (a
+	 * put, a sealed put, a reservation), DRAM not holding the key, before
+	 * its bytes enter DRAM: KVT_EXISTS if the tier holds the block (the
+	 * put is a no-op: asked after DRAM, so a block a write-down moved
+	 * from DRAM to the tier meanwhile is found here), else KVT_OK -- and
+	 * a tier that keeps a copy of the key it answers absent (the SSD's
+	 * dead entries) must not let that copy outlive the put.  Never
+	 * blocks. */
+	int (*put_over)(void *t, uint32_t ns, const struct kvt_key *key);
 	/* Before a put of len bytes to ns lands in DRAM: a tier that must
 	 * take it at once (the SSD, for a persistent namespace) waits, for at
 	 * most its bound, until its write-down queue has room.  KVT_OK, or

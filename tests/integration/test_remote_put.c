@@ -1398,7 +1398,7 @@ static void test_get_after_remove(struct tproxy *px, const char *addr, bool clea
  * the way back; the DELETE of X, held behind P0 (remote.removes_held);
  * X put again with new bytes (P), waiting for the DELETE
  * (remote.put_waits); P0's answer let go at 0.5 T (T = remote.timeout_ms,
- * 800 ms), the DELETE then sent and held on its way until 1.4 T.  P's
+ * 800 ms), the DELETE then sent and held on its way until 1.2 T.  P's
  * deadline ran from its submission: it failed -ETIMEDOUT at T while it
  * waited, never sent, and a cold engine missed X (order43, 2026-12-07).
  * Now it waits at most 2 T and then has T of its own: stored, KVT_OK.

@@ -5628,13 +5628,53 @@ static void tomb_fault_round(int kind)
 }
 
 /*     (i) delete_hole_kill9: a write-down placed before a tombstone, in
- *     the same open segment, fails (ENOSPC, 1 s late) while the delete's
- *     sync waits for it: a hole before the tombstone.  The writer seals
- *     such a segment (its summary lists the tombstone) at its next step;
- *     the delete's sync did not wait for that, so a kill -9 after the
- *     delete returned left an open segment whose recovery walk stopped at
- *     the hole, and the deleted block came back.  psync only (the late
- *     failure holds one worker, not the uring engine). */
+ *     the same open segment, fails (ENOSPC, held) while the delete's sync
+ *     waits for it: a hole before the tombstone.  The writer seals such a
+ *     segment (its summary lists the tombstone) at its next step; the
+ *     delete's sync did not wait for that, so a kill -9 after the delete
+ *     returned left an open segment whose recovery walk stopped at the
+ *     hole, and the deleted block came back.  psync only (the late
+ *     failure holds one worker, not the uring engine).  The write-down's
+ *     failure is held until the tombstone is written and the delete's
+ *     sync submitted (their stats), then let go (io_fault_release, as
+ *     retry_bound; 30 s a ceiling); until 2026-12-07 it was held 1 s of
+ *     wall time. */
+/* io_fault_release once stat reaches want (polled every ms, 10 s at
+ * most), then a 20 ms margin for the waiter to settle: a thread beside a
+ * call that waits for the held request (a delete's sync). */
+struct release_at {
+	struct kvt_store *s;
+	const char *stat, *stat2;
+	uint64_t want, want2;
+};
+
+static void *release_at_run(void *arg)
+{
+	struct release_at *ra = arg;
+	for (int i = 0; i < 10000 && (t_stat(ra->s, ra->stat) < ra->want ||
+				      t_stat(ra->s, ra->stat2) < ra->want2); i++)
+		usleep(1000);
+	usleep(20000);
+	io_fault_release(ssd_io(store_ssd(ra->s)));
+	return NULL;
+}
+
+/* kvt_delete(s, ns, x) while a held fault's request is let go once stat
+ * reaches want and the delete's sync is submitted (release_at_run). */
+static int delete_released(struct kvt_store *s, uint32_t ns, const struct kvt_key *x,
+			   const char *stat, uint64_t want)
+{
+	struct release_at ra = { s, stat, "ssd.delete_syncs", want,
+				 t_stat(s, "ssd.delete_syncs") + 1 };
+	pthread_t th;
+	int r;
+	if (pthread_create(&th, NULL, release_at_run, &ra) != 0)
+		_exit(6);
+	r = kvt_delete(s, ns, x);
+	pthread_join(th, NULL);
+	return r;
+}
+
 /* A kill -9 case's child: keys 1..n put and flushed in s, then fault f
  * armed and key n + 1 put, its write-down meeting the fault; waits until
  * stat moved (polled every poll_us, 1000 times at most), and requires it
@@ -5662,13 +5702,15 @@ static int delete_hole_child(const char *dir, void *ctx)
 	struct kvt_key x = t_key(1);
 	struct kvt_store *s = backlog_open(dir);
 	uint32_t ns = ns_of(s);
+	uint64_t tombs;
 	(void)ctx;
-	/* Key 2's write-down fails, 1 s late. */
+	/* Key 2's write-down fails, held until the tombstone is written. */
 	fault_put(s, ns, 1,
 		  (struct io_fault){ .kind = IO_FAULT_ENOSPC, .fd = -1, .count = 1,
-				     .delay_ms = 1000 },
+				     .delay_ms = 30000 },
 		  "io.faults_injected", 1000);
-	if (kvt_delete(s, ns, &x) != KVT_OK)
+	tombs = t_stat(s, "ssd.tombstones");
+	if (delete_released(s, ns, &x, "ssd.tombstones", tombs + 1) != KVT_OK)
 		_exit(5);
 	return KVT_OK;
 }
@@ -5896,7 +5938,7 @@ static void test_seal_fail_tomb(void)
 }
 
 /*     (k) seal_hole_tomb: a write-down placed before a tombstone fails
- *     (ENOSPC, 1 s late: a hole before it), and the seal the delete's sync
+ *     (ENOSPC, held: a hole before it), and the seal the delete's sync
  *     waits for (its summary, which would list the tombstone past the
  *     hole) fails too (ENOSPC).  The segment was left sealed in name, its
  *     header naming no summary: the delete was answered 0, and after a
@@ -5909,7 +5951,10 @@ static void test_seal_fail_tomb(void)
  *     records' alignment: 1 KiB, or 8 KiB at KVT_TEST_DIO_ALIGN=4096 --
  *     where until 2026-12-06 it was 4 KiB like the summary, and the
  *     seal's fault let the first 4 KiB write pass.  psync only (as
- *     delete_hole_kill9). */
+ *     delete_hole_kill9).  The write-down's failure is held until the
+ *     tombstone is written (tomb_fails: its write failed) and the
+ *     delete's sync submitted, then let go (delete_released); until
+ *     2026-12-07 it was held 1 s of wall time. */
 static void seal_hole_round(bool tomb_fails)
 {
 	char *dir = t_mkdtemp();
@@ -5924,7 +5969,7 @@ static void seal_hole_round(bool tomb_fails)
 	if (pid == 0) {
 		struct kvt_key x = t_key(1);
 		struct io_fault late = { .kind = IO_FAULT_ENOSPC, .fd = -1, .count = 1,
-					 .delay_ms = 1000 };
+					 .delay_ms = 30000 };
 		/* the summary's 4 KiB write, or the tombstone's (its record
 		 * and its twin: two of the records' alignment) */
 		const char *al = getenv("KVT_TEST_DIO_ALIGN");
@@ -5941,13 +5986,15 @@ static void seal_hole_round(bool tomb_fails)
 		if (io_fault_add(ssd_io(store_ssd(s)), &late) != 0 ||
 		    io_fault_add(ssd_io(store_ssd(s)), &seal) != 0)
 			_exit(2);
-		if (put_k(s, ns, 2) != KVT_OK) /* its write-down fails, 1 s late */
+		if (put_k(s, ns, 2) != KVT_OK) /* its write-down fails, held */
 			_exit(2);
-		for (int i = 0; i < 1000 && t_stat(s, "io.faults_injected") == faults; i++)
+		for (int i = 0; i < 10000 && t_stat(s, "io.faults_injected") == faults; i++)
 			usleep(1000);
 		if (t_stat(s, "io.faults_injected") != faults + 1)
 			_exit(3);
-		got[0] = kvt_delete(s, ns, &x);
+		got[0] = tomb_fails ? delete_released(s, ns, &x, "io.faults_injected", faults + 2)
+				    : delete_released(s, ns, &x, "ssd.tombstones",
+						      t_stat(s, "ssd.tombstones") + 1);
 		got[1] = (int)t_stat(s, "ssd.deletes_lost");
 		got[2] = (int)(t_stat(s, "io.faults_injected") - faults);
 		fp = fopen(res, "w");

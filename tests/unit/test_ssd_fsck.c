@@ -1805,7 +1805,7 @@ static void dead_reput(bool reserve)
  *       (KVT_EXISTS) and logs no tombstone: ssd.tombstones +0 (+1 until
  *       2026-12-06: the SSD logged one for every put over a dead entry,
  *       which DRAM then refused; the store now asks DRAM first,
- *       store_put_over_unheld).  A reservation of it too (kvt_put_reserve
+ *       store_put_absent).  A reservation of it too (kvt_put_reserve
  *       asked the SSD first until 2026-12-07: +1).  The block stays: its
  *       16384 bytes, and after a restart its bytes or a miss, never the
  *       refused put's. */
@@ -1838,6 +1838,105 @@ static void dead_held(void)
 	kvt_store_destroy(s);
 	fprintf(stderr, "  a put of a promoted block while in DRAM: refused, no tombstone; "
 		"after a restart %s\n", r == KVT_OK ? "its bytes" : "a miss");
+	t_rmtree(dir);
+	free(dir);
+}
+
+/* 12b''. wd_reput_race: a put of key 0 (8192 other bytes) while a victim
+ *        write-down moves its 16384 bytes from DRAM to the SSD.  The
+ *        store's test hook (debug_put_hook, called where the put asks
+ *        DRAM) runs once the put's first lookup (store_tiers_have) missed
+ *        -- key 0 then in DRAM alone -- and pushes key 0 out of DRAM with
+ *        fillers: written down, its entry live, DRAM's copy let go.  The
+ *        put must answer KVT_EXISTS, the key keeping its 16384 bytes
+ *        (KVT_EXISTS: a put of a present key is a no-op, kvtier.h).
+ *        Until 2026-12-07 the store asked the SSD before DRAM only: the
+ *        put went in (KVT_OK) over the live record, no tombstone; a get
+ *        served its 8192 bytes from DRAM, and once DRAM evicted them --
+ *        their write-down skipped as already on SSD (wd_already_down) --
+ *        the 16384 old ones.  reserve: the put is a reservation, filled
+ *        and committed (the same until 2026-12-07). */
+struct wdr_ctx {
+	uint32_t ns, fns;
+	uint64_t k; /* the next filler */
+	int fired;
+};
+
+/* Key 0's length as a get sees it: 0 for a miss. */
+static uint64_t wdr_len(struct kvt_store *s, uint32_t ns)
+{
+	static char buf[16384 + 10];
+	struct kvt_key key0 = t_key(0);
+	uint64_t vl = 0;
+	int r = kvt_get(s, ns, &key0, buf, sizeof(buf), &vl);
+	T_ASSERT(r == KVT_OK || r == KVT_MISS);
+	return r == KVT_OK ? vl : 0;
+}
+
+/* Key 0 pushed out of DRAM by fillers, its write-down flushed. */
+static void wdr_push(struct kvt_store *s, struct wdr_ctx *c)
+{
+	struct kvt_key key0 = t_key(0);
+	for (int i = 0; i < 8 && dram_exists(s->dram, c->ns, &key0) == KVT_OK; i++) {
+		for (int j = 0; j < 100; j++, c->k++)
+			T_RC(t_put_filled(s, c->fns, c->k, 16384), KVT_OK);
+		T_OK(kvt_flush(s));
+	}
+	T_RC(dram_exists(s->dram, c->ns, &key0), KVT_MISS);
+}
+
+static void wdr_hook(struct kvt_store *s, void *arg)
+{
+	struct wdr_ctx *c = arg;
+	struct kvt_key key0 = t_key(0);
+	s->debug_put_hook = NULL; /* once: the fillers' puts pass */
+	c->fired = 1;
+	wdr_push(s, c);
+	T_RC(ssd_find(store_ssd(s), c->ns, &key0, NULL), KVT_OK);
+}
+
+static void wd_reput_race(bool reserve)
+{
+	char *dir = t_mkdtemp();
+	struct kvt_store *s = open_victim(dir);
+	struct wdr_ctx c = { .ns = ns_of(s), .fns = t_ns(s, "ssd-fsck-filler"), .k = 1 };
+	struct kvt_key key0 = t_key(0);
+	struct kvt_reservation res;
+	uint64_t len = 8192, now, later;
+	char buf[8192];
+	int r;
+
+	T_RC(t_put_filled(s, c.ns, 0, 16384), KVT_OK);
+	s->debug_put_ctx = &c;
+	s->debug_put_hook = wdr_hook;
+	if (reserve) {
+		r = kvt_put_reserve(s, c.ns, &key0, &len, 1, 0, &res);
+		if (r == KVT_OK) {
+			size_t off = 0;
+			t_fill(buf, sizeof(buf), 0);
+			for (unsigned i = 0; i < res.view_count; i++) {
+				memcpy(res.view[i].iov_base, buf + off, res.view[i].iov_len);
+				off += res.view[i].iov_len;
+			}
+			T_OK(kvt_put_commit(s, res.handle, NULL));
+		}
+	} else {
+		r = t_put_filled(s, c.ns, 0, 8192);
+	}
+	T_ASSERT(c.fired);
+	s->debug_put_hook = NULL;
+	now = wdr_len(s, c.ns);
+	/* DRAM lets any copy of key 0 go again. */
+	wdr_push(s, &c);
+	later = wdr_len(s, c.ns);
+	fprintf(stderr, "  a %s racing a write-down of its key: %s; a get %llu bytes, then "
+		"%llu once out of DRAM (16384: the old bytes)\n", reserve ? "reservation" : "put",
+		r == KVT_OK ? "KVT_OK" : r == KVT_EXISTS ? "KVT_EXISTS" : kvt_strerror(r),
+		(unsigned long long)now, (unsigned long long)later);
+	T_RC(r, KVT_EXISTS);
+	T_EQ_U64(now, 16384);
+	T_ASSERT(later == 16384 || later == 0);
+	kvt_store_destroy(s);
 	t_rmtree(dir);
 	free(dir);
 }
@@ -1948,6 +2047,8 @@ int main(void)
 		dead_reput(false);
 		dead_reput(true);
 		dead_held();
+		wd_reput_race(false);
+		wd_reput_race(true);
 		return 0;
 	}
 	for (size_t a = 0; a < KVT_ARRAY_LEN(aligns); a++) {
@@ -1983,6 +2084,8 @@ tomb:
 	dead_reput(false);
 	dead_reput(true);
 	dead_held();
+	wd_reput_race(false);
+	wd_reput_race(true);
 	dead_reput_race();
 hdr:
 	for (size_t a = 0; a < KVT_ARRAY_LEN(aligns); a++)

@@ -2427,12 +2427,15 @@ static void put_open(struct remote *head, struct rop *op)
 }
 
 /* A put that waited (wait_remove) at dispatch: whether it still must.
- * Once it need not, its deadline is remote.timeout_ms from now (within
- * the bound its wait had: rop_submit), not what is left of the one it
- * had at submission -- a DELETE answered late (held behind a put of its
- * own, or slow) left it a few ms, or none, and it failed -ETIMEDOUT
- * having never been sent.  Called on the put's lane thread, for those
- * puts only. */
+ * Once it need not, its deadline is remote.timeout_ms from now, but no
+ * later than the 2x its wait had (rop_submit): a wait that ended past
+ * 1x leaves it less than remote.timeout_ms to be sent (a window, a
+ * connection coming back); once sent, its frame has its own
+ * (conn_queue).  Before, it kept what was left of the 1x from its
+ * submission -- a DELETE answered late (held behind a put of its own,
+ * or slow) left it a few ms, or none, and it failed -ETIMEDOUT having
+ * never been sent.  Called on the put's lane thread, for those puts
+ * only. */
 static bool put_waits(struct remote *head, struct rop *op, uint64_t now)
 {
 	bool still;

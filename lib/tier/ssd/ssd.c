@@ -3337,33 +3337,47 @@ int ssd_delete(struct ssd *s, void *prepared, uint32_t ns, const struct kvt_key 
  * that writes DRAM down in part, a declined write-down, a crash):
  * another put's bytes, until 2026-12-06 (test_ssd_fsck dead_reput).  So
  * the entry goes and a tombstone is logged for it, as a delete of the key
- * would log.  Only a dead entry: a live one made the put a no-op, and a
- * pending one is another put's write-down.  Called before the new bytes
+ * would log.  Only a dead entry: the others make the put a no-op
+ * (KVT_EXISTS), a live one and a pending one alike -- a write-down in
+ * flight (its DRAM block gone since the store asked DRAM: its write
+ * finished, or a delete killed it and is about to remove this entry) or
+ * a carry (the block is on SSD, unpublished while it moves).  Asked after
+ * DRAM (store_put_absent): a write-down publishes its entry before DRAM
+ * drops the block, so a block moving down is found in one of the two.
+ * Until 2026-12-07 the store's only SSD lookup came before DRAM's and
+ * took a pending entry for absent: a victim's write-down that finished
+ * between the two let the put in over a live copy of other bytes, no
+ * tombstone logged, its own write-down later skipped as already down
+ * (wd_already_down), and once DRAM evicted the put the old bytes were
+ * served (test_ssd_fsck wd_reput_race).  Called before the new bytes
  * enter DRAM, so that the tombstone (urgent) is queued before their
  * write-down and takes a lower seq: it never removes them at the next
  * open.  A put that then fails has cost a tombstone for a block that was
  * a miss already.  Not called for a put of a key DRAM holds, which DRAM
- * refuses (store_put_over_unheld: a promoted block's dead entry, its
- * block in DRAM, cost a tombstone per put of it until 2026-12-06).  Out
- * of memory, nothing changes (as before).
+ * refuses (a promoted block's dead entry, its block in DRAM, cost a
+ * tombstone per put of it until 2026-12-06).  Out of memory, nothing
+ * changes (as before).
  */
-void ssd_put_over(struct ssd *s, uint32_t ns, const struct kvt_key *key)
+int ssd_put_over(struct ssd *s, uint32_t ns, const struct kvt_key *key)
 {
 	uint64_t h = ssd_hash(s, ns, key);
 	struct ssd_shard *sh = shard_of(s, h);
 	struct ssd_entry *e;
 	struct wd_task *t;
-	bool dead;
+	bool dead, held;
 
 	pthread_mutex_lock(&sh->lock);
 	e = *ssd_idx_slot(sh, h, ns, key);
 	dead = e && (e->flags & E_DEAD);
+	held = e && !dead;
 	pthread_mutex_unlock(&sh->lock);
+	if (held)
+		return KVT_EXISTS;
 	if (!dead)
-		return; /* the common case: one lookup, as the put's own find */
+		return KVT_OK; /* the common case: one lookup */
 	t = ssd_log_prepare(s, false, ns, key);
 	if (!t)
-		return;
+		return KVT_OK;
 	/* The entry goes and the tombstone is queued under wd_lock as one
 	 * step.  Apart, a put of the key racing this one found the entry
 	 * gone, went ahead, and its write-down -- queued under wd_lock, seqs
@@ -3382,6 +3396,7 @@ void ssd_put_over(struct ssd *s, uint32_t ns, const struct kvt_key *key)
 	pthread_mutex_unlock(&s->wd_lock);
 	if (!dead)
 		kvt_mem_free(s->mem, t, sizeof(*t));
+	return KVT_OK;
 }
 
 /* Does the index hold no block (published or being written)? */

@@ -206,10 +206,12 @@ void *ssd_log_prepare(struct ssd *s, bool clear, uint32_t ns, const struct kvt_k
 int ssd_delete(struct ssd *s, void *prepared, uint32_t ns, const struct kvt_key *key);
 /* Remove every block of ns (KVT_NS_ALL: all) and log it.  Blocks removed. */
 int64_t ssd_clear(struct ssd *s, void *prepared, uint32_t ns);
-/* A put of (ns, key) goes ahead (the tier's put_over): a dead entry of
- * the key is removed and a tombstone logged for it, as ssd_delete would.
- * Never blocks on I/O, never fails the put. */
-void ssd_put_over(struct ssd *s, uint32_t ns, const struct kvt_key *key);
+/* A put of (ns, key) that DRAM does not hold (the tier's put_over):
+ * KVT_EXISTS if the index holds the block, published or being written (a
+ * write-down or a carry in flight); else KVT_OK, a dead entry of the key
+ * removed and a tombstone logged for it, as ssd_delete would.  Never
+ * blocks on I/O. */
+int ssd_put_over(struct ssd *s, uint32_t ns, const struct kvt_key *key);
 /* Wait until every write-down queued before now is on the device, durably. */
 int ssd_flush(struct ssd *s);
 /* Wait until every tombstone logged before now is on the device, durably,
