@@ -421,17 +421,31 @@ static int peer_unix(const char *path, unsigned connect_ms, int stop_fd)
  * eventfd, waited on with the caller's stop fd until the deadline (the
  * connect timeout covers the lookup and the connect together).  On
  * time out or stop the caller leaves: the helper finishes within the
- * resolver's clocks and frees what it holds (the last of the two to let
- * go of struct peer_gai frees it).  test_peer_attack `dns_held`.
+ * resolver's clocks and frees what it holds (the last to let go of
+ * struct peer_gai frees it).  test_peer_attack `dns_held`.
+ *
+ * One lookup in flight per host and port (peer_gai_live): a caller that
+ * finds its name's waits on that one and shares its answer.  A helper
+ * per attempt had a nameserver that did not answer cost a thread per
+ * attempt for the resolver's clocks (up to 450 s in glibc, for ever
+ * behind an NSS module that hangs): the static poll asks every member
+ * each second and each lane batch dials, so 10 helpers per such member
+ * in the shim's 10 s, thousands over an hour.  At most PEER_GAI_MAX
+ * names at once; past it -EAGAIN.  Process-wide, as auth.c's locks: a
+ * lookup is the process's, not a server's (test_peer_attack `dns_once`).
  */
 struct peer_gai {
-	atomic_int refs;       /* the caller's and the helper's */
+	atomic_int refs;       /* each caller waiting or using res, the helper */
 	atomic_bool done;      /* rc and res are set */
-	int efd;               /* written once done */
+	int efd;               /* written once done (never read: stays readable) */
 	int rc;                /* getaddrinfo's */
-	struct addrinfo *res;  /* its answer (the caller takes it) */
+	struct addrinfo *res;  /* its answer (read by the callers, freed at the last put) */
 	char host[KVTD_PEER_ADDR_MAX + 1], port[KVTD_PEER_ADDR_MAX + 1];
 };
+
+#define PEER_GAI_MAX 64u
+static pthread_mutex_t peer_gai_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct peer_gai *peer_gai_live[PEER_GAI_MAX]; /* peer_gai_lock: in flight */
 
 static void peer_gai_put(struct peer_gai *g)
 {
@@ -449,7 +463,12 @@ static void *peer_gai_main(void *arg)
 	struct addrinfo hints = { .ai_socktype = SOCK_STREAM };
 
 	g->rc = getaddrinfo(g->host, g->port, &hints, &g->res);
+	pthread_mutex_lock(&peer_gai_lock);
+	for (unsigned i = 0; i < PEER_GAI_MAX; i++)
+		if (peer_gai_live[i] == g)
+			peer_gai_live[i] = NULL;
 	atomic_store(&g->done, true);
+	pthread_mutex_unlock(&peer_gai_lock);
 	if (eventfd_write(g->efd, 1) < 0) {
 		/* cannot fail on a fresh eventfd; the caller's deadline stands */
 	}
@@ -457,48 +476,84 @@ static void *peer_gai_main(void *arg)
 	return NULL;
 }
 
-/* host and port into *res (freeaddrinfo) by deadline (peer_now_ms), or
- * until stop_fd is readable: 0, -ETIMEDOUT, -ECANCELED, -EHOSTUNREACH
- * (no such name), -errno. */
-static int peer_resolve(const char *host, const char *port, int64_t deadline, int stop_fd,
-			struct addrinfo **res)
+/* The lookup of host and port in flight, joined (a reference taken), or
+ * a new one started: NULL and *rc if none could be.  Locked
+ * (peer_gai_lock). */
+static struct peer_gai *peer_gai_get_locked(const char *host, const char *port, int *rc)
 {
-	struct addrinfo hints = { .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICHOST };
 	struct peer_gai *g;
 	pthread_attr_t at;
 	pthread_t th;
-	int rc;
+	unsigned slot = PEER_GAI_MAX;
+
+	for (unsigned i = 0; i < PEER_GAI_MAX; i++) {
+		g = peer_gai_live[i];
+		if (!g) {
+			slot = slot < PEER_GAI_MAX ? slot : i;
+			continue;
+		}
+		if (strcmp(g->host, host) == 0 && strcmp(g->port, port) == 0) {
+			atomic_fetch_add(&g->refs, 1);
+			return g;
+		}
+	}
+	*rc = -EAGAIN;
+	if (slot == PEER_GAI_MAX)
+		return NULL;
+	*rc = -ENOMEM;
+	if (!(g = calloc(1, sizeof(*g))))
+		return NULL;
+	if ((g->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0) {
+		*rc = -errno;
+		free(g);
+		return NULL;
+	}
+	snprintf(g->host, sizeof(g->host), "%s", host);
+	snprintf(g->port, sizeof(g->port), "%s", port);
+	atomic_init(&g->refs, 2);
+	atomic_init(&g->done, false);
+	*rc = pthread_attr_init(&at);
+	if (*rc == 0) {
+		*rc = pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+		if (*rc == 0)
+			*rc = pthread_create(&th, &at, peer_gai_main, g);
+		pthread_attr_destroy(&at);
+	}
+	if (*rc != 0) {
+		*rc = -*rc;
+		close(g->efd);
+		free(g);
+		return NULL;
+	}
+	peer_gai_live[slot] = g; /* its helper takes it out under the lock */
+	return g;
+}
+
+/* host and port by deadline (peer_now_ms), or until stop_fd is
+ * readable: 0, -ETIMEDOUT, -ECANCELED, -EHOSTUNREACH (no such name),
+ * -EAGAIN (PEER_GAI_MAX lookups in flight), -errno.  On 0 *res is the
+ * answer, and *gp NULL (a numeric address: freeaddrinfo(*res)) or the
+ * lookup that holds it (peer_gai_put(*gp), not freeaddrinfo). */
+static int peer_resolve(const char *host, const char *port, int64_t deadline, int stop_fd,
+			struct addrinfo **res, struct peer_gai **gp)
+{
+	struct addrinfo hints = { .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICHOST };
+	struct peer_gai *g;
+	int rc = 0;
 
 	*res = NULL;
+	*gp = NULL;
 	if (getaddrinfo(host, port, &hints, res) == 0 && *res)
 		return 0;
 	if (*res) {
 		freeaddrinfo(*res);
 		*res = NULL;
 	}
-	if (!(g = calloc(1, sizeof(*g))))
-		return -ENOMEM;
-	if ((g->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0) {
-		rc = -errno;
-		free(g);
+	pthread_mutex_lock(&peer_gai_lock);
+	g = peer_gai_get_locked(host, port, &rc);
+	pthread_mutex_unlock(&peer_gai_lock);
+	if (!g)
 		return rc;
-	}
-	snprintf(g->host, sizeof(g->host), "%s", host);
-	snprintf(g->port, sizeof(g->port), "%s", port);
-	atomic_init(&g->refs, 2);
-	atomic_init(&g->done, false);
-	rc = pthread_attr_init(&at);
-	if (rc == 0) {
-		rc = pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-		if (rc == 0)
-			rc = pthread_create(&th, &at, peer_gai_main, g);
-		pthread_attr_destroy(&at);
-	}
-	if (rc != 0) {
-		close(g->efd);
-		free(g);
-		return -rc;
-	}
 	while (!atomic_load(&g->done)) {
 		int64_t left = deadline - peer_now_ms();
 		int pr = left > 0 ? peer_poll(g->efd, stop_fd, POLLIN, (int)left) : 0;
@@ -507,19 +562,20 @@ static int peer_resolve(const char *host, const char *port, int64_t deadline, in
 		peer_gai_put(g); /* the helper frees the rest */
 		return pr == 0 ? -ETIMEDOUT : pr;
 	}
-	rc = g->rc == 0 && g->res ? 0 : -EHOSTUNREACH;
-	if (rc == 0) {
-		*res = g->res;
-		g->res = NULL;
+	if (g->rc != 0 || !g->res) {
+		peer_gai_put(g);
+		return -EHOSTUNREACH;
 	}
-	peer_gai_put(g);
-	return rc;
+	*res = g->res;
+	*gp = g;
+	return 0;
 }
 
 static int peer_dial(const char *addr, unsigned connect_ms, int stop_fd)
 {
 	char host[KVTD_PEER_ADDR_MAX + 1], *colon = NULL;
 	struct addrinfo *res = NULL;
+	struct peer_gai *g = NULL;
 	int64_t deadline, left;
 	int fd = -1, one = 1, rc;
 
@@ -535,7 +591,7 @@ static int peer_dial(const char *addr, unsigned connect_ms, int stop_fd)
 		memmove(host, host + 1, strlen(host));
 	}
 	deadline = peer_now_ms() + (connect_ms ? connect_ms : KVTD_PEER_CONNECT_MS);
-	rc = peer_resolve(host, colon + 1, deadline, stop_fd, &res);
+	rc = peer_resolve(host, colon + 1, deadline, stop_fd, &res, &g);
 	if (rc < 0)
 		return rc;
 	left = deadline - peer_now_ms();
@@ -547,7 +603,10 @@ static int peer_dial(const char *addr, unsigned connect_ms, int stop_fd)
 		close(fd);
 		fd = rc;
 	}
-	freeaddrinfo(res);
+	if (g)
+		peer_gai_put(g); /* res is its answer, shared */
+	else
+		freeaddrinfo(res);
 	if (fd >= 0)
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	return fd;
