@@ -1857,7 +1857,8 @@ static bool repair_forward(struct kvtd_repair *rp)
 }
 
 /* Join the lanes whose threads are done (all: every lane's, waiting for
- * them: the server stops), restarting those given copies meanwhile. */
+ * them: the server stops), restarting those given copies meanwhile, and
+ * start an idle lane's that holds copies (its start failed). */
 static void repair_lanes_join(struct kvtd_repair *rp, bool all)
 {
 	for (unsigned i = 0;; i++) {
@@ -1870,6 +1871,12 @@ static void repair_lanes_join(struct kvtd_repair *rp, bool all)
 		}
 		ln = rp->lanes[i];
 		st = ln->state;
+		/* An idle lane holding copies: its thread's start failed
+		 * (repair_forward); try again, or its copies and their share of
+		 * the tenant's wait for a forward that share then refuses. */
+		if (st == 0 && !all && ln->n && !rp->stop &&
+		    pthread_create(&ln->th, NULL, repair_lane_main, ln) == 0)
+			ln->state = 1;
 		pthread_mutex_unlock(&rp->lock);
 		if (st == 0 || (st == 1 && !all))
 			continue;
