@@ -138,6 +138,45 @@ static int tlsio_hello_share(SSL *s, int *al, void *arg)
 	return SSL_CLIENT_HELLO_ERROR;
 }
 
+/*
+ * Every certificate a context holds (its own chain, the CAs of its
+ * store), with its extensions decoded now, before the threads that share
+ * the context do.  OpenSSL decodes a certificate's extensions (key
+ * identifiers, key usage, ...) into the X509 the first time a check needs
+ * them, under the X509's lock, and every later check reads them without
+ * the lock once an acquire load of a "cached" flag sees them done
+ * (ossl_x509v3_cache_extensions; OpenSSL 1.1.1 on).  That is sound, but
+ * the flag's atomics are inside libcrypto, which TSan does not
+ * instrument: the first two handshakes verifying client certificates on
+ * two of kvtierd's loops at once had the second read the CA's subject key
+ * identifier (memcmp, intercepted) that the first had just written under
+ * the lock, with no edge TSan could see -- a data race report and exit 66
+ * in 5 runs of test_tls in 40 under TSan (tests/unit/test_tls_threads.c:
+ * 12 in 12).  Decoded here, they are written before the threads that
+ * share the context start, and only read after.  A certificate whose
+ * extensions are invalid stays so marked: its verification fails later
+ * as it would have.  CAs a store looks up in a directory (the system's,
+ * tlsio_ctx_client without ca) load during verification and are not
+ * reached here.
+ */
+static void tlsio_decode_certs(SSL_CTX *ctx)
+{
+	STACK_OF(X509_OBJECT) *objs = X509_STORE_get0_objects(SSL_CTX_get_cert_store(ctx));
+	STACK_OF(X509) *chain = NULL;
+	X509 *own = SSL_CTX_get0_certificate(ctx);
+
+	if (own)
+		X509_check_purpose(own, -1, 0);
+	if (SSL_CTX_get0_chain_certs(ctx, &chain) == 1)
+		for (int i = 0; i < sk_X509_num(chain); i++)
+			X509_check_purpose(sk_X509_value(chain, i), -1, 0);
+	for (int i = 0; i < sk_X509_OBJECT_num(objs); i++) {
+		X509 *x = X509_OBJECT_get0_X509(sk_X509_OBJECT_value(objs, i));
+		if (x)
+			X509_check_purpose(x, -1, 0);
+	}
+}
+
 SSL_CTX *tlsio_ctx_server(const char *cert, const char *key, const char *ca,
 			  bool verify_client, char *err, size_t errlen)
 {
@@ -169,6 +208,7 @@ SSL_CTX *tlsio_ctx_server(const char *cert, const char *key, const char *ca,
 		snprintf(err, errlen, "verifying clients needs a CA file");
 		goto fail;
 	}
+	tlsio_decode_certs(ctx);
 	return ctx;
 fail:
 	SSL_CTX_free(ctx);
@@ -194,6 +234,7 @@ SSL_CTX *tlsio_ctx_client(const char *ca, const char *cert, const char *key, cha
 	}
 	if (cert && tlsio_load_pair(ctx, cert, key, err, errlen) < 0)
 		goto fail;
+	tlsio_decode_certs(ctx);
 	return ctx;
 fail:
 	SSL_CTX_free(ctx);
