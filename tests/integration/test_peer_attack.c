@@ -1308,6 +1308,8 @@ static void phase_fwd_lane(void)
 	       "dropped)\n", ms[0], ms[1], ms[2], LANE_BIG_BOUND_MS, LANE_BOUND_MS,
 	       log_says(s[0].log, "repair: lost a member") ? "yes" : "no", member_dropped,
 	       dropped);
+	for (int i = 0; i < 3; i++) /* (not there: T_LE_INT would take it for -1) */
+		T_ASSERT(ms[i] != UINT64_MAX);
 	T_LE_INT(ms[0], LANE_BIG_BOUND_MS);
 	for (int i = 1; i < 3; i++)
 		T_LE_INT(ms[i], LANE_BOUND_MS);
@@ -1377,6 +1379,7 @@ static void phase_fwd_heal(void)
 	       "reading it at ~466 KiB/s: on the healthy member in %" PRIu64 " ms (bound %d; "
 	       "the slow member given up: %s)\n", ms, HEAL_BOUND_MS,
 	       log_says(s[0].log, "repair: lost a member") ? "yes" : "no");
+	T_ASSERT(ms != UINT64_MAX); /* (T_LE_INT would take it for -1) */
 	T_LE_INT(ms, HEAL_BOUND_MS);
 	fake_stop();
 	T_EQ_INT(tsrv_stop(&s[0]), 0);
@@ -1491,6 +1494,7 @@ static void phase_fwd_batch(void)
 	       " KiB for %d ms)\n", ms, BATCH_BOUND_MS, atomic_load(&F.sent) >> 10,
 	       BATCH_TRICKLE_MS);
 	T_ASSERT(atomic_load(&F.lie_ns) != 0); /* the slow member was sent it */
+	T_ASSERT(ms != UINT64_MAX); /* (T_LE_INT would take it for -1) */
 	T_LE_INT(ms, BATCH_BOUND_MS);
 	fake_stop();
 	T_EQ_INT(tsrv_stop(&s[0]), 0);
