@@ -52,6 +52,7 @@
  * (note/forget/touch), any (stats).
  */
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -100,12 +101,15 @@ struct rent {
 	uint8_t copies;
 	bool retain;     /* a put of it carried the retain hint (PROTO_IF_RETAIN):
 			  * its copies carry it too */
+	uint8_t tries;   /* a lane's copy: times its member refused it busy */
 	uint64_t len;    /* the value's bytes */
 	uint64_t heat;   /* kvtd_now_ns() when last put or read here */
 	uint64_t anchor; /* state 3: kvtd_now_ns() of the delete */
 	struct kvt_key key;
 	uint16_t group;  /* states 1, 3: the quota group (tenant) it counts in
 			  * (rp->gcount; in the struct's tail padding) */
+	uint8_t chg;     /* a lane's batch: its charge to the tenant's share
+			  * (as rlane.chg; tail padding too) */
 };
 
 /* What a pass over the table holds per block: its snapshot entry, the
@@ -202,6 +206,8 @@ struct kvtd_repair {
 	uint64_t lane_bytes; /* a lane's values at most: REPAIR_LANE_BYTES,
 			      * KVTD_TEST_LANE_BYTES in tests */
 	_Atomic uint64_t fwd_member_dropped; /* of fwd_dropped: a member's lane full */
+	/* lanes' copies a member refused busy: put back in the lane, given up */
+	_Atomic uint64_t fwd_busy_retried, fwd_busy_dropped;
 };
 
 /*
@@ -622,6 +628,7 @@ struct rflight {
 	uint64_t tag;
 	uint32_t n;
 	uint64_t len[REPAIR_FRAME_ITEMS]; /* each item's value bytes */
+	uint32_t at[REPAIR_FRAME_ITEMS];  /* a forward lane's: each item's copy in ps->batch */
 };
 
 struct rpeer {
@@ -646,6 +653,9 @@ struct rpass {
 	struct kvt_queue *q;
 	bool retry;
 	bool fwd;             /* a forward lane's: unpaced, counted apart */
+	struct rent *batch;   /* a forward lane's: its copies ... */
+	uint8_t *busy;        /* ... each one's 1 if the member refused it busy
+			       * (NULL: none kept, counted as errors) */
 };
 
 static bool repair_stopping(struct kvtd_repair *rp)
@@ -785,6 +795,9 @@ static int repair_recv(struct rpass *ps, struct rpeer *r)
 						 1);
 				atomic_fetch_add(ps->fwd ? &ps->rp->fwd_bytes : &ps->rp->bytes,
 						 fl->len[it.index]);
+			} else if (it.status == KVT_EBUSY && ps->busy) {
+				/* its reservation full: sent again (repair_lane_busy) */
+				ps->busy[fl->at[it.index]] = 1;
 			} else if (it.status != KVT_EXISTS && it.status != -ECANCELED) {
 				atomic_fetch_add(&ps->rp->errors, 1);
 			}
@@ -935,6 +948,7 @@ static int repair_send(struct rpass *ps, struct rpeer *r, const uint8_t *digest,
 	struct proto_item items[REPAIR_FRAME_ITEMS];
 	uint64_t *lens[REPAIR_FRAME_ITEMS];
 	uint32_t *crcs[REPAIR_FRAME_ITEMS];
+	uint32_t at[REPAIR_FRAME_ITEMS];
 	uint32_t i = 0;
 	int rc = 0;
 
@@ -977,6 +991,7 @@ static int repair_send(struct rpass *ps, struct rpeer *r, const uint8_t *digest,
 			items[k].part_crcs = crcs[k];
 			bytes += rq[k].length;
 			views += rq[k].view_count;
+			at[k] = ps->batch ? (uint32_t)(e[i] - ps->batch) : 0;
 			k++;
 		}
 		if (!k)
@@ -1005,8 +1020,10 @@ static int repair_send(struct rpass *ps, struct rpeer *r, const uint8_t *digest,
 			struct rflight *fl = &r->fl[r->fl_n++];
 			fl->tag = f.tag;
 			fl->n = k;
-			for (uint32_t j = 0; j < k; j++)
+			for (uint32_t j = 0; j < k; j++) {
 				fl->len[j] = rq[j].length;
+				fl->at[j] = at[j];
+			}
 		}
 		/* The bytes are in the socket (or the frame failed): unpin. */
 		for (uint32_t j = 0; j < k; j++) {
@@ -1637,15 +1654,58 @@ static struct kvtd_member *repair_members_copy(struct kvtd_cluster *cl, unsigned
  * its arrays are charged to --max-memory (past it the copy is dropped:
  * repair.forward_mem_dropped); and a tenant's share ("Copies" above)
  * counts its copies until a lane's thread takes them: each block's
- * copies - 1, spread over the lanes it went to.
+ * copies - 1, spread over the lanes it went to.  A copy the member
+ * refuses busy goes back in the lane, within all of those bounds again
+ * (repair_lane_busy; it was given up at once, so a lane sending beside a
+ * pass's large block lost its copies: test_peer_attack `fwd_busy`).
  */
 #define REPAIR_LANE_MAX REPAIR_FWD_MAX
 #define REPAIR_LANE_BYTES (1ull << 30)
+/* A copy the member refused busy (KVT_EBUSY: its reservation for what
+ * it receives full, e.g. while a pass's large block arrives) goes back in
+ * its lane, sent again after REPAIR_BUSY_MS, then twice that, ..., at
+ * most REPAIR_BUSY_TRIES times (repair_lane_busy). */
+#define REPAIR_BUSY_TRIES 3u
+#define REPAIR_BUSY_MS 100u
 
 /* Take n off group's share of the forward queue.  Locked. */
 static void repair_fwd_uncharge(struct kvtd_repair *rp, uint16_t group, uint32_t n)
 {
 	rp->gfq[group] = rp->gfq[group] > n ? rp->gfq[group] - n : 0;
+}
+
+static bool repair_lane_push_locked(struct kvtd_repair *rp, struct rlane *ln,
+				    const struct rent *e, uint8_t chg, uint8_t tries);
+
+/* The copies of a batch q[0..n) (their shares in chg) that the member
+ * refused busy (busy[i] 1), put back in lane ln to be sent again after a
+ * delay, REPAIR_BUSY_TRIES times each at most; a copy past that, or that
+ * the lane, --max-memory or its tenant's share has no room for now, or
+ * the server stopping, is given up (repair.forward_busy_dropped, and an
+ * error).  Returns the longest delay the copies put back ask (0: none). */
+static unsigned repair_lane_busy(struct kvtd_repair *rp, struct rlane *ln, const struct rent *q,
+				 const uint8_t *busy, size_t n)
+{
+	unsigned ms = 0;
+
+	pthread_mutex_lock(&rp->lock);
+	for (size_t i = 0; i < n; i++) {
+		uint16_t g = q[i].group;
+		if (!busy[i])
+			continue;
+		if (q[i].tries < REPAIR_BUSY_TRIES && !rp->stop &&
+		    (g == 0 || rp->gfq[g] + q[i].chg <= REPAIR_FWD_TENANT_MAX) &&
+		    repair_lane_push_locked(rp, ln, &q[i], q[i].chg, (uint8_t)(q[i].tries + 1))) {
+			unsigned d = REPAIR_BUSY_MS << q[i].tries;
+			ms = d > ms ? d : ms;
+			atomic_fetch_add(&rp->fwd_busy_retried, 1);
+		} else {
+			atomic_fetch_add(&rp->fwd_busy_dropped, 1);
+			atomic_fetch_add(&rp->errors, 1);
+		}
+	}
+	pthread_mutex_unlock(&rp->lock);
+	return ms;
 }
 
 /* A lane's thread: its copies, a batch at a time, until none wait (or
@@ -1662,6 +1722,7 @@ static void *repair_lane_main(void *arg)
 		struct rent *q;
 		size_t n;
 		uint64_t charged;
+		unsigned delay = 0;
 
 		pthread_mutex_lock(&rp->lock);
 		if (!ln->n || rp->stop) {
@@ -1674,8 +1735,10 @@ static void *repair_lane_main(void *arg)
 		q = ln->q;
 		n = ln->n;
 		charged = ln->charged;
-		for (size_t i = 0; i < n; i++)
-			repair_fwd_uncharge(rp, q[i].group, ln->chg[i]);
+		for (size_t i = 0; i < n; i++) {
+			q[i].chg = ln->chg[i]; /* (sorted with it below) */
+			repair_fwd_uncharge(rp, q[i].group, q[i].chg);
+		}
 		free(ln->chg);
 		ln->q = NULL;
 		ln->chg = NULL;
@@ -1687,6 +1750,8 @@ static void *repair_lane_main(void *arg)
 		memset(&peer, 0, sizeof(peer));
 		ps.peers = &peer;
 		ps.retry = false;
+		ps.batch = q;
+		ps.busy = calloc(n, 1); /* (n bytes: within charged, which counts the chg freed) */
 		if (kvt_queue_create(rp->srv->store, &ps.q) < 0) {
 			atomic_fetch_add(&rp->errors, 1);
 		} else {
@@ -1698,8 +1763,20 @@ static void *repair_lane_main(void *arg)
 		if (peer.open)
 			kvtd_peer_close(&peer.p);
 		atomic_fetch_add(&rp->fwd_passes, 1);
+		if (ps.busy)
+			delay = repair_lane_busy(rp, ln, q, ps.busy, n);
+		free(ps.busy);
+		ps.busy = NULL;
 		free(q);
 		kvtd_mem_uncharge(rp->srv, charged);
+		if (delay) {
+			/* the member's reservation full: give it time, but
+			 * not past a stop (rp->stop_fd; never rp->cond, whose
+			 * signal a pass's untimed wait is owed) */
+			struct pollfd pf = { .fd = rp->stop_fd, .events = POLLIN };
+			while (poll(&pf, 1, (int)delay) < 0 && errno == EINTR)
+				;
+		}
 	}
 }
 
@@ -1726,14 +1803,17 @@ static struct rlane *repair_lane_locked(struct kvtd_repair *rp, const char *addr
 	return idle;
 }
 
-/* A copy of e for lane ln, charging chg to its tenant's share: false if
- * the lane is full or cannot grow (counted; the share not charged).
- * Locked. */
+/* A copy of e for lane ln, charging chg to its tenant's share, sent
+ * tries times before (repair_lane_busy): false if the lane is full or
+ * cannot grow (counted, a first send's in forward_member_dropped or
+ * forward_mem_dropped, of forward_dropped; one sent before is counted by
+ * the caller; the share not charged).  Locked. */
 static bool repair_lane_push_locked(struct kvtd_repair *rp, struct rlane *ln,
-				    const struct rent *e, uint8_t chg)
+				    const struct rent *e, uint8_t chg, uint8_t tries)
 {
 	if (ln->n >= REPAIR_LANE_MAX || (ln->n && ln->bytes + e->len > rp->lane_bytes)) {
-		atomic_fetch_add(&rp->fwd_member_dropped, 1);
+		if (!tries)
+			atomic_fetch_add(&rp->fwd_member_dropped, 1);
 		return false;
 	}
 	if (ln->n == ln->cap) {
@@ -1742,7 +1822,8 @@ static bool repair_lane_push_locked(struct kvtd_repair *rp, struct rlane *ln,
 		struct rent *nq = NULL;
 		uint8_t *nchg = NULL;
 		if (!kvtd_mem_charge(rp->srv, more, false)) {
-			atomic_fetch_add(&rp->fwd_mem_dropped, 1);
+			if (!tries)
+				atomic_fetch_add(&rp->fwd_mem_dropped, 1);
 			return false;
 		}
 		nq = realloc(ln->q, nc * sizeof(*nq));
@@ -1753,13 +1834,15 @@ static bool repair_lane_push_locked(struct kvtd_repair *rp, struct rlane *ln,
 			ln->chg = nchg;
 		if (!nq || !nchg) { /* ln->q may be the larger: cap stays */
 			kvtd_mem_uncharge(rp->srv, more);
-			atomic_fetch_add(&rp->fwd_mem_dropped, 1);
+			if (!tries)
+				atomic_fetch_add(&rp->fwd_mem_dropped, 1);
 			return false;
 		}
 		ln->cap = nc;
 		ln->charged += more;
 	}
 	ln->q[ln->n] = *e;
+	ln->q[ln->n].tries = tries;
 	ln->chg[ln->n++] = chg;
 	ln->bytes += e->len;
 	rp->gfq[e->group] += chg;
@@ -1830,7 +1913,7 @@ static bool repair_forward(struct kvtd_repair *rp)
 				ln = repair_lane_locked(rp, m[top[i][j]].addr);
 				if (!ln)
 					atomic_fetch_add(&rp->fwd_member_dropped, 1);
-				if (ln && repair_lane_push_locked(rp, ln, e, (uint8_t)chg))
+				if (ln && repair_lane_push_locked(rp, ln, e, (uint8_t)chg, 0))
 					given++;
 				sent++;
 			}
@@ -2125,6 +2208,8 @@ void kvtd_repair_stats(struct kvtd_server *srv,
 	fn(ctx, "repair.forward_dropped", atomic_load(&rp->fwd_dropped));
 	fn(ctx, "repair.forward_mem_dropped", atomic_load(&rp->fwd_mem_dropped));
 	fn(ctx, "repair.forward_member_dropped", atomic_load(&rp->fwd_member_dropped));
+	fn(ctx, "repair.forward_busy_retried", atomic_load(&rp->fwd_busy_retried));
+	fn(ctx, "repair.forward_busy_dropped", atomic_load(&rp->fwd_busy_dropped));
 	fn(ctx, "repair.untracked", atomic_load(&rp->untracked));
 	fn(ctx, "repair.tenant_capped", atomic_load(&rp->tenant_capped));
 	fn(ctx, "repair.forward_tenant_dropped", atomic_load(&rp->fwd_tenant_dropped));

@@ -85,6 +85,11 @@
  *              block: a 4 KiB forward put meanwhile reaches the healthy
  *              member within 1 s (forwards went to the lanes between
  *              passes: ~7 s, the fake given up)
+ *   fwd_busy   the server and the fake, which refuses the first two PUT
+ *              items KVT_EBUSY (its reservation full): the forward is
+ *              stored there within 2.5 s, sent again twice (the refused
+ *              copy was lost until the member list changed); a copy
+ *              always refused is given up after 3 more sends, counted
  *   dns_held   (test_peer_attack KVTIERD dns_held SHIM) a member named by
  *              a host whose lookup holds 10 s (the LD_PRELOAD shim
  *              shim_sync.c): a forward to it given up within 2 s (the
@@ -138,7 +143,7 @@ static const struct kvt_ns_desc desc = {
 };
 
 enum { M_DOWNGRADE, M_TABLE, M_TAGS, M_MORE, M_MORE_SLOW, M_MORE_STALL, M_SLOW_READ,
-       M_POLL_STALL, M_POLL_WIDE, M_POLL_STOP, M_FWD_BATCH };
+       M_POLL_STALL, M_POLL_WIDE, M_POLL_STOP, M_FWD_BATCH, M_FWD_BUSY };
 /* What a listener of the fake plays: the phase's member (F.mode), the
  * member that left (poll_wide), a plain member answering everything
  * (fwd_batch) */
@@ -169,6 +174,8 @@ static struct {
 	unsigned plain_n;
 	pthread_t conn_th[CONN_MAX]; /* the poll phases: the connections' threads */
 	unsigned conn_n;
+	_Atomic unsigned busy_refused, busy_ok; /* fwd_busy: PUT items refused, stored */
+	_Atomic uint64_t busy_ok_ns;            /* ... when the first was stored */
 } F = { .lfd = -1, .lfd_left = -1 };
 
 /* Each connection on a thread of its own (the poll phases, fwd_batch). */
@@ -291,6 +298,38 @@ static bool fk_answer(int fd, const struct proto_frame *req, uint32_t flags, uin
 		it[0].digest = digest;
 	}
 	return fk_send(fd, &f, it, 1, NULL);
+}
+
+/* fwd_busy: a PUT's items answered KVT_EBUSY (a receiver's reservation
+ * full), the first BUSY_REFUSE of them and every one of BUSY_ALWAYS;
+ * the others stored. */
+#define BUSY_REFUSE 2u
+#define BUSY_ALWAYS "busy-always"
+static bool fk_busy_put(int fd, const struct proto_frame *req)
+{
+	struct proto_item it[16], in;
+	struct proto_iter iter;
+	struct proto_frame f;
+	uint32_t n = 0;
+
+	kc_fake_answer(&f, req);
+	proto_iter_init(&iter, req, NULL, NULL, 0);
+	while (n < 16 && proto_iter_next(&iter, &in) == 1) {
+		bool always = in.key.len == strlen(BUSY_ALWAYS) &&
+			      memcmp(in.key.bytes, BUSY_ALWAYS, in.key.len) == 0;
+		memset(&it[n], 0, sizeof(it[n]));
+		if (always || atomic_load(&F.busy_refused) < BUSY_REFUSE) {
+			it[n].status = KVT_EBUSY;
+			atomic_fetch_add(&F.busy_refused, 1);
+		} else {
+			uint64_t zero = 0;
+			it[n].status = KVT_OK;
+			atomic_compare_exchange_strong(&F.busy_ok_ns, &zero, tsrv_now_ns());
+			atomic_fetch_add(&F.busy_ok, 1);
+		}
+		n++;
+	}
+	return fk_send(fd, &f, it, n, NULL);
 }
 
 /* The table phase's lie: an answer to req whose header claims a table of
@@ -433,8 +472,11 @@ static void fk_serve(int fd, int role)
 				break;
 		} else if (f.op == PROTO_OP_BYE) {
 			break;
-		} else if (F.mode != M_DOWNGRADE && !fk_polls() && role == ROLE_MAIN &&
-			   !atomic_exchange(&F.lied, true)) {
+		} else if (F.mode == M_FWD_BUSY && f.op == PROTO_OP_PUT) {
+			if (!fk_busy_put(fd, &f))
+				break;
+		} else if (F.mode != M_DOWNGRADE && F.mode != M_FWD_BUSY && !fk_polls() &&
+			   role == ROLE_MAIN && !atomic_exchange(&F.lied, true)) {
 			lying = true;
 			if (F.mode == M_MORE_SLOW) {
 				/* a long answer in time: served on after it */
@@ -1266,6 +1308,8 @@ static void phase_fwd_lane(void)
 	       "dropped)\n", ms[0], ms[1], ms[2], LANE_BIG_BOUND_MS, LANE_BOUND_MS,
 	       log_says(s[0].log, "repair: lost a member") ? "yes" : "no", member_dropped,
 	       dropped);
+	for (int i = 0; i < 3; i++) /* (not there: T_LE_INT would take it for -1) */
+		T_ASSERT(ms[i] != UINT64_MAX);
 	T_LE_INT(ms[0], LANE_BIG_BOUND_MS);
 	for (int i = 1; i < 3; i++)
 		T_LE_INT(ms[i], LANE_BOUND_MS);
@@ -1335,6 +1379,7 @@ static void phase_fwd_heal(void)
 	       "reading it at ~466 KiB/s: on the healthy member in %" PRIu64 " ms (bound %d; "
 	       "the slow member given up: %s)\n", ms, HEAL_BOUND_MS,
 	       log_says(s[0].log, "repair: lost a member") ? "yes" : "no");
+	T_ASSERT(ms != UINT64_MAX); /* (T_LE_INT would take it for -1) */
 	T_LE_INT(ms, HEAL_BOUND_MS);
 	fake_stop();
 	T_EQ_INT(tsrv_stop(&s[0]), 0);
@@ -1449,6 +1494,7 @@ static void phase_fwd_batch(void)
 	       " KiB for %d ms)\n", ms, BATCH_BOUND_MS, atomic_load(&F.sent) >> 10,
 	       BATCH_TRICKLE_MS);
 	T_ASSERT(atomic_load(&F.lie_ns) != 0); /* the slow member was sent it */
+	T_ASSERT(ms != UINT64_MAX); /* (T_LE_INT would take it for -1) */
 	T_LE_INT(ms, BATCH_BOUND_MS);
 	fake_stop();
 	T_EQ_INT(tsrv_stop(&s[0]), 0);
@@ -1468,6 +1514,73 @@ static void phase_fwd_batch(void)
 #define DNS_CONNECT_MS "1000"
 #define DNS_BOUND_MS 2000
 #define DNS_STOP_MS 600
+/* A forwarded copy the member refuses busy (fwd_busy in the header).
+ * The server and the fake, which answers the first BUSY_REFUSE PUT items
+ * KVT_EBUSY (its reservation full) and stores the next: alice's 4 KiB
+ * forward must be stored there within BUSY_BOUND_MS, sent again twice
+ * (a refused copy was counted as an error and lost until the member
+ * list changed).  Then one the fake always refuses: given up after
+ * REPAIR_BUSY_TRIES (3) more sends, counted. */
+#define BUSY_BOUND_MS 2500 /* 100 + 200 ms of delay, and the sends */
+#define BUSY_TRIES 3u      /* repair.c's REPAIR_BUSY_TRIES */
+static void phase_fwd_busy(void)
+{
+	char tenants[700], dir[700], self[32], members[80];
+	uint16_t fp = listen_tcp(&F.lfd), sp = listen_tcp(NULL);
+	const char *extra[] = { "--listen", self, "--advertise", self, "--members", members,
+				"--ssd", "0", NULL };
+	uint8_t ns[PROTO_DIGEST_LEN];
+	uint64_t t0, end, ms = UINT64_MAX, retried = 0, dropped = 0, fwd_dropped = 0;
+
+	fake_start(M_FWD_BUSY, tenants, "root " SECRET_ROOT " admin\n");
+	snprintf(self, sizeof(self), "127.0.0.1:%u", sp);
+	members_of(members, sizeof(members), (const uint16_t[]){ sp, fp }, 2);
+	snprintf(dir, sizeof(dir), "%s/fwd_busy", base);
+	tsrv_start(&srv, bin, base, dir, tenants, extra);
+	t0 = tsrv_now_ns();
+	forward_put_key(&srv, ns, "busy-then-stored", 2);
+	end = t0 + 10000000000ull; /* past the bound: its failure said in figures */
+	while (!atomic_load(&F.busy_ok) && tsrv_now_ns() < end)
+		tsrv_sleep_ms(5);
+	if (atomic_load(&F.busy_ok))
+		ms = (atomic_load(&F.busy_ok_ns) - t0) / 1000000;
+	T_RC(kc_stat_once(0, srv.sock, "root", SECRET_ROOT, "repair.forward_busy_retried",
+			  true, &retried), 0);
+	printf("fwd_busy: a copy refused busy %u times stored after %" PRIu64 " ms (bound %d), "
+	       "%" PRIu64 " sent again\n", atomic_load(&F.busy_refused), ms, BUSY_BOUND_MS,
+	       retried);
+	T_ASSERT(ms != UINT64_MAX); /* (T_LE_INT would take it for -1) */
+	T_LE_INT(ms, BUSY_BOUND_MS);
+	T_EQ_INT(atomic_load(&F.busy_refused), BUSY_REFUSE);
+	T_EQ_U64(retried, BUSY_REFUSE);
+
+	/* always refused: given up after BUSY_TRIES more, counted */
+	t0 = tsrv_now_ns();
+	forward_put_key(&srv, ns, BUSY_ALWAYS, 2);
+	end = t0 + 10000000000ull;
+	while (dropped == 0 && tsrv_now_ns() < end) {
+		T_RC(kc_stat_once(0, srv.sock, "root", SECRET_ROOT, "repair.forward_busy_dropped",
+				  true, &dropped), 0);
+		if (!dropped)
+			tsrv_sleep_ms(20);
+	}
+	T_RC(kc_stat_once(0, srv.sock, "root", SECRET_ROOT, "repair.forward_busy_retried",
+			  true, &retried), 0);
+	T_RC(kc_stat_once(0, srv.sock, "root", SECRET_ROOT, "repair.forward_dropped", false,
+			  &fwd_dropped), 0);
+	printf("fwd_busy: a copy always refused given up after %" PRIu64 " ms, sent %u times; "
+	       "%" PRIu64 " sent again in all, %" PRIu64 " given up\n",
+	       (tsrv_now_ns() - t0) / 1000000, atomic_load(&F.busy_refused) - BUSY_REFUSE,
+	       retried, dropped);
+	T_EQ_U64(dropped, 1);
+	T_EQ_U64(retried, BUSY_REFUSE + BUSY_TRIES);
+	T_EQ_INT(atomic_load(&F.busy_refused), BUSY_REFUSE + 1 + BUSY_TRIES);
+	T_EQ_INT(atomic_load(&F.busy_ok), 1);
+	T_EQ_U64(fwd_dropped, 0); /* (the queue's, not the member's refusals) */
+	stop();
+	tsrv_check_reports(base);
+}
+
 static off_t dns_entered(const char *file)
 {
 	struct stat st;
@@ -1771,6 +1884,7 @@ static const struct tsrv_phase phases[] = {
 	{ "fwd_heal", phase_fwd_heal },
 	{ "dns_held", phase_dns_held },
 	{ "fwd_batch", phase_fwd_batch },
+	{ "fwd_busy", phase_fwd_busy },
 };
 
 int main(int argc, char **argv)
