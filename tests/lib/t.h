@@ -61,18 +61,43 @@
 			T_FAIL("%s != %s: both %lld", #a, #b, t_a_);       \
 	} while (0)
 
+/* An order's operands compare as 128-bit integers, so every value of a
+ * 64-bit type keeps its sign: a uint64_t "never" (UINT64_MAX) is not -1
+ * below any bound, as it was through long long. */
+struct t_i128_buf {
+	char s[42];
+};
+static inline struct t_i128_buf t_i128(__int128 v)
+{
+	struct t_i128_buf b;
+	char tmp[42];
+	unsigned __int128 u = v < 0 ? -(unsigned __int128)v : (unsigned __int128)v;
+	int n = 0, k = 0;
+	do
+		tmp[n++] = (char)('0' + (int)(u % 10));
+	while ((u /= 10) != 0);
+	if (v < 0)
+		b.s[k++] = '-';
+	while (n)
+		b.s[k++] = tmp[--n];
+	b.s[k] = 0;
+	return b;
+}
+
 #define T_GE_INT(a, b)                                                     \
 	do {                                                               \
-		long long t_a_ = (long long)(a), t_b_ = (long long)(b);    \
+		__int128 t_a_ = (__int128)(a), t_b_ = (__int128)(b);       \
 		if (!(t_a_ >= t_b_))                                       \
-			T_FAIL("%s >= %s: %lld < %lld", #a, #b, t_a_, t_b_); \
+			T_FAIL("%s >= %s: %s < %s", #a, #b, t_i128(t_a_).s, \
+			       t_i128(t_b_).s);                             \
 	} while (0)
 
 #define T_LE_INT(a, b)                                                     \
 	do {                                                               \
-		long long t_a_ = (long long)(a), t_b_ = (long long)(b);    \
+		__int128 t_a_ = (__int128)(a), t_b_ = (__int128)(b);       \
 		if (!(t_a_ <= t_b_))                                       \
-			T_FAIL("%s <= %s: %lld > %lld", #a, #b, t_a_, t_b_); \
+			T_FAIL("%s <= %s: %s > %s", #a, #b, t_i128(t_a_).s, \
+			       t_i128(t_b_).s);                             \
 	} while (0)
 
 #define T_EQ_STR(a, b)                                                     \
