@@ -924,16 +924,13 @@ static bool s3d_resv_hold(struct s3d_req *rq, uint64_t n)
  * (kvtd_frame_charge), a tenant holding nothing but this request makes
  * progress.
  */
-static bool s3d_share_fits(struct s3d_req *rq, uint64_t n)
+bool s3d_share_fits(struct s3d_req *rq, uint64_t n)
 {
 	struct kvtd_tstat *t = rq->in_tstat;
 	uint64_t held = 0, cap = t ? kvtd_in_share(rq->conn->loop->srv, t, &held) : 0;
 
 	return !cap || held <= rq->in_charged || held + n <= cap;
 }
-
-#define S3D_SHARE_MSG "The tenant's requests in progress hold its share of kvtierd's memory " \
-	"limit (--max-memory); retry later."
 
 /* Where a PutObject or UploadPart body goes, from kvt_put_reserve's
  * answer r: 0 (rq->sink set; an error to answer after the body may be

@@ -1142,6 +1142,143 @@ static void s3d_assemble_later(void *arg)
 		s3d_assemble(arg);
 }
 
+/*
+ * A remote tier below: kvt_put_reserve is KVT_ESTATE (a reservation has
+ * no caller buffer to write through from).  The object is assembled into
+ * a buffer instead, charged to --max-memory and the tenant's input share
+ * as a PutObject's body there (s3d.c s3d_put_sink), and stored as an
+ * overwrite, DELETE + PUT, one iovec a part (one kvtier part per S3
+ * part, as the reservation's).  One larger than --max-memory is 400 EntityTooLarge, as
+ * such a PutObject: an assembly holds no more of the budget than a PUT
+ * could.  The buffer: the PUT's np iovecs, the Complete's part numbers
+ * (nsrc), then the bytes; the sources' pins are let go once copied, so
+ * an object is held once, not twice, while the remote tier takes it.
+ * The DELETE item's part_no holds nsrc, the PUT's the last part's number
+ * (s3d_complete_sweep).  Answered in s3d_assemble_written.
+ */
+static void s3d_assemble_through(struct s3d_req *rq, const struct kvt_key *k, unsigned np,
+				 uint64_t total)
+{
+	struct kvtd_server *srv = rq->conn->loop->srv;
+	bool one = rq->op == S3_COPY || rq->op == S3_MPU_PART_COPY;
+	bool pcopy = rq->op == S3_MPU_PART_COPY;
+	uint32_t nsrc = one ? 1 : rq->n - 1;
+	struct s3d_item *src = one ? rq->items : rq->items + 1;
+	uint64_t need = (uint64_t)np * sizeof(struct iovec) + (uint64_t)nsrc * 4 + total;
+	uint32_t whole = 0, last = one ? 0 : src[nsrc - 1].part_no, *pnos;
+	unsigned part = 1;
+	struct iovec *iov;
+	struct s3d_item *it;
+	uint8_t *buf, *p;
+
+	if (srv->cfg.max_memory && total > srv->cfg.max_memory) {
+		char m[200];
+		snprintf(m, sizeof(m), "The object exceeds what kvtierd over a remote tier "
+			 "buffers (--max-memory, %" PRIu64 " bytes).", srv->cfg.max_memory);
+		s3d_fail(rq, 400, "EntityTooLarge", m);
+		return;
+	}
+	if (!s3d_share_fits(rq, need)) {
+		KVTD_COUNT(srv, mem_refused, 1);
+		s3d_fail(rq, 503, "SlowDown", S3D_SHARE_MSG);
+		return;
+	}
+	if (!kvtd_mem_charge(srv, need, false)) {
+		KVTD_COUNT(srv, mem_refused, 1);
+		s3d_fail(rq, 503, "SlowDown", "server memory limit reached (--max-memory); "
+			 "retry later");
+		return;
+	}
+	if (!(buf = malloc(need))) {
+		kvtd_mem_uncharge(srv, need);
+		s3d_fail(rq, 503, "SlowDown", "server out of memory");
+		return;
+	}
+	iov = (struct iovec *)(void *)buf;
+	pnos = (uint32_t *)(void *)(buf + (size_t)np * sizeof(*iov));
+	p = buf + (size_t)np * sizeof(*iov) + (size_t)nsrc * 4;
+	iov[0] = (struct iovec){ rq->hdrbuf, rq->hdr_len };
+	for (uint32_t i = 0; i < nsrc; i++) {
+		uint8_t h[S3D_HDR_LEN];
+		const struct kvt_req *sr = &src[i].req;
+		kvtd_view_read(sr, 0, h, sizeof(h));
+		uint64_t off = S3D_HDR_LEN + (uint64_t)s3d_get32(h + 28) + s3d_get32(h + 32);
+		uint64_t len = pcopy ? rq->copy_last - rq->copy_first + 1 : s3d_get64(h + 8);
+		if (pcopy)
+			off += rq->copy_first;
+		pnos[i] = src[i].part_no;
+		if (len)
+			iov[part++] = (struct iovec){ p, (size_t)len };
+		for (uint32_t v = 0; v < sr->view_count && len; v++) {
+			size_t l = sr->view[v].iov_len;
+			if (off >= l) {
+				off -= l;
+				continue;
+			}
+			size_t take = l - (size_t)off < len ? l - (size_t)off : (size_t)len;
+			memcpy(p, (uint8_t *)sr->view[v].iov_base + off, take);
+			whole = kvt_crc32c(whole, p, take);
+			p += take;
+			len -= take;
+			off = 0;
+		}
+	}
+	s3d_put32(rq->hdrbuf + 24, whole);
+	s3d_etag(rq->etag, sizeof(rq->etag), whole, total, one ? 0 : nsrc);
+	/* the old buffer (a Complete's XML, a Copy's source name) goes */
+	if (rq->buf_charged) {
+		kvtd_mem_uncharge(srv, rq->buf_charged);
+		s3d_tenant_uncharge(rq, rq->buf_charged);
+	}
+	free(rq->buf);
+	rq->buf = buf;
+	rq->buf_len = need;
+	rq->buf_charged = need;
+	s3d_tenant_charge(rq, need);
+	if (!(it = s3d_items(rq, 2))) { /* the sources unpinned */
+		s3d_fail(rq, 503, "SlowDown", "server out of memory");
+		return;
+	}
+	s3d_item_init(rq, &it[0], KVT_OP_DELETE, k);
+	s3d_item_init(rq, &it[1], KVT_OP_PUT, k);
+	it[0].part_no = nsrc;
+	it[1].part_no = last;
+	it[1].req.iov = iov;
+	it[1].req.iov_count = np;
+	s3d_submit(rq, PH_WRITE);
+}
+
+/* s3d_assemble_through's DELETE + PUT are back: answer, a Complete's
+ * parts and marker deleted first. */
+static void s3d_assemble_written(struct s3d_req *rq)
+{
+	struct s3d_item *it = rq->items;
+	int st = it[1].req.status;
+
+	if (st < 0 && st != -ECANCELED) {
+		if (st == KVT_ETOOBIG || st == KVT_EBADLEN)
+			s3d_fail(rq, 400, "EntityTooLarge", "The object is larger than kvtierd's "
+				 "largest value");
+		else
+			s3d_fail(rq, 503, "SlowDown", kvt_strerror(st));
+		return;
+	}
+	if (rq->op == S3_MPU_COMPLETE) {
+		const uint32_t *pnos = (const uint32_t *)(const void *)(
+			rq->buf + (size_t)it[1].req.iov_count * sizeof(struct iovec));
+		struct kvt_key pk;
+		for (uint32_t i = 0; i < it[0].part_no; i++) {
+			s3d_part_key(&pk, rq->upload_id, pnos[i]);
+			s3d_fire_delete(rq->conn, rq->ns, &pk);
+		}
+		s3d_key(&pk, 'u', rq->upload_id, strlen(rq->upload_id));
+		s3d_fire_delete(rq->conn, rq->ns, &pk);
+		if (s3d_complete_sweep(rq))
+			return; /* answered once its parts are swept */
+	}
+	s3d_complete_answer(rq);
+}
+
 static void s3d_assemble(struct s3d_req *rq)
 {
 	struct kvtd_server *srv = rq->conn->loop->srv;
@@ -1207,6 +1344,10 @@ static void s3d_assemble(struct s3d_req *rq)
 	if (r == KVT_EWAIT) {
 		KVTD_COUNT(srv, put_park_timeouts, 1);
 		r = KVT_EFULL;
+	}
+	if (r == KVT_ESTATE) { /* a remote tier below */
+		s3d_assemble_through(rq, &k, np, total);
+		return;
 	}
 	if (r == KVT_EXISTS && rq->phase != PH_ASSEMBLE_DEL) {
 		/* Replace: delete first, then come back here. */
@@ -2844,6 +2985,10 @@ static void s3d_step(struct s3d_req *rq)
 	case S3_MPU_PART_COPY:
 	case S3_COPY: {
 		struct s3d_obj ob;
+		if (rq->phase == PH_WRITE) {
+			s3d_assemble_written(rq);
+			return;
+		}
 		if (rq->phase == PH_ASSEMBLE_DEL) {
 			s3d_assemble(rq);
 			return;
@@ -2901,6 +3046,10 @@ static void s3d_step(struct s3d_req *rq)
 		struct s3d_obj ob;
 		if (rq->list) { /* a window of the unlisted parts' sweep */
 			s3d_list_parts_answer(rq);
+			return;
+		}
+		if (rq->phase == PH_WRITE) {
+			s3d_assemble_written(rq);
 			return;
 		}
 		if (rq->phase == PH_ASSEMBLE_DEL) {

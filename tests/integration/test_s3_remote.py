@@ -10,7 +10,11 @@ node, the object read by a cold node over the same pod, an overwrite,
 If-None-Match: * refused (501), and a DeleteObject then a PutObject of
 the same key pipelined on one connection while the pod is stopped
 (SIGSTOP): after SIGCONT the key holds the new bytes, not a miss left by
-the DELETE applied after the PUT (s3d.c "Order").  That part passes
+the DELETE applied after the PUT (s3d.c "Order").  Also (s3copy43) a
+CompleteMultipartUpload of two parts, CopyObjects (a new key, then over
+it) and UploadPartCopies (whole, a range) on the node, each read back
+there and on the cold node, and a Complete larger than the cold node's
+--max-memory (400 EntityTooLarge): all 503 SlowDown before.  That part passes
 with the DeleteObject's hold removed too: the remote tier holds a put of
 a key behind an unanswered DELETE of it (doc/remote.md, put_waits).
 
@@ -93,6 +97,33 @@ def read_answer(s, buf):
     return int(head.split(b" ")[1]), buf[:need], buf[need:]
 
 
+def multipart(port, key, parts):
+    """Create, upload parts (bytes, or (source, range) for UploadPartCopy),
+    complete: (status, body, upload id) of the Complete."""
+    st, _, b = request(port, "POST", key, query=[("uploads", "")])
+    assert st == 200, ("CreateMultipartUpload", st, b[:300])
+    uid = re.search(rb"<UploadId>([^<]+)</UploadId>", b).group(1).decode()
+    xml = "<CompleteMultipartUpload>"
+    for n, part in enumerate(parts, 1):
+        q = [("partNumber", str(n)), ("uploadId", uid)]
+        if isinstance(part, bytes):
+            st, head, b = request(port, "PUT", key, body=part, query=q)
+            etag = re.search(r"(?i)etag: (\S+)", head).group(1)
+        else:
+            extra = {"x-amz-copy-source": part[0]}
+            if part[1]:
+                extra["x-amz-copy-source-range"] = part[1]
+            st, head, b = request(port, "PUT", key, query=q, extra=extra)
+            etag = re.search(rb"<ETag>([^<]+)</ETag>", b).group(1).decode().replace(
+                "&quot;", '"')
+        assert st == 200, ("part", n, st, b[:300])
+        xml += "<Part><PartNumber>%d</PartNumber><ETag>%s</ETag></Part>" % (
+            n, etag.replace('"', "&quot;"))
+    xml += "</CompleteMultipartUpload>"
+    st, _, b = request(port, "POST", key, body=xml.encode(), query=[("uploadId", uid)])
+    return st, b, uid
+
+
 def main():
     if len(sys.argv) < 2:
         print("SKIP: usage: test_s3_remote.py KVTIERD")
@@ -104,7 +135,7 @@ def main():
         f.write("alice %s tenant\n" % ALICE[1])
     os.chmod(tenants, 0o600)
     pod = Daemon(kvtierd, base, "pod", [])
-    over = ["--tenants", tenants, "--max-memory", "4M", "--set",
+    over = ["--tenants", tenants, "--max-memory", "32M", "--set",
             "remote.addr=127.0.0.1:%d" % pod.native]
     node = Daemon(kvtierd, base, "node", over)
     cold = None
@@ -122,12 +153,39 @@ def main():
         assert st == 200, (st, b[:300])
         st, _, b = request(P, "GET", "/rbkt/obj")
         assert (st, b) == (200, b"second"), (st, b[:100])
+        # assembled objects (they were 503 SlowDown until s3copy43)
+        big = os.urandom(5 << 20) + b"tail" * 250
+        mpu = multipart(P, "/rbkt/mpu", [big[:5 << 20], big[5 << 20:]])
+        assert mpu[0] == 200 and b"CompleteMultipartUploadResult" in mpu[1], mpu[:2]
+        st, head, b = request(P, "GET", "/rbkt/mpu")
+        assert st == 200 and b == big, ("multipart GET on the node", st, len(b))
+        assert "x-amz-mp-parts-count: 2" in head, head
+        for src, want in (("/rbkt/obj", b"second"), ("/rbkt/mpu", big)):  # then over it
+            st, _, b = request(P, "PUT", "/rbkt/cp", extra={"x-amz-copy-source": src})
+            assert st == 200 and b"CopyObjectResult" in b, ("CopyObject", src, st, b[:300])
+            st, _, b = request(P, "GET", "/rbkt/cp")
+            assert st == 200 and b == want, ("the copy's GET", src, st, len(b))
+        # UploadPartCopy, whole and a range, into an upload completed
+        pc = multipart(P, "/rbkt/pcopy", [("/rbkt/mpu", None), ("/rbkt/obj", "bytes=1-4")])
+        assert pc[0] == 200, pc[:2]
+        st, _, b = request(P, "GET", "/rbkt/pcopy")
+        assert st == 200 and b == big + b"econ", ("UploadPartCopy's GET", st, len(b))
         # in the pod: a cold node over it reads the new bytes
-        cold = Daemon(kvtierd, base, "cold", over)
+        cold = Daemon(kvtierd, base, "cold", over[:2] + ["--max-memory", "8M"] + over[4:])
         st, _, b = request(cold.port, "PUT", "/rbkt")
         assert st in (200, 409), (st, b)
         st, _, b = request(cold.port, "GET", "/rbkt/obj")
         assert (st, b) == (200, b"second"), ("GET on a cold node", st, b[:100])
+        for key, want in (("mpu", big), ("cp", big), ("pcopy", big + b"econ")):
+            st, _, b = request(cold.port, "GET", "/rbkt/" + key)
+            assert st == 200 and b == want, ("cold GET", key, st, len(b))
+        # an assembly past --max-memory (8M there) cannot be buffered
+        st, b, uid = multipart(cold.port, "/rbkt/toobig", [big[:5 << 20], big[:4 << 20]])
+        assert st == 400 and b"EntityTooLarge" in b and b"--max-memory" in b, (st, b[:300])
+        st, _, b = request(cold.port, "DELETE", "/rbkt/toobig", query=[("uploadId", uid)])
+        assert st == 204, ("the upload kept: aborted", st, b[:300])
+        print("CompleteMultipartUpload, CopyObject, UploadPartCopy, cold GETs, "
+              "an assembly too large: ok")
         # If-None-Match: * is not evaluated there: refused, nothing written
         st, _, b = request(P, "PUT", "/rbkt/obj", body=b"third", extra={"if-none-match": "*"})
         assert st == 501 and b"NotImplemented" in b, (st, b[:300])
@@ -135,7 +193,7 @@ def main():
         assert (st, b) == (200, b"second"), (st, b[:100])
         # a body past --max-memory cannot be buffered: 400 before it is read
         s = socket.create_connection(("127.0.0.1", P), timeout=20)
-        s.sendall(signed(P, "PUT", "/rbkt/huge", clen=5 << 20))
+        s.sendall(signed(P, "PUT", "/rbkt/huge", clen=40 << 20))
         st, b, _ = read_answer(s, b"")
         s.close()
         assert st == 400 and b"EntityTooLarge" in b and b"--max-memory" in b, (st, b[:300])
