@@ -1393,6 +1393,71 @@ static void test_get_after_remove(struct tproxy *px, const char *addr, bool clea
 }
 
 /*
+ * Many DELETEs out at once (lookup43): the index of those not yet
+ * answered grows past its first 16 chains (16, 32, 64, 128) and shrinks
+ * back when the last is answered.  DELETEs of X and of 99 keys not on
+ * the server, all held on their way; a get of X and exists of three of
+ * the others are misses at once (remote.gets_removed), a put of X waits
+ * (remote.put_waits).  Once they are answered the put goes out and X is
+ * read back from the server, no miss at once.
+ */
+static void test_many_removes(struct tproxy *px)
+{
+	enum { XLEN = 4096, N = 100 };
+	int s0 = atomic_load(&px->opened), k;
+	uint64_t x = 3990, r0, w0;
+	uint8_t *v = malloc(XLEN), *back = malloc(XLEN);
+	struct iovec part = { v, XLEN };
+	struct kvt_req dels[N], put, *got;
+	struct kvt_queue *qd, *qp;
+	struct kvt_store *b;
+	uint32_t nb;
+
+	T_ASSERT(v && back);
+	t_fill(v, XLEN, x);
+	b = pair_engine(px, s0, "many-removes", "30000", false, x, &part, back, &nb);
+	T_OK(kvt_queue_create(b, &qd));
+	T_OK(kvt_queue_create(b, &qp));
+	r0 = t_stat(b, "remote.gets_removed");
+	w0 = t_stat(b, "remote.put_waits");
+	for (int i = 0; i < N; i++)
+		dels[i] = (struct kvt_req){ .op = KVT_OP_DELETE, .ns = nb,
+					    .key = t_key(i ? x + 1000 + (uint64_t)i : x) };
+	pair_remove_held(px, s0, qd, &dels[0]);
+	t_submit_all(qd, dels + 1, N - 1);
+	T_RC(get_into(b, nb, x, back, XLEN).status, KVT_MISS);
+	for (int i = 1; i < N; i += 49) {
+		struct kvt_req e = t_req1(b, (struct kvt_req){ .op = KVT_OP_EXISTS, .ns = nb,
+							      .key = t_key(x + 1000 + (uint64_t)i) });
+		T_RC(e.status, KVT_MISS);
+	}
+	T_EQ_U64(t_stat(b, "remote.gets_removed") - r0, 4);
+	t_fill(v, XLEN, x + 1);
+	put = (struct kvt_req){ .op = KVT_OP_PUT, .ns = nb, .key = t_key(x), .iov = &part,
+				.iov_count = 1 };
+	t_submit_all(qp, &put, 1);
+	k = kvt_queue_wait(qp, &got, 1, 100);
+	T_EQ_INT(k, 0); /* waits for the DELETE of X */
+	T_EQ_U64(t_stat(b, "remote.put_waits") - w0, 1);
+	atomic_fetch_and(&px->hold_up, ~(UINT64_C(3) << s0));
+	t_wait_all(qd, N);
+	t_wait_all(qp, 1);
+	T_RC(dels[0].status, KVT_OK);
+	for (int i = 1; i < N; i++)
+		T_ASSERT(dels[i].status == KVT_OK || dels[i].status == KVT_MISS);
+	T_RC(put.status, KVT_OK);
+	memset(back, 0, XLEN);
+	T_RC(get_into(b, nb, x, back, XLEN).status, KVT_OK);
+	T_EQ_MEM(back, v, XLEN);
+	T_EQ_U64(t_stat(b, "remote.gets_removed") - r0, 4);
+	T_OK(kvt_queue_destroy(qp));
+	T_OK(kvt_queue_destroy(qd));
+	kvt_store_destroy(b);
+	free(back);
+	free(v);
+}
+
+/*
  * A put that waited for a DELETE has its own remote.timeout_ms from the
  * end of its wait.  Through the proxy: X put (P0) and its answer held on
  * the way back; the DELETE of X, held behind P0 (remote.removes_held);
@@ -1526,6 +1591,7 @@ int main(int argc, char **argv)
 	test_get_after_remove(&px, addr, true, false);
 	test_get_after_remove(&px, addr, false, true);
 	test_put_wait_deadline(&px, addr);
+	test_many_removes(&px);
 	tproxy_stop(&px);
 	test_mixed(addr, "off");
 	test_mixed(addr, "on");

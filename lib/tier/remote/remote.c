@@ -74,6 +74,8 @@
 #include <openssl/evp.h>
 #include <openssl/x509v3.h>
 
+#include <xxhash.h>
+
 #include "proto.h"
 #include "remote.h"
 #include "tlsio.h"
@@ -133,6 +135,10 @@ struct rop {
 	 * was there; not sent until none of a lower ticket is (put_waits). */
 	bool ropen;
 	bool wait_remove;
+	/* DELETE, CLEAR while ropen: also in the head's rm_tab chain of
+	 * hash h (rm_hash; a CLEAR's rm_hash_ns), newest first. */
+	struct rop *h_prev, *h_next;
+	uint64_t h;
 	/* GET, EXISTS: a DELETE of its key (CLEAR of its namespace) was
 	 * submitted before it and not yet answered: answered a miss by the
 	 * thread, no frame (remove_shadows).  LOOKUP: its first key was
@@ -173,6 +179,7 @@ enum { RX_HEAD = 0, RX_DATA };
 #define REMOTE_TABLE_MIN (64u << 10) /* a server's table_max under this is refused (HELLO) */
 #define REMOTE_TX_IOV 1024u /* iovecs in one sendmsg: Linux's UIO_MAXIOV */
 #define REMOTE_PUT_FRAME_BYTES (UINT64_C(256) << 20) /* PUT values in one frame, at most */
+#define RM_TAB0 16u /* chains of the open deletes' index before it grows (rm_tab) */
 
 struct rconn {
 	struct remote *rm;
@@ -325,6 +332,16 @@ struct remote {
 	 * lane, it could reach the server first and the DELETE removed the
 	 * value just put (put_waits). */
 	struct rop *rm_head, *rm_tail;
+	/* The same deletes and clears by (ns, key) (a clear by its ns):
+	 * rm_cap chains, a power of two, rm_tab0 until rm_count passes it,
+	 * grown to keep rm_count <= rm_cap (a failed growth leaves longer
+	 * chains), back to rm_tab0 when the list empties.  A get, exists,
+	 * lookup key or put looks at one chain (and two more while
+	 * rm_clears is not 0), not the list (remove_find). */
+	struct rop **rm_tab;
+	struct rop *rm_tab0[RM_TAB0];
+	unsigned rm_cap, rm_count, rm_clears;
+	uint64_t rm_secret;           /* in rm_hash's seed: random per lane */
 	unsigned puts_waiting;
 	uint64_t put_ticket;
 	/* Entries on rm_head's list (put_lock to change): a get or exists
@@ -2365,26 +2382,52 @@ static bool put_precedes(const struct rop *op, const struct rop *d)
 	       memcmp(op->key.bytes, d->key.bytes, d->key.len) == 0;
 }
 
-/* Whether d (a DELETE or CLEAR not yet answered) is of op's key (op's
- * namespace) and below op's ticket.  put_lock held. */
-static bool remove_precedes(const struct rop *d, const struct rop *op)
+/* The index hash of a DELETE's (ns, key), of a CLEAR's ns: XXH3 seeded
+ * by the lane's random secret, as the DRAM index's (dram_key_hash). */
+static uint64_t rm_hash(const struct remote *head, uint32_t ns, const struct kvt_key *key)
 {
-	if (d->ticket >= op->ticket)
+	return XXH3_64bits_withSeed(key->bytes, key->len, head->rm_secret ^ ns);
+}
+
+static uint64_t rm_hash_ns(const struct remote *head, uint32_t ns)
+{
+	return XXH3_64bits_withSeed(&ns, sizeof(ns), ~head->rm_secret);
+}
+
+/* Whether a DELETE or CLEAR not yet answered of ticket below `below` is
+ * of (ns, key), or of ns (a CLEAR), or of all: the chain of (ns, key),
+ * and those of ns and KVT_NS_ALL while a CLEAR is open.  A chain holds
+ * the open deletes whose hash falls in it, the same key's together:
+ * about one each, rm_count <= rm_cap.  put_lock held. */
+static bool remove_find(const struct remote *head, uint32_t ns, const struct kvt_key *key,
+			uint64_t below)
+{
+	uint64_t h;
+	const struct rop *d;
+	if (head->rm_count == 0)
 		return false;
-	if (d->kind == RK_CLEAR)
-		return d->ns == KVT_NS_ALL || op->ns == d->ns;
-	return op->ns == d->ns && op->key.len == d->key.len &&
-	       memcmp(op->key.bytes, d->key.bytes, d->key.len) == 0;
+	h = rm_hash(head, ns, key);
+	for (d = head->rm_tab[h & (head->rm_cap - 1)]; d; d = d->h_next)
+		if (d->h == h && d->ticket < below && d->kind == RK_DELETE && d->ns == ns &&
+		    d->key.len == key->len && memcmp(d->key.bytes, key->bytes, key->len) == 0)
+			return true;
+	if (head->rm_clears == 0)
+		return false;
+	for (int all = 0; all < 2; all++) {
+		uint32_t cns = all ? KVT_NS_ALL : ns;
+		h = rm_hash_ns(head, cns);
+		for (d = head->rm_tab[h & (head->rm_cap - 1)]; d; d = d->h_next)
+			if (d->h == h && d->ticket < below && d->kind == RK_CLEAR && d->ns == cns)
+				return true;
+	}
+	return false;
 }
 
 /* Whether a DELETE or CLEAR not yet answered precedes the PUT op: one
- * look at an empty list when none is out.  put_lock held. */
+ * look at the count when none is out.  put_lock held. */
 static bool remove_pending_for(const struct remote *head, const struct rop *op)
 {
-	for (const struct rop *d = head->rm_head; d && d->ticket < op->ticket; d = d->o_next)
-		if (remove_precedes(d, op))
-			return true;
-	return false;
+	return remove_find(head, op->ns, &op->key, op->ticket);
 }
 
 /* Whether an open op of kind (RK_PUT: d waits to be sent; RK_GET: d
@@ -2459,12 +2502,7 @@ static bool put_waits(struct remote *head, struct rop *op, uint64_t now)
 static bool remove_covers_locked(const struct remote *head, uint32_t ns,
 				 const struct kvt_key *key)
 {
-	for (const struct rop *d = head->rm_head; d; d = d->o_next)
-		if (d->kind == RK_CLEAR ? d->ns == KVT_NS_ALL || ns == d->ns
-					: ns == d->ns && key->len == d->key.len &&
-						  memcmp(key->bytes, d->key.bytes, d->key.len) == 0)
-			return true;
-	return false;
+	return remove_find(head, ns, key, UINT64_MAX);
 }
 
 /* Whether a DELETE of op's key (CLEAR of its namespace) not yet answered
@@ -2496,8 +2534,35 @@ static uint32_t remove_prefix(struct remote *head, uint32_t ns, const struct kvt
 	return k;
 }
 
+/* d into its chain of the index, first.  put_lock held. */
+static void rm_link(struct remote *head, struct rop *d)
+{
+	struct rop **slot = &head->rm_tab[d->h & (head->rm_cap - 1)];
+	d->h_prev = NULL;
+	d->h_next = *slot;
+	if (*slot)
+		(*slot)->h_prev = d;
+	*slot = d;
+}
+
+/* The index at cap chains: the list walked oldest first, so that each
+ * chain is newest first again.  put_lock held. */
+static void rm_rehash(struct remote *head, struct rop **tab, unsigned cap)
+{
+	if (head->rm_tab != head->rm_tab0)
+		kvt_mem_free(head->mem, head->rm_tab, head->rm_cap * sizeof(*head->rm_tab));
+	else
+		memset(head->rm_tab0, 0, sizeof(head->rm_tab0));
+	head->rm_tab = tab;
+	head->rm_cap = cap;
+	for (struct rop *d = head->rm_head; d; d = d->o_next)
+		rm_link(head, d);
+}
+
 /* A DELETE or CLEAR is submitted: it joins the list of those not yet
- * answered.  put_lock held. */
+ * answered, and the index (grown to twice its chains once it holds as
+ * many deletes: a failed allocation keeps it, longer chains).  put_lock
+ * held. */
 static void remove_open_locked(struct remote *head, struct rop *d)
 {
 	d->ticket = head->put_ticket++;
@@ -2509,6 +2574,18 @@ static void remove_open_locked(struct remote *head, struct rop *d)
 		head->rm_head = d;
 	head->rm_tail = d;
 	d->ropen = true;
+	d->h = d->kind == RK_CLEAR ? rm_hash_ns(head, d->ns) : rm_hash(head, d->ns, &d->key);
+	if (d->kind == RK_CLEAR)
+		head->rm_clears++;
+	if (++head->rm_count > head->rm_cap && head->rm_cap <= UINT_MAX / 2) {
+		struct rop **tab = kvt_mem_calloc(head->mem, head->rm_cap * 2u, sizeof(*tab));
+		if (tab)
+			rm_rehash(head, tab, head->rm_cap * 2u); /* links d too */
+		else
+			rm_link(head, d);
+	} else {
+		rm_link(head, d);
+	}
 	atomic_fetch_add_explicit(&head->removes_open, 1, memory_order_release);
 }
 
@@ -2527,6 +2604,17 @@ static bool remove_close_locked(struct remote *head, struct rop *d)
 	else
 		head->rm_tail = d->o_prev;
 	d->o_prev = d->o_next = NULL;
+	if (d->h_prev)
+		d->h_prev->h_next = d->h_next;
+	else
+		head->rm_tab[d->h & (head->rm_cap - 1)] = d->h_next;
+	if (d->h_next)
+		d->h_next->h_prev = d->h_prev;
+	d->h_prev = d->h_next = NULL;
+	if (d->kind == RK_CLEAR)
+		head->rm_clears--;
+	if (--head->rm_count == 0 && head->rm_tab != head->rm_tab0)
+		rm_rehash(head, head->rm_tab0, RM_TAB0); /* the list is empty */
 	d->ropen = false;
 	atomic_fetch_sub_explicit(&head->removes_open, 1, memory_order_relaxed);
 	return head->puts_waiting > 0;
@@ -3247,6 +3335,8 @@ static void remote_free(struct remote *rm)
 	pthread_mutex_destroy(&rm->lock);
 	pthread_cond_destroy(&rm->flush_cond);
 	pthread_mutex_destroy(&rm->put_lock);
+	if (rm->rm_tab != rm->rm_tab0)
+		kvt_mem_free(rm->mem, rm->rm_tab, rm->rm_cap * sizeof(*rm->rm_tab));
 	kvt_mem_free(rm->mem, rm, sizeof(*rm));
 }
 
@@ -3274,6 +3364,11 @@ static int lane_open(struct remote **out, const struct remote_config *cfg, struc
 	pthread_mutex_init(&rm->lock, NULL);
 	pthread_cond_init(&rm->flush_cond, NULL);
 	pthread_mutex_init(&rm->put_lock, NULL);
+	rm->rm_tab = rm->rm_tab0;
+	rm->rm_cap = RM_TAB0;
+	if (getrandom(&rm->rm_secret, sizeof(rm->rm_secret), GRND_NONBLOCK) !=
+	    (ssize_t)sizeof(rm->rm_secret))
+		rm->rm_secret = (uint64_t)(uintptr_t)rm ^ (uint64_t)time(NULL);
 	ret = parse_addr(rm);
 	if (ret == -EPERM) {
 		kvt_logf(log, KVT_LOG_ERROR,
