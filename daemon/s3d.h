@@ -393,7 +393,7 @@ uint64_t s3d_obj_header(uint8_t *out, uint64_t len, uint32_t crc, const void *na
 void s3d_etag(char *out, size_t cap, uint32_t crc, uint64_t len, uint32_t nparts);
 void s3d_b64(const uint8_t *p, size_t n, char *out);
 /* May rq buffer n more bytes: does it fit its tenant's input share
- * (KVTD_IN_TENANT_MAX)?  (s3d.c) */
+ * (KVTD_IN_TENANT_MAX)?  (s3reply.c) */
 bool s3d_share_fits(struct s3d_req *rq, uint64_t n);
 #define S3D_SHARE_MSG "The tenant's requests in progress hold its share of kvtierd's memory " \
 	"limit (--max-memory); retry later."

@@ -711,6 +711,26 @@ void s3d_pin_flow(struct kvtd_conn *c)
 	kvtd_conn_flow(c);
 }
 
+/*
+ * A body of n bytes to buffer (an overwrite's, an XML document) fits its
+ * tenant's input share (KVTD_IN_TENANT_MAX): what the tenant's requests
+ * in flight hold of --max-memory, all its connections together.  The
+ * share paused only connections with requests in flight; a head on a
+ * fresh connection was charged its body at once, so one tenant's
+ * overwrites held open on ten connections took 28 MiB of a 32 MiB budget
+ * (test_hostile_http s3_upload_share).  As native frames
+ * (kvtd_frame_charge), a tenant holding nothing but this request makes
+ * progress.  Here, not in s3d.c: s3ops.c asks it too (an assembly
+ * buffered over a remote tier).
+ */
+bool s3d_share_fits(struct s3d_req *rq, uint64_t n)
+{
+	struct kvtd_tstat *t = rq->in_tstat;
+	uint64_t held = 0, cap = t ? kvtd_in_share(rq->conn->loop->srv, t, &held) : 0;
+
+	return !cap || held <= rq->in_charged || held + n <= cap;
+}
+
 /* Here, beside s3d_unhold: s3d.c and s3ops.c both hold (s3d.c "Order"). */
 void s3d_hold_write(struct s3d_req *rq)
 {

@@ -106,6 +106,7 @@ int main(void)
 		SSL_CTX_free(cctx);
 	}
 	t_rmtree(dir);
+	free(dir); /* t_mkdtemp's */
 	printf("test_tls_threads: ok\n");
 	return 0;
 }
