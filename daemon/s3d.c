@@ -959,7 +959,11 @@ static int s3d_put_sink(struct s3d_req *rq, int r)
 			 "a remote tier: the write would not be conditional (doc/s3.md).");
 		return -1;
 	}
-	if (through && srv->cfg.max_memory && rq->decoded_len > srv->cfg.max_memory) {
+	/* beside what the request holds (its head): one of --max-memory
+	 * exactly was 503 SlowDown however often retried (review43g) */
+	if (through && srv->cfg.max_memory &&
+	    (rq->decoded_len > srv->cfg.max_memory ||
+	     rq->decoded_len + rq->mem_charged > srv->cfg.max_memory)) {
 		char m[200];
 		snprintf(m, sizeof(m), "Your proposed upload exceeds what kvtierd over a remote "
 			 "tier buffers (--max-memory, %" PRIu64 " bytes).", srv->cfg.max_memory);
