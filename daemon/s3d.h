@@ -209,6 +209,8 @@ struct s3d_req {
 	uint32_t n, pending;
 	int phase;
 	bool cond_none_match;      /* PUT with If-None-Match: *; DeleteObjects: Quiet */
+	bool through;              /* PUT, UploadPart over a remote tier: buffered, held
+				    * (s3d.c "Order") */
 	struct s3d_item *del_item; /* Complete, Copy: the DELETE of a replaced object (owned) */
 	struct s3d_item *flush_item; /* DeleteObject(s): the KVT_OP_FLUSH behind them (owned) */
 	int durable_status;        /* DeleteObjects: that flush's, when it failed */

@@ -1171,7 +1171,25 @@ static void s3d_assemble_through(struct s3d_req *rq, const struct kvt_key *k, un
 	struct s3d_item *it;
 	uint8_t *buf, *p;
 
-	if (srv->cfg.max_memory && total > srv->cfg.max_memory) {
+	/* the old buffer (a Complete's XML, a Copy's source name) is read */
+	if (rq->buf_charged) {
+		kvtd_mem_uncharge(srv, rq->buf_charged);
+		s3d_tenant_uncharge(rq, rq->buf_charged);
+		rq->buf_charged = 0;
+	}
+	free(rq->buf);
+	rq->buf = NULL;
+	rq->buf_len = 0;
+	/* What can never fit beside what this request holds while it copies
+	 * (its head, its items, its sources' copies) is 400, not a 503 that no
+	 * retry gets past: compared with total alone, a Complete of 16 MiB -
+	 * 100 B under --max-memory 16M was 503 SlowDown on an idle node
+	 * (review43g; test_s3_remote). */
+	uint64_t own = rq->mem_charged; /* and a grantee's private copies */
+	for (uint32_t i = 0; i < rq->n; i++)
+		own += rq->items[i].copy_charged;
+	if (srv->cfg.max_memory && (total > srv->cfg.max_memory ||
+				    need + own > srv->cfg.max_memory)) {
 		char m[200];
 		snprintf(m, sizeof(m), "The object exceeds what kvtierd over a remote tier "
 			 "buffers (--max-memory, %" PRIu64 " bytes).", srv->cfg.max_memory);
@@ -1225,12 +1243,6 @@ static void s3d_assemble_through(struct s3d_req *rq, const struct kvt_key *k, un
 	}
 	s3d_put32(rq->hdrbuf + 24, whole);
 	s3d_etag(rq->etag, sizeof(rq->etag), whole, total, one ? 0 : nsrc);
-	/* the old buffer (a Complete's XML, a Copy's source name) goes */
-	if (rq->buf_charged) {
-		kvtd_mem_uncharge(srv, rq->buf_charged);
-		s3d_tenant_uncharge(rq, rq->buf_charged);
-	}
-	free(rq->buf);
 	rq->buf = buf;
 	rq->buf_len = need;
 	rq->buf_charged = need;

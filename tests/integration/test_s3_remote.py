@@ -171,7 +171,9 @@ def main():
         st, _, b = request(P, "GET", "/rbkt/pcopy")
         assert st == 200 and b == big + b"econ", ("UploadPartCopy's GET", st, len(b))
         # in the pod: a cold node over it reads the new bytes
-        cold = Daemon(kvtierd, base, "cold", over[:2] + ["--max-memory", "8M"] + over[4:])
+        # (put_local=never there: no DRAM copy, every read goes to the pod)
+        cold = Daemon(kvtierd, base, "cold", over[:2] + ["--max-memory", "8M"] + over[4:] +
+                      ["--set", "remote.put_local=never"])
         st, _, b = request(cold.port, "PUT", "/rbkt")
         assert st in (200, 409), (st, b)
         st, _, b = request(cold.port, "GET", "/rbkt/obj")
@@ -179,8 +181,10 @@ def main():
         for key, want in (("mpu", big), ("cp", big), ("pcopy", big + b"econ")):
             st, _, b = request(cold.port, "GET", "/rbkt/" + key)
             assert st == 200 and b == want, ("cold GET", key, st, len(b))
-        # an assembly past --max-memory (8M there) cannot be buffered
-        st, b, uid = multipart(cold.port, "/rbkt/toobig", [big[:5 << 20], big[:4 << 20]])
+        # an assembly past --max-memory (8M there) beside what the Complete
+        # holds cannot be buffered: 400 (of 8 MiB - 100 B, 503 before review43g)
+        st, b, uid = multipart(cold.port, "/rbkt/toobig", [big[:5 << 20],
+                                                            big[:(3 << 20) - 100]])
         assert st == 400 and b"EntityTooLarge" in b and b"--max-memory" in b, (st, b[:300])
         st, _, b = request(cold.port, "DELETE", "/rbkt/toobig", query=[("uploadId", uid)])
         assert st == 204, ("the upload kept: aborted", st, b[:300])
@@ -197,7 +201,27 @@ def main():
         st, b, _ = read_answer(s, b"")
         s.close()
         assert st == 400 and b"EntityTooLarge" in b and b"--max-memory" in b, (st, b[:300])
+        # one of --max-memory exactly does not fit beside its head (503 before)
+        s = socket.create_connection(("127.0.0.1", cold.port), timeout=20)
+        s.sendall(signed(cold.port, "PUT", "/rbkt/huge", clen=8 << 20))
+        st, b, _ = read_answer(s, b"")
+        s.close()
+        assert st == 400 and b"EntityTooLarge" in b, ("a PUT of --max-memory", st, b[:300])
         print("PUT, GET, cold GET, overwrite, If-None-Match, a body too large: ok")
+
+        # PUT then GET of one key pipelined: the GET runs once the PUT's
+        # DELETE + PUT are back (s3d.c "Order"); before, with no DRAM copy,
+        # it was a miss at once behind the unanswered DELETE (200, 404)
+        for i in range(3):
+            key = "/rbkt/pg%d" % i
+            s = socket.create_connection(("127.0.0.1", cold.port), timeout=20)
+            s.sendall(signed(cold.port, "PUT", key, body=b"pg%d" % i) +
+                      signed(cold.port, "GET", key))
+            a1, _, rest = read_answer(s, b"")
+            a2, body, _ = read_answer(s, rest)
+            s.close()
+            assert (a1, a2, body) == (200, 200, b"pg%d" % i), ("PUT, GET", i, a1, a2, body[:200])
+        print("PutObject then GetObject pipelined (put_local=never): ok")
 
         # DELETE then PUT of one key pipelined while the pod is stopped
         early = 0
