@@ -755,9 +755,10 @@ static bool store_tiers_have(struct kvt_store *s, uint32_t ns, const struct kvt_
  * A put whose bytes go in through DRAM's put-if-absent (dram_put_crcs,
  * seal_put, dram_reserve), just before they do: KVT_EXISTS if DRAM holds
  * the key (counted as its refusal, dram.put_exists) or, asked next, a
- * tier does (its put_over: the SSD's entry, published or being written);
- * else KVT_OK, each tier having dropped what the put replaces (the SSD's
- * dead entry: its tombstone then comes before the new bytes' write-down).
+ * tier does (its put_over: the SSD's published entry); else KVT_OK, each
+ * tier having dropped what the put replaces (the SSD's unpublished entry,
+ * dead or a carry in flight: its tombstone then comes before the new
+ * bytes' write-down).
  *
  * DRAM first, then the tiers: a write-down publishes the block's SSD
  * entry before DRAM lets its copy go (wd_finish), and a promotion

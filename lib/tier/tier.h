@@ -171,8 +171,8 @@ struct tier_ops {
 	 * put is a no-op: asked after DRAM, so a block a write-down moved
 	 * from DRAM to the tier meanwhile is found here), else KVT_OK -- and
 	 * a tier that keeps a copy of the key it answers absent (the SSD's
-	 * dead entries) must not let that copy outlive the put.  Never
-	 * blocks. */
+	 * dead entries, and its carries in flight: unpublished) must not
+	 * let that copy outlive the put.  Never blocks. */
 	int (*put_over)(void *t, uint32_t ns, const struct kvt_key *key);
 	/* Before a put of len bytes to ns lands in DRAM: a tier that must
 	 * take it at once (the SSD, for a persistent namespace) waits, for at

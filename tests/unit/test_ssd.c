@@ -2107,6 +2107,94 @@ static void test_carry_deletes(void)
 	T_ASSERT(carry_deletes_round(true, &shed) > 0);
 }
 
+/*
+ * A put of a key while its carry is in flight (review43e).  Key 777
+ * (40,595 bytes) is read while on SSD, leaves DRAM, and its segment's
+ * reclamation carries it; the carry's write is held (ENOSPC after 30 s,
+ * let go by io_fault_release), its entry pending.  A get misses then, and
+ * a put of 8192 other bytes must go in: KVT_OK, the carry's entry taken
+ * and a tombstone logged for it (ssd_put_over), a get its 8192 bytes.
+ * The carry's write then fails: the key keeps the put's bytes, and after a
+ * reopen its bytes or a miss, never the 40,595.  From 57ab8693 until
+ * review43e the put answered KVT_EXISTS (a pending entry held the key)
+ * while gets missed, and once the carry failed no tier held the key: the
+ * put was lost (with the write let go instead, gets missed until the
+ * carry landed).  psync only: the held write holds an I/O worker.
+ */
+static void test_carry_put(void)
+{
+	char *dir = t_mkdtemp();
+	const uint64_t hot = 777, hlen = 40595;
+	const char *opts[] = { "path", dir, "dram.capacity", "2M", "dram.chunk", "4K",
+			       "dram.shards", "1", "dram.prefault", "off", "ssd.capacity", "16M",
+			       "ssd.segment", "1M", "ssd.admission", "always", "ssd.format", "2",
+			       "ssd.io", "psync" };
+	struct kvt_store *s;
+	struct ssd *sd;
+	struct io_fault f = { .kind = IO_FAULT_ENOSPC, .fd = -1, .count = 1, .delay_ms = 30000 };
+	struct kvt_key hk = t_key(hot);
+	uint64_t k = 100000, faults, tombs;
+	uint32_t ns;
+	int put;
+
+	if (strcmp(io_backend, "psync") != 0) {
+		free(dir);
+		return;
+	}
+	s = t_store_open(opts[0], opts[1], opts[2], opts[3], opts[4], opts[5], opts[6], opts[7],
+			 opts[8], opts[9], opts[10], opts[11], opts[12], opts[13], opts[14],
+			 opts[15], opts[16], opts[17], opts[18], opts[19], NULL);
+	sd = store_ssd(s);
+	ns = ns_of(s);
+	T_RC(t_put_filled(s, ns, hot, hlen), KVT_OK);
+	wait_writes(s);
+	while (tier_of(s, ns, hot) == KVT_TIER_DRAM && k < 101000) {
+		T_RC(t_put_filled(s, ns, k++, 16384), KVT_OK);
+		wait_writes(s);
+	}
+	T_EQ_INT(tier_of(s, ns, hot), KVT_TIER_SSD);
+	T_RC(t_get_filled(s, ns, hot, hlen), KVT_OK); /* read while on SSD: carried */
+	while (tier_of(s, ns, hot) == KVT_TIER_DRAM && k < 102000) {
+		T_RC(t_put_filled(s, ns, k++, 16384), KVT_OK);
+		wait_writes(s);
+	}
+	T_EQ_INT(tier_of(s, ns, hot), KVT_TIER_SSD);
+	/* The carry's write alone has the key's record length. */
+	f.len = ssd_rec_len(1, hlen, sd->rec_align);
+	faults = t_stat(s, "io.faults_injected");
+	T_OK(io_fault_add(ssd_io(sd), &f));
+	/* Each filler's write-down written before the next (none shed: the
+	 * log must turn over), until the carry's write is held. */
+	while (t_stat(s, "io.faults_injected") == faults && k < 103000) {
+		T_RC(t_put_filled(s, ns, k++, 16384), KVT_OK);
+		for (int i = 0; i < 5000 && t_stat(s, "io.faults_injected") == faults &&
+				(t_stat(s, "ssd.writes_inflight") > 0 ||
+				 t_stat(s, "ssd.writedown_pending_bytes") > 0); i++)
+			usleep(1000);
+	}
+	T_EQ_U64(t_stat(s, "io.faults_injected"), faults + 1);
+	T_RC(kvt_exists(s, ns, &hk), KVT_MISS); /* pending: not served */
+	tombs = t_stat(s, "ssd.tombstones");
+	put = t_put_filled(s, ns, hot, 8192);
+	fprintf(stderr, "  a put while its key's carry is in flight: %s\n",
+		put == KVT_OK ? "KVT_OK" : put == KVT_EXISTS ? "KVT_EXISTS" : kvt_strerror(put));
+	T_RC(put, KVT_OK);
+	T_RC(t_get_filled(s, ns, hot, 8192), KVT_OK);
+	io_fault_release(ssd_io(sd));
+	T_OK(kvt_flush(s));
+	T_ASSERT(t_stat(s, "ssd.tombstones") >= tombs + 1);
+	T_RC(t_get_filled(s, ns, hot, 8192), KVT_OK);
+	kvt_store_destroy(s);
+	s = t_store_open(opts[0], opts[1], opts[2], opts[3], opts[4], opts[5], opts[6], opts[7],
+			 opts[8], opts[9], opts[10], opts[11], opts[12], opts[13], opts[14],
+			 opts[15], opts[16], opts[17], opts[18], opts[19], NULL);
+	put = t_get_filled(s, ns, hot, 8192);
+	T_ASSERT(put == KVT_OK || put == KVT_MISS);
+	kvt_store_destroy(s);
+	t_rmtree(dir);
+	free(dir);
+}
+
 /* Wait until at most limit bytes of write-downs are queued. */
 static void wait_writes_below(struct kvt_store *s, uint64_t limit)
 {
@@ -6531,6 +6619,7 @@ int main(void)
 		if (test_only("carry")) {
 			test_carry();
 			test_carry_deletes();
+			test_carry_put();
 			continue;
 		}
 		/* KVT_TEST_ONLY=part: the quiet part reads and their races. */
@@ -6643,6 +6732,7 @@ int main(void)
 			test_delete_race();
 			test_carry();
 			test_carry_deletes();
+			test_carry_put();
 			f3w_carry(); /* batched carries */
 			f3w_handdown();
 			test_reuse();
@@ -6686,6 +6776,7 @@ int main(void)
 		test_room_retry();
 		test_carry();
 		test_carry_deletes();
+		test_carry_put();
 		test_powerloss();
 		test_powerloss_random();
 		test_eviction();

@@ -3337,11 +3337,17 @@ int ssd_delete(struct ssd *s, void *prepared, uint32_t ns, const struct kvt_key 
  * that writes DRAM down in part, a declined write-down, a crash):
  * another put's bytes, until 2026-12-06 (test_ssd_fsck dead_reput).  So
  * the entry goes and a tombstone is logged for it, as a delete of the key
- * would log.  Only a dead entry: the others make the put a no-op
- * (KVT_EXISTS), a live one and a pending one alike -- a write-down in
- * flight (its DRAM block gone since the store asked DRAM: its write
- * finished, or a delete killed it and is about to remove this entry) or
- * a carry (the block is on SSD, unpublished while it moves).  Asked after
+ * would log.  A live entry makes the put a no-op (KVT_EXISTS).  A
+ * pending one is taken as a dead one is: DRAM did not hold the key when
+ * the store asked it, so it is a carry (the block unpublished while it
+ * moves: a get misses it) or a write-down whose DRAM block is gone (a
+ * delete's, or another put's that entered and left DRAM since).  The
+ * carry is then dropped (wd_carry_move), or its write, if placed, never
+ * published (wd_finish) -- the tombstone, placed after it, covers it at
+ * the next open.  From 57ab8693 until review43e a pending entry made the
+ * put a no-op: a get missed the key while a put of it was refused, for as
+ * long as the carry waited behind the write-down queue, and a carry that
+ * then failed left the key in no tier (test_ssd carry_put).  Asked after
  * DRAM (store_put_absent): a write-down publishes its entry before DRAM
  * drops the block, so a block moving down is found in one of the two.
  * Until 2026-12-07 the store's only SSD lookup came before DRAM's and
@@ -3362,41 +3368,49 @@ int ssd_put_over(struct ssd *s, uint32_t ns, const struct kvt_key *key)
 {
 	uint64_t h = ssd_hash(s, ns, key);
 	struct ssd_shard *sh = shard_of(s, h);
-	struct ssd_entry *e;
+	struct ssd_entry *e, **pp;
 	struct wd_task *t;
-	bool dead, held;
+	bool taken, pending, live, dead;
 
 	pthread_mutex_lock(&sh->lock);
 	e = *ssd_idx_slot(sh, h, ns, key);
+	pending = e && (e->flags & E_PENDING); /* a dead entry is pending too */
 	dead = e && (e->flags & E_DEAD);
-	held = e && !dead;
+	live = e && !pending;
 	pthread_mutex_unlock(&sh->lock);
-	if (held)
+	if (live)
 		return KVT_EXISTS;
-	if (!dead)
+	if (!pending)
 		return KVT_OK; /* the common case: one lookup */
 	t = ssd_log_prepare(s, false, ns, key);
-	if (!t)
-		return KVT_OK;
+	if (!t) /* out of memory: a dead entry stays (as before), a write waits */
+		return dead ? KVT_OK : KVT_EXISTS;
 	/* The entry goes and the tombstone is queued under wd_lock as one
 	 * step.  Apart, a put of the key racing this one found the entry
 	 * gone, went ahead, and its write-down -- queued under wd_lock, seqs
 	 * taken in queue order, urgent first -- could be placed before this
 	 * tombstone was queued: the tombstone's seq above the new record's,
 	 * the next open deleted the put that went through.  Now a put that
-	 * finds no dead entry queues its write-down behind the tombstone.
-	 * (wd_lock, then the shard's lock: no path holds a shard's lock
-	 * while it takes wd_lock.) */
+	 * finds no pending entry queues its write-down behind the tombstone.
+	 * A pending entry published meanwhile (its write ended) is live: the
+	 * put is a no-op.  (wd_lock, then the shard's lock: no path holds a
+	 * shard's lock while it takes wd_lock.) */
 	pthread_mutex_lock(&s->wd_lock);
-	dead = ssd_idx_remove_dead(s, ns, key);
-	if (dead) {
+	pthread_mutex_lock(&sh->lock);
+	pp = ssd_idx_slot(sh, h, ns, key);
+	taken = *pp && ((*pp)->flags & E_PENDING);
+	live = *pp && !taken;
+	if (taken)
+		ssd_idx_remove_locked(s, sh, pp);
+	pthread_mutex_unlock(&sh->lock);
+	if (taken) {
 		wd_append_locked(s, t, WD_URGENT);
 		pthread_cond_broadcast(&s->wd_cond);
 	}
 	pthread_mutex_unlock(&s->wd_lock);
-	if (!dead)
+	if (!taken)
 		kvt_mem_free(s->mem, t, sizeof(*t));
-	return KVT_OK;
+	return live ? KVT_EXISTS : KVT_OK;
 }
 
 /* Does the index hold no block (published or being written)? */

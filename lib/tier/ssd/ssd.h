@@ -207,8 +207,8 @@ int ssd_delete(struct ssd *s, void *prepared, uint32_t ns, const struct kvt_key 
 /* Remove every block of ns (KVT_NS_ALL: all) and log it.  Blocks removed. */
 int64_t ssd_clear(struct ssd *s, void *prepared, uint32_t ns);
 /* A put of (ns, key) that DRAM does not hold (the tier's put_over):
- * KVT_EXISTS if the index holds the block, published or being written (a
- * write-down or a carry in flight); else KVT_OK, a dead entry of the key
+ * KVT_EXISTS if the index holds the block published; else KVT_OK, an
+ * unpublished entry of the key (dead, or a carry or write in flight)
  * removed and a tombstone logged for it, as ssd_delete would.  Never
  * blocks on I/O. */
 int ssd_put_over(struct ssd *s, uint32_t ns, const struct kvt_key *key);
