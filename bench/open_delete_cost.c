@@ -10,11 +10,11 @@
  * registered), then the server is stopped (SIGSTOP) and DELETES deletes
  * of distinct keys are submitted: none is answered, all stay open.  Then
  * ROUNDS times: one LOOKUP of KEYS other keys (none deleted: each is
- * tested against the open deletes) and KEYS GETs of those keys, each
+ * tested against the open deletes) and KEYS EXISTS of those keys, each
  * kvt_submit timed (the membership tests run on the submitting thread,
  * under the head's put_lock).  The server is let go (SIGCONT) and every
  * request waited for.  Prints the median and the worst of the rounds.
- * Exits 1 if a submission fails or a delete is not KVT_OK.
+ * Exits 1 if a submission fails or a delete is neither KVT_OK nor KVT_MISS.
  *
  *   cc -O2 -Iinclude -Ibuild-release bench/open_delete_cost.c -Lbuild-release -lkvtier \
  *      -Wl,-rpath,$PWD/build-release -o /tmp/open_delete_cost
