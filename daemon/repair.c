@@ -52,7 +52,6 @@
  * (note/forget/touch), any (stats).
  */
 #include <errno.h>
-#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -103,7 +102,8 @@ struct rent {
 			  * its copies carry it too */
 	uint8_t tries;   /* a lane's copy: times its member refused it busy */
 	uint64_t len;    /* the value's bytes */
-	uint64_t heat;   /* kvtd_now_ns() when last put or read here */
+	uint64_t heat;   /* kvtd_now_ns() when last put or read here; a lane's
+			  * copy: when it may be sent (0: at once) */
 	uint64_t anchor; /* state 3: kvtd_now_ns() of the delete */
 	struct kvt_key key;
 	uint16_t group;  /* states 1, 3: the quota group (tenant) it counts in
@@ -127,7 +127,10 @@ struct rlane {
 	size_t n, cap;
 	uint64_t bytes;          /* lock: their values' bytes */
 	uint64_t charged;        /* lock: q's and chg's bytes, charged to --max-memory */
-	int state;               /* lock: 0 idle, 1 sending (its thread), 2 done (to join) */
+	int state;               /* lock: 0 idle, 1 sending or waiting for a due time
+				  * (its thread), 2 done (to join) */
+	pthread_cond_t cond;     /* (rp->lock) a copy pushed, or the server stopping:
+				  * its thread waiting for a copy's due time */
 	pthread_t th;
 };
 
@@ -1664,7 +1667,14 @@ static struct kvtd_member *repair_members_copy(struct kvtd_cluster *cl, unsigned
 /* A copy the member refused busy (KVT_EBUSY: its reservation for what
  * it receives full, e.g. while a pass's large block arrives) goes back in
  * its lane, sent again after REPAIR_BUSY_MS, then twice that, ..., at
- * most REPAIR_BUSY_TRIES times (repair_lane_busy). */
+ * most REPAIR_BUSY_TRIES times (repair_lane_busy).  The delay is the
+ * copy's own (its due time in rent.heat): the lane sends the copies that
+ * are due and keeps the others queued, and waits only while none is due,
+ * until the first is, woken by a push or a stop (rlane.cond).  The
+ * refusal is per tenant (its reservation there full), and the lane slept
+ * out the longest delay of a batch before sending anything more, so
+ * another tenant's copy waited behind it (test_peer_attack
+ * `fwd_busy_hol`: 381-390 ms). */
 #define REPAIR_BUSY_TRIES 3u
 #define REPAIR_BUSY_MS 100u
 
@@ -1675,18 +1685,18 @@ static void repair_fwd_uncharge(struct kvtd_repair *rp, uint16_t group, uint32_t
 }
 
 static bool repair_lane_push_locked(struct kvtd_repair *rp, struct rlane *ln,
-				    const struct rent *e, uint8_t chg, uint8_t tries);
+				    const struct rent *e, uint8_t chg, uint8_t tries, uint64_t due);
 
 /* The copies of a batch q[0..n) (their shares in chg) that the member
  * refused busy (busy[i] 1), put back in lane ln to be sent again after a
- * delay, REPAIR_BUSY_TRIES times each at most; a copy past that, or that
- * the lane, --max-memory or its tenant's share has no room for now, or
- * the server stopping, is given up (repair.forward_busy_dropped, and an
- * error).  Returns the longest delay the copies put back ask (0: none). */
-static unsigned repair_lane_busy(struct kvtd_repair *rp, struct rlane *ln, const struct rent *q,
-				 const uint8_t *busy, size_t n)
+ * delay (their due time), REPAIR_BUSY_TRIES times each at most; a copy
+ * past that, or that the lane, --max-memory or its tenant's share has no
+ * room for now, or the server stopping, is given up
+ * (repair.forward_busy_dropped, and an error). */
+static void repair_lane_busy(struct kvtd_repair *rp, struct rlane *ln, const struct rent *q,
+			     const uint8_t *busy, size_t n)
 {
-	unsigned ms = 0;
+	uint64_t now = kvtd_now_ns();
 
 	pthread_mutex_lock(&rp->lock);
 	for (size_t i = 0; i < n; i++) {
@@ -1695,9 +1705,8 @@ static unsigned repair_lane_busy(struct kvtd_repair *rp, struct rlane *ln, const
 			continue;
 		if (q[i].tries < REPAIR_BUSY_TRIES && !rp->stop &&
 		    (g == 0 || rp->gfq[g] + q[i].chg <= REPAIR_FWD_TENANT_MAX) &&
-		    repair_lane_push_locked(rp, ln, &q[i], q[i].chg, (uint8_t)(q[i].tries + 1))) {
-			unsigned d = REPAIR_BUSY_MS << q[i].tries;
-			ms = d > ms ? d : ms;
+		    repair_lane_push_locked(rp, ln, &q[i], q[i].chg, (uint8_t)(q[i].tries + 1),
+					    now + (REPAIR_BUSY_MS * 1000000ull << q[i].tries))) {
 			atomic_fetch_add(&rp->fwd_busy_retried, 1);
 		} else {
 			atomic_fetch_add(&rp->fwd_busy_dropped, 1);
@@ -1705,7 +1714,67 @@ static unsigned repair_lane_busy(struct kvtd_repair *rp, struct rlane *ln, const
 		}
 	}
 	pthread_mutex_unlock(&rp->lock);
-	return ms;
+}
+
+/* Of lane ln's copies, the batch of those due at now: in *q (n copies,
+ * each one's share in its chg, uncharged from its tenant), their arrays'
+ * charge to --max-memory in *charged; the others stay queued.  0 if none
+ * is due (*wake: the first due time).  Locked. */
+static size_t repair_lane_take_locked(struct kvtd_repair *rp, struct rlane *ln, uint64_t now,
+				      struct rent **q, uint64_t *charged, uint64_t *wake)
+{
+	size_t due = 0, k = 0;
+	struct rent *b;
+
+	*wake = UINT64_MAX;
+	for (size_t i = 0; i < ln->n; i++) {
+		if (ln->q[i].heat <= now)
+			due++;
+		else if (ln->q[i].heat < *wake)
+			*wake = ln->q[i].heat;
+	}
+	if (!due)
+		return 0;
+	/* some not due: the due ones in a batch of their own, charged as
+	 * the lane's arrays are (a rent and its busy byte each); if it cannot
+	 * be had, all are sent now, as when a refused copy waited with the
+	 * lane's batch (the member refuses it again, within its tries) */
+	b = NULL;
+	if (due < ln->n && kvtd_mem_charge(rp->srv, due * (sizeof(*b) + 1), false)) {
+		b = malloc(due * sizeof(*b));
+		if (!b)
+			kvtd_mem_uncharge(rp->srv, due * (sizeof(*b) + 1));
+	}
+	if (!b) {
+		*q = ln->q;
+		*charged = ln->charged;
+		for (size_t i = 0; i < ln->n; i++) {
+			(*q)[i].chg = ln->chg[i];
+			repair_fwd_uncharge(rp, (*q)[i].group, (*q)[i].chg);
+		}
+		due = ln->n;
+		free(ln->chg);
+		ln->q = NULL;
+		ln->chg = NULL;
+		ln->n = ln->cap = 0;
+		ln->bytes = ln->charged = 0;
+		return due;
+	}
+	for (size_t i = 0, j = 0; i < ln->n; i++) {
+		if (ln->q[i].heat <= now) {
+			b[j] = ln->q[i];
+			b[j].chg = ln->chg[i];
+			repair_fwd_uncharge(rp, b[j].group, b[j].chg);
+			ln->bytes -= b[j++].len;
+		} else {
+			ln->q[k] = ln->q[i];
+			ln->chg[k++] = ln->chg[i];
+		}
+	}
+	ln->n = k;
+	*q = b;
+	*charged = due * (sizeof(*b) + 1);
+	return due;
 }
 
 /* A lane's thread: its copies, a batch at a time, until none wait (or
@@ -1719,10 +1788,9 @@ static void *repair_lane_main(void *arg)
 	struct rpeer peer;
 
 	for (;;) {
-		struct rent *q;
+		struct rent *q = NULL;
 		size_t n;
-		uint64_t charged;
-		unsigned delay = 0;
+		uint64_t charged = 0, wake;
 
 		pthread_mutex_lock(&rp->lock);
 		if (!ln->n || rp->stop) {
@@ -1732,18 +1800,19 @@ static void *repair_lane_main(void *arg)
 			pthread_mutex_unlock(&rp->lock);
 			return NULL;
 		}
-		q = ln->q;
-		n = ln->n;
-		charged = ln->charged;
-		for (size_t i = 0; i < n; i++) {
-			q[i].chg = ln->chg[i]; /* (sorted with it below) */
-			repair_fwd_uncharge(rp, q[i].group, q[i].chg);
+		n = repair_lane_take_locked(rp, ln, kvtd_now_ns(), &q, &charged, &wake);
+		if (!n) {
+			/* none due (the member's reservation full): until the
+			 * first is, or a push or a stop (their signal is given
+			 * under the lock: not missed; never rp->cond, whose
+			 * signal a pass's untimed wait is owed) */
+			uint64_t now = kvtd_now_ns();
+			struct timespec ts = kvtd_deadline(CLOCK_MONOTONIC,
+							   wake > now ? wake - now : 0);
+			pthread_cond_timedwait(&ln->cond, &rp->lock, &ts);
+			pthread_mutex_unlock(&rp->lock);
+			continue;
 		}
-		free(ln->chg);
-		ln->q = NULL;
-		ln->chg = NULL;
-		ln->n = ln->cap = 0;
-		ln->bytes = ln->charged = 0;
 		snprintf(m.addr, sizeof(m.addr), "%s", ln->addr);
 		pthread_mutex_unlock(&rp->lock);
 
@@ -1764,19 +1833,11 @@ static void *repair_lane_main(void *arg)
 			kvtd_peer_close(&peer.p);
 		atomic_fetch_add(&rp->fwd_passes, 1);
 		if (ps.busy)
-			delay = repair_lane_busy(rp, ln, q, ps.busy, n);
+			repair_lane_busy(rp, ln, q, ps.busy, n);
 		free(ps.busy);
 		ps.busy = NULL;
 		free(q);
 		kvtd_mem_uncharge(rp->srv, charged);
-		if (delay) {
-			/* the member's reservation full: give it time, but
-			 * not past a stop (rp->stop_fd; never rp->cond, whose
-			 * signal a pass's untimed wait is owed) */
-			struct pollfd pf = { .fd = rp->stop_fd, .events = POLLIN };
-			while (poll(&pf, 1, (int)delay) < 0 && errno == EINTR)
-				;
-		}
 	}
 }
 
@@ -1794,9 +1855,22 @@ static struct rlane *repair_lane_locked(struct kvtd_repair *rp, const char *addr
 			idle = ln;
 	}
 	if (rp->lane_n < REPAIR_LANES_MAX && (ln = calloc(1, sizeof(*ln)))) {
-		ln->rp = rp;
-		rp->lanes[rp->lane_n++] = ln;
-		idle = ln;
+		pthread_condattr_t ca;
+		int rc = pthread_condattr_init(&ca);
+		if (rc == 0) {
+			/* due times are monotonic (kvtd_now_ns) */
+			rc = pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+			if (rc == 0)
+				rc = pthread_cond_init(&ln->cond, &ca);
+			pthread_condattr_destroy(&ca);
+		}
+		if (rc == 0) {
+			ln->rp = rp;
+			rp->lanes[rp->lane_n++] = ln;
+			idle = ln;
+		} else {
+			free(ln);
+		}
 	}
 	if (idle)
 		snprintf(idle->addr, sizeof(idle->addr), "%s", addr);
@@ -1804,12 +1878,13 @@ static struct rlane *repair_lane_locked(struct kvtd_repair *rp, const char *addr
 }
 
 /* A copy of e for lane ln, charging chg to its tenant's share, sent
- * tries times before (repair_lane_busy): false if the lane is full or
- * cannot grow (counted, a first send's in forward_member_dropped or
- * forward_mem_dropped, of forward_dropped; one sent before is counted by
- * the caller; the share not charged).  Locked. */
+ * tries times before (repair_lane_busy), to be sent at kvtd_now_ns() due
+ * (0: at once): false if the lane is full or cannot grow (counted, a
+ * first send's in forward_member_dropped or forward_mem_dropped, of
+ * forward_dropped; one sent before is counted by the caller; the share
+ * not charged).  Locked. */
 static bool repair_lane_push_locked(struct kvtd_repair *rp, struct rlane *ln,
-				    const struct rent *e, uint8_t chg, uint8_t tries)
+				    const struct rent *e, uint8_t chg, uint8_t tries, uint64_t due)
 {
 	if (ln->n >= REPAIR_LANE_MAX || (ln->n && ln->bytes + e->len > rp->lane_bytes)) {
 		if (!tries)
@@ -1843,9 +1918,11 @@ static bool repair_lane_push_locked(struct kvtd_repair *rp, struct rlane *ln,
 	}
 	ln->q[ln->n] = *e;
 	ln->q[ln->n].tries = tries;
+	ln->q[ln->n].heat = due;
 	ln->chg[ln->n++] = chg;
 	ln->bytes += e->len;
 	rp->gfq[e->group] += chg;
+	pthread_cond_signal(&ln->cond); /* its thread may wait for a due time */
 	return true;
 }
 
@@ -1913,7 +1990,7 @@ static bool repair_forward(struct kvtd_repair *rp)
 				ln = repair_lane_locked(rp, m[top[i][j]].addr);
 				if (!ln)
 					atomic_fetch_add(&rp->fwd_member_dropped, 1);
-				if (ln && repair_lane_push_locked(rp, ln, e, (uint8_t)chg, 0))
+				if (ln && repair_lane_push_locked(rp, ln, e, (uint8_t)chg, 0, 0))
 					given++;
 				sent++;
 			}
@@ -2138,6 +2215,8 @@ void kvtd_repair_stop(struct kvtd_server *srv)
 		return;
 	pthread_mutex_lock(&rp->lock);
 	rp->stop = true;
+	for (unsigned i = 0; i < rp->lane_n; i++)
+		pthread_cond_signal(&rp->lanes[i]->cond); /* waiting for a due time */
 	pthread_mutex_unlock(&rp->lock);
 	pthread_mutex_lock(&rp->poll_lock);
 	if (rp->poll_cond_made)
@@ -2167,6 +2246,7 @@ void kvtd_repair_stop(struct kvtd_server *srv)
 		free(rp->lanes[i]->q);
 		free(rp->lanes[i]->chg);
 		kvtd_mem_uncharge(srv, rp->lanes[i]->charged);
+		pthread_cond_destroy(&rp->lanes[i]->cond);
 		free(rp->lanes[i]);
 	}
 	kvtd_mem_uncharge(srv, rp->tab_charged);

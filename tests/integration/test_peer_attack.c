@@ -91,6 +91,10 @@
  *              copy was lost until the member list changed); a copy
  *              always refused is given up after 3 more sends, counted;
  *              a stop during the lane's 400 ms delay exits within 250 ms
+ *   fwd_busy_hol the same, a copy always refused: a copy of another key
+ *              forwarded 10 ms after its third refusal is stored within
+ *              200 ms, before the refused copy is due again (400 ms; the
+ *              lane slept its delay out first: 381-390 ms)
  *   dns_held   (test_peer_attack KVTIERD dns_held SHIM) a member named by
  *              a host whose lookup holds 10 s (the LD_PRELOAD shim
  *              shim_sync.c): a forward to it given up within 2 s (the
@@ -177,6 +181,8 @@ static struct {
 	unsigned conn_n;
 	_Atomic unsigned busy_refused, busy_ok; /* fwd_busy: PUT items refused, stored */
 	_Atomic uint64_t busy_ok_ns;            /* ... when the first was stored */
+	_Atomic unsigned busy_ok_refused;       /* ... busy_refused then */
+	_Atomic uint64_t busy_refused_ns;       /* ... when the last was refused */
 } F = { .lfd = -1, .lfd_left = -1 };
 
 /* Each connection on a thread of its own (the poll phases, fwd_batch). */
@@ -322,11 +328,13 @@ static bool fk_busy_put(int fd, const struct proto_frame *req)
 		it[n].index = n; /* (the encoder refuses a repeated index) */
 		if (always || atomic_load(&F.busy_refused) < BUSY_REFUSE) {
 			it[n].status = KVT_EBUSY;
+			atomic_store(&F.busy_refused_ns, tsrv_now_ns());
 			atomic_fetch_add(&F.busy_refused, 1);
 		} else {
 			uint64_t zero = 0;
 			it[n].status = KVT_OK;
-			atomic_compare_exchange_strong(&F.busy_ok_ns, &zero, tsrv_now_ns());
+			if (atomic_compare_exchange_strong(&F.busy_ok_ns, &zero, tsrv_now_ns()))
+				atomic_store(&F.busy_ok_refused, atomic_load(&F.busy_refused));
 			atomic_fetch_add(&F.busy_ok, 1);
 		}
 		n++;
@@ -1626,6 +1634,59 @@ static void phase_fwd_busy(void)
 	tsrv_check_reports(base);
 }
 
+/* A copy refused busy waits out its delay in its lane, and another
+ * copy to that member put meanwhile (another tenant's, say, whose
+ * reservation there has room) does not (fwd_busy_hol in
+ * the header).  The fake refuses every item of BUSY_ALWAYS...: after its
+ * third refusal the copy is due again in 400 ms; a copy of another key
+ * forwarded 10 ms later must be stored before that fourth send (the
+ * lane slept out the delay before sending anything: stored after
+ * 381-390 ms), and the refused copy still waits out its delay. */
+#define BUSY_HOL_DELAY_MS 400 /* repair.c's REPAIR_BUSY_MS << 2 */
+static void phase_fwd_busy_hol(void)
+{
+	char tenants[700], dir[700], self[32], members[80];
+	uint16_t fp = listen_tcp(&F.lfd), sp = listen_tcp(NULL);
+	const char *extra[] = { "--listen", self, "--advertise", self, "--members", members,
+				"--ssd", "0", NULL };
+	uint8_t ns[PROTO_DIGEST_LEN];
+	uint64_t t3, t0, end, ok_ms = UINT64_MAX, fourth_ms = UINT64_MAX;
+
+	fake_start(M_FWD_BUSY, tenants, "root " SECRET_ROOT " admin\n");
+	snprintf(self, sizeof(self), "127.0.0.1:%u", sp);
+	members_of(members, sizeof(members), (const uint16_t[]){ sp, fp }, 2);
+	snprintf(dir, sizeof(dir), "%s/fwd_busy_hol", base);
+	tsrv_start(&srv, bin, base, dir, tenants, extra);
+	forward_put_key(&srv, ns, BUSY_ALWAYS, 2);
+	end = tsrv_now_ns() + 10000000000ull;
+	while (atomic_load(&F.busy_refused) < 3 && tsrv_now_ns() < end)
+		tsrv_sleep_ms(1);
+	T_EQ_INT(atomic_load(&F.busy_refused), 3);
+	t3 = atomic_load(&F.busy_refused_ns);
+	tsrv_sleep_ms(10);
+	t0 = tsrv_now_ns();
+	forward_put_key(&srv, ns, "other-key", 2);
+	while ((!atomic_load(&F.busy_ok) || atomic_load(&F.busy_refused) < 4) &&
+	       tsrv_now_ns() < end)
+		tsrv_sleep_ms(1);
+	if (atomic_load(&F.busy_ok))
+		ok_ms = (atomic_load(&F.busy_ok_ns) - t0) / 1000000;
+	if (atomic_load(&F.busy_refused) >= 4)
+		fourth_ms = (atomic_load(&F.busy_refused_ns) - t3) / 1000000;
+	printf("fwd_busy_hol: another key's copy stored after %" PRIu64 " ms, refused "
+	       "before it %u times; the refused copy sent again %" PRIu64 " ms after its "
+	       "third refusal (delay %d)\n", ok_ms, atomic_load(&F.busy_ok_refused), fourth_ms,
+	       BUSY_HOL_DELAY_MS);
+	T_ASSERT(ok_ms != UINT64_MAX && fourth_ms != UINT64_MAX);
+	/* stored before the refused copy was due again, not behind its delay */
+	T_EQ_INT(atomic_load(&F.busy_ok_refused), 3);
+	T_LE_INT(ok_ms, BUSY_HOL_DELAY_MS / 2);
+	/* and the refused copy waited its delay out (not sent with it) */
+	T_LE_INT(BUSY_HOL_DELAY_MS - 20, fourth_ms);
+	stop();
+	tsrv_check_reports(base);
+}
+
 static off_t dns_entered(const char *file)
 {
 	struct stat st;
@@ -1930,6 +1991,7 @@ static const struct tsrv_phase phases[] = {
 	{ "dns_held", phase_dns_held },
 	{ "fwd_batch", phase_fwd_batch },
 	{ "fwd_busy", phase_fwd_busy },
+	{ "fwd_busy_hol", phase_fwd_busy_hol },
 };
 
 int main(int argc, char **argv)
