@@ -1074,6 +1074,21 @@ static void s3d_complete_answer(struct s3d_req *rq)
 	s3d_finish(rq);
 }
 
+/* The object is stored (its parts' deletes fired, a Complete's): a
+ * Complete's marker goes too and its leftover parts are swept before the
+ * answer; a copy is answered now. */
+static void s3d_complete_done(struct s3d_req *rq)
+{
+	if (rq->op == S3_MPU_COMPLETE) {
+		struct kvt_key pk;
+		s3d_key(&pk, 'u', rq->upload_id, strlen(rq->upload_id));
+		s3d_fire_delete(rq->conn, rq->ns, &pk);
+		if (s3d_complete_sweep(rq))
+			return; /* answered once its parts are swept */
+	}
+	s3d_complete_answer(rq);
+}
+
 /* Copy, UploadPartCopy, Complete: the wait for write-down room ended. */
 static void s3d_assemble_room_done(struct s3d_req *rq, int status)
 {
@@ -1283,12 +1298,8 @@ static void s3d_assemble_written(struct s3d_req *rq)
 			s3d_part_key(&pk, rq->upload_id, pnos[i]);
 			s3d_fire_delete(rq->conn, rq->ns, &pk);
 		}
-		s3d_key(&pk, 'u', rq->upload_id, strlen(rq->upload_id));
-		s3d_fire_delete(rq->conn, rq->ns, &pk);
-		if (s3d_complete_sweep(rq))
-			return; /* answered once its parts are swept */
 	}
-	s3d_complete_answer(rq);
+	s3d_complete_done(rq);
 }
 
 static void s3d_assemble(struct s3d_req *rq)
@@ -1478,18 +1489,14 @@ static void s3d_assemble(struct s3d_req *rq)
 	(void)ob;
 	s3d_etag(rq->etag, sizeof(rq->etag), whole, total, one ? 0 : nsrc);
 	if (rq->op == S3_MPU_COMPLETE) {
-		/* The parts and the marker are no longer needed. */
+		/* The parts are no longer needed. */
 		struct kvt_key pk;
 		for (uint32_t i = 0; i < nsrc; i++) {
 			s3d_part_key(&pk, rq->upload_id, src[i].part_no);
 			s3d_fire_delete(rq->conn, rq->ns, &pk);
 		}
-		s3d_key(&pk, 'u', rq->upload_id, strlen(rq->upload_id));
-		s3d_fire_delete(rq->conn, rq->ns, &pk);
-		if (s3d_complete_sweep(rq))
-			return; /* answered once its parts are swept */
 	}
-	s3d_complete_answer(rq);
+	s3d_complete_done(rq);
 }
 
 /* ---- A bucket's word --------------------------------------------------------
