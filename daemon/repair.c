@@ -211,6 +211,9 @@ struct kvtd_repair {
 	_Atomic uint64_t fwd_member_dropped; /* of fwd_dropped: a member's lane full */
 	/* lanes' copies a member refused busy: put back in the lane, given up */
 	_Atomic uint64_t fwd_busy_retried, fwd_busy_dropped;
+	/* passes' copies a member refused busy: handed to its lane, given up
+	 * (repair_heal_busy) */
+	_Atomic uint64_t busy_handed, busy_dropped;
 };
 
 /*
@@ -656,9 +659,11 @@ struct rpass {
 	struct kvt_queue *q;
 	bool retry;
 	bool fwd;             /* a forward lane's: unpaced, counted apart */
-	struct rent *batch;   /* a forward lane's: its copies ... */
+	struct rent *batch;   /* a forward lane's: its copies ... (a pass's: its
+			       * snapshot, whose copies a member refuses busy go
+			       * to the member's lane: repair_heal_busy) */
 	uint8_t *busy;        /* ... each one's 1 if the member refused it busy
-			       * (NULL: none kept, counted as errors) */
+			       * (NULL: none kept) */
 };
 
 static bool repair_stopping(struct kvtd_repair *rp)
@@ -762,8 +767,34 @@ static void repair_conn_lost(struct rpass *ps, struct rpeer *r, int rc)
 	ps->retry = true;
 }
 
+static void repair_heal_busy(struct rpass *ps, const char *addr, const struct rent *e);
+
+/* The answer for item i of PUT frame fl sent to r: status. */
+static void repair_item(struct rpass *ps, struct rpeer *r, const struct rflight *fl, uint32_t i,
+			int status)
+{
+	if (status == KVT_OK) {
+		atomic_fetch_add(ps->fwd ? &ps->rp->fwd_copied : &ps->rp->copied, 1);
+		atomic_fetch_add(ps->fwd ? &ps->rp->fwd_bytes : &ps->rp->bytes, fl->len[i]);
+	} else if (status == KVT_EBUSY && ps->busy) {
+		/* its reservation full: sent again (repair_lane_busy) */
+		ps->busy[fl->at[i]] = 1;
+	} else if (status == KVT_EBUSY && ps->batch) {
+		/* a pass's: sent again by the member's lane */
+		repair_heal_busy(ps, ps->m[r - ps->peers].addr, &ps->batch[fl->at[i]]);
+	} else if (status != KVT_EXISTS && status != -ECANCELED) {
+		atomic_fetch_add(&ps->rp->errors, 1);
+	}
+}
+
 /* Read one answer from r and account for it.  0 or < 0 (the connection
- * is lost: closed here). */
+ * is lost: closed here).  An ERROR frame ends the connection (the member
+ * closes after it: doc/protocol.md, level 1 -- kvtierd's KVT_EBUSY ones
+ * come before AUTH is done: --max-conns, the unauthenticated limits); an
+ * answer failed as a whole (level 2: its op, a negative status, no items)
+ * does not: a PUT's KVT_EBUSY is each of its items' (sent again), another
+ * status each item's error.  Such a PUT answer was taken for one with no
+ * items: its copies lost, uncounted (test_peer_attack `frame_busy`). */
 static int repair_recv(struct rpass *ps, struct rpeer *r)
 {
 	struct proto_frame *f = &r->p.resp;
@@ -777,6 +808,10 @@ static int repair_recv(struct rpass *ps, struct rpeer *r)
 		return rc;
 	}
 	if (r->ex_tag && f->tag == r->ex_tag) {
+		if (f->status < 0) { /* nothing sent of the batch: a pass again */
+			atomic_fetch_add(&ps->rp->errors, 1);
+			ps->retry = true;
+		}
 		proto_iter_init(&iter, f, NULL, NULL, 0);
 		while (proto_iter_next(&iter, &it) == 1 && it.index < REPAIR_EXISTS_BATCH) {
 			if (it.status != KVT_OK && it.status != KVT_MISS)
@@ -791,21 +826,15 @@ static int repair_recv(struct rpass *ps, struct rpeer *r)
 		struct rflight *fl = &r->fl[k];
 		if (fl->tag != f->tag)
 			continue;
-		proto_iter_init(&iter, f, NULL, NULL, 0);
-		while (proto_iter_next(&iter, &it) == 1 && it.index < fl->n) {
-			if (it.status == KVT_OK) {
-				atomic_fetch_add(ps->fwd ? &ps->rp->fwd_copied : &ps->rp->copied,
-						 1);
-				atomic_fetch_add(ps->fwd ? &ps->rp->fwd_bytes : &ps->rp->bytes,
-						 fl->len[it.index]);
-			} else if (it.status == KVT_EBUSY && ps->busy) {
-				/* its reservation full: sent again (repair_lane_busy) */
-				ps->busy[fl->at[it.index]] = 1;
-			} else if (it.status != KVT_EXISTS && it.status != -ECANCELED) {
-				atomic_fetch_add(&ps->rp->errors, 1);
-			}
+		if (f->status < 0) {
+			for (uint32_t i = 0; i < fl->n; i++)
+				repair_item(ps, r, fl, i, f->status);
+		} else {
+			proto_iter_init(&iter, f, NULL, NULL, 0);
+			while (proto_iter_next(&iter, &it) == 1 && it.index < fl->n)
+				repair_item(ps, r, fl, it.index, it.status);
 		}
-		if (!(f->flags & PROTO_F_MORE))
+		if (!(f->flags & PROTO_F_MORE) || f->status < 0)
 			r->fl[k] = r->fl[--r->fl_n];
 		break;
 	}
@@ -1283,6 +1312,8 @@ static bool repair_pass(struct kvtd_repair *rp, struct kvtd_member *m, unsigned 
 				};
 				w[j].ps.q = NULL;
 				w[j].ps.retry = false;
+				/* its copies refused busy: repair_heal_busy */
+				w[j].ps.batch = snap;
 				w[j].started = pthread_create(&w[j].th, NULL, repair_worker,
 							      &w[j]) == 0;
 				if (!w[j].started)
@@ -1686,6 +1717,8 @@ static void repair_fwd_uncharge(struct kvtd_repair *rp, uint16_t group, uint32_t
 
 static bool repair_lane_push_locked(struct kvtd_repair *rp, struct rlane *ln,
 				    const struct rent *e, uint8_t chg, uint8_t tries, uint64_t due);
+static struct rlane *repair_lane_locked(struct kvtd_repair *rp, const char *addr);
+static void *repair_lane_main(void *arg);
 
 /* The copies of a batch q[0..n) (their shares in chg) that the member
  * refused busy (busy[i] 1), put back in lane ln to be sent again after a
@@ -1714,6 +1747,41 @@ static void repair_lane_busy(struct kvtd_repair *rp, struct rlane *ln, const str
 		}
 	}
 	pthread_mutex_unlock(&rp->lock);
+}
+
+/* A pass's copy e that member addr refused busy (a healing pass's copies
+ * were counted as errors and lost until the next list change's pass):
+ * handed to the member's lane as a copy refused once there (tries 1, due
+ * after REPAIR_BUSY_MS), whose thread sends it again as it does its own
+ * (repair_lane_busy: its own due time, REPAIR_BUSY_TRIES sends at most,
+ * the lane's caps, --max-memory), a copy charged to the tenant's share of
+ * the queue (1); the lane's thread started if idle.  Counted in
+ * repair.busy_handed, or, no room, repair.busy_dropped and an error.
+ * Why the lane, not the pass: the pass would wait out the delays
+ * (100 + 200 + 400 ms) while it holds its member's slot, or keep due
+ * times of its own beside the lane's; the lane already keeps them, and
+ * a pass held by one member then holds nothing of it (test_peer_attack
+ * `heal_busy`).  Any of a pass's workers. */
+static void repair_heal_busy(struct rpass *ps, const char *addr, const struct rent *e)
+{
+	struct kvtd_repair *rp = ps->rp;
+	uint64_t due = kvtd_now_ns() + REPAIR_BUSY_MS * 1000000ull;
+	struct rlane *ln;
+	bool ok = false;
+
+	pthread_mutex_lock(&rp->lock);
+	ln = rp->stop ? NULL : repair_lane_locked(rp, addr);
+	if (ln && (e->group == 0 || rp->gfq[e->group] + 1 <= REPAIR_FWD_TENANT_MAX))
+		ok = repair_lane_push_locked(rp, ln, e, 1, 1, due);
+	if (ok && ln->state == 0 && pthread_create(&ln->th, NULL, repair_lane_main, ln) == 0)
+		ln->state = 1; /* (else the repair thread's repair_lanes_join starts it) */
+	pthread_mutex_unlock(&rp->lock);
+	if (ok) {
+		atomic_fetch_add(&rp->busy_handed, 1);
+	} else {
+		atomic_fetch_add(&rp->busy_dropped, 1);
+		atomic_fetch_add(&rp->errors, 1);
+	}
 }
 
 /* Of lane ln's copies, the batch of those due at now: in *q (n copies,
@@ -2290,6 +2358,8 @@ void kvtd_repair_stats(struct kvtd_server *srv,
 	fn(ctx, "repair.forward_member_dropped", atomic_load(&rp->fwd_member_dropped));
 	fn(ctx, "repair.forward_busy_retried", atomic_load(&rp->fwd_busy_retried));
 	fn(ctx, "repair.forward_busy_dropped", atomic_load(&rp->fwd_busy_dropped));
+	fn(ctx, "repair.busy_handed", atomic_load(&rp->busy_handed));
+	fn(ctx, "repair.busy_dropped", atomic_load(&rp->busy_dropped));
 	fn(ctx, "repair.untracked", atomic_load(&rp->untracked));
 	fn(ctx, "repair.tenant_capped", atomic_load(&rp->tenant_capped));
 	fn(ctx, "repair.forward_tenant_dropped", atomic_load(&rp->fwd_tenant_dropped));
