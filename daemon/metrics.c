@@ -413,6 +413,8 @@ static void metrics_repair(void *ctx, const char *name, uint64_t v)
 		  "counter", "copies a member refused busy, put back in its lane to send again" },
 		{ "repair.forward_busy_dropped", "kvtier_repair_forward_busy_dropped_total",
 		  "counter", "copies a member refused busy, given up (3 sends again at most)" },
+		{ "repair.cut", "kvtier_repair_cut_total", "counter",
+		  "repair passes cut short by a change of the member list" },
 		{ "repair.busy_handed", "kvtier_repair_busy_handed_total", "counter",
 		  "healing copies a member refused busy, handed to its lane to send again" },
 		{ "repair.busy_dropped", "kvtier_repair_busy_dropped_total", "counter",

@@ -214,6 +214,9 @@ struct kvtd_repair {
 	/* passes' copies a member refused busy: handed to its lane, given up
 	 * (repair_heal_busy) */
 	_Atomic uint64_t busy_handed, busy_dropped;
+	int pass_fd;             /* lock: the running pass's cut eventfd (-1: none),
+				  * written by a stop too ("A pass cut short") */
+	_Atomic uint64_t cut;    /* passes cut short by a change of the member list */
 };
 
 /*
@@ -664,6 +667,9 @@ struct rpass {
 			       * to the member's lane: repair_heal_busy) */
 	uint8_t *busy;        /* ... each one's 1 if the member refused it busy
 			       * (NULL: none kept) */
+	int stop_fd;          /* its peers' waits end once it is readable: a
+			       * lane's rp->stop_fd, a pass's own (its cut) */
+	_Atomic bool *cut;    /* a pass's: cut short (NULL: never) */
 };
 
 static bool repair_stopping(struct kvtd_repair *rp)
@@ -673,6 +679,12 @@ static bool repair_stopping(struct kvtd_repair *rp)
 	s = rp->stop;
 	pthread_mutex_unlock(&rp->lock);
 	return s || atomic_load(&rp->srv->stopping);
+}
+
+/* Must ps end now: the server stops, or its pass is cut short? */
+static bool repair_cut(const struct rpass *ps)
+{
+	return repair_stopping(ps->rp) || (ps->cut && atomic_load(ps->cut));
 }
 
 static void sleep_ms(unsigned ms)
@@ -755,7 +767,7 @@ static bool repair_busy_now(struct kvtd_repair *rp)
 
 static void repair_conn_lost(struct rpass *ps, struct rpeer *r, int rc)
 {
-	if (rc != -ECANCELED) /* else the server stops (rp->stop_fd) */
+	if (rc != -ECANCELED) /* else the server stops, or the pass is cut */
 		kvtd_log(KVTD_WARN, "repair: lost a member", "member=%s error=%d", r->p.addr,
 			 rc);
 	atomic_fetch_add(&ps->rp->errors, 1 + r->fl_n);
@@ -878,7 +890,7 @@ static struct rpeer *repair_peer(struct rpass *ps, unsigned i, uint32_t ns, cons
 		}
 		rc = kvtd_peer_open_stop(&r->p, ps->m[i].addr, NULL, tenant, secret, secret_len,
 					 ps->rp->srv->cfg.peer_connect_ms,
-					 ps->rp->srv->tls_peer_ctx, ps->rp->stop_fd);
+					 ps->rp->srv->tls_peer_ctx, ps->stop_fd);
 		OPENSSL_cleanse(secret, sizeof(secret));
 		if (rc < 0) {
 			if (rc != -ECANCELED) /* else the server stops */
@@ -984,7 +996,7 @@ static int repair_send(struct rpass *ps, struct rpeer *r, const uint8_t *digest,
 	uint32_t i = 0;
 	int rc = 0;
 
-	while (i < n && rc == 0 && !repair_stopping(ps->rp)) {
+	while (i < n && rc == 0 && !repair_cut(ps)) {
 		struct proto_frame f = { .op = PROTO_OP_PUT };
 		struct iovec *iov = NULL;
 		uint32_t k = 0, views = 0;
@@ -1123,7 +1135,7 @@ static void repair_member(struct rpass *ps, unsigned d, struct rent *snap, size_
 		ps->retry = true;
 		goto out;
 	}
-	while (i < cnt && !ps->peers[d].failed && !repair_stopping(ps->rp)) {
+	while (i < cnt && !ps->peers[d].failed && !repair_cut(ps)) {
 		uint32_t ns = snap[i].ns, bn = 0, mn = 0;
 		const uint8_t *dg;
 		struct rpeer *r;
@@ -1232,12 +1244,47 @@ static int repair_place(struct kvtd_repair *rp, const struct kvtd_member *m, uns
 	return placement_new(pl, pm, n, &rp->mem);
 }
 
+/*
+ * A pass cut short.  A pass ends with its slowest member: its other
+ * members' shares are done as soon as their workers are (a slot is given
+ * the next member), but the pass -- and so the next list change's pass,
+ * the healing of every member under the new list -- waited for the last
+ * worker: a member taking its copies at peer.c's floor (1 MiB/s) held it
+ * for as long as its bytes took (test_peer_attack `heal_cut`: a block
+ * the new list placed on a healthy member was there 11.1 s after the
+ * list changed, --repair-grace 4 s: the slow member's pass went on until
+ * it was given up; now 4.9 s).  Now a pass that is not a
+ * drain's is cut short when the member list changes under it: its
+ * workers' connections wait on an eventfd of the pass's own (rp->pass_fd,
+ * written by the stop too), which the repair thread writes when it sees
+ * the change (it looks every REPAIR_TICK_MS while it waits for the
+ * workers), and they start nothing more; the pass returns false, and the
+ * new list's pass runs after its --repair-grace as ever.  What the cut
+ * pass copied stays copied (the next pass finds it there: an EXISTS); the
+ * cost is the rest of the old list's work, which the new list's pass
+ * redoes under the new placement (repair.cut).  A drain's pass is not
+ * cut: the drain itself changes the list.
+ */
+static bool repair_pass_changed(struct kvtd_repair *rp, uint64_t epoch)
+{
+	struct kvtd_cluster *cl = &rp->srv->cluster;
+	bool changed;
+
+	pthread_mutex_lock(&cl->lock);
+	changed = cl->epoch != epoch;
+	pthread_mutex_unlock(&cl->lock);
+	return changed;
+}
+
 /* One pass with list m[0..n) over every tracked block: false if it should
- * be run again (a member could not be reached). */
+ * be run again (a member could not be reached, the pass was cut short). */
 static bool repair_pass(struct kvtd_repair *rp, struct kvtd_member *m, unsigned n,
 			const char *self, bool drain)
 {
-	struct rpass ps = { .rp = rp, .m = m, .n = n, .self = n };
+	struct rpass ps = { .rp = rp, .m = m, .n = n, .self = n, .stop_fd = rp->stop_fd };
+	_Atomic bool cut = false;
+	int cut_fd = -1;
+	uint64_t epoch = 0;
 	uint64_t t0 = kvtd_now_ns();
 	struct rent *snap = NULL;
 	uint16_t (*tops)[PROTO_COPIES_MAX] = NULL;
@@ -1297,13 +1344,28 @@ static bool repair_pass(struct kvtd_repair *rp, struct kvtd_member *m, unsigned 
 		unsigned d = 0, running = 0, ended = 0;
 
 		memset(w, 0, sizeof(w));
+		if (!drain) { /* "A pass cut short" above */
+			pthread_mutex_lock(&rp->srv->cluster.lock);
+			epoch = rp->srv->cluster.epoch;
+			pthread_mutex_unlock(&rp->srv->cluster.lock);
+			cut_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+		}
+		if (cut_fd >= 0) {
+			ps.stop_fd = cut_fd;
+			ps.cut = &cut;
+			pthread_mutex_lock(&rp->lock);
+			rp->pass_fd = cut_fd;
+			if (rp->stop) /* (a stop after this writes it itself) */
+				eventfd_write(cut_fd, 1);
+			pthread_mutex_unlock(&rp->lock);
+		}
 		for (;;) {
 			for (unsigned j = 0; j < REPAIR_WORKERS; j++) {
 				if (w[j].busy)
 					continue;
 				while (d < n && d == ps.self)
 					d++;
-				if (d == n || repair_stopping(rp))
+				if (d == n || repair_cut(&ps))
 					break;
 				w[j] = (struct rworker){
 					.ps = ps, .d = d++, .snap = snap, .cnt = cnt,
@@ -1337,8 +1399,23 @@ static bool repair_pass(struct kvtd_repair *rp, struct kvtd_member *m, unsigned 
 					repair_lanes_join(rp, false);
 					repair_forward(rp);
 					pthread_mutex_lock(&rp->lock);
-				} else if (!any) {
+				} else if (!any && !ps.cut) {
 					pthread_cond_wait(&rp->cond, &rp->lock);
+				} else if (!any) {
+					/* a tick at most: has the list changed? */
+					struct timespec ts = kvtd_deadline(
+						CLOCK_REALTIME, REPAIR_TICK_MS * 1000000ull);
+					pthread_cond_timedwait(&rp->cond, &rp->lock, &ts);
+					pthread_mutex_unlock(&rp->lock);
+					if (!atomic_load(&cut) && repair_pass_changed(rp, epoch)) {
+						atomic_store(&cut, true);
+						eventfd_write(cut_fd, 1);
+						atomic_fetch_add(&rp->cut, 1);
+						kvtd_log(KVTD_INFO, "repair pass cut short",
+							 "reason=\"the member list changed\" "
+							 "running=%u", running);
+					}
+					pthread_mutex_lock(&rp->lock);
 				}
 			}
 			pthread_mutex_unlock(&rp->lock);
@@ -1361,6 +1438,13 @@ static bool repair_pass(struct kvtd_repair *rp, struct kvtd_member *m, unsigned 
 	} else {
 		ps.retry = true;
 	}
+	if (cut_fd >= 0) {
+		pthread_mutex_lock(&rp->lock);
+		rp->pass_fd = -1;
+		pthread_mutex_unlock(&rp->lock);
+		close(cut_fd);
+	}
+	ps.retry |= atomic_load(&cut);
 	for (unsigned i = 0; ps.peers && i < n; i++)
 		if (ps.peers[i].open)
 			kvtd_peer_close(&ps.peers[i].p);
@@ -1852,7 +1936,8 @@ static void *repair_lane_main(void *arg)
 	struct rlane *ln = arg;
 	struct kvtd_repair *rp = ln->rp;
 	struct kvtd_member m = { .weight = 1 };
-	struct rpass ps = { .rp = rp, .m = &m, .n = 1, .self = 1, .fwd = true };
+	struct rpass ps = { .rp = rp, .m = &m, .n = 1, .self = 1, .fwd = true,
+			    .stop_fd = rp->stop_fd };
 	struct rpeer peer;
 
 	for (;;) {
@@ -2223,6 +2308,7 @@ int kvtd_repair_start(struct kvtd_server *srv)
 	pthread_mutex_init(&rp->poll_lock, NULL);
 	pthread_cond_init(&rp->cond, NULL);
 	rp->stop_fd = -1;
+	rp->pass_fd = -1;
 	srv->repair = rp;
 	{
 		pthread_condattr_t ca;
@@ -2283,6 +2369,8 @@ void kvtd_repair_stop(struct kvtd_server *srv)
 		return;
 	pthread_mutex_lock(&rp->lock);
 	rp->stop = true;
+	if (rp->pass_fd >= 0) /* a pass's connections wait on it, not on stop_fd */
+		eventfd_write(rp->pass_fd, 1);
 	for (unsigned i = 0; i < rp->lane_n; i++)
 		pthread_cond_signal(&rp->lanes[i]->cond); /* waiting for a due time */
 	pthread_mutex_unlock(&rp->lock);
@@ -2360,6 +2448,7 @@ void kvtd_repair_stats(struct kvtd_server *srv,
 	fn(ctx, "repair.forward_busy_dropped", atomic_load(&rp->fwd_busy_dropped));
 	fn(ctx, "repair.busy_handed", atomic_load(&rp->busy_handed));
 	fn(ctx, "repair.busy_dropped", atomic_load(&rp->busy_dropped));
+	fn(ctx, "repair.cut", atomic_load(&rp->cut));
 	fn(ctx, "repair.untracked", atomic_load(&rp->untracked));
 	fn(ctx, "repair.tenant_capped", atomic_load(&rp->tenant_capped));
 	fn(ctx, "repair.forward_tenant_dropped", atomic_load(&rp->fwd_tenant_dropped));

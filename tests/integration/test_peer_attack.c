@@ -99,6 +99,12 @@
  *              refused busy: handed to the fake's lane, stored within
  *              2.5 s of the refusal, by no second pass (counted as an
  *              error and lost until the member list changed)
+ *   heal_cut   a static pod of four, a pass sending the slow_read fake a
+ *              16 MiB block when another member leaves: the block the
+ *              new list places on the healthy member is there within the
+ *              grace + 3 s of the leave, the pass cut short (it went on
+ *              until the fake was given up, and the new list's pass
+ *              waited for it)
  *   frame_busy the same, the fake refusing the first two PUT frames
  *              KVT_EBUSY as a whole (the request's op, no items): the
  *              forward stored within 2.5 s, sent again twice, no error
@@ -156,7 +162,8 @@ static const struct kvt_ns_desc desc = {
 };
 
 enum { M_DOWNGRADE, M_TABLE, M_TAGS, M_MORE, M_MORE_SLOW, M_MORE_STALL, M_SLOW_READ,
-       M_POLL_STALL, M_POLL_WIDE, M_POLL_STOP, M_FWD_BATCH, M_FWD_BUSY, M_FRAME_BUSY };
+       M_POLL_STALL, M_POLL_WIDE, M_POLL_STOP, M_FWD_BATCH, M_FWD_BUSY, M_FRAME_BUSY,
+       M_HEAL_CUT };
 /* What a listener of the fake plays: the phase's member (F.mode), the
  * member that left (poll_wide), a plain member answering everything
  * (fwd_batch) */
@@ -191,6 +198,8 @@ static struct {
 	_Atomic uint64_t busy_ok_ns;            /* ... when the first was stored */
 	_Atomic unsigned busy_ok_refused;       /* ... busy_refused then */
 	_Atomic uint64_t busy_refused_ns;       /* ... when the last was refused */
+	_Atomic bool leave;          /* heal_cut: the member that leaves says so now */
+	_Atomic uint64_t left_ns;    /* ... when it first did */
 } F = { .lfd = -1, .lfd_left = -1 };
 
 /* Each connection on a thread of its own (the poll phases, fwd_batch). */
@@ -492,8 +501,12 @@ static void fk_serve(int fd, int role)
 			if (!fk_auth(fd, &f))
 				break;
 		} else if (f.op == PROTO_OP_STATS && role == ROLE_LEFT) {
+			bool left = F.mode != M_HEAL_CUT || atomic_load(&F.leave);
+			uint64_t zero = 0;
 			atomic_fetch_add(&F.left_asked, 1);
-			if (!fk_stats(fd, &f, true))
+			if (left)
+				atomic_compare_exchange_strong(&F.left_ns, &zero, tsrv_now_ns());
+			if (!fk_stats(fd, &f, left))
 				break;
 		} else if (f.op == PROTO_OP_STATS && fk_polls() && role == ROLE_MAIN) {
 			/* the poll's question, never answered: held until
@@ -524,7 +537,8 @@ static void fk_serve(int fd, int role)
 					break;
 				continue;
 			}
-			if (F.mode == M_SLOW_READ || F.mode == M_FWD_BATCH) {
+			if (F.mode == M_SLOW_READ || F.mode == M_FWD_BATCH ||
+			    F.mode == M_HEAL_CUT) {
 				/* the registration and the EXISTS answered (a
 				 * miss), the PUT read slowly (fwd_batch: for
 				 * BATCH_TRICKLE_MS, then closed) */
@@ -579,7 +593,7 @@ static void *fk_conn(void *arg)
 
 static bool fk_threaded(void)
 {
-	return fk_polls() || F.mode == M_FWD_BATCH;
+	return fk_polls() || F.mode == M_FWD_BATCH || F.mode == M_HEAL_CUT;
 }
 
 static void *fk_main(void *arg)
@@ -650,7 +664,7 @@ static void fake_start(int mode, char *tenants, const char *more)
 	char text[256];
 
 	F.mode = mode;
-	if (mode == M_SLOW_READ || mode == M_FWD_BATCH)
+	if (mode == M_SLOW_READ || mode == M_FWD_BATCH || mode == M_HEAL_CUT)
 		T_OK(setsockopt(F.lfd, SOL_SOCKET, SO_RCVBUF, &(int){ 65536 }, sizeof(int)));
 	T_OK(-pthread_create(&F.th, NULL, fk_main, NULL));
 	snprintf(tenants, 700, "%s/tenants", base);
@@ -1585,6 +1599,119 @@ static void phase_fwd_batch(void)
 	pod_stop(s, sub);
 }
 
+/* The first anchor from `from` whose top `copies` over names[0..n)
+ * (sorted here, as the members list them; weight 1) is, in any order, the
+ * members named by want[0..copies). */
+static uint64_t anchor_of(char (*names)[32], unsigned n, const char *const *want,
+			  unsigned copies, uint64_t from)
+{
+	struct placement_member pm[8];
+	struct placement *pl = NULL;
+	struct kvt_mem mem;
+	uint64_t a;
+
+	T_ASSERT(n <= 8 && copies <= 8);
+	qsort(names, n, sizeof(names[0]), name_cmp);
+	for (unsigned i = 0; i < n; i++)
+		pm[i] = (struct placement_member){ .name = names[i], .weight = 1 };
+	kvt_mem_init(&mem);
+	T_RC(placement_new(&pl, pm, n, &mem), 0);
+	for (a = from; a < 100000; a++) {
+		unsigned top[8], got = 0, k = placement_rank(pl, a, NULL, top, copies);
+		for (unsigned j = 0; j < k; j++)
+			for (unsigned w = 0; w < copies; w++)
+				got += strcmp(names[top[j]], want[w]) == 0;
+		if (k == copies && got == copies)
+			break;
+	}
+	placement_free(pl);
+	T_ASSERT(a < 100000);
+	return a;
+}
+
+/* A pass cut short by a list change (heal_cut in the header).  A static
+ * pod of four: s[0], s[1], the slow fake (slow_read's reader) and a
+ * second address of the fake that answers the poll "left" once told to,
+ * the members with --repair-grace HEAL_GRACE.  s[0] holds alice's 16 MiB
+ * block placed on itself and the slow fake (copies 2) and a 4 KiB one
+ * placed on the leaving member alone (copies 1), whose top over the list
+ * without it is s[1]: s[0]'s first pass sends the fake the 16 MiB
+ * (slowly) and the leaving member the 4 KiB.  Once the fake reads, the
+ * leaving member says so: s[1] must hold the 4 KiB block within
+ * HEAL_GRACE + CUT_SLACK_MS of the leave (the new list's pass, after its
+ * grace; the grace is this run's baseline: no healing comes sooner), the
+ * first pass cut short (it went on until the fake was given up, 7.2 s
+ * after it began reading, and the new list's pass waited for it). */
+#define CUT_SLACK_MS 3000  /* the poll's second, the pass, the copy */
+static void phase_heal_cut(void)
+{
+	char tenants[700], members[160], sub[2][600], names[4][32], slow[32], gone[32];
+	char s0[32], s1[32], three[3][32];
+	uint16_t fp = listen_tcp(&F.lfd), lp = listen_tcp(&F.lfd_left);
+	uint16_t port[2] = { listen_tcp(NULL), listen_tcp(NULL) };
+	const char *const more[] = { "--repair-grace", HEAL_GRACE, NULL };
+	struct tsrv s[2];
+	uint8_t ns[PROTO_DIGEST_LEN], ns2[PROTO_DIGEST_LEN];
+	uint64_t a_big, a_small, t0, ms, end, left, cut = 0;
+	struct kc c;
+
+	snprintf(s0, sizeof(s0), "127.0.0.1:%u", port[0]);
+	snprintf(s1, sizeof(s1), "127.0.0.1:%u", port[1]);
+	snprintf(slow, sizeof(slow), "127.0.0.1:%u", fp);
+	snprintf(gone, sizeof(gone), "127.0.0.1:%u", lp);
+	memcpy(names[0], s0, 32);
+	memcpy(names[1], s1, 32);
+	memcpy(names[2], slow, 32);
+	memcpy(names[3], gone, 32);
+	memcpy(three, names, sizeof(three));
+	a_big = anchor_of(names, 4, (const char *const[]){ s0, slow }, 2, 1);
+	/* the small one on the leaving member, and on s[1] once it is gone */
+	for (a_small = 1;; a_small++) {
+		a_small = anchor_of(names, 4, (const char *const[]){ gone }, 1, a_small);
+		if (anchor_of(three, 3, (const char *const[]){ s1 }, 1, a_small) == a_small)
+			break;
+	}
+	fake_start(M_HEAL_CUT, tenants, "root " SECRET_ROOT " admin\n");
+	members_of(members, sizeof(members), (const uint16_t[]){ port[0], port[1], fp, lp }, 4);
+	pod_start(s, sub, port, members, tenants, more);
+	fwd_flags = PROTO_IF_PLACED;
+	vlen = SLOW_VLEN;
+	fwd_anchor = a_big;
+	forward_put_key(&s[0], ns, "cut-big", 2);
+	vlen = VLEN;
+	fwd_anchor = a_small;
+	forward_put_key(&s[0], ns, "cut-small", 1);
+	fwd_anchor = 1;
+	fwd_flags = PROTO_IF_PLACED | PROTO_IF_FORWARD;
+	end = tsrv_now_ns() + 20000000000ull;
+	while (!atomic_load(&F.lie_ns) && tsrv_now_ns() < end)
+		tsrv_sleep_ms(10);
+	T_ASSERT(atomic_load(&F.lie_ns) != 0); /* the first pass sends the fake its copy */
+	atomic_store(&F.leave, true);
+	while (!atomic_load(&F.left_ns) && tsrv_now_ns() < end)
+		tsrv_sleep_ms(10);
+	left = atomic_load(&F.left_ns);
+	T_ASSERT(left != 0); /* s[0]'s poll (or s[1]'s) was told */
+	T_RC(kc_connect_unix(&c, s[1].sock), 0);
+	T_RC(kc_login(&c, "alice", SECRET_ALICE), 0);
+	T_RC(kc_register(&c, &desc, ns2, NULL, 0), KVT_OK);
+	T_ASSERT(memcmp(ns, ns2, sizeof(ns)) == 0);
+	t0 = left;
+	fwd_wait(&c, ns2, (const char *const[]){ "cut-small" }, 1, &t0, &ms);
+	kc_close(&c);
+	T_RC(kc_stat_once(0, s[0].sock, "root", SECRET_ROOT, "repair.cut", true, &cut), 0);
+	printf("heal_cut: a member left while a pass sent a slow member 16 MiB: the block the "
+	       "new list places on a healthy member there %" PRIu64 " ms after the leave "
+	       "(bound %s + %d); %" PRIu64 " pass(es) cut, the slow member given up: %s\n", ms,
+	       HEAL_GRACE, CUT_SLACK_MS, cut,
+	       log_says(s[0].log, "repair: lost a member") ? "yes" : "no");
+	T_ASSERT(ms != UINT64_MAX); /* (T_LE_INT would take it for -1) */
+	T_LE_INT(ms, atoi(HEAL_GRACE) + CUT_SLACK_MS);
+	T_GE_INT(cut, 1);
+	T_ASSERT(log_says(s[0].log, "repair pass cut short"));
+	pod_stop(s, sub);
+}
+
 /* A member named by a host whose nameserver does not answer: the shim's
  * getaddrinfo of DNS_HOST holds 10 s (shim_sync.c), the member runs with
  * --peer-connect-timeout DNS_CONNECT_MS.  A forward to it must be given
@@ -2097,6 +2224,7 @@ static const struct tsrv_phase phases[] = {
 	{ "fwd_busy_hol", phase_fwd_busy_hol },
 	{ "heal_busy", phase_heal_busy },
 	{ "frame_busy", phase_frame_busy },
+	{ "heal_cut", phase_heal_cut },
 };
 
 int main(int argc, char **argv)
