@@ -43,7 +43,9 @@
  * sends it as a pass does (EXISTS, then the copies that member lacks,
  * PLACED|REPAIR so that nobody forwards them again), neither paced by
  * --repair-rate nor throttled to one value per frame: these bytes are the
- * client's own put, moved off its wire.
+ * client's own put, moved off its wire.  A pass's copy a member refuses
+ * busy goes to that member's lane too (repair_heal_busy), and a pass is
+ * cut short when the member list changes under it ("A pass cut short").
  *
  * Threads: kvtd-repair (the passes) and its workers (a pass's members),
  * the forward lanes' (a member's forwards each, while any wait:
@@ -117,8 +119,8 @@ struct rent {
 #define REPAIR_SNAP_BYTES (sizeof(struct rent) + PROTO_COPIES_MAX * sizeof(uint16_t) + 1)
 
 /* A member's forward lane ("Forward lanes" below): the copies of
- * forwarded puts waiting for it, sent by a thread of its own while any
- * wait. */
+ * forwarded puts waiting for it (and a pass's copies it refused busy:
+ * repair_heal_busy), sent by a thread of its own while any wait. */
 struct rlane {
 	struct kvtd_repair *rp;
 	char addr[KVTD_MEMBER_ADDR_MAX + 1]; /* lock: the member (changed only idle) */
