@@ -793,7 +793,7 @@ static void repair_item(struct rpass *ps, struct rpeer *r, const struct rflight 
 	} else if (status == KVT_EBUSY && ps->busy) {
 		/* its reservation full: sent again (repair_lane_busy) */
 		ps->busy[fl->at[i]] = 1;
-	} else if (status == KVT_EBUSY && ps->batch) {
+	} else if (status == KVT_EBUSY && ps->batch && !ps->fwd) {
 		/* a pass's: sent again by the member's lane */
 		repair_heal_busy(ps, ps->m[r - ps->peers].addr, &ps->batch[fl->at[i]]);
 	} else if (status != KVT_EXISTS && status != -ECANCELED) {
