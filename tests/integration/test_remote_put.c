@@ -1020,6 +1020,7 @@ static struct kvt_store *pair_engine(struct tproxy *px, int s0, const char *name
 	b = tsrv_engine(paddr, (const char *[]){ "remote.put_local", "never",
 						 "remote.timeout_ms", timeout_ms,
 						 "remote.conns", "2", "remote.conns_max", "2",
+						 "remote.batch", "256",
 						 "remote.io_threads", lanes ? "2" : "1", NULL });
 	*nb = t_ns(b, name);
 	T_RC(put1(b, *nb, x, part, 1).status, KVT_OK); /* on the server only */
@@ -1051,6 +1052,19 @@ static int pair_remove_held(struct tproxy *px, int s0, struct kvt_queue *q, stru
 	}
 	T_ASSERT(sd >= 0);
 	return sd;
+}
+
+/* pair_remove_held, then the other connection let go: r held on its way
+ * on slot *sd; returns the other slot, open. */
+static int pair_remove_one_held(struct tproxy *px, int s0, struct kvt_queue *q,
+				struct kvt_req *r, int *sd)
+{
+	int so;
+
+	*sd = pair_remove_held(px, s0, q, r);
+	so = *sd == s0 ? s0 + 1 : s0;
+	atomic_fetch_and(&px->hold_up, ~(UINT64_C(1) << so));
+	return so;
 }
 
 /*
@@ -1198,7 +1212,7 @@ static void test_put_after_remove(struct tproxy *px, const char *addr, bool clea
 	const char *name = clear ? lanes ? "put-after-clear-lanes" : "put-after-clear"
 			   : lanes ? "put-after-delete-lanes"
 				   : "put-after-delete";
-	int s0 = atomic_load(&px->opened), sd, sp, k;
+	int s0 = atomic_load(&px->opened), sd, k;
 	uint64_t x = 990 + (clear ? 2u : 0u) + (lanes ? 1u : 0u), w0;
 	uint8_t *v = malloc(XLEN), *back = malloc(XLEN);
 	struct iovec part = { v, XLEN };
@@ -1217,9 +1231,7 @@ static void test_put_after_remove(struct tproxy *px, const char *addr, bool clea
 	/* The DELETE (CLEAR), held on its way. */
 	del = (struct kvt_req){ .op = clear ? KVT_OP_CLEAR : KVT_OP_DELETE, .ns = nb,
 				.key = t_key(x) };
-	sd = pair_remove_held(px, s0, qd, &del);
-	sp = sd == s0 ? s0 + 1 : s0;
-	atomic_fetch_and(&px->hold_up, ~(UINT64_C(1) << sp));
+	pair_remove_one_held(px, s0, qd, &del, &sd);
 	/* X again, new bytes: the other connection is open. */
 	t_fill(v, XLEN, x + 1);
 	put = (struct kvt_req){ .op = KVT_OP_PUT, .ns = nb, .key = t_key(x), .iov = &part,
@@ -1279,8 +1291,7 @@ static void test_put_after_failed_remove(struct tproxy *px)
 	T_OK(kvt_queue_create(b, &qp));
 	w0 = t_stat(b, "remote.put_waits");
 	del = (struct kvt_req){ .op = KVT_OP_DELETE, .ns = nb, .key = t_key(x) };
-	sd = pair_remove_held(px, s0, qd, &del);
-	atomic_fetch_and(&px->hold_up, ~(UINT64_C(1) << (sd == s0 ? s0 + 1 : s0)));
+	pair_remove_one_held(px, s0, qd, &del, &sd);
 	t_fill(v, XLEN, x + 1);
 	put = (struct kvt_req){ .op = KVT_OP_PUT, .ns = nb, .key = t_key(x), .iov = &part,
 				.iov_count = 1 };
@@ -1329,7 +1340,7 @@ static void test_get_after_remove(struct tproxy *px, const char *addr, bool clea
 	enum { XLEN = 4096 };
 	const char *name = clear ? "get-after-clear" : lanes ? "get-after-delete-lanes"
 							     : "get-after-delete";
-	int s0 = atomic_load(&px->opened), sd, sg;
+	int s0 = atomic_load(&px->opened), sd;
 	uint64_t x = 2990 + (clear ? 2u : 0u) + (lanes ? 1u : 0u), r0;
 	uint8_t *v = malloc(XLEN), *back = malloc(XLEN);
 	struct iovec part = { v, XLEN };
@@ -1353,9 +1364,7 @@ static void test_get_after_remove(struct tproxy *px, const char *addr, bool clea
 
 	key = t_key(x);
 	del = (struct kvt_req){ .op = clear ? KVT_OP_CLEAR : KVT_OP_DELETE, .ns = nb, .key = key };
-	sd = pair_remove_held(px, s0, qd, &del);
-	sg = sd == s0 ? s0 + 1 : s0;
-	atomic_fetch_and(&px->hold_up, ~(UINT64_C(1) << sg));
+	pair_remove_one_held(px, s0, qd, &del, &sd);
 	{
 		struct kvt_req g = get_into(b, nb, x, back, XLEN);
 		fprintf(stderr, "%s: a get of X while the %s is on its way: %s (tier %d)\n", name,
@@ -1551,6 +1560,66 @@ static void test_put_wait_deadline(struct tproxy *px, const char *addr)
 	free(v0);
 }
 
+/*
+ * The order indexes shrink as they empty (remote44): a DELETE of X held
+ * on its way on one connection, then 255 DELETEs of keys not on the
+ * server in one submission (one frame on the other connection, its
+ * answer held): 256 open, the index of open deletes grown to 256 chains
+ * (remote.order_index_bytes 2 KiB).  Once the 255 are answered, X's
+ * DELETE still out, it is back to its 16 chains inside the store (0
+ * bytes); until remote44 it kept its 2 KiB until every delete was
+ * answered, a burst's largest table for as long as one delete stayed
+ * out.  Then X's answer: 0 too.
+ */
+static void test_index_shrink(struct tproxy *px)
+{
+	enum { XLEN = 4096, N = 256 };
+	int s0 = atomic_load(&px->opened), sd, so;
+	uint64_t x = 4990, peak, after;
+	uint8_t *v = malloc(XLEN);
+	struct iovec part = { v, XLEN };
+	struct kvt_req *dels = calloc(N, sizeof(*dels));
+	struct kvt_queue *qd, *qo;
+	struct kvt_store *b;
+	uint32_t nb;
+
+	T_ASSERT(v && dels);
+	t_fill(v, XLEN, x);
+	b = pair_engine(px, s0, "index-shrink", "30000", false, x, &part, NULL, &nb);
+	T_EQ_U64(t_stat(b, "remote.order_index_bytes"), 0);
+	T_OK(kvt_queue_create(b, &qd));
+	T_OK(kvt_queue_create(b, &qo));
+	dels[0] = (struct kvt_req){ .op = KVT_OP_DELETE, .ns = nb, .key = t_key(x) };
+	so = pair_remove_one_held(px, s0, qd, &dels[0], &sd);
+	atomic_fetch_or(&px->hold_down, UINT64_C(1) << so);
+	for (int i = 1; i < N; i++)
+		dels[i] = (struct kvt_req){ .op = KVT_OP_DELETE, .ns = nb,
+					    .key = t_key(x + 1000 + (uint64_t)i) };
+	t_submit_all(qo, dels + 1, N - 1);
+	for (int i = 0; i < 500 && tproxy_queued(px, so, false) == 0; i++)
+		tsrv_sleep_ms(10);
+	peak = t_stat(b, "remote.order_index_bytes");
+	atomic_fetch_and(&px->hold_down, ~(UINT64_C(1) << so));
+	t_wait_all(qo, N - 1);
+	after = t_stat(b, "remote.order_index_bytes");
+	fprintf(stderr, "index-shrink: %d deletes out: %" PRIu64 " bytes of index; 1 out: %" PRIu64
+		"\n", N, peak, after);
+	T_EQ_U64(peak, N * sizeof(void *));
+	T_EQ_U64(after, 0); /* before: 2048, until the last answer */
+	T_EQ_INT(kvt_queue_wait(qd, &(struct kvt_req *){ NULL }, 1, 0), 0); /* X's: still out */
+	atomic_fetch_and(&px->hold_up, ~(UINT64_C(1) << sd));
+	t_wait_all(qd, 1);
+	T_RC(dels[0].status, KVT_OK);
+	for (int i = 1; i < N; i++)
+		T_RC(dels[i].status, KVT_MISS);
+	T_EQ_U64(t_stat(b, "remote.order_index_bytes"), 0);
+	T_OK(kvt_queue_destroy(qo));
+	T_OK(kvt_queue_destroy(qd));
+	kvt_store_destroy(b);
+	free(dels);
+	free(v);
+}
+
 int main(int argc, char **argv)
 {
 	struct tsrv srv;
@@ -1592,6 +1661,7 @@ int main(int argc, char **argv)
 	test_get_after_remove(&px, addr, false, true);
 	test_put_wait_deadline(&px, addr);
 	test_many_removes(&px);
+	test_index_shrink(&px);
 	tproxy_stop(&px);
 	test_mixed(addr, "off");
 	test_mixed(addr, "on");
