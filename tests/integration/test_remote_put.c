@@ -1620,6 +1620,111 @@ static void test_index_shrink(struct tproxy *px)
 	free(v);
 }
 
+/*
+ * A put behind a DELETE held behind a put that itself waits (remote44):
+ * D1 (DELETE of X) held on its way on one connection; P0 (X put again)
+ * waits for it; D2 (DELETE of X) is held behind P0; P (X again) waits
+ * for both.  T = remote.timeout_ms.  D1 reaches the server at 0.3 T,
+ * its answer let go at 0.9 T; P0 then goes out, held on its way until
+ * 1.6 T, its answer until 1.7 T; what goes up then is held until 2.3 T.
+ * D2 was held until P0's answer at 1.7 T, then on its way until 2.3 T,
+ * each within its own timeout (frames: T from their send), and P
+ * failed -ETIMEDOUT at 2 T from its submission, never sent: the 2 T a
+ * put waits for a DELETE (one T held, one T on its way) did not hold for
+ * a DELETE held behind a put that waited 2 T itself.  Now a DELETE is
+ * held at most T from its own submission, then fails -ETIMEDOUT, never
+ * sent (remote.timeouts): D2 fails at T, P goes out after D1's answer
+ * and D2's failure, and X is read back.
+ */
+/* Both of pair_engine's slots: up held and down let go (up), or the
+ * other way. */
+static void pair_phase(struct tproxy *px, int s0, bool up)
+{
+	atomic_fetch_or(up ? &px->hold_up : &px->hold_down, UINT64_C(3) << s0);
+	atomic_fetch_and(up ? &px->hold_down : &px->hold_up, ~(UINT64_C(3) << s0));
+}
+
+static void test_put_wait_chain(struct tproxy *px, const char *addr)
+{
+	enum { XLEN = 4096, T_MS = 1000 };
+	const char *name = "put-wait-chain";
+	int s0 = atomic_load(&px->opened), sd;
+	uint64_t x = 5990, h0, w0, to0, t0;
+	uint8_t *v = malloc(XLEN), *back = malloc(XLEN);
+	struct iovec part = { v, XLEN };
+	struct kvt_req d1, p0, d2, p;
+	struct kvt_queue *q;
+	struct kvt_store *b;
+	uint32_t nb;
+	char tms[16];
+
+	T_ASSERT(v && back);
+	snprintf(tms, sizeof(tms), "%u", (unsigned)T_MS);
+	t_fill(v, XLEN, x);
+	b = pair_engine(px, s0, name, tms, false, x, &part, NULL, &nb);
+	T_OK(kvt_queue_create(b, &q));
+	h0 = t_stat(b, "remote.removes_held");
+	w0 = t_stat(b, "remote.put_waits");
+	to0 = t_stat(b, "remote.timeouts");
+	d1 = (struct kvt_req){ .op = KVT_OP_DELETE, .ns = nb, .key = t_key(x) };
+	d2 = d1;
+	p0 = (struct kvt_req){ .op = KVT_OP_PUT, .ns = nb, .key = t_key(x), .iov = &part,
+			       .iov_count = 1 };
+	p = p0;
+	t0 = t_now_ms();
+	pair_remove_one_held(px, s0, q, &d1, &sd);
+	t_submit_all(q, &p0, 1);
+	t_submit_all(q, &d2, 1);
+	t_submit_all(q, &p, 1);
+	T_EQ_U64(t_stat(b, "remote.removes_held") - h0, 1);
+	for (int i = 0; i < 100 && t_stat(b, "remote.put_waits") - w0 < 2; i++)
+		tsrv_sleep_ms(5);
+	T_EQ_U64(t_stat(b, "remote.put_waits") - w0, 2);
+	/* 0.3 T: D1 reaches the server, its answer waits. */
+	tsrv_sleep_ms((long)T_MS * 3 / 10 - (long)(t_now_ms() - t0));
+	atomic_fetch_or(&px->hold_down, UINT64_C(3) << s0);
+	atomic_fetch_and(&px->hold_up, ~(UINT64_C(1) << sd));
+	for (int i = 0; i < 100 && tproxy_queued(px, sd, false) == 0; i++)
+		tsrv_sleep_ms(5);
+	T_ASSERT(tproxy_queued(px, sd, false) > 0);
+	/* 0.9 T: D1 answered; what goes up (P0) waits. */
+	tsrv_sleep_ms((long)T_MS * 9 / 10 - (long)(t_now_ms() - t0));
+	pair_phase(px, s0, true);
+	/* 1.6 T: P0 (and P, let go) reach the server, their answers wait. */
+	tsrv_sleep_ms((long)T_MS * 16 / 10 - (long)(t_now_ms() - t0));
+	pair_phase(px, s0, false);
+	for (int i = 0; i < 50 && tproxy_queued(px, s0, false) == 0 &&
+			tproxy_queued(px, s0 + 1, false) == 0;
+	     i++)
+		tsrv_sleep_ms(2);
+	/* 1.7 T: answered; what goes up (D2, before) waits. */
+	tsrv_sleep_ms((long)T_MS * 17 / 10 - (long)(t_now_ms() - t0));
+	pair_phase(px, s0, true);
+	/* 2.3 T: all goes on. */
+	tsrv_sleep_ms((long)T_MS * 23 / 10 - (long)(t_now_ms() - t0));
+	atomic_fetch_and(&px->hold_up, ~(UINT64_C(3) << s0));
+	t_wait_all(q, 4);
+	fprintf(stderr, "%s: D1 %s, P0 %s, D2 %s, P %s after %" PRIu64 " ms\n", name,
+		kvt_strerror(d1.status), kvt_strerror(p0.status), kvt_strerror(d2.status),
+		kvt_strerror(p.status), t_now_ms() - t0);
+	T_RC(d1.status, KVT_OK);
+	T_RC(p0.status, KVT_OK);
+	T_ASSERT(p.status == KVT_OK || p.status == KVT_EXISTS); /* before: -ETIMEDOUT */
+	T_RC(d2.status, -ETIMEDOUT); /* held past T: never sent */
+	T_EQ_U64(t_stat(b, "remote.timeouts") - to0, 1);
+	{
+		struct kvt_store *c = engine(addr, "always", "5000");
+		struct kvt_req g = get_into(c, t_ns(c, name), x, back, XLEN);
+		T_RC(g.status, KVT_OK);
+		T_EQ_MEM(back, v, XLEN);
+		kvt_store_destroy(c);
+	}
+	T_OK(kvt_queue_destroy(q));
+	kvt_store_destroy(b);
+	free(back);
+	free(v);
+}
+
 int main(int argc, char **argv)
 {
 	struct tsrv srv;
@@ -1662,6 +1767,7 @@ int main(int argc, char **argv)
 	test_put_wait_deadline(&px, addr);
 	test_many_removes(&px);
 	test_index_shrink(&px);
+	test_put_wait_chain(&px, addr);
 	tproxy_stop(&px);
 	test_mixed(addr, "off");
 	test_mixed(addr, "on");

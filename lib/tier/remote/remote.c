@@ -339,7 +339,9 @@ struct remote {
 	 * delete, and every later get hit the deleted block in DRAM. */
 	pthread_mutex_t put_lock;
 	struct rop *open_head, *open_tail;
-	struct rop *held;
+	/* Held deletes and clears, oldest first: their hold deadlines rise
+	 * along it (held_expire looks at the first). */
+	struct rop *held, *held_tail;
 	struct rop *answered;
 	/* The deletes and clears not yet answered, oldest first (ropen), and
 	 * the puts waiting for one of them (wait_remove): a PUT of the key
@@ -2221,8 +2223,42 @@ static void dispatch(struct remote *rm, uint64_t now, uint64_t *next_timer)
  * The thread
  */
 
+/*
+ * The head's thread: the deletes and clears held past their deadline
+ * (rop_submit_after_puts) fail -ETIMEDOUT, never sent; the puts waiting
+ * for them go (a DELETE that failed lets them go, remove_hold).  Held
+ * oldest first, all with remote.timeout_ms: the first is the next due.
+ */
+static void held_expire(struct remote *rm, uint64_t now, uint64_t *next)
+{
+	struct rop *due = NULL, **tail = &due;
+	if (rm->head != rm)
+		return;
+	pthread_mutex_lock(&rm->put_lock);
+	while (rm->held && now >= rm->held->deadline) {
+		struct rop *d = rm->held;
+		rm->held = d->next;
+		d->next = NULL;
+		*tail = d;
+		tail = &d->next;
+	}
+	if (!rm->held)
+		rm->held_tail = NULL;
+	else if (rm->held->deadline < *next)
+		*next = rm->held->deadline;
+	pthread_mutex_unlock(&rm->put_lock);
+	while (due) {
+		struct rop *d = due;
+		due = d->next;
+		d->next = NULL;
+		A(rm->c_timeouts);
+		rop_done(rm, d, -ETIMEDOUT, NULL, NULL);
+	}
+}
+
 static void timers(struct remote *rm, uint64_t now, uint64_t *next)
 {
+	held_expire(rm, now, next);
 	for (unsigned i = 0; i < rm->conns_used; i++) {
 		struct rconn *c = &rm->conns[i];
 		if (c->state == C_DOWN) {
@@ -2749,9 +2785,8 @@ static bool promo_open_late(struct remote *head, struct rop *op)
  * put) or complete (a promotion).  No lock held. */
 static void put_close(struct remote *head, struct rop *op)
 {
-	struct rop *go = NULL, *done = NULL, **pp;
+	struct rop *go = NULL, *done = NULL, **pp, **go_tail = &go, *last = NULL;
 	int kind = op->kind;
-	struct rop **to = kind == RK_PUT ? &go : &done;
 	pthread_mutex_lock(&head->put_lock);
 	if (op->o_prev)
 		op->o_prev->o_next = op->o_next;
@@ -2767,16 +2802,26 @@ static void put_close(struct remote *head, struct rop *op)
 		op->wait_remove = false;
 		head->puts_waiting--;
 	}
+	/* Those it lets go: held ones sent oldest first. */
 	for (pp = kind == RK_PUT ? &head->held : &head->answered; *pp;) {
 		struct rop *d = *pp;
 		if (put_precedes(op, d) && !put_pending_for(head, d, kind)) {
 			*pp = d->next;
-			d->next = *to;
-			*to = d;
+			if (kind == RK_PUT) {
+				d->next = NULL;
+				*go_tail = d;
+				go_tail = &d->next;
+			} else {
+				d->next = done;
+				done = d;
+			}
 		} else {
+			last = d;
 			pp = &d->next;
 		}
 	}
+	if (kind == RK_PUT)
+		head->held_tail = last;
 	pthread_mutex_unlock(&head->put_lock);
 	while (go) {
 		struct rop *d = go;
@@ -2800,15 +2845,30 @@ static void put_close(struct remote *head, struct rop *op)
 	}
 }
 
-/* A delete or clear: at once, or held until the puts before it of its key
- * (namespace) are answered.  0 (the callback will come) or < 0. */
+/*
+ * A delete or clear: at once, or held until the puts before it of its key
+ * (namespace) are answered, at most remote.timeout_ms from its submission
+ * (held_expire: then it fails -ETIMEDOUT, never sent), so that it is
+ * answered or failed within 2x remote.timeout_ms of its submission -- the
+ * wait a later put of its key is given (rop_submit), from the put's own
+ * submission.  Before remote44 it was held as long as the put before it
+ * took, and that put, itself waiting for an earlier DELETE (D1, P0, D2,
+ * P), had 2x: the put P after it failed -ETIMEDOUT at its 2x, never
+ * sent, while D2 still waited (test_remote_put put_wait_chain).  0 (the
+ * callback will come) or < 0.
+ */
 static int rop_submit_after_puts(struct remote *head, struct rop *op)
 {
 	pthread_mutex_lock(&head->put_lock);
 	remove_open_locked(head, op);
 	if (put_pending_for(head, op, RK_PUT)) {
-		op->next = head->held;
-		head->held = op;
+		op->deadline = kvt_now_ns() + (uint64_t)head->cfg.timeout_ms * 1000000u;
+		op->next = NULL;
+		if (head->held_tail)
+			head->held_tail->next = op;
+		else
+			head->held = op;
+		head->held_tail = op;
 		pthread_mutex_unlock(&head->put_lock);
 		A(head->c_removes_held);
 		return 0;
