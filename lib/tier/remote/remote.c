@@ -2232,7 +2232,10 @@ static void dispatch(struct remote *rm, uint64_t now, uint64_t *next_timer)
 static void held_expire(struct remote *rm, uint64_t now, uint64_t *next)
 {
 	struct rop *due = NULL, **tail = &due;
-	if (rm->head != rm)
+	/* A held one is open (removes_open), on the head only: the other
+	 * lanes' threads look at their count, never at rm->head (set after
+	 * they start). */
+	if (atomic_load_explicit(&rm->removes_open, memory_order_acquire) == 0)
 		return;
 	pthread_mutex_lock(&rm->put_lock);
 	while (rm->held && now >= rm->held->deadline) {
