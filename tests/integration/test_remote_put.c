@@ -157,6 +157,20 @@ static struct kvt_req put1(struct kvt_store *s, uint32_t ns, uint64_t id,
 					   .iov = parts, .iov_count = n });
 }
 
+/* A cold engine (a fresh store, local copies kept) reads X of the
+ * namespace name from the server at addr: a hit with v's len bytes
+ * (back: len bytes of the caller's). */
+static void cold_get_is(const char *addr, const char *name, uint64_t x, uint8_t *back,
+			const uint8_t *v, size_t len)
+{
+	struct kvt_store *c = engine(addr, "always", "5000");
+	struct kvt_req g = get_into(c, t_ns(c, name), x, back, len);
+	fprintf(stderr, "%s: a cold get of X: %s\n", name, kvt_strerror(g.status));
+	T_RC(g.status, KVT_OK);
+	T_EQ_MEM(back, v, len);
+	kvt_store_destroy(c);
+}
+
 static void test_exact(const char *addr)
 {
 	enum { NP = 100, PLEN = 512 };
@@ -987,15 +1001,7 @@ static void test_delete_then_put(struct tsrv *srv, const char *addr, bool clear)
 	 * when its I/O thread took both in one pass (about half the runs),
 	 * and the server stored the PUT before a CLEAR's walk, which then
 	 * removed it (most runs). */
-	{
-		struct kvt_store *c = engine(addr, "always", "5000");
-		uint32_t nc = t_ns(c, name);
-		struct kvt_req g = get_into(c, nc, x, back, XLEN);
-		fprintf(stderr, "%s: a cold get of X: %s\n", name, kvt_strerror(g.status));
-		T_RC(g.status, KVT_OK);
-		T_EQ_MEM(back, v, XLEN);
-		kvt_store_destroy(c);
-	}
+	cold_get_is(addr, name, x, back, v, XLEN);
 	T_OK(kvt_queue_destroy(q));
 	kvt_store_destroy(b);
 	free(back);
@@ -1247,15 +1253,7 @@ static void test_put_after_remove(struct tproxy *px, const char *addr, bool clea
 		t_wait_all(qp, 1);
 	T_RC(del.status, KVT_OK);
 	T_RC(put.status, KVT_OK);
-	{
-		struct kvt_store *c = engine(addr, "always", "5000");
-		uint32_t nc = t_ns(c, name);
-		struct kvt_req g = get_into(c, nc, x, back, XLEN);
-		fprintf(stderr, "%s: a cold get of X: %s\n", name, kvt_strerror(g.status));
-		T_RC(g.status, KVT_OK); /* before: KVT_MISS */
-		T_EQ_MEM(back, v, XLEN);
-		kvt_store_destroy(c);
-	}
+	cold_get_is(addr, name, x, back, v, XLEN); /* before: KVT_MISS */
 	T_EQ_INT(k, 0); /* the put waited for the answer */
 	T_EQ_U64(t_stat(b, "remote.put_waits") - w0, 1);
 	T_OK(kvt_queue_destroy(qp));
@@ -1544,13 +1542,7 @@ static void test_put_wait_deadline(struct tproxy *px, const char *addr)
 		kvt_strerror(del.status), kvt_strerror(put.status), t_now_ms() - t0);
 	T_RC(del.status, KVT_OK);
 	T_RC(put.status, KVT_OK); /* before: -ETIMEDOUT at T, never sent */
-	{
-		struct kvt_store *c = engine(addr, "always", "5000");
-		struct kvt_req g = get_into(c, t_ns(c, name), x, back, XLEN);
-		T_RC(g.status, KVT_OK);
-		T_EQ_MEM(back, v, XLEN);
-		kvt_store_destroy(c);
-	}
+	cold_get_is(addr, name, x, back, v, XLEN);
 	T_OK(kvt_queue_destroy(qp));
 	T_OK(kvt_queue_destroy(qd));
 	T_OK(kvt_queue_destroy(q0));
@@ -1712,13 +1704,7 @@ static void test_put_wait_chain(struct tproxy *px, const char *addr)
 	T_ASSERT(p.status == KVT_OK || p.status == KVT_EXISTS); /* before: -ETIMEDOUT */
 	T_RC(d2.status, -ETIMEDOUT); /* held past T: never sent */
 	T_EQ_U64(t_stat(b, "remote.timeouts") - to0, 1);
-	{
-		struct kvt_store *c = engine(addr, "always", "5000");
-		struct kvt_req g = get_into(c, t_ns(c, name), x, back, XLEN);
-		T_RC(g.status, KVT_OK);
-		T_EQ_MEM(back, v, XLEN);
-		kvt_store_destroy(c);
-	}
+	cold_get_is(addr, name, x, back, v, XLEN);
 	T_OK(kvt_queue_destroy(q));
 	kvt_store_destroy(b);
 	free(back);
