@@ -36,34 +36,11 @@
 #include <time.h>
 
 #include "kvtier.h"
+#include "oneoff.h"
 
 #define VLEN (16u << 10)
 #define BIG (256u << 10)
 #define PHASE_NS 3000000000ull /* at most 3 s of deletes a phase */
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static struct kvt_key key_of(uint64_t i, uint64_t salt)
-{
-	struct kvt_key k = { .len = 32 };
-	for (int j = 0; j < 4; j++) {
-		uint64_t x = (i + 1) * 0x9e3779b97f4a7c15ull ^
-			     (salt + (uint64_t)j) * 0xbf58476d1ce4e5b9ull;
-		memcpy(k.bytes + 8 * j, &x, 8);
-	}
-	return k;
-}
-
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-	return x < y ? -1 : x > y;
-}
 
 struct putter {
 	struct kvt_store *s;

@@ -1,25 +1,33 @@
 /*
- * open_delete_cost.c - what a LOOKUP (and a GET) costs the remote tier's
- * client while many DELETEs are out and not yet answered (the "open
- * deletes": remote.c remove_prefix, remove_shadows).  Not built by meson:
- * a one-off measurement kept with its figures (bench/RESULTS.md,
- * lookup43); built against each tree compared.
+ * open_delete_cost.c - what a LOOKUP, a GET and a DELETE cost the remote
+ * tier's client while many DELETEs (and PUTs) are out and not yet
+ * answered (the "open deletes": remote.c remove_prefix, remove_shadows;
+ * the open puts: put_pending_for).  Not built by meson: a one-off
+ * measurement kept with its figures (bench/RESULTS.md, lookup43,
+ * remote44); built against each tree compared.
  *
  * One store over a running kvtierd (ADDR, its process PID),
  * remote.put_local=never: one put (the connection up, the namespace
- * registered), then the server is stopped (SIGSTOP) and DELETES deletes
- * of distinct keys are submitted: none is answered, all stay open.  Then
+ * registered), then the server is stopped (SIGSTOP), PUTS puts of
+ * distinct 4 KiB values (optional, since remote44: sent up to the
+ * window, the rest waiting in the library; all open) and DELETES deletes
+ * of other keys are submitted: none is answered, all stay open.  Then
  * ROUNDS times: one LOOKUP of KEYS other keys (none deleted: each is
- * tested against the open deletes) and KEYS EXISTS of those keys, each
- * kvt_submit timed (the membership tests run on the submitting thread,
- * under the head's put_lock).  The server is let go (SIGCONT) and every
- * request waited for.  Prints the median and the worst of the rounds.
- * Exits 1 if a submission fails or a delete is neither KVT_OK nor KVT_MISS.
+ * tested against the open deletes), KEYS EXISTS of those keys, and
+ * (since remote44) KEYS DELETEs of yet other keys (each tested against
+ * the open puts: is one of its key before it?), each kvt_submit timed
+ * (these tests run on the submitting thread, under the head's
+ * put_lock).  The server is let go (SIGCONT) and every request waited
+ * for.  Prints the median and the worst of the rounds, and the heap the
+ * tables that order deletes against puts hold with all of it out and once
+ * answered (remote.order_index_bytes, since remote44).  Exits 1 if a
+ * submission fails, a delete is neither KVT_OK nor KVT_MISS, or a put
+ * not KVT_OK.
  *
  *   cc -O2 -Iinclude -Ibuild-release bench/open_delete_cost.c -Lbuild-release -lkvtier \
  *      -Wl,-rpath,$PWD/build-release -o /tmp/open_delete_cost
  *   build-release/daemon/kvtierd --dir D --listen 127.0.0.1:P --dram 64M --ssd 0 &
- *   /tmp/open_delete_cost 127.0.0.1:P $! 16384 1024 5
+ *   /tmp/open_delete_cost 127.0.0.1:P $! 16384 1024 5 [PUTS]
  */
 #include <signal.h>
 #include <stdint.h>
@@ -30,32 +38,9 @@
 #include <time.h>
 
 #include "kvtier.h"
+#include "oneoff.h"
 
 #define MAXR 64
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static struct kvt_key key_of(uint64_t i, uint64_t salt)
-{
-	struct kvt_key k = { .len = 32 };
-	for (int j = 0; j < 4; j++) {
-		uint64_t x = (i + 1) * 0x9e3779b97f4a7c15ull ^
-			     (salt + (uint64_t)j) * 0xbf58476d1ce4e5b9ull;
-		memcpy(k.bytes + 8 * j, &x, 8);
-	}
-	return k;
-}
-
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-	return x < y ? -1 : x > y;
-}
 
 static int submit(struct kvt_queue *q, struct kvt_req *r, struct kvt_req **ptrs, uint32_t n)
 {
@@ -70,35 +55,58 @@ static int submit(struct kvt_queue *q, struct kvt_req *r, struct kvt_req **ptrs,
 	return 0;
 }
 
+/* remote.order_index_bytes (since remote44; "-" before: UINT64_MAX). */
+static void index_stat(void *ctx, const char *name, uint64_t value, const char *str)
+{
+	(void)str;
+	if (strcmp(name, "remote.order_index_bytes") == 0)
+		*(uint64_t *)ctx = value;
+}
+
+static void index_print(struct kvt_store *s, const char *when)
+{
+	uint64_t b = UINT64_MAX;
+	kvt_store_stats(s, index_stat, &b);
+	if (b == UINT64_MAX)
+		printf("order index %s: -\n", when);
+	else
+		printf("order index %s: %llu bytes\n", when, (unsigned long long)b);
+}
+
 int main(int argc, char **argv)
 {
 	struct kvt_ns_desc d = { .model = "open-delete-cost", .dtype = "bf16", .layout = "raw",
 				 .block_tokens = 16, .tp_size = 1, .pp_size = 1 };
 	static uint8_t v[4096];
-	uint64_t t_lookup[MAXR], t_gets[MAXR];
+	static struct iovec vio = { v, sizeof(v) };
+	uint64_t t_lookup[MAXR], t_gets[MAXR], t_dels[MAXR];
 	struct kvt_store *s;
 	struct kvt_queue *q;
-	struct kvt_req *dels, *gets, lookups[MAXR], **ptrs, **done;
+	struct kvt_req *dels, *gets, *rdels, *wput, lookups[MAXR], **ptrs, **done;
 	struct kvt_key *keys, k0 = key_of(0, 99);
-	uint32_t nd, nk, ns, total;
+	uint32_t nd, nk, np, ns, total;
 	int rounds, bad = 0;
 	pid_t pid;
 
 	if (argc < 6)
-		return fprintf(stderr, "usage: open_delete_cost ADDR PID DELETES KEYS ROUNDS\n"), 2;
+		return fprintf(stderr,
+			       "usage: open_delete_cost ADDR PID DELETES KEYS ROUNDS [PUTS]\n"), 2;
 	pid = (pid_t)atoi(argv[2]);
 	nd = (uint32_t)strtoul(argv[3], NULL, 0);
 	nk = (uint32_t)strtoul(argv[4], NULL, 0);
 	rounds = atoi(argv[5]);
+	np = argc > 6 ? (uint32_t)strtoul(argv[6], NULL, 0) : 0;
 	if (rounds < 1 || rounds > MAXR || nk == 0)
 		return fprintf(stderr, "ROUNDS 1..%d, KEYS > 0\n", MAXR), 2;
-	total = nd + (uint32_t)rounds * (nk + 1);
+	total = np + nd + (uint32_t)rounds * (2 * nk + 1);
 	dels = calloc(nd ? nd : 1, sizeof(*dels));
+	wput = calloc(np ? np : 1, sizeof(*wput));
 	gets = calloc((size_t)rounds * nk, sizeof(*gets));
+	rdels = calloc((size_t)rounds * nk, sizeof(*rdels));
 	keys = calloc(nk, sizeof(*keys));
 	ptrs = calloc(total, sizeof(*ptrs));
 	done = calloc(total, sizeof(*done));
-	if (!dels || !gets || !keys || !ptrs || !done)
+	if (!dels || !wput || !gets || !rdels || !keys || !ptrs || !done)
 		return 1;
 	if (kvt_store_create(&s) < 0 || kvt_store_set_option(s, "dram.capacity", "64M") < 0 ||
 	    kvt_store_set_option(s, "remote.addr", argv[1]) < 0 ||
@@ -110,6 +118,11 @@ int main(int argc, char **argv)
 		return fprintf(stderr, "setup failed\n"), 1;
 	if (kill(pid, SIGSTOP) < 0)
 		return perror("SIGSTOP"), 1;
+	for (uint32_t i = 0; i < np; i++)
+		wput[i] = (struct kvt_req){ .op = KVT_OP_PUT, .ns = ns, .key = key_of(i, 3),
+					    .iov = &vio, .iov_count = 1 };
+	if (submit(q, wput, ptrs, np) < 0)
+		return fprintf(stderr, "put submit failed\n"), 1;
 	for (uint32_t i = 0; i < nd; i++)
 		dels[i] = (struct kvt_req){ .op = KVT_OP_DELETE, .ns = ns, .key = key_of(i, 1) };
 	if (submit(q, dels, ptrs, nd) < 0)
@@ -131,7 +144,16 @@ int main(int argc, char **argv)
 		if (submit(q, g, ptrs, nk) < 0)
 			return fprintf(stderr, "exists submit failed\n"), 1;
 		t_gets[r] = now_ns() - t0;
+		g = rdels + (size_t)r * nk;
+		for (uint32_t i = 0; i < nk; i++)
+			g[i] = (struct kvt_req){ .op = KVT_OP_DELETE, .ns = ns,
+						 .key = key_of(i, 4 + (uint64_t)r) };
+		t0 = now_ns();
+		if (submit(q, g, ptrs, nk) < 0)
+			return fprintf(stderr, "delete submit failed\n"), 1;
+		t_dels[r] = now_ns() - t0;
 	}
+	index_print(s, "with all out");
 	kill(pid, SIGCONT);
 	for (uint32_t got = 0; got < total;) {
 		int n = kvt_queue_wait(q, done, total - got, 120000);
@@ -141,12 +163,20 @@ int main(int argc, char **argv)
 	}
 	for (uint32_t i = 0; i < nd; i++)
 		bad += dels[i].status != KVT_OK && dels[i].status != KVT_MISS;
+	for (size_t i = 0; i < (size_t)rounds * nk; i++)
+		bad += rdels[i].status != KVT_OK && rdels[i].status != KVT_MISS;
+	for (uint32_t i = 0; i < np; i++)
+		bad += wput[i].status != KVT_OK;
+	index_print(s, "once answered");
 	qsort(t_lookup, (size_t)rounds, sizeof(uint64_t), cmp_u64);
 	qsort(t_gets, (size_t)rounds, sizeof(uint64_t), cmp_u64);
-	printf("open deletes %u, keys %u, rounds %d: lookup submit median %.3f ms max %.3f ms; "
-	       "%u exists submit median %.3f ms max %.3f ms; deletes failed %d\n",
-	       nd, nk, rounds, t_lookup[rounds / 2] / 1e6, t_lookup[rounds - 1] / 1e6, nk,
-	       t_gets[rounds / 2] / 1e6, t_gets[rounds - 1] / 1e6, bad);
+	qsort(t_dels, (size_t)rounds, sizeof(uint64_t), cmp_u64);
+	printf("open puts %u, open deletes %u, keys %u, rounds %d: lookup submit median %.3f ms "
+	       "max %.3f ms; %u exists submit median %.3f ms max %.3f ms; %u deletes submit "
+	       "median %.3f ms max %.3f ms; failed %d\n",
+	       np, nd, nk, rounds, t_lookup[rounds / 2] / 1e6, t_lookup[rounds - 1] / 1e6, nk,
+	       t_gets[rounds / 2] / 1e6, t_gets[rounds - 1] / 1e6, nk, t_dels[rounds / 2] / 1e6,
+	       t_dels[rounds - 1] / 1e6, bad);
 	kvt_queue_destroy(q);
 	kvt_store_destroy(s);
 	return bad ? 1 : 0;

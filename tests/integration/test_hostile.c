@@ -3897,19 +3897,24 @@ static void ap_alice_get(uint16_t port, const char *key, char *line, size_t cap)
 	close(fd);
 }
 
-static void phase_resp_auth_pins(void)
+/*
+ * The start resp_auth_pins and resp_auth_flow share: the server (phase
+ * name), alice's "big" (AP_VLEN) and "small", then on AP_CONNS fresh
+ * connections of alice's (fds) one send each, never read: GET big, AUTH
+ * bob, PING; then alice's GET of small on a fresh connection until it is
+ * refused (3 s at most).  cmd: a buffer of cap (256 + AP_VLEN); line:
+ * the last GET's first line.  Returns the RESP port; *refused.
+ */
+static uint16_t ap_pin_alice(const char *phase, char *cmd, size_t cap, int *fds, char *line,
+			     size_t line_cap, bool *refused)
 {
 	const char *extra[] = { "--resp", "127.0.0.1:0", "--dram", "16M", NULL };
 	const char *bob = "*3\r\n$4\r\nAUTH\r\n$3\r\nbob\r\n$26\r\n" SECRET_BOB "\r\n";
-	size_t cap = 256 + AP_VLEN;
-	char *cmd = malloc(cap), line[64] = { 0 }, got[256];
-	int fds[AP_CONNS], w, n;
-	bool refused = false, bob_ok;
 	uint64_t t0;
 	uint16_t port;
+	int w, n;
 
-	T_ASSERT(cmd != NULL);
-	start_with("resp_auth_pins", extra,
+	start_with(phase, extra,
 		   "alice " SECRET_ALICE " tenant\n"
 		   "admin " SECRET_ADMIN " admin\n"
 		   "bob " SECRET_BOB " tenant\n");
@@ -3924,13 +3929,27 @@ static void phase_resp_auth_pins(void)
 		T_EQ_INT(send_for(fds[i], cmd, (size_t)n, 1000), n);
 	}
 	/* Her replies queued (pinned, unread): alice's next GET is refused. */
+	*refused = false;
 	t0 = tsrv_now_ns();
-	while (!refused && tsrv_now_ns() - t0 < 3000000000ull) {
-		ap_alice_get(port, "small", line, sizeof(line));
-		refused = strncmp(line, "-ERR the tenant's replies", 25) == 0;
-		if (!refused)
+	while (!*refused && tsrv_now_ns() - t0 < 3000000000ull) {
+		ap_alice_get(port, "small", line, line_cap);
+		*refused = strncmp(line, "-ERR the tenant's replies", 25) == 0;
+		if (!*refused)
 			tsrv_sleep_ms(20);
 	}
+	return port;
+}
+
+static void phase_resp_auth_pins(void)
+{
+	size_t cap = 256 + AP_VLEN;
+	char *cmd = malloc(cap), line[64] = { 0 }, got[256];
+	int fds[AP_CONNS];
+	bool refused, bob_ok;
+	uint16_t port;
+
+	T_ASSERT(cmd != NULL);
+	port = ap_pin_alice("resp_auth_pins", cmd, cap, fds, line, sizeof(line), &refused);
 	bob_ok = rt_bob(port, 'p', 1, got, sizeof(got));
 	printf("resp_auth_pins: %u GETs of %u KiB of alice's, each followed by AUTH bob, unread: "
 	       "alice's next GET %s (%s), bob's round trip %s\n", AP_CONNS, AP_VLEN >> 10,
@@ -4037,39 +4056,15 @@ static unsigned af_bob_exists(uint16_t port, unsigned round)
 
 static void phase_resp_auth_flow(void)
 {
-	const char *extra[] = { "--resp", "127.0.0.1:0", "--dram", "16M", NULL };
-	const char *bob = "*3\r\n$4\r\nAUTH\r\n$3\r\nbob\r\n$26\r\n" SECRET_BOB "\r\n";
 	size_t cap = 256 + AP_VLEN;
 	char *cmd = malloc(cap), line[64] = { 0 };
-	int fds[AP_CONNS], w, n;
+	int fds[AP_CONNS], n;
 	unsigned ran[2];
-	bool refused = false;
-	uint64_t t0;
+	bool refused;
 	uint16_t port;
 
 	T_ASSERT(cmd != NULL);
-	start_with("resp_auth_flow", extra,
-		   "alice " SECRET_ALICE " tenant\n"
-		   "admin " SECRET_ADMIN " admin\n"
-		   "bob " SECRET_BOB " tenant\n");
-	port = tsrv_listener_port(srv.log, "RESP");
-	w = resp_alice(port);
-	resp_set(w, cmd, cap, "big", 'b', AP_VLEN);
-	resp_set(w, cmd, cap, "small", 's', 1);
-	close(w);
-	n = snprintf(cmd, cap, "*2\r\n$3\r\nGET\r\n$3\r\nbig\r\n%s*1\r\n$4\r\nPING\r\n", bob);
-	for (unsigned i = 0; i < AP_CONNS; i++) {
-		fds[i] = mh_alice(port);
-		T_EQ_INT(send_for(fds[i], cmd, (size_t)n, 1000), n);
-	}
-	/* her replies queued: her next GET is refused */
-	t0 = tsrv_now_ns();
-	while (!refused && tsrv_now_ns() - t0 < 3000000000ull) {
-		ap_alice_get(port, "small", line, sizeof(line));
-		refused = strncmp(line, "-ERR the tenant's replies", 25) == 0;
-		if (!refused)
-			tsrv_sleep_ms(20);
-	}
+	port = ap_pin_alice("resp_auth_flow", cmd, cap, fds, line, sizeof(line), &refused);
 	T_ASSERT(refused);
 	for (unsigned r = 0; r < 2; r++) {
 		for (unsigned i = 0; i < AP_CONNS; i++) {

@@ -157,6 +157,20 @@ static struct kvt_req put1(struct kvt_store *s, uint32_t ns, uint64_t id,
 					   .iov = parts, .iov_count = n });
 }
 
+/* A cold engine (a fresh store, local copies kept) reads X of the
+ * namespace name from the server at addr: a hit with v's len bytes
+ * (back: len bytes of the caller's). */
+static void cold_get_is(const char *addr, const char *name, uint64_t x, uint8_t *back,
+			const uint8_t *v, size_t len)
+{
+	struct kvt_store *c = engine(addr, "always", "5000");
+	struct kvt_req g = get_into(c, t_ns(c, name), x, back, len);
+	fprintf(stderr, "%s: a cold get of X: %s\n", name, kvt_strerror(g.status));
+	T_RC(g.status, KVT_OK);
+	T_EQ_MEM(back, v, len);
+	kvt_store_destroy(c);
+}
+
 static void test_exact(const char *addr)
 {
 	enum { NP = 100, PLEN = 512 };
@@ -987,15 +1001,7 @@ static void test_delete_then_put(struct tsrv *srv, const char *addr, bool clear)
 	 * when its I/O thread took both in one pass (about half the runs),
 	 * and the server stored the PUT before a CLEAR's walk, which then
 	 * removed it (most runs). */
-	{
-		struct kvt_store *c = engine(addr, "always", "5000");
-		uint32_t nc = t_ns(c, name);
-		struct kvt_req g = get_into(c, nc, x, back, XLEN);
-		fprintf(stderr, "%s: a cold get of X: %s\n", name, kvt_strerror(g.status));
-		T_RC(g.status, KVT_OK);
-		T_EQ_MEM(back, v, XLEN);
-		kvt_store_destroy(c);
-	}
+	cold_get_is(addr, name, x, back, v, XLEN);
 	T_OK(kvt_queue_destroy(q));
 	kvt_store_destroy(b);
 	free(back);
@@ -1020,6 +1026,7 @@ static struct kvt_store *pair_engine(struct tproxy *px, int s0, const char *name
 	b = tsrv_engine(paddr, (const char *[]){ "remote.put_local", "never",
 						 "remote.timeout_ms", timeout_ms,
 						 "remote.conns", "2", "remote.conns_max", "2",
+						 "remote.batch", "256",
 						 "remote.io_threads", lanes ? "2" : "1", NULL });
 	*nb = t_ns(b, name);
 	T_RC(put1(b, *nb, x, part, 1).status, KVT_OK); /* on the server only */
@@ -1051,6 +1058,19 @@ static int pair_remove_held(struct tproxy *px, int s0, struct kvt_queue *q, stru
 	}
 	T_ASSERT(sd >= 0);
 	return sd;
+}
+
+/* pair_remove_held, then the other connection let go: r held on its way
+ * on slot *sd; returns the other slot, open. */
+static int pair_remove_one_held(struct tproxy *px, int s0, struct kvt_queue *q,
+				struct kvt_req *r, int *sd)
+{
+	int so;
+
+	*sd = pair_remove_held(px, s0, q, r);
+	so = *sd == s0 ? s0 + 1 : s0;
+	atomic_fetch_and(&px->hold_up, ~(UINT64_C(1) << so));
+	return so;
 }
 
 /*
@@ -1198,7 +1218,7 @@ static void test_put_after_remove(struct tproxy *px, const char *addr, bool clea
 	const char *name = clear ? lanes ? "put-after-clear-lanes" : "put-after-clear"
 			   : lanes ? "put-after-delete-lanes"
 				   : "put-after-delete";
-	int s0 = atomic_load(&px->opened), sd, sp, k;
+	int s0 = atomic_load(&px->opened), sd, k;
 	uint64_t x = 990 + (clear ? 2u : 0u) + (lanes ? 1u : 0u), w0;
 	uint8_t *v = malloc(XLEN), *back = malloc(XLEN);
 	struct iovec part = { v, XLEN };
@@ -1217,9 +1237,7 @@ static void test_put_after_remove(struct tproxy *px, const char *addr, bool clea
 	/* The DELETE (CLEAR), held on its way. */
 	del = (struct kvt_req){ .op = clear ? KVT_OP_CLEAR : KVT_OP_DELETE, .ns = nb,
 				.key = t_key(x) };
-	sd = pair_remove_held(px, s0, qd, &del);
-	sp = sd == s0 ? s0 + 1 : s0;
-	atomic_fetch_and(&px->hold_up, ~(UINT64_C(1) << sp));
+	pair_remove_one_held(px, s0, qd, &del, &sd);
 	/* X again, new bytes: the other connection is open. */
 	t_fill(v, XLEN, x + 1);
 	put = (struct kvt_req){ .op = KVT_OP_PUT, .ns = nb, .key = t_key(x), .iov = &part,
@@ -1235,15 +1253,7 @@ static void test_put_after_remove(struct tproxy *px, const char *addr, bool clea
 		t_wait_all(qp, 1);
 	T_RC(del.status, KVT_OK);
 	T_RC(put.status, KVT_OK);
-	{
-		struct kvt_store *c = engine(addr, "always", "5000");
-		uint32_t nc = t_ns(c, name);
-		struct kvt_req g = get_into(c, nc, x, back, XLEN);
-		fprintf(stderr, "%s: a cold get of X: %s\n", name, kvt_strerror(g.status));
-		T_RC(g.status, KVT_OK); /* before: KVT_MISS */
-		T_EQ_MEM(back, v, XLEN);
-		kvt_store_destroy(c);
-	}
+	cold_get_is(addr, name, x, back, v, XLEN); /* before: KVT_MISS */
 	T_EQ_INT(k, 0); /* the put waited for the answer */
 	T_EQ_U64(t_stat(b, "remote.put_waits") - w0, 1);
 	T_OK(kvt_queue_destroy(qp));
@@ -1279,8 +1289,7 @@ static void test_put_after_failed_remove(struct tproxy *px)
 	T_OK(kvt_queue_create(b, &qp));
 	w0 = t_stat(b, "remote.put_waits");
 	del = (struct kvt_req){ .op = KVT_OP_DELETE, .ns = nb, .key = t_key(x) };
-	sd = pair_remove_held(px, s0, qd, &del);
-	atomic_fetch_and(&px->hold_up, ~(UINT64_C(1) << (sd == s0 ? s0 + 1 : s0)));
+	pair_remove_one_held(px, s0, qd, &del, &sd);
 	t_fill(v, XLEN, x + 1);
 	put = (struct kvt_req){ .op = KVT_OP_PUT, .ns = nb, .key = t_key(x), .iov = &part,
 				.iov_count = 1 };
@@ -1329,7 +1338,7 @@ static void test_get_after_remove(struct tproxy *px, const char *addr, bool clea
 	enum { XLEN = 4096 };
 	const char *name = clear ? "get-after-clear" : lanes ? "get-after-delete-lanes"
 							     : "get-after-delete";
-	int s0 = atomic_load(&px->opened), sd, sg;
+	int s0 = atomic_load(&px->opened), sd;
 	uint64_t x = 2990 + (clear ? 2u : 0u) + (lanes ? 1u : 0u), r0;
 	uint8_t *v = malloc(XLEN), *back = malloc(XLEN);
 	struct iovec part = { v, XLEN };
@@ -1353,9 +1362,7 @@ static void test_get_after_remove(struct tproxy *px, const char *addr, bool clea
 
 	key = t_key(x);
 	del = (struct kvt_req){ .op = clear ? KVT_OP_CLEAR : KVT_OP_DELETE, .ns = nb, .key = key };
-	sd = pair_remove_held(px, s0, qd, &del);
-	sg = sd == s0 ? s0 + 1 : s0;
-	atomic_fetch_and(&px->hold_up, ~(UINT64_C(1) << sg));
+	pair_remove_one_held(px, s0, qd, &del, &sd);
 	{
 		struct kvt_req g = get_into(b, nb, x, back, XLEN);
 		fprintf(stderr, "%s: a get of X while the %s is on its way: %s (tier %d)\n", name,
@@ -1535,13 +1542,7 @@ static void test_put_wait_deadline(struct tproxy *px, const char *addr)
 		kvt_strerror(del.status), kvt_strerror(put.status), t_now_ms() - t0);
 	T_RC(del.status, KVT_OK);
 	T_RC(put.status, KVT_OK); /* before: -ETIMEDOUT at T, never sent */
-	{
-		struct kvt_store *c = engine(addr, "always", "5000");
-		struct kvt_req g = get_into(c, t_ns(c, name), x, back, XLEN);
-		T_RC(g.status, KVT_OK);
-		T_EQ_MEM(back, v, XLEN);
-		kvt_store_destroy(c);
-	}
+	cold_get_is(addr, name, x, back, v, XLEN);
 	T_OK(kvt_queue_destroy(qp));
 	T_OK(kvt_queue_destroy(qd));
 	T_OK(kvt_queue_destroy(q0));
@@ -1549,6 +1550,165 @@ static void test_put_wait_deadline(struct tproxy *px, const char *addr)
 	free(back);
 	free(v);
 	free(v0);
+}
+
+/*
+ * The order indexes shrink as they empty (remote44): a DELETE of X held
+ * on its way on one connection, then 255 DELETEs of keys not on the
+ * server in one submission (one frame on the other connection, its
+ * answer held): 256 open, the index of open deletes grown to 256 chains
+ * (remote.order_index_bytes 2 KiB).  Once the 255 are answered, X's
+ * DELETE still out, it is back to its 16 chains inside the store (0
+ * bytes); until remote44 it kept its 2 KiB until every delete was
+ * answered, a burst's largest table for as long as one delete stayed
+ * out.  Then X's answer: 0 too.
+ */
+static void test_index_shrink(struct tproxy *px)
+{
+	enum { XLEN = 4096, N = 256 };
+	int s0 = atomic_load(&px->opened), sd, so;
+	uint64_t x = 4990, peak, after;
+	uint8_t *v = malloc(XLEN);
+	struct iovec part = { v, XLEN };
+	struct kvt_req *dels = calloc(N, sizeof(*dels));
+	struct kvt_queue *qd, *qo;
+	struct kvt_store *b;
+	uint32_t nb;
+
+	T_ASSERT(v && dels);
+	t_fill(v, XLEN, x);
+	b = pair_engine(px, s0, "index-shrink", "30000", false, x, &part, NULL, &nb);
+	T_EQ_U64(t_stat(b, "remote.order_index_bytes"), 0);
+	T_OK(kvt_queue_create(b, &qd));
+	T_OK(kvt_queue_create(b, &qo));
+	dels[0] = (struct kvt_req){ .op = KVT_OP_DELETE, .ns = nb, .key = t_key(x) };
+	so = pair_remove_one_held(px, s0, qd, &dels[0], &sd);
+	atomic_fetch_or(&px->hold_down, UINT64_C(1) << so);
+	for (int i = 1; i < N; i++)
+		dels[i] = (struct kvt_req){ .op = KVT_OP_DELETE, .ns = nb,
+					    .key = t_key(x + 1000 + (uint64_t)i) };
+	t_submit_all(qo, dels + 1, N - 1);
+	for (int i = 0; i < 500 && tproxy_queued(px, so, false) == 0; i++)
+		tsrv_sleep_ms(10);
+	peak = t_stat(b, "remote.order_index_bytes");
+	atomic_fetch_and(&px->hold_down, ~(UINT64_C(1) << so));
+	t_wait_all(qo, N - 1);
+	after = t_stat(b, "remote.order_index_bytes");
+	fprintf(stderr, "index-shrink: %d deletes out: %" PRIu64 " bytes of index; 1 out: %" PRIu64
+		"\n", N, peak, after);
+	T_EQ_U64(peak, N * sizeof(void *));
+	T_EQ_U64(after, 0); /* before: 2048, until the last answer */
+	T_EQ_INT(kvt_queue_wait(qd, &(struct kvt_req *){ NULL }, 1, 0), 0); /* X's: still out */
+	atomic_fetch_and(&px->hold_up, ~(UINT64_C(1) << sd));
+	t_wait_all(qd, 1);
+	T_RC(dels[0].status, KVT_OK);
+	for (int i = 1; i < N; i++)
+		T_RC(dels[i].status, KVT_MISS);
+	T_EQ_U64(t_stat(b, "remote.order_index_bytes"), 0);
+	T_OK(kvt_queue_destroy(qo));
+	T_OK(kvt_queue_destroy(qd));
+	kvt_store_destroy(b);
+	free(dels);
+	free(v);
+}
+
+/*
+ * A put behind a DELETE held behind a put that itself waits (remote44):
+ * D1 (DELETE of X) held on its way on one connection; P0 (X put again)
+ * waits for it; D2 (DELETE of X) is held behind P0; P (X again) waits
+ * for both.  T = remote.timeout_ms.  D1 reaches the server at 0.3 T,
+ * its answer let go at 0.9 T; P0 then goes out, held on its way until
+ * 1.6 T, its answer until 1.7 T; what goes up then is held until 2.3 T.
+ * D2 was held until P0's answer at 1.7 T, then on its way until 2.3 T,
+ * each within its own timeout (frames: T from their send), and P
+ * failed -ETIMEDOUT at 2 T from its submission, never sent: the 2 T a
+ * put waits for a DELETE (one T held, one T on its way) did not hold for
+ * a DELETE held behind a put that waited 2 T itself.  Now a DELETE is
+ * held at most T from its own submission, then fails -ETIMEDOUT, never
+ * sent (remote.timeouts): D2 fails at T, P goes out after D1's answer
+ * and D2's failure, and X is read back.
+ */
+/* Both of pair_engine's slots: up held and down let go (up), or the
+ * other way. */
+static void pair_phase(struct tproxy *px, int s0, bool up)
+{
+	atomic_fetch_or(up ? &px->hold_up : &px->hold_down, UINT64_C(3) << s0);
+	atomic_fetch_and(up ? &px->hold_down : &px->hold_up, ~(UINT64_C(3) << s0));
+}
+
+static void test_put_wait_chain(struct tproxy *px, const char *addr)
+{
+	enum { XLEN = 4096, T_MS = 1000 };
+	const char *name = "put-wait-chain";
+	int s0 = atomic_load(&px->opened), sd;
+	uint64_t x = 5990, h0, w0, to0, t0;
+	uint8_t *v = malloc(XLEN), *back = malloc(XLEN);
+	struct iovec part = { v, XLEN };
+	struct kvt_req d1, p0, d2, p;
+	struct kvt_queue *q;
+	struct kvt_store *b;
+	uint32_t nb;
+	char tms[16];
+
+	T_ASSERT(v && back);
+	snprintf(tms, sizeof(tms), "%u", (unsigned)T_MS);
+	t_fill(v, XLEN, x);
+	b = pair_engine(px, s0, name, tms, false, x, &part, NULL, &nb);
+	T_OK(kvt_queue_create(b, &q));
+	h0 = t_stat(b, "remote.removes_held");
+	w0 = t_stat(b, "remote.put_waits");
+	to0 = t_stat(b, "remote.timeouts");
+	d1 = (struct kvt_req){ .op = KVT_OP_DELETE, .ns = nb, .key = t_key(x) };
+	d2 = d1;
+	p0 = (struct kvt_req){ .op = KVT_OP_PUT, .ns = nb, .key = t_key(x), .iov = &part,
+			       .iov_count = 1 };
+	p = p0;
+	t0 = t_now_ms();
+	pair_remove_one_held(px, s0, q, &d1, &sd);
+	t_submit_all(q, &p0, 1);
+	t_submit_all(q, &d2, 1);
+	t_submit_all(q, &p, 1);
+	T_EQ_U64(t_stat(b, "remote.removes_held") - h0, 1);
+	for (int i = 0; i < 100 && t_stat(b, "remote.put_waits") - w0 < 2; i++)
+		tsrv_sleep_ms(5);
+	T_EQ_U64(t_stat(b, "remote.put_waits") - w0, 2);
+	/* 0.3 T: D1 reaches the server, its answer waits. */
+	tsrv_sleep_ms((long)T_MS * 3 / 10 - (long)(t_now_ms() - t0));
+	atomic_fetch_or(&px->hold_down, UINT64_C(3) << s0);
+	atomic_fetch_and(&px->hold_up, ~(UINT64_C(1) << sd));
+	for (int i = 0; i < 100 && tproxy_queued(px, sd, false) == 0; i++)
+		tsrv_sleep_ms(5);
+	T_ASSERT(tproxy_queued(px, sd, false) > 0);
+	/* 0.9 T: D1 answered; what goes up (P0) waits. */
+	tsrv_sleep_ms((long)T_MS * 9 / 10 - (long)(t_now_ms() - t0));
+	pair_phase(px, s0, true);
+	/* 1.6 T: P0 (and P, let go) reach the server, their answers wait. */
+	tsrv_sleep_ms((long)T_MS * 16 / 10 - (long)(t_now_ms() - t0));
+	pair_phase(px, s0, false);
+	for (int i = 0; i < 50 && tproxy_queued(px, s0, false) == 0 &&
+			tproxy_queued(px, s0 + 1, false) == 0;
+	     i++)
+		tsrv_sleep_ms(2);
+	/* 1.7 T: answered; what goes up (D2, before) waits. */
+	tsrv_sleep_ms((long)T_MS * 17 / 10 - (long)(t_now_ms() - t0));
+	pair_phase(px, s0, true);
+	/* 2.3 T: all goes on. */
+	tsrv_sleep_ms((long)T_MS * 23 / 10 - (long)(t_now_ms() - t0));
+	atomic_fetch_and(&px->hold_up, ~(UINT64_C(3) << s0));
+	t_wait_all(q, 4);
+	fprintf(stderr, "%s: D1 %s, P0 %s, D2 %s, P %s after %" PRIu64 " ms\n", name,
+		kvt_strerror(d1.status), kvt_strerror(p0.status), kvt_strerror(d2.status),
+		kvt_strerror(p.status), t_now_ms() - t0);
+	T_RC(d1.status, KVT_OK);
+	T_RC(p0.status, KVT_OK);
+	T_ASSERT(p.status == KVT_OK || p.status == KVT_EXISTS); /* before: -ETIMEDOUT */
+	T_RC(d2.status, -ETIMEDOUT); /* held past T: never sent */
+	T_EQ_U64(t_stat(b, "remote.timeouts") - to0, 1);
+	cold_get_is(addr, name, x, back, v, XLEN);
+	T_OK(kvt_queue_destroy(q));
+	kvt_store_destroy(b);
+	free(back);
+	free(v);
 }
 
 int main(int argc, char **argv)
@@ -1592,6 +1752,8 @@ int main(int argc, char **argv)
 	test_get_after_remove(&px, addr, false, true);
 	test_put_wait_deadline(&px, addr);
 	test_many_removes(&px);
+	test_index_shrink(&px);
+	test_put_wait_chain(&px, addr);
 	tproxy_stop(&px);
 	test_mixed(addr, "off");
 	test_mixed(addr, "on");

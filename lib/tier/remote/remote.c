@@ -135,8 +135,9 @@ struct rop {
 	 * was there; not sent until none of a lower ticket is (put_waits). */
 	bool ropen;
 	bool wait_remove;
-	/* DELETE, CLEAR while ropen: also in the head's rm_tab chain of
-	 * hash h (rm_hash; a CLEAR's rm_hash_ns), newest first. */
+	/* DELETE, CLEAR while ropen: also in the head's rm_idx, chain of
+	 * hash h (rm_hash; a CLEAR's rm_hash_ns).  PUT, GET while open: in
+	 * its open_idx, chain of rm_hash.  Never both at once. */
 	struct rop *h_prev, *h_next;
 	uint64_t h;
 	/* GET, EXISTS: a DELETE of its key (CLEAR of its namespace) was
@@ -179,7 +180,22 @@ enum { RX_HEAD = 0, RX_DATA };
 #define REMOTE_TABLE_MIN (64u << 10) /* a server's table_max under this is refused (HELLO) */
 #define REMOTE_TX_IOV 1024u /* iovecs in one sendmsg: Linux's UIO_MAXIOV */
 #define REMOTE_PUT_FRAME_BYTES (UINT64_C(256) << 20) /* PUT values in one frame, at most */
-#define RM_TAB0 16u /* chains of the open deletes' index before it grows (rm_tab) */
+#define RT_TAB0 16u /* chains of an rtab before it grows (and once it shrinks back) */
+
+/*
+ * An index of operations by a 64-bit hash (rop.h), chained through
+ * rop.h_prev/h_next: cap chains, a power of two, tab0 (no allocation)
+ * while count <= RT_TAB0; doubled once count passes cap (a failed
+ * allocation keeps it: longer chains), halved once count falls under
+ * cap / 4 (a failed allocation keeps the larger), so that its chains are
+ * about one entry each and its memory follows what it holds now, not
+ * the most it ever held.  The caller's lock.
+ */
+struct rtab {
+	struct rop **tab;
+	unsigned cap, count;
+	struct rop *tab0[RT_TAB0];
+};
 
 struct rconn {
 	struct remote *rm;
@@ -323,7 +339,9 @@ struct remote {
 	 * delete, and every later get hit the deleted block in DRAM. */
 	pthread_mutex_t put_lock;
 	struct rop *open_head, *open_tail;
-	struct rop *held;
+	/* Held deletes and clears, oldest first: their hold deadlines rise
+	 * along it (held_expire looks at the first). */
+	struct rop *held, *held_tail;
 	struct rop *answered;
 	/* The deletes and clears not yet answered, oldest first (ropen), and
 	 * the puts waiting for one of them (wait_remove): a PUT of the key
@@ -333,14 +351,14 @@ struct remote {
 	 * value just put (put_waits). */
 	struct rop *rm_head, *rm_tail;
 	/* The same deletes and clears by (ns, key) (a clear by its ns):
-	 * rm_cap chains, a power of two, rm_tab0 until rm_count passes it,
-	 * grown to keep rm_count <= rm_cap (a failed growth leaves longer
-	 * chains), back to rm_tab0 when the list empties.  A get, exists,
-	 * lookup key or put looks at one chain (and two more while
-	 * rm_clears is not 0), not the list (remove_find). */
-	struct rop **rm_tab;
-	struct rop *rm_tab0[RM_TAB0];
-	unsigned rm_cap, rm_count, rm_clears;
+	 * rm_idx.  A get, exists, lookup key or put looks at one chain (and
+	 * two more while rm_clears is not 0), not the list (remove_find). */
+	struct rtab rm_idx;
+	unsigned rm_clears;
+	/* The puts and promotions on open_head's list by (ns, key): a DELETE
+	 * looks at one chain for a put or promotion of its key before it
+	 * (put_pending_for), not the list. */
+	struct rtab open_idx;
 	uint64_t rm_secret;           /* in rm_hash's seed: random per lane */
 	unsigned puts_waiting;
 	uint64_t put_ticket;
@@ -2205,8 +2223,45 @@ static void dispatch(struct remote *rm, uint64_t now, uint64_t *next_timer)
  * The thread
  */
 
+/*
+ * The head's thread: the deletes and clears held past their deadline
+ * (rop_submit_after_puts) fail -ETIMEDOUT, never sent; the puts waiting
+ * for them go (a DELETE that failed lets them go, remove_hold).  Held
+ * oldest first, all with remote.timeout_ms: the first is the next due.
+ */
+static void held_expire(struct remote *rm, uint64_t now, uint64_t *next)
+{
+	struct rop *due = NULL, **tail = &due;
+	/* A held one is open (removes_open), on the head only: the other
+	 * lanes' threads look at their count, never at rm->head (set after
+	 * they start). */
+	if (atomic_load_explicit(&rm->removes_open, memory_order_acquire) == 0)
+		return;
+	pthread_mutex_lock(&rm->put_lock);
+	while (rm->held && now >= rm->held->deadline) {
+		struct rop *d = rm->held;
+		rm->held = d->next;
+		d->next = NULL;
+		*tail = d;
+		tail = &d->next;
+	}
+	if (!rm->held)
+		rm->held_tail = NULL;
+	else if (rm->held->deadline < *next)
+		*next = rm->held->deadline;
+	pthread_mutex_unlock(&rm->put_lock);
+	while (due) {
+		struct rop *d = due;
+		due = d->next;
+		d->next = NULL;
+		A(rm->c_timeouts);
+		rop_done(rm, d, -ETIMEDOUT, NULL, NULL);
+	}
+}
+
 static void timers(struct remote *rm, uint64_t now, uint64_t *next)
 {
+	held_expire(rm, now, next);
 	for (unsigned i = 0; i < rm->conns_used; i++) {
 		struct rconn *c = &rm->conns[i];
 		if (c->state == C_DOWN) {
@@ -2382,8 +2437,94 @@ static bool put_precedes(const struct rop *op, const struct rop *d)
 	       memcmp(op->key.bytes, d->key.bytes, d->key.len) == 0;
 }
 
-/* The index hash of a DELETE's (ns, key), of a CLEAR's ns: XXH3 seeded
- * by the lane's random secret, as the DRAM index's (dram_key_hash). */
+static void rt_init(struct rtab *t)
+{
+	t->tab = t->tab0;
+	t->cap = RT_TAB0;
+	t->count = 0;
+}
+
+/* The heap bytes t holds: 0 while it is at tab0. */
+static size_t rt_bytes(const struct rtab *t)
+{
+	return t->tab == t->tab0 ? 0 : t->cap * sizeof(*t->tab);
+}
+
+static void rt_fini(struct rtab *t, struct kvt_mem *mem)
+{
+	if (t->tab != t->tab0)
+		kvt_mem_free(mem, t->tab, rt_bytes(t));
+	rt_init(t);
+}
+
+static struct rop *rt_chain(const struct rtab *t, uint64_t h)
+{
+	return t->tab[h & (t->cap - 1)];
+}
+
+/* op into its chain, first. */
+static void rt_link(struct rtab *t, struct rop *op)
+{
+	struct rop **slot = &t->tab[op->h & (t->cap - 1)];
+	op->h_prev = NULL;
+	op->h_next = *slot;
+	if (*slot)
+		(*slot)->h_prev = op;
+	*slot = op;
+}
+
+/* t at cap chains, its entries moved over (their order in a chain does
+ * not matter: a look matches on the whole entry).  A failed allocation
+ * leaves it as it was. */
+static void rt_resize(struct rtab *t, struct kvt_mem *mem, unsigned cap)
+{
+	struct rop **old = t->tab, **tab;
+	unsigned old_cap = t->cap;
+	if (cap == RT_TAB0) {
+		tab = t->tab0; /* the old one is on the heap: cap != RT_TAB0 */
+		memset(tab, 0, sizeof(t->tab0));
+	} else if (!(tab = kvt_mem_calloc(mem, cap, sizeof(*tab)))) {
+		return;
+	}
+	t->tab = tab;
+	t->cap = cap;
+	for (unsigned i = 0; i < old_cap; i++)
+		for (struct rop *op = old[i], *nx; op; op = nx) {
+			nx = op->h_next;
+			rt_link(t, op);
+		}
+	if (old != t->tab0)
+		kvt_mem_free(mem, old, old_cap * sizeof(*old));
+}
+
+/* op (its h set) into t, grown to twice its chains once it holds more
+ * entries than chains. */
+static void rt_add(struct rtab *t, struct kvt_mem *mem, struct rop *op)
+{
+	rt_link(t, op);
+	if (++t->count > t->cap && t->cap <= UINT_MAX / 2)
+		rt_resize(t, mem, t->cap * 2u);
+}
+
+/* op out of t, shrunk to half its chains once it holds fewer than a
+ * quarter as many entries (down to tab0): a burst of deletes or puts
+ * does not leave its largest table behind while a few stay open. */
+static void rt_del(struct rtab *t, struct kvt_mem *mem, struct rop *op)
+{
+	if (op->h_prev)
+		op->h_prev->h_next = op->h_next;
+	else
+		t->tab[op->h & (t->cap - 1)] = op->h_next;
+	if (op->h_next)
+		op->h_next->h_prev = op->h_prev;
+	op->h_prev = op->h_next = NULL;
+	if (--t->count < t->cap / 4 && t->cap > RT_TAB0)
+		rt_resize(t, mem, t->cap / 2);
+}
+
+/* The index hash of a DELETE's (ns, key), of a CLEAR's ns, of an open
+ * PUT's or promotion's (ns, key): XXH3 seeded by the lane's random
+ * secret, as the DRAM index's (dram_key_hash). */
 static uint64_t rm_hash(const struct remote *head, uint32_t ns, const struct kvt_key *key)
 {
 	return XXH3_64bits_withSeed(key->bytes, key->len, head->rm_secret ^ ns);
@@ -2398,16 +2539,16 @@ static uint64_t rm_hash_ns(const struct remote *head, uint32_t ns)
  * of (ns, key), or of ns (a CLEAR), or of all: the chain of (ns, key),
  * and those of ns and KVT_NS_ALL while a CLEAR is open.  A chain holds
  * the open deletes whose hash falls in it, the same key's together:
- * about one each, rm_count <= rm_cap.  put_lock held. */
+ * about one each (rtab).  put_lock held. */
 static bool remove_find(const struct remote *head, uint32_t ns, const struct kvt_key *key,
 			uint64_t below)
 {
 	uint64_t h;
 	const struct rop *d;
-	if (head->rm_count == 0)
+	if (head->rm_idx.count == 0)
 		return false;
 	h = rm_hash(head, ns, key);
-	for (d = head->rm_tab[h & (head->rm_cap - 1)]; d; d = d->h_next)
+	for (d = rt_chain(&head->rm_idx, h); d; d = d->h_next)
 		if (d->h == h && d->ticket < below && d->kind == RK_DELETE && d->ns == ns &&
 		    d->key.len == key->len && memcmp(d->key.bytes, key->bytes, key->len) == 0)
 			return true;
@@ -2416,7 +2557,7 @@ static bool remove_find(const struct remote *head, uint32_t ns, const struct kvt
 	for (int all = 0; all < 2; all++) {
 		uint32_t cns = all ? KVT_NS_ALL : ns;
 		h = rm_hash_ns(head, cns);
-		for (d = head->rm_tab[h & (head->rm_cap - 1)]; d; d = d->h_next)
+		for (d = rt_chain(&head->rm_idx, h); d; d = d->h_next)
 			if (d->h == h && d->ticket < below && d->kind == RK_CLEAR && d->ns == cns)
 				return true;
 	}
@@ -2431,11 +2572,26 @@ static bool remove_pending_for(const struct remote *head, const struct rop *op)
 }
 
 /* Whether an open op of kind (RK_PUT: d waits to be sent; RK_GET: d
- * waits to complete) precedes d.  put_lock held. */
+ * waits to complete) precedes d: for a DELETE, one chain of open_idx
+ * (the open puts and promotions of its key, and of any key whose hash
+ * shares the chain); for a CLEAR, the list from its oldest up to d's
+ * ticket (a clear is of every key of a namespace).  Until remote44 a
+ * DELETE walked that list too, every put and promotion open before it,
+ * at its submission and its answer and at each close of a put of its key
+ * while held.  put_lock held. */
 static bool put_pending_for(const struct remote *head, const struct rop *d, int kind)
 {
-	for (const struct rop *p = head->open_head; p && p->ticket < d->ticket; p = p->o_next)
-		if (p->kind == kind && put_precedes(p, d))
+	if (d->kind == RK_CLEAR) {
+		for (const struct rop *p = head->open_head; p && p->ticket < d->ticket;
+		     p = p->o_next)
+			if (p->kind == kind && put_precedes(p, d))
+				return true;
+		return false;
+	}
+	if (head->open_idx.count == 0)
+		return false;
+	for (const struct rop *p = rt_chain(&head->open_idx, d->h); p; p = p->h_next)
+		if (p->h == d->h && p->kind == kind && put_precedes(p, d))
 			return true;
 	return false;
 }
@@ -2451,6 +2607,8 @@ static void put_open_locked(struct remote *head, struct rop *op)
 		head->open_head = op;
 	head->open_tail = op;
 	op->open = true;
+	op->h = rm_hash(head, op->ns, &op->key);
+	rt_add(&head->open_idx, head->mem, op);
 }
 
 /* A put or promotion is submitted: it joins the head's list (any lane's);
@@ -2534,35 +2692,8 @@ static uint32_t remove_prefix(struct remote *head, uint32_t ns, const struct kvt
 	return k;
 }
 
-/* d into its chain of the index, first.  put_lock held. */
-static void rm_link(struct remote *head, struct rop *d)
-{
-	struct rop **slot = &head->rm_tab[d->h & (head->rm_cap - 1)];
-	d->h_prev = NULL;
-	d->h_next = *slot;
-	if (*slot)
-		(*slot)->h_prev = d;
-	*slot = d;
-}
-
-/* The index at cap chains: the list walked oldest first, so that each
- * chain is newest first again.  put_lock held. */
-static void rm_rehash(struct remote *head, struct rop **tab, unsigned cap)
-{
-	if (head->rm_tab != head->rm_tab0)
-		kvt_mem_free(head->mem, head->rm_tab, head->rm_cap * sizeof(*head->rm_tab));
-	else
-		memset(head->rm_tab0, 0, sizeof(head->rm_tab0));
-	head->rm_tab = tab;
-	head->rm_cap = cap;
-	for (struct rop *d = head->rm_head; d; d = d->o_next)
-		rm_link(head, d);
-}
-
 /* A DELETE or CLEAR is submitted: it joins the list of those not yet
- * answered, and the index (grown to twice its chains once it holds as
- * many deletes: a failed allocation keeps it, longer chains).  put_lock
- * held. */
+ * answered, and the index.  put_lock held. */
 static void remove_open_locked(struct remote *head, struct rop *d)
 {
 	d->ticket = head->put_ticket++;
@@ -2577,15 +2708,7 @@ static void remove_open_locked(struct remote *head, struct rop *d)
 	d->h = d->kind == RK_CLEAR ? rm_hash_ns(head, d->ns) : rm_hash(head, d->ns, &d->key);
 	if (d->kind == RK_CLEAR)
 		head->rm_clears++;
-	if (++head->rm_count > head->rm_cap && head->rm_cap <= UINT_MAX / 2) {
-		struct rop **tab = kvt_mem_calloc(head->mem, head->rm_cap * 2u, sizeof(*tab));
-		if (tab)
-			rm_rehash(head, tab, head->rm_cap * 2u); /* links d too */
-		else
-			rm_link(head, d);
-	} else {
-		rm_link(head, d);
-	}
+	rt_add(&head->rm_idx, head->mem, d);
 	atomic_fetch_add_explicit(&head->removes_open, 1, memory_order_release);
 }
 
@@ -2604,17 +2727,9 @@ static bool remove_close_locked(struct remote *head, struct rop *d)
 	else
 		head->rm_tail = d->o_prev;
 	d->o_prev = d->o_next = NULL;
-	if (d->h_prev)
-		d->h_prev->h_next = d->h_next;
-	else
-		head->rm_tab[d->h & (head->rm_cap - 1)] = d->h_next;
-	if (d->h_next)
-		d->h_next->h_prev = d->h_prev;
-	d->h_prev = d->h_next = NULL;
+	rt_del(&head->rm_idx, head->mem, d);
 	if (d->kind == RK_CLEAR)
 		head->rm_clears--;
-	if (--head->rm_count == 0 && head->rm_tab != head->rm_tab0)
-		rm_rehash(head, head->rm_tab0, RM_TAB0); /* the list is empty */
 	d->ropen = false;
 	atomic_fetch_sub_explicit(&head->removes_open, 1, memory_order_relaxed);
 	return head->puts_waiting > 0;
@@ -2673,9 +2788,8 @@ static bool promo_open_late(struct remote *head, struct rop *op)
  * put) or complete (a promotion).  No lock held. */
 static void put_close(struct remote *head, struct rop *op)
 {
-	struct rop *go = NULL, *done = NULL, **pp;
+	struct rop *go = NULL, *done = NULL, **pp, **go_tail = &go, *last = NULL;
 	int kind = op->kind;
-	struct rop **to = kind == RK_PUT ? &go : &done;
 	pthread_mutex_lock(&head->put_lock);
 	if (op->o_prev)
 		op->o_prev->o_next = op->o_next;
@@ -2686,20 +2800,31 @@ static void put_close(struct remote *head, struct rop *op)
 	else
 		head->open_tail = op->o_prev;
 	op->open = false;
+	rt_del(&head->open_idx, head->mem, op);
 	if (op->wait_remove) { /* failed or timed out while it waited */
 		op->wait_remove = false;
 		head->puts_waiting--;
 	}
+	/* Those it lets go: held ones sent oldest first. */
 	for (pp = kind == RK_PUT ? &head->held : &head->answered; *pp;) {
 		struct rop *d = *pp;
 		if (put_precedes(op, d) && !put_pending_for(head, d, kind)) {
 			*pp = d->next;
-			d->next = *to;
-			*to = d;
+			if (kind == RK_PUT) {
+				d->next = NULL;
+				*go_tail = d;
+				go_tail = &d->next;
+			} else {
+				d->next = done;
+				done = d;
+			}
 		} else {
+			last = d;
 			pp = &d->next;
 		}
 	}
+	if (kind == RK_PUT)
+		head->held_tail = last;
 	pthread_mutex_unlock(&head->put_lock);
 	while (go) {
 		struct rop *d = go;
@@ -2723,15 +2848,30 @@ static void put_close(struct remote *head, struct rop *op)
 	}
 }
 
-/* A delete or clear: at once, or held until the puts before it of its key
- * (namespace) are answered.  0 (the callback will come) or < 0. */
+/*
+ * A delete or clear: at once, or held until the puts before it of its key
+ * (namespace) are answered, at most remote.timeout_ms from its submission
+ * (held_expire: then it fails -ETIMEDOUT, never sent), so that it is
+ * answered or failed within 2x remote.timeout_ms of its submission -- the
+ * wait a later put of its key is given (rop_submit), from the put's own
+ * submission.  Before remote44 it was held as long as the put before it
+ * took, and that put, itself waiting for an earlier DELETE (D1, P0, D2,
+ * P), had 2x: the put P after it failed -ETIMEDOUT at its 2x, never
+ * sent, while D2 still waited (test_remote_put put_wait_chain).  0 (the
+ * callback will come) or < 0.
+ */
 static int rop_submit_after_puts(struct remote *head, struct rop *op)
 {
 	pthread_mutex_lock(&head->put_lock);
 	remove_open_locked(head, op);
 	if (put_pending_for(head, op, RK_PUT)) {
-		op->next = head->held;
-		head->held = op;
+		op->deadline = kvt_now_ns() + (uint64_t)head->cfg.timeout_ms * 1000000u;
+		op->next = NULL;
+		if (head->held_tail)
+			head->held_tail->next = op;
+		else
+			head->held = op;
+		head->held_tail = op;
 		pthread_mutex_unlock(&head->put_lock);
 		A(head->c_removes_held);
 		return 0;
@@ -3335,8 +3475,8 @@ static void remote_free(struct remote *rm)
 	pthread_mutex_destroy(&rm->lock);
 	pthread_cond_destroy(&rm->flush_cond);
 	pthread_mutex_destroy(&rm->put_lock);
-	if (rm->rm_tab != rm->rm_tab0)
-		kvt_mem_free(rm->mem, rm->rm_tab, rm->rm_cap * sizeof(*rm->rm_tab));
+	rt_fini(&rm->rm_idx, rm->mem);
+	rt_fini(&rm->open_idx, rm->mem);
 	kvt_mem_free(rm->mem, rm, sizeof(*rm));
 }
 
@@ -3364,8 +3504,8 @@ static int lane_open(struct remote **out, const struct remote_config *cfg, struc
 	pthread_mutex_init(&rm->lock, NULL);
 	pthread_cond_init(&rm->flush_cond, NULL);
 	pthread_mutex_init(&rm->put_lock, NULL);
-	rm->rm_tab = rm->rm_tab0;
-	rm->rm_cap = RM_TAB0;
+	rt_init(&rm->rm_idx);
+	rt_init(&rm->open_idx);
 	if (getrandom(&rm->rm_secret, sizeof(rm->rm_secret), GRND_NONBLOCK) !=
 	    (ssize_t)sizeof(rm->rm_secret))
 		rm->rm_secret = (uint64_t)(uintptr_t)rm ^ (uint64_t)time(NULL);
@@ -3559,6 +3699,14 @@ void remote_stats(struct remote *rm, kvt_stats_fn fn, void *ctx)
 	S("conns_up", c_conns_up);
 	fn(ctx, "remote.down", remote_is_down(rm), NULL);
 	fn(ctx, "remote.io_threads", rm->lane_count, NULL);
+	{
+		/* The heap the order indexes hold now (rtab): 0 at rest. */
+		size_t idx;
+		pthread_mutex_lock(&rm->put_lock);
+		idx = rt_bytes(&rm->rm_idx) + rt_bytes(&rm->open_idx);
+		pthread_mutex_unlock(&rm->put_lock);
+		fn(ctx, "remote.order_index_bytes", idx, NULL);
+	}
 	{
 		unsigned version, caps = remote_caps(rm, &version);
 		fn(ctx, "remote.version", version, NULL);
