@@ -16,6 +16,7 @@
  */
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -1085,6 +1086,86 @@ static void torn_sealed(const char *format, const char *align, bool ckpt)
 	free(dir);
 }
 
+/* 7c. A segment sealed while a write placed in it is still in flight
+ *     (ssd.io=psync: the write of key 1's record held by
+ *     IO_FAULT_SLOW_WRITE on one worker, the segment filled behind it and
+ *     sealed on the others), then a kill before that write lands: the
+ *     header names a summary that names a record never written.  A seal
+ *     waits for the writes placed in its segment (ssd_idx.c
+ *     ssd_seg_seal_locked), so a kill leaves an open segment (recovery
+ *     walks it) or a sealed one whose records are all there: no damage.
+ *     Until 2026-12-07 it did not: "record header damaged" in a sealed
+ *     segment, damage after a kill -9 alone (test_crashloop, CI of
+ *     1fa138b7, round 1). */
+#define SI_HELD_LEN 100000u /* key 1's value: the one record of its length */
+#define SI_RELEASE_MS 1500u
+
+struct si_release {
+	struct kvt_store *s;
+	_Atomic bool done;
+};
+
+static void *si_release_main(void *arg)
+{
+	struct si_release *r = arg;
+	usleep(SI_RELEASE_MS * 1000);
+	atomic_store(&r->done, true);
+	io_fault_release(ssd_io(store_ssd(r->s)));
+	return NULL;
+}
+
+static void seal_inflight(void)
+{
+	char *dir = t_mkdtemp();
+	struct said w;
+	int st;
+	pid_t pid = fork();
+
+	T_GE_INT(pid, 0);
+	if (pid == 0) {
+		struct kvt_store *c = t_store_open(
+			"path", dir, "dram.capacity", "64M", "dram.chunk", "4K", "dram.prefault",
+			"off", "ssd.capacity", "4M", "ssd.segment", "1M", "ssd.admission", "always",
+			"ssd.checkpoint_seals", "0", "ssd.format", "2", "ssd.dio_align", "512",
+			"ssd.io", "psync", NULL);
+		uint32_t cns = ns_of(c);
+		struct io_fault held = { .kind = IO_FAULT_SLOW_WRITE, .fd = -1, .count = 1,
+					 .delay_ms = 600000,
+					 .len = 512 + KVT_ALIGN_UP(SI_HELD_LEN, 512) };
+		struct si_release rel = { c, false };
+		pthread_t th;
+		bool early;
+		T_RC(t_put_filled(c, cns, 0, 4096), KVT_OK);
+		T_OK(kvt_flush(c));
+		T_OK(io_fault_add(ssd_io(store_ssd(c)), &held));
+		T_RC(t_put_filled(c, cns, 1, SI_HELD_LEN), KVT_OK);
+		for (int i = 0; i < 5000 && t_stat(c, "io.faults_injected") == 0; i++)
+			usleep(1000); /* key 1's write taken, and held */
+		if (t_stat(c, "io.faults_injected") == 0)
+			_exit(5);
+		T_ASSERT(pthread_create(&th, NULL, si_release_main, &rel) == 0);
+		/* 60000-byte values until the segment (1 MiB) is sealed */
+		for (uint64_t k = 2; k < 40 && t_stat(c, "ssd.segments_sealed") == 0; k++) {
+			T_RC(t_put_filled(c, cns, k, 60000), KVT_OK);
+			usleep(2000);
+		}
+		for (int i = 0; i < 10000 && t_stat(c, "ssd.segments_sealed") == 0; i++)
+			usleep(1000);
+		if (t_stat(c, "ssd.segments_sealed") == 0)
+			_exit(6);
+		early = !atomic_load(&rel.done);
+		fprintf(stderr, "  seal with a write in flight: sealed %s its write was released\n",
+			early ? "before" : "after");
+		_exit(0); /* a kill: key 1's write lands only if it was released */
+	}
+	T_EQ_INT(waitpid(pid, &st, 0), pid);
+	T_ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	T_RC(fsck(dir, &w), 0);
+	T_EQ_U64(w.f.damaged, 0);
+	t_rmtree(dir);
+	free(dir);
+}
+
 /* 8. A segment of whole 4 KiB pages, not of whole MiB (ssd.segment
  *    1 MiB + 12 KiB, five of them exactly the capacity), at formats 3 and
  *    2: the log writes and reclaims it over several laps, every slot's
@@ -2136,6 +2217,10 @@ int main(void)
 		goto tomb;
 	if (only && strcmp(only, "hdr") == 0)
 		goto hdr;
+	if (only && strcmp(only, "seal") == 0) {
+		seal_inflight();
+		return 0;
+	}
 	if (only && strcmp(only, "torn") == 0) {
 		for (size_t a = 0; a < KVT_ARRAY_LEN(aligns); a++)
 			for (int ck = 0; ck < 2; ck++) {
@@ -2186,6 +2271,7 @@ int main(void)
 			torn_sealed("3", aligns[a], ck);
 			torn_sealed("2", aligns[a], ck);
 		}
+	seal_inflight();
 	odd_segment("3");
 	odd_segment("2");
 tomb:
