@@ -498,7 +498,8 @@ struct rec_hl {
 	size_t cap;
 	uint8_t *vbuf;
 	size_t vcap;
-	uint64_t torn; /* values rec_walk_took left out */
+	uint64_t voff, vlen, vend; /* vbuf holds [voff, voff + vlen); vend: the walk's limit */
+	uint64_t torn;             /* values rec_walk_took left out */
 };
 
 static int rec_hl_read(void *ctx, uint64_t off, uint64_t limit, uint32_t align,
@@ -535,20 +536,40 @@ static int rec_hl_read(void *ctx, uint64_t off, uint64_t limit, uint32_t align,
  */
 #define REC_VCHUNK ((size_t)1 << 20)
 
-/* h->vbuf of at least want bytes (and REC_VCHUNK): 0 or -ENOMEM. */
-static int rec_vbuf(struct rec_hl *h, size_t want)
+/* Bytes [off, off + n) of h's slot (n at most REC_VCHUNK, off and n
+ * multiples of its alignment), through h->vbuf, which holds [h->voff,
+ * h->voff + h->vlen) of the file: read again from off, REC_VCHUNK bytes
+ * (no further than h->vend, the walk's limit), where it does not hold
+ * them -- so the values of a segment's tail are read 1 MiB at a time, as
+ * they lie, not one read each.  NULL if they cannot be read; *nomem set
+ * if the buffer cannot be had. */
+static const uint8_t *rec_vbytes(struct rec_hl *h, uint64_t off, size_t n, bool *nomem)
 {
 	struct ssd *s = h->rc->s;
+	const struct ssd_seg *g = &s->segs[h->slot];
+	size_t want = REC_VCHUNK;
 
-	if (want < REC_VCHUNK)
-		want = REC_VCHUNK;
-	if (h->vbuf && h->vcap >= want)
-		return 0;
-	if (h->vbuf)
-		kvt_mem_free(s->mem, h->vbuf, h->vcap);
-	h->vcap = KVT_ALIGN_UP(want, SSD_ALIGN);
-	h->vbuf = kvt_mem_alloc_aligned(s->mem, SSD_ALIGN, h->vcap);
-	return h->vbuf ? 0 : -ENOMEM;
+	if (h->vlen && off >= h->voff && off + n <= h->voff + h->vlen)
+		return h->vbuf + (off - h->voff);
+	if (!h->vbuf) {
+		h->vcap = REC_VCHUNK;
+		h->vbuf = kvt_mem_alloc_aligned(s->mem, SSD_ALIGN, h->vcap);
+		if (!h->vbuf) {
+			*nomem = true;
+			return NULL;
+		}
+	}
+	h->vlen = 0;
+	if (off >= h->vend)
+		return NULL;
+	if (h->vend - off < want)
+		want = (size_t)(h->vend - off);
+	want -= want % g->rec_align;
+	if (want < n || ssd_pread_full(s, g->fd, h->vbuf, want, off) < 0)
+		return NULL;
+	h->voff = off;
+	h->vlen = want;
+	return h->vbuf;
 }
 
 /* Batched value se of h's slot: 1 sound (its value_crc) or not readable
@@ -556,21 +577,18 @@ static int rec_vbuf(struct rec_hl *h, size_t want)
  * torn, -ENOMEM. */
 static int rec_batched_ok(struct rec_hl *h, const struct ssd_sum_entry *se)
 {
-	struct ssd *s = h->rc->s;
 	uint64_t off = (uint64_t)se->off_512 * SSD_REC_ALIGN, left = se->value_len;
 	uint64_t padded = (uint64_t)se->len_512 * SSD_REC_ALIGN;
+	bool nomem = false;
 	uint32_t crc = 0;
 
-	if (rec_vbuf(h, 0) < 0)
-		return -ENOMEM;
 	while (left) {
-		size_t n = padded < h->vcap ? (size_t)padded : h->vcap;
+		size_t n = padded < REC_VCHUNK ? (size_t)padded : REC_VCHUNK;
 		size_t take = left < n ? (size_t)left : n;
-		if (n == 0)
-			return 0;
-		if (ssd_pread_full(s, s->segs[h->slot].fd, h->vbuf, n, off) < 0)
-			return 1;
-		crc = kvt_crc32c(crc, h->vbuf, take);
+		const uint8_t *p = n ? rec_vbytes(h, off, n, &nomem) : NULL;
+		if (!p)
+			return nomem ? -ENOMEM : n != 0;
+		crc = kvt_crc32c(crc, p, take);
 		off += n;
 		padded -= n;
 		left -= take;
@@ -586,53 +604,54 @@ static int rec_record_ok(struct rec_hl *h, const struct ssd_rec_hdr *rh, uint64_
 {
 	struct ssd *s = h->rc->s;
 	const struct ssd_seg *g = &s->segs[h->slot];
-	size_t pl = (size_t)rh->part_count * sizeof(struct ssd_part), have, at;
+	size_t pl = (size_t)rh->part_count * sizeof(struct ssd_part);
+	uint64_t pos = off + rh->hdr_len, end = off + len, left;
 	struct ssd_part *parts;
 	struct ssd_rec_hdr dh;
-	uint64_t pos = off, end = off + len;
-	int ok = 0;
+	const uint8_t *p;
+	bool nomem = false;
+	uint32_t part = 0, crc = 0;
+	int ok = 1;
 
-	if (rh->type != SSD_REC_PUT || rh->part_count == 0)
-		return 1; /* no value */
-	if (rec_vbuf(h, rh->hdr_len) < 0 || !(parts = kvt_mem_alloc(s->mem, pl)))
+	if (rh->type != SSD_REC_PUT || rh->part_count == 0 || rh->hdr_len > REC_VCHUNK ||
+	    len < rh->hdr_len)
+		return 1; /* no value (or no header this reads: its read checks it) */
+	if (!(parts = kvt_mem_alloc(s->mem, pl)))
 		return -ENOMEM;
-	have = end - pos < h->vcap ? (size_t)(end - pos) : h->vcap;
-	ok = 1;
-	if (have < rh->hdr_len || ssd_pread_full(s, g->fd, h->vbuf, have, pos) < 0)
-		goto out; /* read as the walk read it: not a tear */
-	ok = 0;
-	if (ssd_rec_hdr_decode(h->vbuf, rh->hdr_len, g->rec_align, &dh, parts, rh->part_count) ||
-	    dh.part_count != rh->part_count)
+	if (!(p = rec_vbytes(h, off, rh->hdr_len, &nomem)))
+		goto out; /* not a tear (above), or -ENOMEM */
+	if (ssd_rec_hdr_decode(p, rh->hdr_len, g->rec_align, &dh, parts, rh->part_count) ||
+	    dh.part_count != rh->part_count) {
+		ok = 0;
 		goto out;
-	pos += have;
-	at = rh->hdr_len;
-	ok = 1;
-	for (uint32_t p = 0; p < dh.part_count && ok; p++) {
-		uint64_t left = parts[p].len;
-		uint32_t crc = 0;
-		while (left && ok) {
-			size_t take;
-			if (at == have) {
-				have = end - pos < h->vcap ? (size_t)(end - pos) : h->vcap;
-				at = 0;
-				if (have == 0)
-					ok = 0;
-				else if (ssd_pread_full(s, g->fd, h->vbuf, have, pos) < 0)
-					goto out; /* ok: not a tear (above) */
-				if (!ok)
-					break;
-				pos += have;
-			}
-			take = left < have - at ? (size_t)left : have - at;
-			crc = kvt_crc32c(crc, h->vbuf + at, take);
+	}
+	left = parts[0].len;
+	/* The value's bytes, a piece at a time, each part's CRC over its own. */
+	while (part < dh.part_count && pos < end) {
+		size_t n = end - pos < REC_VCHUNK ? (size_t)(end - pos) : REC_VCHUNK, at = 0;
+		if (!(p = rec_vbytes(h, pos, n, &nomem)))
+			goto out;
+		while (at < n && part < dh.part_count) {
+			size_t take = left < n - at ? (size_t)left : n - at;
+			crc = kvt_crc32c(crc, p + at, take);
 			at += take;
 			left -= take;
+			if (left == 0) {
+				if (crc != parts[part].crc) {
+					ok = 0;
+					goto out;
+				}
+				crc = 0;
+				if (++part < dh.part_count)
+					left = parts[part].len;
+			}
 		}
-		ok = ok && crc == parts[p].crc;
+		pos += n;
 	}
+	ok = part == dh.part_count;
 out:
 	kvt_mem_free(s->mem, parts, pl);
-	return ok;
+	return nomem ? -ENOMEM : ok;
 }
 
 /* se, taken by the walk at off (len bytes, a record's; 0 for a batched
@@ -699,7 +718,7 @@ static int rec_walk(struct recovery *rc, uint32_t slot, uint64_t limit, uint64_t
 {
 	struct ssd *s = rc->s;
 	struct ssd_seg *g = &s->segs[slot];
-	struct rec_hl h = { rc, slot, NULL, SSD_ALIGN * 4, NULL, 0, 0 };
+	struct rec_hl h = { rc, slot, NULL, SSD_ALIGN * 4, NULL, 0, 0, 0, 0, 0 };
 	struct ssd_struct *st = kvt_mem_alloc(s->mem, sizeof(*st)); /* ~8 KiB: not on the stack */
 	struct ssd_walk w = { .read = rec_hl_read, .ctx = &h, .take = rec_walk_took, .tctx = &h,
 			      .gen = g->generation, .limit = limit, .align = g->rec_align };
@@ -710,6 +729,7 @@ static int rec_walk(struct recovery *rc, uint32_t slot, uint64_t limit, uint64_t
 		w.limit = s->cfg.seg_size;
 	if (w.limit > rc->fsize[slot])
 		w.limit = rc->fsize[slot];
+	h.vend = w.limit;
 	if (h.buf && st) {
 		r = ssd_walk(&w, st);
 		s->rec_twins_used += w.twins_used;
@@ -869,7 +889,7 @@ static int rec_headerless(struct recovery *rc, uint32_t slot, uint64_t *max_gen)
 	struct ssd *s = rc->s;
 	struct ssd_seg *g = &s->segs[slot];
 	size_t before = rc->tomb_count;
-	struct rec_hl hl = { rc, slot, NULL, SSD_ALIGN, NULL, 0, 0 };
+	struct rec_hl hl = { rc, slot, NULL, SSD_ALIGN, NULL, 0, 0, 0, 0, 0 };
 	struct ssd_struct *st = kvt_mem_alloc(s->mem, sizeof(*st));
 	struct ssd_hl w = { .read = rec_hl_read, .ctx = &hl, .limit = s->cfg.seg_size };
 	bool in_ckpt;
