@@ -631,7 +631,8 @@ static int rec_record_ok(struct rec_hl *h, const struct ssd_rec_hdr *rh, uint64_
 		size_t n = end - pos < REC_VCHUNK ? (size_t)(end - pos) : REC_VCHUNK, at = 0;
 		if (!(p = rec_vbytes(h, pos, n, &nomem)))
 			goto out;
-		while (at < n && part < dh.part_count) {
+		/* (left 0 at n: a part of no bytes, checked too) */
+		while (part < dh.part_count && (at < n || left == 0)) {
 			size_t take = left < n - at ? (size_t)left : n - at;
 			crc = kvt_crc32c(crc, p + at, take);
 			at += take;
