@@ -1139,7 +1139,7 @@ static void seal_inflight(void)
 		T_OK(kvt_flush(c));
 		T_OK(io_fault_add(ssd_io(store_ssd(c)), &held));
 		T_RC(t_put_filled(c, cns, 1, SI_HELD_LEN), KVT_OK);
-		for (int i = 0; i < 5000 && t_stat(c, "io.faults_injected") == 0; i++)
+		for (int i = 0; i < 30000 && t_stat(c, "io.faults_injected") == 0; i++)
 			usleep(1000); /* key 1's write taken, and held */
 		if (t_stat(c, "io.faults_injected") == 0)
 			_exit(5);
@@ -1149,7 +1149,7 @@ static void seal_inflight(void)
 			T_RC(t_put_filled(c, cns, k, 60000), KVT_OK);
 			usleep(2000);
 		}
-		for (int i = 0; i < 10000 && t_stat(c, "ssd.segments_sealed") == 0; i++)
+		for (int i = 0; i < 30000 && t_stat(c, "ssd.segments_sealed") == 0; i++)
 			usleep(1000);
 		if (t_stat(c, "ssd.segments_sealed") == 0)
 			_exit(6);
