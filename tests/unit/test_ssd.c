@@ -783,24 +783,29 @@ static void test_format3_read(void)
 	T_EQ_U64(t_stat(s, "ssd.crc_errors"), 1); /* its entry is gone */
 	kvt_store_destroy(s);
 
-	/* A torn batch: the first value served, the second a miss. */
+	/* A torn batch: the first value served, the second a miss -- left
+	 * out by recovery's walk, which reads every value it takes past the
+	 * checkpoint (ssd_recover.c "Values torn by a crash"); until
+	 * 2026-12-07 it was indexed, a miss at its first read
+	 * (ssd.crc_errors), and the seal's summary named it. */
 	f3_build(dir, ns, voff);
 	f3_poke(dir, voff[1], (size_t)f3_len[1], 0);
 	f3_fsck(dir, 1, 1);
 	s = open_store(dir, "16M", "always");
-	T_EQ_U64(t_stat(s, "ssd.blocks"), 2);
-	T_RC(f3_get(s, ns, 0), KVT_OK);
-	T_RC(f3_get(s, ns, 1), KVT_MISS);
-	T_EQ_U64(t_stat(s, "ssd.crc_errors"), 1);
-	kvt_store_destroy(s);
-	/* Its entry, kept dead, is in the checkpoint (a delete after the
-	 * restart must find it: test_ssd_fsck dead_ckpt): a block again,
-	 * whose read is a miss again; before 2026-12-06 it was left out. */
-	s = open_store(dir, "16M", "always");
-	T_EQ_U64(t_stat(s, "ssd.blocks"), 2);
-	T_RC(f3_get(s, ns, 0), KVT_OK);
-	T_RC(f3_get(s, ns, 1), KVT_MISS);
 	T_EQ_U64(t_stat(s, "ssd.blocks"), 1);
+	T_EQ_U64(t_stat(s, "ssd.recovery_torn_values"), 1);
+	T_RC(f3_get(s, ns, 0), KVT_OK);
+	T_RC(f3_get(s, ns, 1), KVT_MISS);
+	T_EQ_U64(t_stat(s, "ssd.crc_errors"), 0);
+	kvt_store_destroy(s);
+	/* Named by neither the checkpoint nor the summary: fsck clean, and a
+	 * miss again after the next open. */
+	f3_fsck(dir, 1, 0);
+	s = open_store(dir, "16M", "always");
+	T_EQ_U64(t_stat(s, "ssd.blocks"), 1);
+	T_RC(f3_get(s, ns, 0), KVT_OK);
+	T_RC(f3_get(s, ns, 1), KVT_MISS);
+	T_EQ_U64(t_stat(s, "ssd.crc_errors"), 0);
 	kvt_store_destroy(s);
 	t_rmtree(dir);
 	free(dir);
@@ -940,7 +945,10 @@ static void f3w_torn(void)
 			T_RC(r, KVT_MISS);
 		served += r == KVT_OK;
 	}
-	T_EQ_U64(t_stat(s, "ssd.crc_errors"), 2);
+	/* Left out by recovery's walk of the open segment (since 2026-12-07),
+	 * or, where the broken segment was sealed before the kill, misses at
+	 * their reads: two either way. */
+	T_EQ_U64(t_stat(s, "ssd.crc_errors") + t_stat(s, "ssd.recovery_torn_values"), 2);
 	fprintf(stderr, "format3 torn batch: %d of 4 values served after kill -9 (%s)\n", served,
 		io_backend);
 	kvt_store_destroy(s);

@@ -4868,6 +4868,7 @@ void ssd_stats(struct ssd *s, kvt_stats_fn fn, void *ctx)
 	fn(ctx, "ssd.recovery_old_format_segments", s->rec_old_format, NULL);
 	fn(ctx, "ssd.recovery_other_size_segments", s->rec_other_size, NULL);
 	fn(ctx, "ssd.recovery_twins_used", s->rec_twins_used, NULL);
+	fn(ctx, "ssd.recovery_torn_values", s->rec_torn, NULL);
 	fn(ctx, "ssd.recovery_ckpt_gone", s->rec_ckpt_gone, NULL);
 	fn(ctx, "ssd.recovery_headerless_tombstones", s->rec_hdr_tombs, NULL);
 	io_stats(s->io, fn, ctx);

@@ -32,10 +32,12 @@
  * stops is recovery's own predicate (ssd_walk_rec, lib/fmt/ssdfmt.c).  A
  * record whose header is sound but whose value is not all there (a part
  * fails its CRC, or the file ends inside it) at or past that write point,
- * in any segment, is likewise a write a crash cut short: recovery indexes
- * it and its first read is a miss (or, cut by the file's end, its walk
- * stops before it: a miss too), so it is a warning; before the write
- * point it is damage.
+ * in any segment, is likewise a write a crash cut short: recovery's walk
+ * leaves it out of the index and of the summary it seals the segment with
+ * (or, cut by the file's end, stops before it): a miss, so it is a
+ * warning; before the write point it is damage.  (In a segment sealed
+ * before the crash its summary names it, and a later checkpoint's write
+ * point covers it: only a power loss or damage leaves such a value.)
  *
  * The files are judged by the store's shape as recovery will judge them
  * (store_shape): its segment size (ssd.segment: a segment of another
@@ -287,11 +289,13 @@ static bool rec_hdr_err(int r)
  * part fails its CRC, or the file ends inside it: cut), at byte off: at
  * or past `wrote`, the checkpoint's write point for the segment's
  * generation (0: none that recovery uses), it is a write a crash cut short
- * -- recovery indexes its header and its first read is a miss, or, where
- * the file ends inside it, recovery's walk stops before it (no walk reads
- * past its file's end) and it is a miss all the same -- said as a
- * warning; before it, damage.  Until 2026-12-06 a record cut by the
- * file's end was said to be indexed too. */
+ * -- recovery's walk checks it and leaves it out (ssd_recover.c "Values
+ * torn by a crash"; until 2026-12-07 it indexed it, and the summary the
+ * seal wrote named it: damage once a checkpoint covered it), or, where
+ * the file ends inside it, stops before it (no walk reads past its
+ * file's end): a miss either way -- said as a warning; before it,
+ * damage.  Until 2026-12-06 a record cut by the file's end was said to be
+ * indexed too. */
 static void torn_say(struct fsck *c, uint32_t slot, uint64_t off, uint64_t wrote,
 		     const char *what, bool cut)
 {
@@ -304,7 +308,7 @@ static void torn_say(struct fsck *c, uint32_t slot, uint64_t off, uint64_t wrote
 			 "for its generation (%llu): a write torn by a crash, not damage "
 			 "(%s)", slot, (unsigned long long)off, what, (unsigned long long)wrote,
 			 cut ? "recovery stops before it; a miss"
-			     : "recovery indexes it; its first read is a miss");
+			     : "a miss: recovery leaves it out, or a read finds it");
 }
 
 /* A batched value (format 3) named by summary entry e in slot's file

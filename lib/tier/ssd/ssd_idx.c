@@ -567,7 +567,32 @@ void ssd_seg_sum_free(struct ssd *s, struct ssd_seg *g)
 	g->sum_bytes = 0;
 }
 
-/* Seal the open segment: write its summary, then its header.  seg_lock held. */
+/*
+ * Seal the open segment: write its summary, then its header.  seg_lock held.
+ *
+ * The header names the summary, and from then on recovery and fsck take
+ * the summary's word for what the segment holds (its records are not
+ * walked).  So it waits for every write placed in the segment to land
+ * (infl_cur, infl_old: counted in flight by wd_placed, down in wd_finish,
+ * which takes wd_lock and shard locks, never seg_lock) before either is
+ * written.  Until 2026-12-07 it did not: a segment filled while an earlier
+ * write of it was still in flight (a 300 KiB record on a psync worker, a
+ * batch in the ring) was sealed on the other workers, and a kill -9 before
+ * that write landed left a sealed segment whose summary named a record
+ * never written -- "record header damaged", damage after a kill alone
+ * (test_crashloop, CI of 1fa138b7; test_ssd_fsck seal_inflight), or a
+ * batched value failing its value_crc that a later checkpoint's write
+ * point made damage.  The writer waits at most one segment's last writes,
+ * once a segment.
+ */
+static void seg_wait_landed(struct ssd *s, struct ssd_seg *g)
+{
+	pthread_mutex_lock(&s->wd_lock);
+	while (g->infl_cur + g->infl_old > 0)
+		pthread_cond_wait(&s->wd_cond, &s->wd_lock);
+	pthread_mutex_unlock(&s->wd_lock);
+}
+
 void ssd_seg_seal_locked(struct ssd *s)
 {
 	int32_t slot = s->open_slot;
@@ -581,6 +606,7 @@ void ssd_seg_seal_locked(struct ssd *s)
 		return;
 	g = &s->segs[slot];
 	s->open_slot = -1;
+	seg_wait_landed(s, g);
 	len = align4k(g->sum_bytes);
 	buf = kvt_mem_alloc_aligned(s->mem, SSD_ALIGN, len);
 	if (!buf) {

@@ -411,6 +411,8 @@ struct ssd {
 	uint64_t rec_ckpt_entries, rec_records, rec_segments, rec_ns, rec_dropped;
 	uint64_t rec_old_format;     /* segments of an older format version, dropped */
 	uint64_t rec_twins_used;     /* walks gone on past a damaged tombstone copy */
+	uint64_t rec_torn;           /* values past the checkpoint failing their CRC,
+				      * left out (ssd_recover.c "Values torn") */
 	uint64_t rec_ckpt_gone;      /* checkpoint entries past their segment file's end */
 	bool rec_ckpt_damaged;       /* recovery ignored a damaged checkpoint: open
 				      * replaces it (ssd_recover.c rec_load_ckpt) */
