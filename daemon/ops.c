@@ -952,7 +952,8 @@ static int ops_quiet_add(struct kvtd_frame *fr, struct kvtd_item *it)
 		}
 		fr->keys = (struct kvt_key *)d;
 	}
-	for (uint64_t h = kvtd_key_hash(it->req.ns, it->req.key.bytes, it->req.key.len);; h++) {
+	for (uint64_t h = kvtd_key_hash(fr->loop->srv->key_secret, it->req.ns, it->req.key.bytes,
+					  it->req.key.len);; h++) {
 		uint32_t *sl = &d->slot[h & (d->cap - 1)];
 		struct kvtd_item *o;
 		if (*sl == 0) {

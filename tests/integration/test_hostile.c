@@ -9824,6 +9824,140 @@ static void phase_resp_hello(void)
 }
 
 /* ------------------------------------------------------------------------
+ * expiry_hash (red44): one tenant's RESP keys chosen to share one home in
+ * the expiry index's key table (daemon/expiry.c), so that each SET with a
+ * TTL walks all of them
+ *
+ * The table (and ops.c's quiet dedup, repair.c's rents) hashed (namespace,
+ * key) with FNV-1a and no key: a client that knows its namespace's id
+ * (its /metrics row, or 1 on a fresh server) computes keys of one home
+ * offline.  The admin SETs EH_KEYS random keys with EX 3600 in its own
+ * namespace (the baseline), then alice EH_KEYS keys whose old hash agrees
+ * in its low EH_BITS bits (the table holds 2^EH_BITS slots then), each
+ * pipelined EH_BATCH a send.  Before, each of alice's SETs walked the
+ * cluster under the index's lock on the loop; now kvtd_key_hash is XXH3
+ * seeded by a secret drawn at start (base.c): the server's CPU a SET of
+ * alice's asserted <= EH_RATIO x the admin's.
+ */
+
+#define EH_KEYS 16000u /* each namespace holds a quarter of the index: 16,384 */
+#define EH_BITS 16u    /* 2 x 16000 entries: cap 32768, a table of 65536 */
+#define EH_BATCH 256u
+#define EH_RATIO 3.0
+
+/* The daemon's key hash before 2026-12-07 (base.c kvtd_key_hash). */
+static uint64_t eh_fnv_step(uint64_t h, uint8_t b)
+{
+	return (h ^ b) * 1099511628211ull;
+}
+
+/* n keys of 12 hex digits whose RESP kvtier key ('s' + key: respd.c
+ * respd_key) had one home under 2^bits slots in namespace ns. */
+static void eh_colliding(uint32_t ns, unsigned bits, unsigned n, char (*out)[13])
+{
+	static const char hex[] = "0123456789abcdef";
+	uint64_t mask = (1ull << bits) - 1, want = 0x2a5 & mask;
+	unsigned got = 0;
+
+	for (uint64_t p = 0; got < n; p++) {
+		char k[13];
+		uint64_t h = eh_fnv_step(1469598103934665603ull ^ ns, 's');
+		for (int j = 0; j < 10; j++) {
+			k[j] = hex[(p >> (4 * j)) & 15];
+			h = eh_fnv_step(h, (uint8_t)k[j]);
+		}
+		for (unsigned a = 0; a < 16 && got < n; a++) {
+			uint64_t ha = eh_fnv_step(h, (uint8_t)hex[a]);
+			for (unsigned b = 0; b < 16 && got < n; b++) {
+				uint64_t hb = eh_fnv_step(ha, (uint8_t)hex[b]);
+				if (((hb ^ (hb >> 29)) & mask) != want)
+					continue;
+				memcpy(out[got], k, 10);
+				out[got][10] = hex[a];
+				out[got][11] = hex[b];
+				out[got][12] = 0;
+				got++;
+			}
+		}
+	}
+}
+
+/* SET each of keys[0, n) with EX 3600 on fd, EH_BATCH a send, every
+ * answer +OK: the server's CPU they took. */
+static uint64_t eh_sets(int fd, char (*keys)[13], unsigned n)
+{
+	char *cmd = malloc(EH_BATCH * 64), *reply = malloc(EH_BATCH * 5 + 1);
+	uint64_t c0 = srv_cpu_ns();
+
+	T_ASSERT(cmd != NULL && reply != NULL);
+	for (unsigned i = 0; i < n; i += EH_BATCH) {
+		unsigned m = n - i < EH_BATCH ? n - i : EH_BATCH;
+		size_t len = 0, got;
+		bool closed = false;
+		for (unsigned j = 0; j < m; j++)
+			len += (size_t)snprintf(cmd + len, 64, "*5\r\n$3\r\nSET\r\n$12\r\n%s\r\n"
+						"$1\r\nv\r\n$2\r\nEX\r\n$4\r\n3600\r\n", keys[i + j]);
+		T_EQ_INT(send_for(fd, cmd, len, 30000), (int64_t)len);
+		got = recv_for(fd, reply, (size_t)m * 5 + 1, 60000, &closed);
+		T_EQ_INT(got, (size_t)m * 5);
+		for (unsigned j = 0; j < m; j++)
+			T_ASSERT(memcmp(reply + 5 * j, "+OK\r\n", 5) == 0);
+	}
+	free(cmd);
+	free(reply);
+	return srv_cpu_ns() - c0;
+}
+
+static void phase_expiry_hash(void)
+{
+	const char *extra[] = { "--resp", "127.0.0.1:0", "--metrics", "127.0.0.1:0", "--threads",
+				"1", NULL };
+	char (*keys)[13] = calloc(EH_KEYS, sizeof(*keys)), *page, *p;
+	const char *row = "\",model=\"resp\",tenant=\"alice\"}";
+	uint64_t base_ns, coll_ns, t0, gen_ns;
+	unsigned ns = 0;
+	double ratio;
+	uint16_t port, mport;
+	int fd, admin;
+
+	T_ASSERT(keys != NULL);
+	start("expiry_hash", extra);
+	port = tsrv_listener_port(srv.log, "RESP");
+	mport = tsrv_listener_port(srv.log, "metrics");
+	fd = resp_alice(port);
+	admin = rk_login(port, "admin", SECRET_ADMIN);
+	for (unsigned i = 0; i < EH_KEYS; i++)
+		snprintf(keys[i], 13, "r%011x", i * 2654435761u);
+	base_ns = eh_sets(admin, keys, EH_KEYS);
+	eh_sets(fd, keys, 1); /* alice's RESP namespace, and its id (what an
+			       * attacker reads on /metrics, or guesses) */
+	page = tsrv_http_body(mport, "/metrics");
+	T_ASSERT(page != NULL);
+	p = strstr(page, row);
+	T_ASSERT(p != NULL);
+	while (p > page && p[-1] != '"')
+		p--;
+	ns = (unsigned)strtoul(p, NULL, 10);
+	free(page);
+	t0 = tsrv_now_ns();
+	eh_colliding(ns, EH_BITS, EH_KEYS, keys);
+	gen_ns = tsrv_now_ns() - t0;
+	coll_ns = eh_sets(fd, keys, EH_KEYS);
+	ratio = (double)coll_ns / (double)base_ns;
+	printf("expiry_hash: namespace %u; %u keys of one old home made in %.0f ms; the server's "
+	       "CPU a SET EX: %.1f us for the admin's random keys, %.1f us for those (%.2fx; asserted <= "
+	       "%.1f)\n", ns, EH_KEYS, gen_ns / 1e6, base_ns / 1e3 / EH_KEYS,
+	       coll_ns / 1e3 / EH_KEYS, ratio, EH_RATIO);
+	fflush(stdout);
+	T_ASSERT(stat_of("server.resp_expiry_held") >= 2 * EH_KEYS);
+	T_ASSERT(ratio <= EH_RATIO);
+	close(fd);
+	close(admin);
+	free(keys);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
+/* ------------------------------------------------------------------------
  * ssd_read_share (a measurement, run by hand: not in the suite): one
  * tenant's GETs of its SSD-only blocks pipelined on many connections
  * beside another tenant's single GET of its own
@@ -10712,6 +10846,7 @@ static const struct tsrv_phase phases[] = {
 	{ "resp_keys", phase_resp_keys },
 	{ "resp_reparse", phase_resp_reparse },
 	{ "resp_hello", phase_resp_hello },
+	{ "expiry_hash", phase_expiry_hash },
 	{ "aux_share", phase_aux_share },
 	{ "quiet_share", phase_quiet_share },
 	{ "ssd_read_share", phase_ssd_read_share },
