@@ -1013,8 +1013,9 @@ uint64_t kvtd_now_ns(void); /* base.c: CLOCK_MONOTONIC */
  * kvt_deadline (lib/base/kvt_int.h), which the daemon does not include. */
 struct timespec kvtd_deadline(clockid_t clock, uint64_t ns);
 /* base.c: (namespace, key) hashed for the daemon's open-addressing tables
- * (ops.c's quiet dedup, repair.c's rents, expiry.c's key table), keyed by
- * secret (the server's key_secret): clients choose the keys. */
+ * (ops.c's quiet dedup, repair.c's rents, expiry.c's key table) and respd.c's
+ * write stripes, keyed by secret (the server's key_secret): clients choose
+ * the keys. */
 uint64_t kvtd_key_hash(uint64_t secret, uint32_t ns, const uint8_t *k, uint32_t len);
 /* base.c: len bytes at off of a request's pinned value view; false if short. */
 bool kvtd_view_read(const struct kvt_req *r, uint64_t off, void *out, size_t len);
