@@ -53,6 +53,7 @@ struct kvtd_expiry {
 	uint32_t *per_ns;        /* entries of each namespace id (lock) */
 	uint32_t ns_cap;
 	uint64_t charged;        /* of --max-memory: heap and per_ns */
+	uint64_t secret;         /* kvtd_key_hash's key (srv->key_secret) */
 	_Atomic uint64_t next_ms; /* heap[0].at_ms, 0 with none: loop 0's wait */
 };
 
@@ -65,6 +66,7 @@ int kvtd_expiry_init(struct kvtd_server *srv)
 		return -ENOMEM;
 	pthread_mutex_init(&x->lock, NULL);
 	x->max = KVTD_EXPIRY_MAX;
+	x->secret = srv->key_secret;
 	if (env && atoi(env) > 0 && (uint32_t)atoi(env) < KVTD_EXPIRY_MAX)
 		x->max = (uint32_t)atoi(env);
 	srv->expiry = x;
@@ -116,7 +118,7 @@ static bool expiry_grow(struct kvtd_server *srv, void **p, uint32_t *cap, size_t
 
 static uint32_t expiry_home(const struct kvtd_expiry *x, const struct expiry_ent *e)
 {
-	return (uint32_t)kvtd_key_hash(e->ns, e->key, e->key_len) & (x->tab_cap - 1);
+	return (uint32_t)kvtd_key_hash(x->secret, e->ns, e->key, e->key_len) & (x->tab_cap - 1);
 }
 
 /* The heap index of (ns, key), or UINT32_MAX with *slot its free slot. */
@@ -127,8 +129,8 @@ static uint32_t expiry_find(const struct kvtd_expiry *x, uint32_t ns, const stru
 
 	if (!x->tab_cap)
 		return UINT32_MAX;
-	for (s = (uint32_t)kvtd_key_hash(ns, key->bytes, key->len) & (x->tab_cap - 1); x->tab[s];
-	     s = (s + 1) & (x->tab_cap - 1)) {
+	for (s = (uint32_t)kvtd_key_hash(x->secret, ns, key->bytes, key->len) & (x->tab_cap - 1);
+	     x->tab[s]; s = (s + 1) & (x->tab_cap - 1)) {
 		const struct expiry_ent *e = &x->heap[x->tab[s] - 1];
 		if (e->ns == ns && e->key_len == key->len &&
 		    memcmp(e->key, key->bytes, key->len) == 0)

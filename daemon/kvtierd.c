@@ -41,6 +41,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/random.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -1264,6 +1265,13 @@ int main(int argc, char **argv)
 	int sfd = -1, exit_code;
 
 	kvtierd_parse(&srv->cfg, argc, argv);
+	/* The daemon's tables of client-chosen keys hash with it
+	 * (kvtd_key_hash): drawn before any of them exists. */
+	if (getrandom(&srv->key_secret, sizeof(srv->key_secret), 0) !=
+	    (ssize_t)sizeof(srv->key_secret)) {
+		fprintf(stderr, "kvtierd: cannot draw a random key (getrandom)\n");
+		return KVTD_EXIT_FAIL;
+	}
 	srv->listeners = listeners;
 	kvtd_s3_gate_init(srv);
 	kvtd_resp_wseq_init(srv);

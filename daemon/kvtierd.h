@@ -912,6 +912,7 @@ struct kvtd_server {
 	_Atomic unsigned quiet_inflight;
 	_Atomic unsigned peer_unauth[KVTD_PEER_SLOTS];
 	uint64_t peer_key;        /* kvtd_peer_slot's key: random, set before the loops start */
+	uint64_t key_secret;      /* kvtd_key_hash's key: random, set before anything hashes */
 	/* Failed AUTHs by peer slot in the current second (loop.c) */
 	_Atomic uint64_t auth_fail_sec[KVTD_PEER_SLOTS];
 	_Atomic uint32_t auth_fails[KVTD_PEER_SLOTS];
@@ -1012,8 +1013,10 @@ uint64_t kvtd_now_ns(void); /* base.c: CLOCK_MONOTONIC */
  * kvt_deadline (lib/base/kvt_int.h), which the daemon does not include. */
 struct timespec kvtd_deadline(clockid_t clock, uint64_t ns);
 /* base.c: (namespace, key) hashed for the daemon's open-addressing tables
- * (ops.c's quiet dedup, repair.c's rents, expiry.c's key table). */
-uint64_t kvtd_key_hash(uint32_t ns, const uint8_t *k, uint32_t len);
+ * (ops.c's quiet dedup, repair.c's rents, expiry.c's key table) and respd.c's
+ * write stripes, keyed by secret (the server's key_secret): clients choose
+ * the keys. */
+uint64_t kvtd_key_hash(uint64_t secret, uint32_t ns, const uint8_t *k, uint32_t len);
 /* base.c: len bytes at off of a request's pinned value view; false if short. */
 bool kvtd_view_read(const struct kvt_req *r, uint64_t off, void *out, size_t len);
 

@@ -183,11 +183,11 @@ void kvtd_frame_free(struct kvtd_frame *fr)
  * Namespaces a connection names
  */
 
-static uint64_t ops_ns_hash(const uint8_t *digest)
+/* Keyed: a digest's bytes are the client's to choose (a text's SHA-256
+ * tried until it fits, doc/security.md "Session 44"). */
+static uint64_t ops_ns_hash(const struct kvtd_conn *c, const uint8_t *digest)
 {
-	uint64_t h;
-	memcpy(&h, digest, sizeof(h));
-	return h;
+	return kvtd_key_hash(c->loop->srv->key_secret, 0, digest, PROTO_DIGEST_LEN);
 }
 
 void kvtd_ns_cache_free(struct kvtd_conn *c)
@@ -201,7 +201,7 @@ static struct kvtd_nsent *ops_ns_cache_find(struct kvtd_conn *c, const uint8_t *
 {
 	if (!c->ns_cap)
 		return NULL;
-	for (unsigned i = 0, p = (unsigned)ops_ns_hash(digest) & (c->ns_cap - 1); i < c->ns_cap;
+	for (unsigned i = 0, p = (unsigned)ops_ns_hash(c, digest) & (c->ns_cap - 1); i < c->ns_cap;
 	     i++, p = (p + 1) & (c->ns_cap - 1)) {
 		if (!c->ns[p].used)
 			return NULL;
@@ -250,7 +250,7 @@ static void ops_ns_cache_add(struct kvtd_conn *c, const uint8_t *digest, uint32_
 			free(old);
 		}
 	}
-	p = (unsigned)ops_ns_hash(digest) & (c->ns_cap - 1);
+	p = (unsigned)ops_ns_hash(c, digest) & (c->ns_cap - 1);
 	while (c->ns[p].used)
 		p = (p + 1) & (c->ns_cap - 1);
 	memcpy(c->ns[p].digest, digest, PROTO_DIGEST_LEN);
@@ -952,7 +952,8 @@ static int ops_quiet_add(struct kvtd_frame *fr, struct kvtd_item *it)
 		}
 		fr->keys = (struct kvt_key *)d;
 	}
-	for (uint64_t h = kvtd_key_hash(it->req.ns, it->req.key.bytes, it->req.key.len);; h++) {
+	for (uint64_t h = kvtd_key_hash(fr->loop->srv->key_secret, it->req.ns, it->req.key.bytes,
+					  it->req.key.len);; h++) {
 		uint32_t *sl = &d->slot[h & (d->cap - 1)];
 		struct kvtd_item *o;
 		if (*sl == 0) {

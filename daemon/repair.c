@@ -326,7 +326,8 @@ static bool rent_group_room(struct kvtd_repair *rp, uint32_t group)
 static struct rent *rent_find(struct kvtd_repair *rp, uint32_t ns, const struct kvt_key *k,
 			      bool for_insert)
 {
-	size_t mask = rp->cap - 1, i = kvtd_key_hash(ns, k->bytes, k->len) & mask;
+	size_t mask = rp->cap - 1;
+	size_t i = kvtd_key_hash(rp->srv->key_secret, ns, k->bytes, k->len) & mask;
 	struct rent *free_slot = NULL;
 	for (size_t n = 0; n < rp->cap; n++, i = (i + 1) & mask) {
 		struct rent *e = &rp->tab[i];

@@ -777,14 +777,13 @@ static void respd_reply_value(struct respd_cmd *cmd, struct respd_item *it, uint
  * shared with a busy key costs a skipped delete, never a wrong one.
  */
 
+/* Keyed (kvtd_key_hash): with FNV-1a unkeyed, another tenant could
+ * compute keys of a victim key's stripe and keep it busy, so that the
+ * victim's expired value was never deleted (doc/security.md "Session 44"). */
 static struct kvtd_resp_wseq *respd_wseq_of(struct kvtd_server *srv, const struct kvt_req *r)
 {
-	uint64_t h = UINT64_C(1469598103934665603);
+	uint64_t h = kvtd_key_hash(srv->key_secret, r->ns, r->key.bytes, r->key.len);
 
-	for (unsigned i = 0; i < 4; i++)
-		h = (h ^ ((r->ns >> (8 * i)) & 0xffu)) * UINT64_C(1099511628211);
-	for (uint32_t i = 0; i < r->key.len; i++)
-		h = (h ^ r->key.bytes[i]) * UINT64_C(1099511628211);
 	return &srv->resp_wseq[(h ^ (h >> 32)) % KVTD_RESP_WSEQ];
 }
 

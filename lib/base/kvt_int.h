@@ -168,6 +168,7 @@ struct ns_registry {
 					   * Holds the published ids and the prepared ones
 					   * (written, not yet durable): find skips the latter */
 	uint32_t hash_cap;                /* slots in hash: 0 or a power of two; lock */
+	uint64_t hash_secret;             /* the slot's hash key (ns_reg_init: getrandom) */
 	uint32_t prepared;                /* ids (count, prepared] are prepared; lock */
 	/* The append-only file (file_lock): */
 	pthread_cond_t sync_cv;           /* a group commit ended */

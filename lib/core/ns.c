@@ -40,10 +40,13 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <openssl/evp.h>
+#include <xxhash.h>
 
 #include "kvt_int.h"
 #include "le.h"
@@ -444,11 +447,19 @@ static struct ns_entry *ns_entry_at(struct ns_registry *r, uint32_t id)
 	return &page[id & (NS_PAGE_LEN - 1)];
 }
 
-/* Digests are SHA-256: any 8 bytes of one are already a good hash. */
-static uint32_t ns_hash_slot(const uint8_t digest[32], uint32_t cap)
+/*
+ * A digest's home: XXH3 of it, seeded by the registry's secret.  Its first
+ * 8 bytes as they are (until 2026-12-07) were a client's to choose: a
+ * digest is SHA-256 of a canonical text the client writes (~2^12 tries
+ * put one at a chosen home of a table of 4,096), and a digest named in a
+ * frame need not be registered at all -- one tenant's 1,024 namespaces of
+ * one home made every lookup of that home a walk of them, under the lock
+ * every loop takes (doc/security.md "Session 44", test_hostile ns_hash).
+ */
+static uint32_t ns_hash_slot(const struct ns_registry *r, const uint8_t digest[32],
+			     uint32_t cap)
 {
-	uint64_t h = (uint64_t)le_get32(digest) | (uint64_t)le_get32(digest + 4) << 32;
-	return (uint32_t)(h ^ (h >> 32)) & (cap - 1);
+	return (uint32_t)XXH3_64bits_withSeed(digest, 32, r->hash_secret) & (cap - 1);
 }
 
 /* Id with this digest, or 0. */
@@ -459,16 +470,17 @@ static uint32_t ns_hash_lookup_locked(struct ns_registry *r, const uint8_t diges
 	ns_assert_locked(r);
 	if (!r->hash_cap)
 		return 0;
-	for (slot = ns_hash_slot(digest, r->hash_cap);; slot = (slot + 1) & (r->hash_cap - 1)) {
+	for (slot = ns_hash_slot(r, digest, r->hash_cap);; slot = (slot + 1) & (r->hash_cap - 1)) {
 		id = r->hash[slot];
 		if (!id || memcmp(ns_entry_at(r, id)->digest, digest, 32) == 0)
 			return id;
 	}
 }
 
-static void ns_hash_insert(uint32_t *hash, uint32_t cap, const uint8_t digest[32], uint32_t id)
+static void ns_hash_insert(const struct ns_registry *r, uint32_t *hash, uint32_t cap,
+			   const uint8_t digest[32], uint32_t id)
 {
-	uint32_t slot = ns_hash_slot(digest, cap);
+	uint32_t slot = ns_hash_slot(r, digest, cap);
 
 	while (hash[slot])
 		slot = (slot + 1) & (cap - 1);
@@ -491,7 +503,7 @@ static int ns_hash_reserve_locked(struct ns_registry *r, uint32_t n)
 		return -ENOMEM;
 	count = r->prepared;
 	for (id = 1; id <= count; id++)
-		ns_hash_insert(hash, cap, ns_entry_at(r, id)->digest, id);
+		ns_hash_insert(r, hash, cap, ns_entry_at(r, id)->digest, id);
 	kvt_mem_free(r->mem, r->hash, (size_t)r->hash_cap * sizeof(*r->hash));
 	r->hash = hash;
 	r->hash_cap = cap;
@@ -535,7 +547,7 @@ static int ns_prepare_locked(struct ns_registry *r, const uint8_t digest[32], co
 	e->canon_len = canon_len;
 	e->canon = copy;
 	atomic_store_explicit(&e->word, 0, memory_order_relaxed);
-	ns_hash_insert(r->hash, r->hash_cap, e->digest, id);
+	ns_hash_insert(r, r->hash, r->hash_cap, e->digest, id);
 	r->prepared = id;
 	*id_out = id;
 	return 0;
@@ -559,7 +571,7 @@ static void ns_unprepare_locked(struct ns_registry *r, uint32_t keep)
 	/* Open addressing: rebuild rather than delete. */
 	memset(r->hash, 0, (size_t)r->hash_cap * sizeof(*r->hash));
 	for (uint32_t id = 1; id <= keep; id++)
-		ns_hash_insert(r->hash, r->hash_cap, ns_entry_at(r, id)->digest, id);
+		ns_hash_insert(r, r->hash, r->hash_cap, ns_entry_at(r, id)->digest, id);
 }
 
 /* Make prepared ids up to `upto` visible to find and to lock-free get. */
@@ -617,6 +629,9 @@ int ns_reg_init(struct ns_registry *r, struct kvt_mem *mem)
 	r->dir_fd = -1;
 	r->fd = -1;
 	r->rewrite = true;
+	if (getrandom(&r->hash_secret, sizeof(r->hash_secret), GRND_NONBLOCK) !=
+	    (ssize_t)sizeof(r->hash_secret))
+		r->hash_secret = (uint64_t)(uintptr_t)r ^ (uint64_t)time(NULL);
 	atomic_init(&r->count, 0);
 	for (uint32_t p = 0; p < NS_PAGES; p++)
 		atomic_init(&r->pages[p], NULL);

@@ -115,6 +115,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 
+#include <openssl/sha.h>
 #include <zmq.h>
 
 #include "client.h"
@@ -9819,6 +9820,318 @@ static void phase_resp_hello(void)
 }
 
 /* ------------------------------------------------------------------------
+ * expiry_hash (red44): one tenant's RESP keys chosen to share one home in
+ * the expiry index's key table (daemon/expiry.c), so that each SET with a
+ * TTL walks all of them
+ *
+ * The table (and ops.c's quiet dedup, repair.c's rents) hashed (namespace,
+ * key) with FNV-1a and no key: a client that knows its namespace's id
+ * (its /metrics row, or 1 on a fresh server) computes keys of one home
+ * offline.  The admin SETs EH_KEYS random keys in its own namespace (the
+ * baseline, without a TTL: the index holds alice's alone), then alice
+ * EH_KEYS keys with EX 3600 whose old hash agrees in its low EH_BITS bits
+ * (the table holds 2^EH_BITS slots then), each pipelined EH_BATCH a send.  Before, each of alice's SETs walked the
+ * cluster under the index's lock on the loop; now kvtd_key_hash is XXH3
+ * seeded by a secret drawn at start (base.c): the server's CPU a SET of
+ * alice's asserted <= EH_RATIO x the admin's.
+ */
+
+#define EH_KEYS 16000u /* each namespace holds a quarter of the index: 16,384 */
+#define EH_BITS 15u    /* 16,001 entries: cap 16384, a table of 32768 */
+#define EH_BATCH 256u
+#define EH_RATIO 5.0 /* 24-28x before */
+
+/* The daemon's key hash before 2026-12-07 (base.c kvtd_key_hash). */
+static uint64_t eh_fnv_step(uint64_t h, uint8_t b)
+{
+	return (h ^ b) * 1099511628211ull;
+}
+
+/* n keys of 12 hex digits whose RESP kvtier key ('s' + key: respd.c
+ * respd_key) had one home under 2^bits slots in namespace ns. */
+static void eh_colliding(uint32_t ns, unsigned bits, unsigned n, char (*out)[13])
+{
+	static const char hex[] = "0123456789abcdef";
+	uint64_t mask = (1ull << bits) - 1, want = 0x2a5 & mask;
+	unsigned got = 0;
+
+	for (uint64_t p = 0; got < n; p++) {
+		char k[13];
+		uint64_t h = eh_fnv_step(1469598103934665603ull ^ ns, 's');
+		for (int j = 0; j < 10; j++) {
+			k[j] = hex[(p >> (4 * j)) & 15];
+			h = eh_fnv_step(h, (uint8_t)k[j]);
+		}
+		for (unsigned a = 0; a < 16 && got < n; a++) {
+			uint64_t ha = eh_fnv_step(h, (uint8_t)hex[a]);
+			for (unsigned b = 0; b < 16 && got < n; b++) {
+				uint64_t hb = eh_fnv_step(ha, (uint8_t)hex[b]);
+				if (((hb ^ (hb >> 29)) & mask) != want)
+					continue;
+				memcpy(out[got], k, 10);
+				out[got][10] = hex[a];
+				out[got][11] = hex[b];
+				out[got][12] = 0;
+				got++;
+			}
+		}
+	}
+}
+
+/* SET each of keys[0, n) on fd (with EX 3600 if ex), EH_BATCH a send,
+ * every answer +OK: the server's CPU they took. */
+static uint64_t eh_sets(int fd, char (*keys)[13], unsigned n, bool ex)
+{
+	char *cmd = malloc(EH_BATCH * 64), *reply = malloc(EH_BATCH * 5 + 1);
+	uint64_t c0 = srv_cpu_ns();
+
+	T_ASSERT(cmd != NULL && reply != NULL);
+	for (unsigned i = 0; i < n; i += EH_BATCH) {
+		unsigned m = n - i < EH_BATCH ? n - i : EH_BATCH;
+		size_t len = 0, got;
+		bool closed = false;
+		for (unsigned j = 0; j < m; j++)
+			len += (size_t)snprintf(cmd + len, 64, "*%d\r\n$3\r\nSET\r\n$12\r\n%s\r\n"
+						"$1\r\nv\r\n%s", ex ? 5 : 3, keys[i + j],
+						ex ? "$2\r\nEX\r\n$4\r\n3600\r\n" : "");
+		T_EQ_INT(send_for(fd, cmd, len, 30000), (int64_t)len);
+		got = recv_for(fd, reply, (size_t)m * 5 + 1, 60000, &closed);
+		T_EQ_INT(got, (size_t)m * 5);
+		for (unsigned j = 0; j < m; j++)
+			T_ASSERT(memcmp(reply + 5 * j, "+OK\r\n", 5) == 0);
+	}
+	free(cmd);
+	free(reply);
+	return srv_cpu_ns() - c0;
+}
+
+static void phase_expiry_hash(void)
+{
+	/* 4 KiB chunks: the 32,001 values fit the tier, so that a SET's
+	 * cost is not an eviction's */
+	const char *extra[] = { "--resp", "127.0.0.1:0", "--metrics", "127.0.0.1:0", "--threads",
+				"1", "--dram", "160M", "--set", "dram.chunk=4K", "--set",
+				"dram.prefault=off", NULL };
+	char (*keys)[13] = calloc(EH_KEYS, sizeof(*keys)), *page, *p;
+	const char *row = "\",model=\"resp\",tenant=\"alice\"}";
+	uint64_t base_ns, coll_ns, t0, gen_ns;
+	unsigned ns = 0;
+	double ratio;
+	uint16_t port, mport;
+	int fd, admin;
+
+	T_ASSERT(keys != NULL);
+	start("expiry_hash", extra);
+	port = tsrv_listener_port(srv.log, "RESP");
+	mport = tsrv_listener_port(srv.log, "metrics");
+	fd = resp_alice(port);
+	admin = rk_login(port, "admin", SECRET_ADMIN);
+	for (unsigned i = 0; i < EH_KEYS; i++)
+		snprintf(keys[i], 13, "r%011x", i * 2654435761u);
+	base_ns = eh_sets(admin, keys, EH_KEYS, false);
+	eh_sets(fd, keys, 1, true); /* alice's RESP namespace, and its id (what
+				     * an attacker reads on /metrics, or guesses) */
+	page = tsrv_http_body(mport, "/metrics");
+	T_ASSERT(page != NULL);
+	p = strstr(page, row);
+	T_ASSERT(p != NULL);
+	while (p > page && p[-1] != '"')
+		p--;
+	ns = (unsigned)strtoul(p, NULL, 10);
+	free(page);
+	t0 = tsrv_now_ns();
+	eh_colliding(ns, EH_BITS, EH_KEYS, keys);
+	gen_ns = tsrv_now_ns() - t0;
+	coll_ns = eh_sets(fd, keys, EH_KEYS, true);
+	ratio = (double)coll_ns / (double)base_ns;
+	printf("expiry_hash: namespace %u; %u keys of one old home made in %.0f ms; the server's "
+	       "CPU a SET: %.1f us for the admin's random keys, %.1f us for those (%.2fx; asserted <= "
+	       "%.1f)\n", ns, EH_KEYS, gen_ns / 1e6, base_ns / 1e3 / EH_KEYS,
+	       coll_ns / 1e3 / EH_KEYS, ratio, EH_RATIO);
+	fflush(stdout);
+	T_ASSERT(stat_of("server.resp_expiry_held") >= EH_KEYS);
+	T_ASSERT(ratio <= EH_RATIO);
+	close(fd);
+	close(admin);
+	free(keys);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
+/* ------------------------------------------------------------------------
+ * ns_hash (red44): one tenant's namespaces chosen to share one home in
+ * the namespace registry's digest table (lib/core/ns.c), then frames whose
+ * namespace tables name digests of that home
+ *
+ * The registry found a digest by open addressing on the digest's first 8
+ * bytes as they are: a digest is SHA-256 of a canonical text the client
+ * writes (the server only sets its tenant= line, to the client's own), so
+ * ~2^12 trial texts make one of a chosen home.  alice pipelines EXISTS
+ * frames of one item whose namespace tables name 256 digests nobody
+ * registers, all of one home (the table is resolved whole, and an unknown
+ * digest is never cached: ops.c ops_ns_resolve) -- the baseline -- then
+ * registers NH_NS namespaces of that home (her 1,024 at most) and sends
+ * the same frames: each lookup walked the cluster under the registry's
+ * lock, which every loop takes.  Now the slot is XXH3 of the digest
+ * seeded by a secret drawn when the registry is made (and ops.c's cache
+ * of a connection's namespaces is keyed too): the server's CPU a frame
+ * asserted <= NH_RATIO x the baseline's.
+ */
+
+#define NH_NS 512u   /* alice's: she may have 1,024 */
+#define NH_BITS 12u  /* 512 ids: the table holds 1,024 slots (load <= 1/2): 10 bits */
+#define NH_FRAMES 256u
+#define NH_RATIO 5.0 /* 52x before */
+
+/* The registry's slot of a digest before 2026-12-07 (lib/core/ns.c
+ * ns_hash_slot), under 2^bits slots. */
+static uint32_t nh_old_slot(const uint8_t *d, unsigned bits)
+{
+	uint64_t h = (uint64_t)d[0] | (uint64_t)d[1] << 8 | (uint64_t)d[2] << 16 |
+		     (uint64_t)d[3] << 24 | (uint64_t)d[4] << 32 | (uint64_t)d[5] << 40 |
+		     (uint64_t)d[6] << 48 | (uint64_t)d[7] << 56;
+	return (uint32_t)(h ^ (h >> 32)) & ((1u << bits) - 1);
+}
+
+static void nh_count_ok(void *ctx, const struct kc_resp *r, const struct proto_item *pi)
+{
+	(void)r;
+	*(unsigned *)ctx += pi->status == KVT_OK;
+}
+
+/* NH_FRAMES EXISTS frames of one item, each naming the n digests of
+ * table, pipelined on c, every answer read: the server's CPU; *ping_ns
+ * the round trip of victim's PING sent once they are. */
+static uint64_t nh_frames(struct kc *c, const uint8_t *table, unsigned n, struct kc *victim,
+			  uint64_t *ping_ns)
+{
+	struct proto_item it = { .ns_index = 0 };
+	uint64_t c0 = srv_cpu_ns(), p0;
+
+	it.key.len = 1;
+	it.key.bytes[0] = 'k';
+	for (unsigned i = 0; i < NH_FRAMES; i++) {
+		struct proto_frame f = { .op = PROTO_OP_EXISTS, .ns_count = n, .ns = table };
+		T_GE_INT(kc_request(c, &f, &it, 1, NULL, 0), 1);
+	}
+	p0 = tsrv_now_ns();
+	T_RC(kc_ping(victim), 0);
+	*ping_ns = tsrv_now_ns() - p0;
+	for (unsigned i = 0; i < NH_FRAMES; i++) {
+		unsigned ok = 0;
+		int32_t st = 0;
+		T_ASSERT(kc_recv_items(c, 60000, nh_count_ok, &ok, &st) >= 0);
+		T_EQ_INT(ok, 0); /* an unknown namespace: KVT_ENONS */
+	}
+	return srv_cpu_ns() - c0;
+}
+
+/* count namespaces of tenant's (c logged in as it) of one old home want
+ * under 2^NH_BITS slots, registered 250 a frame: texts tried.  Its model
+ * varied in place in its canonical text (the server writes the tenant=
+ * line, the tenant's own: the digest is the client's to compute). */
+static uint64_t nh_register(struct kc *c, const char *tenant, unsigned count, uint32_t want)
+{
+	struct proto_item *its = calloc(250, sizeof(*its));
+	char (*texts)[PROTO_CANON_MAX + 1] = calloc(250, sizeof(*texts)), text[PROTO_CANON_MAX + 1];
+	struct kvt_ns_desc d = desc;
+	uint8_t dg[PROTO_DIGEST_LEN], check[PROTO_DIGEST_LEN];
+	uint64_t tries = 0;
+	unsigned found = 0, ok = 0;
+	char *m;
+	int len;
+
+	T_ASSERT(its != NULL && texts != NULL);
+	d.model = "nh-0000000000000000";
+	d.tenant = tenant;
+	len = kvt_ns_digest(&d, dg, text, sizeof(text));
+	T_ASSERT(len > 0);
+	m = strstr(text, "model=nh-");
+	T_ASSERT(m != NULL);
+	m += 9;
+	while (found < count) {
+		unsigned batch = 0;
+		while (batch < 250 && found + batch < count) {
+			static const char hex[] = "0123456789abcdef";
+			for (int j = 0; j < 16; j++)
+				m[j] = hex[(tries >> (4 * j)) & 15];
+			tries++;
+			SHA256((const uint8_t *)text, (size_t)len, dg);
+			if (nh_old_slot(dg, NH_BITS) != want)
+				continue;
+			memcpy(texts[batch], text, (size_t)len + 1);
+			its[batch].text = texts[batch];
+			its[batch].text_len = (uint32_t)len;
+			batch++;
+		}
+		{
+			struct proto_frame f = { .op = PROTO_OP_NS_REGISTER };
+			int32_t st = 0;
+			T_GE_INT(kc_request(c, &f, its, batch, NULL, 0), 1);
+			T_ASSERT(kc_recv_items(c, 60000, nh_count_ok, &ok, &st) >= 0);
+		}
+		found += batch;
+	}
+	T_EQ_INT(ok, count);
+	/* the text is what kvt_ns_digest writes: the last one's digest agrees */
+	{
+		char model[32];
+		snprintf(model, sizeof(model), "nh-%.16s", m);
+		d.model = model;
+		T_ASSERT(kvt_ns_digest(&d, check, NULL, 0) > 0);
+		T_ASSERT(memcmp(check, dg, sizeof(dg)) == 0);
+	}
+	free(its);
+	free(texts);
+	return tries;
+}
+
+static void phase_ns_hash(void)
+{
+	uint8_t *table = malloc(256 * PROTO_DIGEST_LEN);
+	uint32_t want = 0x5a5 & ((1u << NH_BITS) - 1);
+	uint64_t tries, t0, gen_ns, base_ns, coll_ns, ping0, ping1;
+	unsigned n;
+	double ratio;
+	struct kc a, adm;
+
+	T_ASSERT(table != NULL);
+	start("ns_hash", (const char *const[]){ "--threads", "1", NULL });
+	T_RC(kc_dial(&a, srv.port, "alice", SECRET_ALICE), 0);
+	T_RC(kc_dial(&adm, srv.port, "admin", SECRET_ADMIN), 0);
+	n = a.lim.ns_max < 256 ? a.lim.ns_max : 256;
+	/* 256 digests nobody registers, at the old home want: no search
+	 * needed, an unknown digest's bytes are the client's */
+	for (unsigned i = 0; i < n; i++) {
+		uint8_t *d = table + (size_t)i * PROTO_DIGEST_LEN;
+		memset(d, 0, PROTO_DIGEST_LEN);
+		d[0] = (uint8_t)want;
+		d[1] = (uint8_t)(want >> 8);
+		d[8] = (uint8_t)i;
+		d[9] = 0xa5;
+		T_ASSERT(nh_old_slot(d, NH_BITS) == want);
+	}
+	/* the baseline: those frames while the registry holds nothing there */
+	base_ns = nh_frames(&a, table, n, &adm, &ping0);
+	t0 = tsrv_now_ns();
+	tries = nh_register(&a, "alice", NH_NS, want);
+	gen_ns = tsrv_now_ns() - t0;
+	coll_ns = nh_frames(&a, table, n, &adm, &ping1);
+	ratio = (double)coll_ns / (double)base_ns;
+	printf("ns_hash: %u namespaces of one old home (%" PRIu64 " texts tried, %.0f ms with "
+	       "their registration); %u frames naming %u unknown digests of that home: the "
+	       "server's CPU a frame %.0f us before them, %.0f us after (%.2fx; asserted <= "
+	       "%.1f); the admin's PING behind them %.1f ms, then %.1f\n", NH_NS, tries,
+	       gen_ns / 1e6, NH_FRAMES, n, base_ns / 1e3 / NH_FRAMES, coll_ns / 1e3 / NH_FRAMES,
+	       ratio, NH_RATIO, ping0 / 1e6, ping1 / 1e6);
+	fflush(stdout);
+	T_ASSERT(ratio <= NH_RATIO);
+	kc_close(&a);
+	kc_close(&adm);
+	free(table);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
+/* ------------------------------------------------------------------------
  * ssd_read_share (a measurement, run by hand: not in the suite): one
  * tenant's GETs of its SSD-only blocks pipelined on many connections
  * beside another tenant's single GET of its own
@@ -10707,6 +11020,8 @@ static const struct tsrv_phase phases[] = {
 	{ "resp_keys", phase_resp_keys },
 	{ "resp_reparse", phase_resp_reparse },
 	{ "resp_hello", phase_resp_hello },
+	{ "expiry_hash", phase_expiry_hash },
+	{ "ns_hash", phase_ns_hash },
 	{ "aux_share", phase_aux_share },
 	{ "quiet_share", phase_quiet_share },
 	{ "ssd_read_share", phase_ssd_read_share },
