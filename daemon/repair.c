@@ -640,6 +640,7 @@ struct rflight {
 	uint32_t n;
 	uint64_t len[REPAIR_FRAME_ITEMS]; /* each item's value bytes */
 	uint32_t at[REPAIR_FRAME_ITEMS];  /* a forward lane's: each item's copy in ps->batch */
+	uint8_t got[REPAIR_FRAME_ITEMS];  /* each item's answer taken (1): another ignored */
 };
 
 struct rpeer {
@@ -840,13 +841,22 @@ static int repair_recv(struct rpass *ps, struct rpeer *r)
 		struct rflight *fl = &r->fl[k];
 		if (fl->tag != f->tag)
 			continue;
+		/* An item's first answer only: a member answering one item
+		 * again (frames of MORE, then the frame failed as a whole)
+		 * had it counted again, and, refused busy, handed to its lane
+		 * again -- a copy of the block queued and sent to it each time
+		 * (test_peer_attack `busy_dup`: 31 for one refusal). */
 		if (f->status < 0) {
 			for (uint32_t i = 0; i < fl->n; i++)
-				repair_item(ps, r, fl, i, f->status);
+				if (!fl->got[i])
+					repair_item(ps, r, fl, i, f->status);
 		} else {
 			proto_iter_init(&iter, f, NULL, NULL, 0);
 			while (proto_iter_next(&iter, &it) == 1 && it.index < fl->n)
-				repair_item(ps, r, fl, it.index, it.status);
+				if (!fl->got[it.index]) {
+					fl->got[it.index] = 1;
+					repair_item(ps, r, fl, it.index, it.status);
+				}
 		}
 		if (!(f->flags & PROTO_F_MORE) || f->status < 0)
 			r->fl[k] = r->fl[--r->fl_n];
@@ -1069,6 +1079,7 @@ static int repair_send(struct rpass *ps, struct rpeer *r, const uint8_t *digest,
 			for (uint32_t j = 0; j < k; j++) {
 				fl->len[j] = rq[j].length;
 				fl->at[j] = at[j];
+				fl->got[j] = 0;
 			}
 		}
 		/* The bytes are in the socket (or the frame failed): unpin. */

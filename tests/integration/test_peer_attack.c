@@ -109,6 +109,11 @@
  *              KVT_EBUSY as a whole (the request's op, no items): the
  *              forward stored within 2.5 s, sent again twice, no error
  *              (the answer was read as one of no items: lost, uncounted)
+ *   busy_dup   heal_busy's server, the fake answering the pass's PUT with
+ *              its one item refused busy in 30 frames of MORE, then the
+ *              whole frame refused: the copy handed to the lane once,
+ *              stored once (each answer handed it again: 31 copies queued
+ *              and sent to that member, unpaced)
  *   dns_held   (test_peer_attack KVTIERD dns_held SHIM) a member named by
  *              a host whose lookup holds 10 s (the LD_PRELOAD shim
  *              shim_sync.c): a forward to it given up within 2 s (the
@@ -163,7 +168,7 @@ static const struct kvt_ns_desc desc = {
 
 enum { M_DOWNGRADE, M_TABLE, M_TAGS, M_MORE, M_MORE_SLOW, M_MORE_STALL, M_SLOW_READ,
        M_POLL_STALL, M_POLL_WIDE, M_POLL_STOP, M_FWD_BATCH, M_FWD_BUSY, M_FRAME_BUSY,
-       M_HEAL_CUT };
+       M_HEAL_CUT, M_BUSY_DUP };
 /* What a listener of the fake plays: the phase's member (F.mode), the
  * member that left (poll_wide), a plain member answering everything
  * (fwd_batch) */
@@ -200,6 +205,7 @@ static struct {
 	_Atomic uint64_t busy_refused_ns;       /* ... when the last was refused */
 	_Atomic bool leave;          /* heal_cut: the member that leaves says so now */
 	_Atomic uint64_t left_ns;    /* ... when it first did */
+	_Atomic bool dup_done;       /* busy_dup: the first PUT answered */
 } F = { .lfd = -1, .lfd_left = -1 };
 
 /* Each connection on a thread of its own (the poll phases, fwd_batch). */
@@ -328,7 +334,7 @@ static bool fk_answer(int fd, const struct proto_frame *req, uint32_t flags, uin
  * heal_busy: each item; frame_busy: the whole frame). */
 static bool fk_busy(void)
 {
-	return F.mode == M_FWD_BUSY || F.mode == M_FRAME_BUSY;
+	return F.mode == M_FWD_BUSY || F.mode == M_FRAME_BUSY || F.mode == M_BUSY_DUP;
 }
 
 /* The busy phases' answer to an EXISTS or a PUT.  An EXISTS: a miss for
@@ -340,6 +346,7 @@ static bool fk_busy(void)
  * level 2: the request's op, a negative status, no items). */
 #define BUSY_REFUSE 2u
 #define BUSY_ALWAYS "busy-always"
+#define DUP_FRAMES 30u /* busy_dup: under peer.c's PEER_MORE_MAX (32) */
 static bool fk_busy_answer(int fd, const struct proto_frame *req)
 {
 	bool put = req->op == PROTO_OP_PUT;
@@ -349,6 +356,24 @@ static bool fk_busy_answer(int fd, const struct proto_frame *req)
 	uint32_t n = 0;
 
 	kc_fake_answer(&f, req);
+	if (put && F.mode == M_BUSY_DUP && atomic_exchange(&F.dup_done, true) == false) {
+		/* busy_dup: the first PUT's first item refused busy DUP_FRAMES
+		 * times, each in a frame of MORE (PEER_MORE_MAX), then a final
+		 * answer refusing the whole frame busy */
+		memset(it, 0, sizeof(it));
+		it[0].status = KVT_EBUSY;
+		atomic_store(&F.busy_refused_ns, tsrv_now_ns());
+		for (unsigned j = 0; j < DUP_FRAMES; j++) {
+			f.flags |= PROTO_F_MORE;
+			atomic_fetch_add(&F.busy_refused, 1);
+			if (!fk_send(fd, &f, it, 1, NULL))
+				return false;
+		}
+		f.flags &= ~PROTO_F_MORE;
+		f.status = KVT_EBUSY;
+		atomic_fetch_add(&F.busy_refused, 1);
+		return fk_send(fd, &f, NULL, 0, NULL);
+	}
 	if (put && F.mode == M_FRAME_BUSY && atomic_load(&F.busy_refused) < BUSY_REFUSE) {
 		f.status = KVT_EBUSY;
 		atomic_store(&F.busy_refused_ns, tsrv_now_ns());
@@ -1919,6 +1944,43 @@ static void phase_frame_busy(void)
 	tsrv_check_reports(base);
 }
 
+/* A copy refused busy many times over (busy_dup in the header): the
+ * server of heal_busy, the fake answering the pass's PUT with its one
+ * item refused busy in DUP_FRAMES frames of MORE, then the whole frame
+ * refused busy.  The copy must be handed to the lane once and stored
+ * once (each answer handed it again: 31 copies of one block queued and
+ * sent to the member that refused it, unpaced, for ~30 small frames). */
+static void phase_busy_dup(void)
+{
+	const char *const opts[] = { "--repair-grace", HEAL_BUSY_GRACE, NULL };
+	uint8_t ns[PROTO_DIGEST_LEN];
+	uint64_t end, ms, handed = 0, copied = 0;
+
+	pod_fake("busy_dup", M_BUSY_DUP, "root " SECRET_ROOT " admin\n", opts);
+	fwd_flags = PROTO_IF_PLACED;
+	forward_put_key(&srv, ns, "busy-dup", 2);
+	fwd_flags = PROTO_IF_PLACED | PROTO_IF_FORWARD;
+	end = tsrv_now_ns() + 20000000000ull;
+	while (!atomic_load(&F.dup_done) && tsrv_now_ns() < end)
+		tsrv_sleep_ms(1);
+	T_ASSERT(atomic_load(&F.dup_done)); /* the pass sent it */
+	ms = busy_stored_ms(atomic_load(&F.busy_refused_ns));
+	T_ASSERT(ms != UINT64_MAX); /* stored by the lane */
+	tsrv_sleep_ms(500); /* the lane's batch answered (one batch: the same due time) */
+	T_RC(kc_stat_once(0, srv.sock, "root", SECRET_ROOT, "repair.busy_handed", false,
+			  &handed), 0);
+	T_RC(kc_stat_once(0, srv.sock, "root", SECRET_ROOT, "repair.forwarded", false,
+			  &copied), 0);
+	printf("busy_dup: one copy refused busy %u times in one answer: handed to the lane "
+	       "%" PRIu64 " times, stored %u times (%" PRIu64 " ms), forwarded %" PRIu64 "\n",
+	       atomic_load(&F.busy_refused), handed, atomic_load(&F.busy_ok), ms, copied);
+	T_EQ_U64(handed, 1);
+	T_EQ_INT(atomic_load(&F.busy_ok), 1);
+	T_EQ_U64(copied, 1);
+	stop();
+	tsrv_check_reports(base);
+}
+
 static off_t dns_entered(const char *file)
 {
 	struct stat st;
@@ -2225,6 +2287,7 @@ static const struct tsrv_phase phases[] = {
 	{ "heal_busy", phase_heal_busy },
 	{ "frame_busy", phase_frame_busy },
 	{ "heal_cut", phase_heal_cut },
+	{ "busy_dup", phase_busy_dup },
 };
 
 int main(int argc, char **argv)
