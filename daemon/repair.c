@@ -112,6 +112,8 @@ struct rent {
 			  * (rp->gcount; in the struct's tail padding) */
 	uint8_t chg;     /* a lane's batch: its charge to the tenant's share
 			  * (as rlane.chg; tail padding too) */
+	bool heal;       /* a lane's copy a pass handed it (repair_heal_busy):
+			  * paced as the pass's (tail padding too) */
 };
 
 /* What a pass over the table holds per block: its snapshot entry, the
@@ -728,7 +730,9 @@ static bool repair_busy(struct kvtd_repair *rp, uint64_t now, bool yield)
  * burst a tenth of a second. */
 static void repair_pace(struct kvtd_repair *rp, uint64_t len)
 {
-	pthread_mutex_lock(&rp->pace_lock); /* one bucket for the pass's workers */
+	/* one bucket for the pass's workers and the copies they handed the
+	 * lanes (repair_heal_busy) */
+	pthread_mutex_lock(&rp->pace_lock);
 	for (;;) {
 		uint64_t now = kvtd_now_ns();
 		uint64_t rate = repair_busy(rp, now, true) ? rp->rate : rp->idle_rate;
@@ -746,6 +750,8 @@ static void repair_pace(struct kvtd_repair *rp, uint64_t len)
 			rp->tokens -= (double)len;
 			break;
 		}
+		if (repair_stopping(rp)) /* a lane's thread too: joined by the stop */
+			break;
 		{
 			double ms = ((double)len - rp->tokens) * 1000.0 / (double)rate;
 			sleep_ms(ms > 10 ? 10 : 1 + (unsigned)ms); /* look at clients again soon */
@@ -1012,7 +1018,7 @@ static int repair_send(struct rpass *ps, struct rpeer *r, const uint8_t *digest,
 		struct proto_frame f = { .op = PROTO_OP_PUT };
 		struct iovec *iov = NULL;
 		uint32_t k = 0, views = 0;
-		uint64_t bytes = 0;
+		uint64_t bytes = 0, paced = 0;
 		bool busy = !ps->fwd && repair_busy_now(ps->rp);
 		uint64_t frame_bytes = busy ? 1 : REPAIR_FRAME_BYTES;
 
@@ -1046,6 +1052,8 @@ static int repair_send(struct rpass *ps, struct rpeer *r, const uint8_t *digest,
 			items[k].part_lens = lens[k];
 			items[k].part_crcs = crcs[k];
 			bytes += rq[k].length;
+			if (!ps->fwd || e[i]->heal) /* a forward's: the client's bytes */
+				paced += rq[k].length;
 			views += rq[k].view_count;
 			at[k] = ps->batch ? (uint32_t)(e[i] - ps->batch) : 0;
 			k++;
@@ -1062,8 +1070,8 @@ static int repair_send(struct rpass *ps, struct rpeer *r, const uint8_t *digest,
 			f.ns = digest;
 			rc = repair_settle(ps, r, busy ? 0 : REPAIR_WINDOW - 1);
 			if (rc == 0) {
-				if (!ps->fwd)
-					repair_pace(ps->rp, bytes);
+				if (paced)
+					repair_pace(ps->rp, paced);
 				rc = kvtd_peer_send(&r->p, &f, items, k, iov, views);
 				if (rc < 0)
 					repair_conn_lost(ps, r, rc);
@@ -1870,6 +1878,8 @@ static void repair_heal_busy(struct rpass *ps, const char *addr, const struct re
 	ln = rp->stop ? NULL : repair_lane_locked(rp, addr);
 	if (ln && (e->group == 0 || rp->gfq[e->group] + 1 <= REPAIR_FWD_TENANT_MAX))
 		ok = repair_lane_push_locked(rp, ln, e, 1, 1, due);
+	if (ok) /* paced as the pass's: the lane's are the client's bytes, unpaced */
+		ln->q[ln->n - 1].heal = true;
 	if (ok && ln->state == 0 && pthread_create(&ln->th, NULL, repair_lane_main, ln) == 0)
 		ln->state = 1; /* (else the repair thread's repair_lanes_join starts it) */
 	pthread_mutex_unlock(&rp->lock);
