@@ -112,6 +112,8 @@ struct rent {
 			  * (rp->gcount; in the struct's tail padding) */
 	uint8_t chg;     /* a lane's batch: its charge to the tenant's share
 			  * (as rlane.chg; tail padding too) */
+	bool heal;       /* a lane's copy a pass handed it (repair_heal_busy):
+			  * paced as the pass's (tail padding too) */
 };
 
 /* What a pass over the table holds per block: its snapshot entry, the
@@ -641,6 +643,7 @@ struct rflight {
 	uint32_t n;
 	uint64_t len[REPAIR_FRAME_ITEMS]; /* each item's value bytes */
 	uint32_t at[REPAIR_FRAME_ITEMS];  /* a forward lane's: each item's copy in ps->batch */
+	uint8_t got[REPAIR_FRAME_ITEMS];  /* each item's answer taken (1): another ignored */
 };
 
 struct rpeer {
@@ -728,7 +731,9 @@ static bool repair_busy(struct kvtd_repair *rp, uint64_t now, bool yield)
  * burst a tenth of a second. */
 static void repair_pace(struct kvtd_repair *rp, uint64_t len)
 {
-	pthread_mutex_lock(&rp->pace_lock); /* one bucket for the pass's workers */
+	/* one bucket for the pass's workers and the copies they handed the
+	 * lanes (repair_heal_busy) */
+	pthread_mutex_lock(&rp->pace_lock);
 	for (;;) {
 		uint64_t now = kvtd_now_ns();
 		uint64_t rate = repair_busy(rp, now, true) ? rp->rate : rp->idle_rate;
@@ -746,6 +751,8 @@ static void repair_pace(struct kvtd_repair *rp, uint64_t len)
 			rp->tokens -= (double)len;
 			break;
 		}
+		if (repair_stopping(rp)) /* a lane's thread too: joined by the stop */
+			break;
 		{
 			double ms = ((double)len - rp->tokens) * 1000.0 / (double)rate;
 			sleep_ms(ms > 10 ? 10 : 1 + (unsigned)ms); /* look at clients again soon */
@@ -841,13 +848,22 @@ static int repair_recv(struct rpass *ps, struct rpeer *r)
 		struct rflight *fl = &r->fl[k];
 		if (fl->tag != f->tag)
 			continue;
+		/* An item's first answer only: a member answering one item
+		 * again (frames of MORE, then the frame failed as a whole)
+		 * had it counted again, and, refused busy, handed to its lane
+		 * again -- a copy of the block queued and sent to it each time
+		 * (test_peer_attack `busy_dup`: 31 for one refusal). */
 		if (f->status < 0) {
 			for (uint32_t i = 0; i < fl->n; i++)
-				repair_item(ps, r, fl, i, f->status);
+				if (!fl->got[i])
+					repair_item(ps, r, fl, i, f->status);
 		} else {
 			proto_iter_init(&iter, f, NULL, NULL, 0);
 			while (proto_iter_next(&iter, &it) == 1 && it.index < fl->n)
-				repair_item(ps, r, fl, it.index, it.status);
+				if (!fl->got[it.index]) {
+					fl->got[it.index] = 1;
+					repair_item(ps, r, fl, it.index, it.status);
+				}
 		}
 		if (!(f->flags & PROTO_F_MORE) || f->status < 0)
 			r->fl[k] = r->fl[--r->fl_n];
@@ -1003,7 +1019,7 @@ static int repair_send(struct rpass *ps, struct rpeer *r, const uint8_t *digest,
 		struct proto_frame f = { .op = PROTO_OP_PUT };
 		struct iovec *iov = NULL;
 		uint32_t k = 0, views = 0;
-		uint64_t bytes = 0;
+		uint64_t bytes = 0, paced = 0;
 		bool busy = !ps->fwd && repair_busy_now(ps->rp);
 		uint64_t frame_bytes = busy ? 1 : REPAIR_FRAME_BYTES;
 
@@ -1037,6 +1053,8 @@ static int repair_send(struct rpass *ps, struct rpeer *r, const uint8_t *digest,
 			items[k].part_lens = lens[k];
 			items[k].part_crcs = crcs[k];
 			bytes += rq[k].length;
+			if (!ps->fwd || e[i]->heal) /* a forward's: the client's bytes */
+				paced += rq[k].length;
 			views += rq[k].view_count;
 			at[k] = ps->batch ? (uint32_t)(e[i] - ps->batch) : 0;
 			k++;
@@ -1053,8 +1071,8 @@ static int repair_send(struct rpass *ps, struct rpeer *r, const uint8_t *digest,
 			f.ns = digest;
 			rc = repair_settle(ps, r, busy ? 0 : REPAIR_WINDOW - 1);
 			if (rc == 0) {
-				if (!ps->fwd)
-					repair_pace(ps->rp, bytes);
+				if (paced)
+					repair_pace(ps->rp, paced);
 				rc = kvtd_peer_send(&r->p, &f, items, k, iov, views);
 				if (rc < 0)
 					repair_conn_lost(ps, r, rc);
@@ -1070,6 +1088,7 @@ static int repair_send(struct rpass *ps, struct rpeer *r, const uint8_t *digest,
 			for (uint32_t j = 0; j < k; j++) {
 				fl->len[j] = rq[j].length;
 				fl->at[j] = at[j];
+				fl->got[j] = 0;
 			}
 		}
 		/* The bytes are in the socket (or the frame failed): unpin. */
@@ -1860,6 +1879,8 @@ static void repair_heal_busy(struct rpass *ps, const char *addr, const struct re
 	ln = rp->stop ? NULL : repair_lane_locked(rp, addr);
 	if (ln && (e->group == 0 || rp->gfq[e->group] + 1 <= REPAIR_FWD_TENANT_MAX))
 		ok = repair_lane_push_locked(rp, ln, e, 1, 1, due);
+	if (ok) /* paced as the pass's: the lane's are the client's bytes, unpaced */
+		ln->q[ln->n - 1].heal = true;
 	if (ok && ln->state == 0 && pthread_create(&ln->th, NULL, repair_lane_main, ln) == 0)
 		ln->state = 1; /* (else the repair thread's repair_lanes_join starts it) */
 	pthread_mutex_unlock(&rp->lock);

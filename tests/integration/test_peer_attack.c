@@ -109,6 +109,16 @@
  *              KVT_EBUSY as a whole (the request's op, no items): the
  *              forward stored within 2.5 s, sent again twice, no error
  *              (the answer was read as one of no items: lost, uncounted)
+ *   busy_dup   heal_busy's server, the fake answering the pass's PUT with
+ *              its one item refused busy in 30 frames of MORE, then the
+ *              whole frame refused: the copy handed to the lane once,
+ *              stored once (each answer handed it again: 31 copies queued
+ *              and sent to that member, unpaced)
+ *   heal_pace  the same, --repair-rate and --repair-idle-rate 1 MiB/s, a
+ *              pass's two blocks of 1 MiB, the first refused busy once:
+ *              the lane sends it again no sooner than half the pass's own
+ *              gap between the two after the second (it was unpaced:
+ *              ~100 ms)
  *   dns_held   (test_peer_attack KVTIERD dns_held SHIM) a member named by
  *              a host whose lookup holds 10 s (the LD_PRELOAD shim
  *              shim_sync.c): a forward to it given up within 2 s (the
@@ -163,7 +173,7 @@ static const struct kvt_ns_desc desc = {
 
 enum { M_DOWNGRADE, M_TABLE, M_TAGS, M_MORE, M_MORE_SLOW, M_MORE_STALL, M_SLOW_READ,
        M_POLL_STALL, M_POLL_WIDE, M_POLL_STOP, M_FWD_BATCH, M_FWD_BUSY, M_FRAME_BUSY,
-       M_HEAL_CUT };
+       M_HEAL_CUT, M_BUSY_DUP, M_HEAL_PACE };
 /* What a listener of the fake plays: the phase's member (F.mode), the
  * member that left (poll_wide), a plain member answering everything
  * (fwd_batch) */
@@ -200,6 +210,9 @@ static struct {
 	_Atomic uint64_t busy_refused_ns;       /* ... when the last was refused */
 	_Atomic bool leave;          /* heal_cut: the member that leaves says so now */
 	_Atomic uint64_t left_ns;    /* ... when it first did */
+	_Atomic bool dup_done;       /* busy_dup: the first PUT answered */
+	/* heal_pace: when "pace-a" was refused, "pace-b" stored, "pace-a" stored */
+	_Atomic uint64_t pace_a_ns, pace_b_ns, pace_a2_ns;
 } F = { .lfd = -1, .lfd_left = -1 };
 
 /* Each connection on a thread of its own (the poll phases, fwd_batch). */
@@ -328,7 +341,8 @@ static bool fk_answer(int fd, const struct proto_frame *req, uint32_t flags, uin
  * heal_busy: each item; frame_busy: the whole frame). */
 static bool fk_busy(void)
 {
-	return F.mode == M_FWD_BUSY || F.mode == M_FRAME_BUSY;
+	return F.mode == M_FWD_BUSY || F.mode == M_FRAME_BUSY || F.mode == M_BUSY_DUP ||
+	       F.mode == M_HEAL_PACE;
 }
 
 /* The busy phases' answer to an EXISTS or a PUT.  An EXISTS: a miss for
@@ -340,6 +354,7 @@ static bool fk_busy(void)
  * level 2: the request's op, a negative status, no items). */
 #define BUSY_REFUSE 2u
 #define BUSY_ALWAYS "busy-always"
+#define DUP_FRAMES 30u /* busy_dup: under peer.c's PEER_MORE_MAX (32) */
 static bool fk_busy_answer(int fd, const struct proto_frame *req)
 {
 	bool put = req->op == PROTO_OP_PUT;
@@ -349,6 +364,24 @@ static bool fk_busy_answer(int fd, const struct proto_frame *req)
 	uint32_t n = 0;
 
 	kc_fake_answer(&f, req);
+	if (put && F.mode == M_BUSY_DUP && atomic_exchange(&F.dup_done, true) == false) {
+		/* busy_dup: the first PUT's first item refused busy DUP_FRAMES
+		 * times, each in a frame of MORE (PEER_MORE_MAX), then a final
+		 * answer refusing the whole frame busy */
+		memset(it, 0, sizeof(it));
+		it[0].status = KVT_EBUSY;
+		atomic_store(&F.busy_refused_ns, tsrv_now_ns());
+		for (unsigned j = 0; j < DUP_FRAMES; j++) {
+			f.flags |= PROTO_F_MORE;
+			atomic_fetch_add(&F.busy_refused, 1);
+			if (!fk_send(fd, &f, it, 1, NULL))
+				return false;
+		}
+		f.flags &= ~PROTO_F_MORE;
+		f.status = KVT_EBUSY;
+		atomic_fetch_add(&F.busy_refused, 1);
+		return fk_send(fd, &f, NULL, 0, NULL);
+	}
 	if (put && F.mode == M_FRAME_BUSY && atomic_load(&F.busy_refused) < BUSY_REFUSE) {
 		f.status = KVT_EBUSY;
 		atomic_store(&F.busy_refused_ns, tsrv_now_ns());
@@ -363,6 +396,15 @@ static bool fk_busy_answer(int fd, const struct proto_frame *req)
 		it[n].index = n; /* (the encoder refuses a repeated index) */
 		if (!put) {
 			it[n].status = KVT_MISS;
+		} else if (F.mode == M_HEAL_PACE) {
+			/* "pace-a" refused busy once, the others stored */
+			bool a = in.key.len == 6 && memcmp(in.key.bytes, "pace-a", 6) == 0;
+			uint64_t zero = 0;
+			it[n].status = a && !atomic_load(&F.pace_a_ns) ? KVT_EBUSY : KVT_OK;
+			atomic_compare_exchange_strong(a ? (it[n].status == KVT_EBUSY ? &F.pace_a_ns
+										    : &F.pace_a2_ns)
+							 : &F.pace_b_ns,
+						       &zero, tsrv_now_ns());
 		} else if (always || atomic_load(&F.busy_refused) < BUSY_REFUSE) {
 			it[n].status = KVT_EBUSY;
 			atomic_store(&F.busy_refused_ns, tsrv_now_ns());
@@ -1919,6 +1961,88 @@ static void phase_frame_busy(void)
 	tsrv_check_reports(base);
 }
 
+/* A copy refused busy many times over (busy_dup in the header): the
+ * server of heal_busy, the fake answering the pass's PUT with its one
+ * item refused busy in DUP_FRAMES frames of MORE, then the whole frame
+ * refused busy.  The copy must be handed to the lane once and stored
+ * once (each answer handed it again: 31 copies of one block queued and
+ * sent to the member that refused it, unpaced, for ~30 small frames). */
+static void phase_busy_dup(void)
+{
+	const char *const opts[] = { "--repair-grace", HEAL_BUSY_GRACE, NULL };
+	uint8_t ns[PROTO_DIGEST_LEN];
+	uint64_t end, ms, handed = 0, copied = 0;
+
+	pod_fake("busy_dup", M_BUSY_DUP, "root " SECRET_ROOT " admin\n", opts);
+	fwd_flags = PROTO_IF_PLACED;
+	forward_put_key(&srv, ns, "busy-dup", 2);
+	fwd_flags = PROTO_IF_PLACED | PROTO_IF_FORWARD;
+	end = tsrv_now_ns() + 20000000000ull;
+	while (!atomic_load(&F.dup_done) && tsrv_now_ns() < end)
+		tsrv_sleep_ms(1);
+	T_ASSERT(atomic_load(&F.dup_done)); /* the pass sent it */
+	ms = busy_stored_ms(atomic_load(&F.busy_refused_ns));
+	T_ASSERT(ms != UINT64_MAX); /* stored by the lane */
+	tsrv_sleep_ms(500); /* the lane's batch answered (one batch: the same due time) */
+	T_RC(kc_stat_once(0, srv.sock, "root", SECRET_ROOT, "repair.busy_handed", false,
+			  &handed), 0);
+	T_RC(kc_stat_once(0, srv.sock, "root", SECRET_ROOT, "repair.forwarded", false,
+			  &copied), 0);
+	printf("busy_dup: one copy refused busy %u times in one answer: handed to the lane "
+	       "%" PRIu64 " times, stored %u times (%" PRIu64 " ms), forwarded %" PRIu64 "\n",
+	       atomic_load(&F.busy_refused), handed, atomic_load(&F.busy_ok), ms, copied);
+	T_EQ_U64(handed, 1);
+	T_EQ_INT(atomic_load(&F.busy_ok), 1);
+	T_EQ_U64(copied, 1);
+	stop();
+	tsrv_check_reports(base);
+}
+
+/* A pass's copy refused busy, paced as the pass's (heal_pace in the
+ * header).  The server and the fwd_busy fake, --repair-rate and
+ * --repair-idle-rate 1 MiB/s, alice's blocks "pace-a" and "pace-b" of
+ * 1 MiB each put placed (not forwarded): the pass sends "pace-a" (the
+ * bucket's burst), then "pace-b" once the bucket refilled (the baseline:
+ * PACE_GAP = its time after "pace-a"); the fake refuses "pace-a" busy,
+ * and its lane must send it again no sooner than half of PACE_GAP after
+ * "pace-b" (a lane's sends were unpaced: 100 ms after the pass read the
+ * refusal, whatever the rates). */
+static void phase_heal_pace(void)
+{
+	const char *const opts[] = { "--repair-grace", HEAL_BUSY_GRACE, "--repair-rate", "1M",
+				     "--repair-idle-rate", "1M", NULL };
+	uint8_t ns[PROTO_DIGEST_LEN];
+	uint64_t end, gap, again, handed = 0;
+
+	pod_fake("heal_pace", M_HEAL_PACE, "root " SECRET_ROOT " admin\n", opts);
+	fwd_flags = PROTO_IF_PLACED;
+	vlen = 1u << 20;
+	fwd_anchor = 1;
+	forward_put_key(&srv, ns, "pace-a", 2);
+	fwd_anchor = 2;
+	forward_put_key(&srv, ns, "pace-b", 2);
+	vlen = VLEN;
+	fwd_anchor = 1;
+	fwd_flags = PROTO_IF_PLACED | PROTO_IF_FORWARD;
+	end = tsrv_now_ns() + 30000000000ull;
+	while (!atomic_load(&F.pace_a2_ns) && tsrv_now_ns() < end)
+		tsrv_sleep_ms(10);
+	T_ASSERT(atomic_load(&F.pace_a_ns) && atomic_load(&F.pace_b_ns) &&
+		 atomic_load(&F.pace_a2_ns));
+	gap = (atomic_load(&F.pace_b_ns) - atomic_load(&F.pace_a_ns)) / 1000000;
+	again = (atomic_load(&F.pace_a2_ns) - atomic_load(&F.pace_b_ns)) / 1000000;
+	T_RC(kc_stat_once(0, srv.sock, "root", SECRET_ROOT, "repair.busy_handed", false,
+			  &handed), 0);
+	printf("heal_pace: at 1 MiB/s the pass sent its second 1 MiB %" PRIu64 " ms after the "
+	       "first; the lane sent the first again %" PRIu64 " ms after the second (bound: "
+	       "half the first gap); handed %" PRIu64 "\n", gap, again, handed);
+	T_EQ_U64(handed, 1);
+	T_GE_INT(gap, 500); /* the rate holds the pass at all (else no baseline) */
+	T_GE_INT(again, gap / 2);
+	stop();
+	tsrv_check_reports(base);
+}
+
 static off_t dns_entered(const char *file)
 {
 	struct stat st;
@@ -2225,6 +2349,8 @@ static const struct tsrv_phase phases[] = {
 	{ "heal_busy", phase_heal_busy },
 	{ "frame_busy", phase_frame_busy },
 	{ "heal_cut", phase_heal_cut },
+	{ "busy_dup", phase_busy_dup },
+	{ "heal_pace", phase_heal_pace },
 };
 
 int main(int argc, char **argv)
