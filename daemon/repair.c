@@ -1412,6 +1412,7 @@ static bool repair_pass(struct kvtd_repair *rp, struct kvtd_member *m, unsigned 
 			 * pass held by a slow member held every forward until
 			 * its end (test_peer_attack `fwd_heal`). */
 			pthread_mutex_lock(&rp->lock);
+			uint64_t next_look = kvtd_now_ns() + REPAIR_TICK_MS * 1000000ull;
 			for (bool any = false; !any;) {
 				for (unsigned j = 0; j < REPAIR_WORKERS; j++)
 					any |= w[j].busy && w[j].done;
@@ -1428,8 +1429,15 @@ static bool repair_pass(struct kvtd_repair *rp, struct kvtd_member *m, unsigned 
 					struct timespec ts = kvtd_deadline(
 						CLOCK_REALTIME, REPAIR_TICK_MS * 1000000ull);
 					pthread_cond_timedwait(&rp->cond, &rp->lock, &ts);
+				}
+				/* Looked at every tick whichever branch ran: a
+				 * steady stream of forwards keeps the first one
+				 * busy and must not keep the pass from its cut. */
+				if (!any && ps.cut && !atomic_load(&cut) &&
+				    kvtd_now_ns() >= next_look) {
+					next_look = kvtd_now_ns() + REPAIR_TICK_MS * 1000000ull;
 					pthread_mutex_unlock(&rp->lock);
-					if (!atomic_load(&cut) && repair_pass_changed(rp, epoch)) {
+					if (repair_pass_changed(rp, epoch)) {
 						atomic_store(&cut, true);
 						eventfd_write(cut_fd, 1);
 						atomic_fetch_add(&rp->cut, 1);
