@@ -777,10 +777,13 @@ static bool repair_busy_now(struct kvtd_repair *rp)
 
 static void repair_conn_lost(struct rpass *ps, struct rpeer *r, int rc)
 {
-	if (rc != -ECANCELED) /* else the server stops, or the pass is cut */
+	/* -ECANCELED: the server stops, or the pass is cut (repair.cut says
+	 * so; the next pass redoes its work) -- no member failed */
+	if (rc != -ECANCELED) {
 		kvtd_log(KVTD_WARN, "repair: lost a member", "member=%s error=%d", r->p.addr,
 			 rc);
-	atomic_fetch_add(&ps->rp->errors, 1 + r->fl_n);
+		atomic_fetch_add(&ps->rp->errors, 1 + r->fl_n);
+	}
 	kvtd_peer_close(&r->p);
 	r->open = false;
 	r->failed = true;

@@ -1694,7 +1694,7 @@ static void phase_heal_cut(void)
 	const char *const more[] = { "--repair-grace", HEAL_GRACE, NULL };
 	struct tsrv s[2];
 	uint8_t ns[PROTO_DIGEST_LEN], ns2[PROTO_DIGEST_LEN];
-	uint64_t a_big, a_small, t0, ms, end, left, cut = 0;
+	uint64_t a_big, a_small, t0, ms, end, left, cut = 0, errors = 0;
 	struct kc c;
 
 	snprintf(s0, sizeof(s0), "127.0.0.1:%u", port[0]);
@@ -1742,6 +1742,7 @@ static void phase_heal_cut(void)
 	fwd_wait(&c, ns2, (const char *const[]){ "cut-small" }, 1, &t0, &ms);
 	kc_close(&c);
 	T_RC(kc_stat_once(0, s[0].sock, "root", SECRET_ROOT, "repair.cut", true, &cut), 0);
+	T_RC(kc_stat_once(0, s[0].sock, "root", SECRET_ROOT, "repair.errors", true, &errors), 0);
 	printf("heal_cut: a member left while a pass sent a slow member 16 MiB: the block the "
 	       "new list places on a healthy member there %" PRIu64 " ms after the leave "
 	       "(bound %s + %d); %" PRIu64 " pass(es) cut, the slow member given up: %s\n", ms,
@@ -1750,6 +1751,9 @@ static void phase_heal_cut(void)
 	T_ASSERT(ms != UINT64_MAX); /* (T_LE_INT would take it for -1) */
 	T_LE_INT(ms, atoi(HEAL_GRACE) + CUT_SLACK_MS);
 	T_GE_INT(cut, 1);
+	/* a cut is no member's failure (before: 1 + the frames in flight) */
+	printf("heal_cut: repair.errors %" PRIu64 "\n", errors);
+	T_EQ_U64(errors, 0);
 	T_ASSERT(log_says(s[0].log, "repair pass cut short"));
 	pod_stop(s, sub);
 }
