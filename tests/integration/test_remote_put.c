@@ -1711,6 +1711,84 @@ static void test_put_wait_chain(struct tproxy *px, const char *addr)
 	free(v);
 }
 
+/*
+ * The order indexes' growth failing (review44b): both connections held
+ * on their way up, 16 DELETEs of other keys out (the open deletes' index
+ * full at its 16 chains), then the DELETE of X with the allocation of
+ * the larger table failed (debug.fail_alloc 2: the op, then the table):
+ * the index stays at 16 chains (remote.order_index_bytes 0), longer
+ * chains, and X's DELETE is still in it -- a get of X is a miss at once,
+ * a put of X with new bytes waits for the DELETE's answer.  More deletes
+ * then grow it (each one's rehash moves X's along), and X is still
+ * covered; once all is answered the put goes out and X reads back new.
+ */
+static void test_index_grow_fail(struct tproxy *px, const char *addr)
+{
+	enum { XLEN = 4096, N = 40 };
+	const char *name = "index-grow-fail";
+	int s0 = atomic_load(&px->opened), k;
+	uint64_t x = 6990, r0, w0;
+	uint8_t *v = malloc(XLEN), *back = malloc(XLEN);
+	struct iovec part = { v, XLEN };
+	struct kvt_req dels[N], put, *got;
+	struct kvt_queue *qd, *qp;
+	struct kvt_store *b;
+	uint32_t nb;
+
+	T_ASSERT(v && back);
+	t_fill(v, XLEN, x);
+	b = pair_engine(px, s0, name, "30000", false, x, &part, NULL, &nb);
+	T_OK(kvt_queue_create(b, &qd));
+	T_OK(kvt_queue_create(b, &qp));
+	r0 = t_stat(b, "remote.gets_removed");
+	w0 = t_stat(b, "remote.put_waits");
+	for (int i = 0; i < N; i++)
+		dels[i] = (struct kvt_req){ .op = KVT_OP_DELETE, .ns = nb,
+					    .key = t_key(i == 16 ? x : x + 1000 + (uint64_t)i) };
+	atomic_fetch_or(&px->hold_up, UINT64_C(3) << s0);
+	t_submit_all(qd, dels, 16);
+	for (int i = 0; i < 500 && tproxy_queued(px, s0, true) == 0 &&
+			tproxy_queued(px, s0 + 1, true) == 0;
+	     i++)
+		tsrv_sleep_ms(10);
+	tsrv_sleep_ms(50); /* the thread done packing: the next allocations are X's */
+	T_EQ_U64(t_stat(b, "remote.order_index_bytes"), 0);
+	T_OK(kvt_store_set_option(b, "debug.fail_alloc", "2"));
+	t_submit_all(qd, dels + 16, 1);
+	T_OK(kvt_store_set_option(b, "debug.fail_alloc", "0"));
+	T_EQ_U64(t_stat(b, "remote.order_index_bytes"), 0); /* its growth failed */
+	T_RC(get_into(b, nb, x, back, XLEN).status, KVT_MISS);
+	T_EQ_U64(t_stat(b, "remote.gets_removed") - r0, 1);
+	t_fill(v, XLEN, x + 1);
+	put = (struct kvt_req){ .op = KVT_OP_PUT, .ns = nb, .key = t_key(x), .iov = &part,
+				.iov_count = 1 };
+	t_submit_all(qp, &put, 1);
+	T_EQ_U64(t_stat(b, "remote.put_waits") - w0, 1);
+	/* Grown now, past 16 then 32 entries: X's entry moved along. */
+	t_submit_all(qd, dels + 17, N - 17);
+	fprintf(stderr, "%s: %d deletes out: %" PRIu64 " bytes of index\n", name, N,
+		t_stat(b, "remote.order_index_bytes"));
+	T_EQ_U64(t_stat(b, "remote.order_index_bytes"), 64 * sizeof(void *));
+	T_RC(get_into(b, nb, x, back, XLEN).status, KVT_MISS);
+	T_EQ_U64(t_stat(b, "remote.gets_removed") - r0, 2);
+	k = kvt_queue_wait(qp, &got, 1, 100);
+	T_EQ_INT(k, 0); /* still waits for the DELETE of X */
+	atomic_fetch_and(&px->hold_up, ~(UINT64_C(3) << s0));
+	t_wait_all(qd, N);
+	t_wait_all(qp, 1);
+	T_RC(dels[16].status, KVT_OK);
+	for (int i = 0; i < N; i++)
+		T_ASSERT(dels[i].status == KVT_OK || dels[i].status == KVT_MISS);
+	T_RC(put.status, KVT_OK);
+	T_EQ_U64(t_stat(b, "remote.order_index_bytes"), 0);
+	cold_get_is(addr, name, x, back, v, XLEN);
+	T_OK(kvt_queue_destroy(qp));
+	T_OK(kvt_queue_destroy(qd));
+	kvt_store_destroy(b);
+	free(back);
+	free(v);
+}
+
 int main(int argc, char **argv)
 {
 	struct tsrv srv;
@@ -1754,6 +1832,7 @@ int main(int argc, char **argv)
 	test_many_removes(&px);
 	test_index_shrink(&px);
 	test_put_wait_chain(&px, addr);
+	test_index_grow_fail(&px, addr);
 	tproxy_stop(&px);
 	test_mixed(addr, "off");
 	test_mixed(addr, "on");
