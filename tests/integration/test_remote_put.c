@@ -1642,7 +1642,7 @@ static void pair_phase(struct tproxy *px, int s0, bool up)
 
 static void test_put_wait_chain(struct tproxy *px, const char *addr)
 {
-	enum { XLEN = 4096, T_MS = 1000 };
+	enum { XLEN = 4096, T_MS = 2000 };
 	const char *name = "put-wait-chain";
 	int s0 = atomic_load(&px->opened), sd;
 	uint64_t x = 5990, h0, w0, to0, t0;
