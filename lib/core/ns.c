@@ -42,7 +42,6 @@
 #include <string.h>
 #include <sys/random.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <openssl/evp.h>
@@ -611,6 +610,19 @@ int ns_reg_init(struct ns_registry *r, struct kvt_mem *mem)
 	if (!r || !mem)
 		return KVT_ENULL;
 	memset(r, 0, sizeof(*r));
+	/* The slot's key, drawn first (nothing to undo if it fails): blocking
+	 * until the kernel's pool is ready, as dram.c's and ssd.c's, and an
+	 * error rather than a key an attacker can guess (the registry's
+	 * address and the time, with GRND_NONBLOCK, until 2026-12-07 review:
+	 * test_ns reg_secret). */
+	for (;;) {
+		ssize_t got = getrandom(&r->hash_secret, sizeof(r->hash_secret), 0);
+		if (got == (ssize_t)sizeof(r->hash_secret))
+			break;
+		if (got < 0 && errno == EINTR)
+			continue;
+		return got < 0 ? -errno : -EIO;
+	}
 	err = pthread_mutex_init(&r->lock, NULL);
 	if (err)
 		return -err;
@@ -629,9 +641,6 @@ int ns_reg_init(struct ns_registry *r, struct kvt_mem *mem)
 	r->dir_fd = -1;
 	r->fd = -1;
 	r->rewrite = true;
-	if (getrandom(&r->hash_secret, sizeof(r->hash_secret), GRND_NONBLOCK) !=
-	    (ssize_t)sizeof(r->hash_secret))
-		r->hash_secret = (uint64_t)(uintptr_t)r ^ (uint64_t)time(NULL);
 	atomic_init(&r->count, 0);
 	for (uint32_t p = 0; p < NS_PAGES; p++)
 		atomic_init(&r->pages[p], NULL);
