@@ -738,6 +738,7 @@ static void seg_gen_reset_locked(struct ssd_seg *g)
 	atomic_store(&g->tomb_hole, 0);
 	atomic_store(&g->seal_synced, false);
 	g->sealed_ok = false;
+	g->torn_off = 0;
 }
 
 /* Seal the open segment: its old generation's last records first (the

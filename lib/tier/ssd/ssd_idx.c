@@ -584,6 +584,17 @@ void ssd_seg_sum_free(struct ssd *s, struct ssd_seg *g)
  * batched value failing its value_crc that a later checkpoint's write
  * point made damage.  The writer waits at most one segment's last writes,
  * once a segment.
+ *
+ * Power loss: landed is not durable.  A device may keep the summary and
+ * header and lose records written before them (nothing orders them but a
+ * flush), and recovery takes a sealed segment's summary unchecked: after
+ * a power loss its entries past the checkpoint named values never on the
+ * device, indexed (misses at their read, by their CRCs), and the next
+ * checkpoint's write point made fsck's "torn" warning damage.  So the
+ * seal fdatasyncs the segment before it writes the summary: one
+ * fdatasync a segment (bench/RESULTS.md, session 44 power44; test_ssd_fsck
+ * seal_powerloss).  A failed one seals nothing: the slot is quarantined
+ * (-EIO, below), as a failed sync's is.  Until 2026-12-07 it did not.
  */
 static void seg_wait_landed(struct ssd *s, struct ssd_seg *g)
 {
@@ -611,6 +622,11 @@ void ssd_seg_seal_locked(struct ssd *s)
 	buf = kvt_mem_alloc_aligned(s->mem, SSD_ALIGN, len);
 	if (!buf) {
 		r = -ENOMEM;
+	} else if (ssd_io_sync(s, IO_FSYNC, g->fd, 0, NULL, 0) < 0) {
+		/* The records durable before the summary that names them
+		 * ("Power loss", above). */
+		r = -EIO;
+		kvt_mem_free(s->mem, buf, len);
 	} else {
 		n = ssd_sum_encode(ssd_seg_sum_version(g), g->generation, g->sum, g->sum_count,
 				   buf, len);

@@ -119,6 +119,10 @@ struct ssd_seg {
 	_Atomic uint64_t tomb_placed, tomb_synced, tomb_hole;
 	_Atomic bool seal_synced;
 	bool sealed_ok;       /* this generation's seal succeeded (seg_lock) */
+	uint64_t torn_off;    /* 0, or where the first value recovery's walk left
+			       * out as torn lies (ssd_recover.c rec_walk_sound):
+			       * while unsealed, the checkpoint's write point
+			       * for the slot goes no further (seg_lock) */
 	/* wd_lock: tombstone writes completed here; the writes in flight
 	 * here placed when tomb_placed was infl_tag (infl_cur) and before
 	 * (infl_old): with infl_old 0, every write before the newest

@@ -59,8 +59,15 @@ int ssd_ckpt_write(struct ssd *s)
 	ssd_ckpt_begin_version(&w, buf, cap, batches ? SSD_CKPT_VERSION_BATCH : SSD_FMT_VERSION);
 	for (uint32_t i = 0; i < s->slot_count; i++) {
 		struct ssd_ckpt_slot sl = { s->segs[i].generation, s->segs[i].write_off };
-		if (s->segs[i].state == SEG_FREE || s->segs[i].state == SEG_BAD)
+		const struct ssd_seg *g = &s->segs[i];
+		if (g->state == SEG_FREE || g->state == SEG_BAD)
 			sl.generation = 0;
+		/* A segment the open could not seal (its header still open)
+		 * holds the values its walk left out as torn: the write point
+		 * stops before the first, which recovery then checks again
+		 * and fsck calls torn, not damage ("Values torn by a crash"). */
+		if (!g->sealed_ok && g->torn_off && g->torn_off < sl.write_off)
+			sl.write_off = g->torn_off;
 		ssd_ckpt_put_slot(&w, &sl);
 	}
 	for (uint32_t i = 0; i < s->clear_cap; i++) {
@@ -662,16 +669,26 @@ static int rec_walk_sound(struct rec_hl *h, const struct ssd_struct *st,
 			  const struct ssd_sum_entry *se, uint64_t off, uint64_t len)
 {
 	struct recovery *rc = h->rc;
+	struct ssd_seg *g = &rc->s->segs[h->slot];
+	uint64_t voff = (uint64_t)se->off_512 * SSD_REC_ALIGN;
 	int ok;
 
-	if (rc->have_ckpt && se->seq <= rc->ck.seq)
-		return 1; /* the checkpoint's: before its write point */
+	/* The checkpoint's: older than it, and before its write point for
+	 * this generation.  By seq alone, a value the walk of an earlier
+	 * open left out as torn, in a segment that open could not seal
+	 * (ENOSPC, EIO: its header still open), was taken unread once a
+	 * checkpoint's seq passed it, and the seal's summary named it. */
+	if (rc->have_ckpt && se->seq <= rc->ck.seq && rc->ck_gen[h->slot] == g->generation &&
+	    voff + (uint64_t)se->len_512 * SSD_REC_ALIGN <= rc->ck_off[h->slot])
+		return 1;
 	ok = se->flags & SSD_ENT_F_BATCHED ? rec_batched_ok(h, se)
 					   : rec_record_ok(h, &st->rec, off, len);
 	if (ok == 0) {
 		h->torn++;
 		if (se->seq > rc->max_seq)
 			rc->max_seq = se->seq;
+		if (!g->torn_off || voff < g->torn_off)
+			g->torn_off = voff;
 	}
 	return ok;
 }
