@@ -6736,6 +6736,24 @@ def s3_op_params(ph):
         ph.expect(st == 200 and re.findall(rb"<PartNumber>(\d+)</PartNumber>", b) == [b"1"],
                   what, "the upload's parts after it", st, b[:300])
         ph.probe(what)
+    # an Abort names the upload's key: another key's is NoSuchUpload (it
+    # deleted the upload's marker by id alone), the upload kept
+    st, _, b = req("DELETE", "/hbkt/o", query=u)
+    ph.expect(st == 404 and code_of(b) == "NoSuchUpload", "Abort of another key", st, b[:200])
+    st, _, b = req("GET", "/hbkt/mpo", query=u)
+    ph.expect(st == 200 and re.findall(rb"<PartNumber>(\d+)</PartNumber>", b) == [b"1"],
+              "the upload after another key's Abort", st, b[:300])
+    st, _, b = req("POST", "/hbkt/mpa", query="uploads")
+    assert st == 200, (st, b)
+    ua = "uploadId=" + re.search(rb"<UploadId>([0-9a-f]{32})</UploadId>", b).group(1).decode()
+    st, _, b = req("PUT", "/hbkt/mpa", query="partNumber=1&" + ua, body=b"gone")
+    assert st == 200, (st, b)
+    st, _, b = req("DELETE", "/hbkt/mpa", query=ua)
+    assert st == 204, ("Abort", st, b)
+    st, _, b = req("GET", "/hbkt/mpa", query=ua)
+    assert st == 404 and code_of(b) == "NoSuchUpload", ("after the Abort", st, b[:200])
+    st, _, b = req("DELETE", "/hbkt/mpa", query=ua)
+    assert st == 404 and code_of(b) == "NoSuchUpload", ("a second Abort", st, b[:200])
     # the operations themselves
     st, _, b = req("POST", "/hbkt/mpo", query=u, body=xml)
     assert st == 200, ("Complete", st, b)
