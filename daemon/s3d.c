@@ -503,6 +503,43 @@ static int s3d_vhost(struct s3d_req *rq)
 	return r > 0;
 }
 
+/*
+ * Does a write carry a sub-resource that is not its own (uploadId,
+ * partNumber, uploads, delete)?  The method and the path chose the op and
+ * the rest was ignored, so a request meant as another, or a client's bug,
+ * ran as a plainer write: PUT ?uploadId= without partNumber (an
+ * UploadPart) replaced the object with the part's bytes, DELETE ?delete
+ * or ?uploads of an empty bucket deleted the bucket, DELETE ?partNumber=
+ * the object, DELETE ?uploadId=&partNumber= aborted the whole upload,
+ * PUT ?uploadId= of a bucket created it (red44b, 2026-12-07).  S3 has no
+ * such requests; they are refused, 501 NotImplemented, before any body,
+ * as another sub-resource is.  Reads keep them ignored (GET ?uploads of a
+ * key is the object).
+ */
+static bool s3d_stray_params(enum s3d_op op, bool upload, bool part, bool uploads, bool del)
+{
+	switch (op) {
+	case S3_PUT:
+	case S3_COPY:
+	case S3_DELETE:
+	case S3_CREATE_BUCKET:
+	case S3_DELETE_BUCKET:
+		return upload || part || uploads || del;
+	case S3_MPU_CREATE:
+		return upload || part || del;
+	case S3_MPU_COMPLETE:
+	case S3_MPU_ABORT:
+		return part || uploads || del;
+	case S3_MPU_PART:
+	case S3_MPU_PART_COPY:
+		return uploads || del;
+	case S3_DELETE_MANY:
+		return upload || part || uploads;
+	default:
+		return false;
+	}
+}
+
 /* Path and query into bucket, key and the sub-resources read: path-style
  * /BUCKET/KEY, or virtual-hosted style /KEY with the bucket in the Host
  * (s3d_vhost).  0 or an answer was written (-1). */
@@ -682,6 +719,8 @@ static int s3d_route(struct s3d_req *rq)
 	if ((rq->op == S3_MPU_PART || rq->op == S3_MPU_ABORT || rq->op == S3_MPU_COMPLETE ||
 	     rq->op == S3_MPU_PART_COPY || rq->op == S3_LIST_PARTS) &&
 	    !has_upload)
+		rq->op = S3_NOT_IMPL;
+	if (s3d_stray_params(rq->op, has_upload, has_part, rq->q_uploads, rq->q_delete))
 		rq->op = S3_NOT_IMPL;
 	return 0;
 }

@@ -2601,6 +2601,35 @@ static void s3d_list_parts_start(struct s3d_req *rq)
 }
 
 /*
+ * AbortMultipartUpload, its marker read (pinned, as Complete reads it):
+ * the upload must be the request's key's, else NoSuchUpload, as S3 and
+ * as ListParts and Complete answer; then the marker is deleted and the
+ * parts swept.  The marker was deleted by id alone: DELETE
+ * /b/other?uploadId=U aborted the upload U started for /b/mine
+ * (red44b, 2026-12-07; test_hostile_http s3_op_params).
+ */
+static void s3d_abort_marker(struct s3d_req *rq)
+{
+	struct s3d_item *it;
+	struct s3d_obj ob;
+	struct kvt_key k;
+
+	if (!s3d_obj_check(&rq->items[0].req, rq->key, rq->key_len, &ob)) {
+		s3d_fail(rq, 404, "NoSuchUpload", "The specified multipart upload does not "
+			 "exist.");
+		return;
+	}
+	it = s3d_items(rq, 1); /* (the marker's pin given back) */
+	if (!it) {
+		s3d_fail(rq, 503, "SlowDown", "server out of memory");
+		return;
+	}
+	s3d_key(&k, 'u', rq->upload_id, strlen(rq->upload_id));
+	s3d_item_init(rq, it, KVT_OP_DELETE, &k);
+	s3d_submit(rq, PH_WRITE);
+}
+
+/*
  * AbortMultipartUpload: its marker deleted, its parts are looked for as
  * ListParts looks (every part number, a window each loop iteration, in
  * the walk slot s3d_run took) and each found is deleted, before the 204.
@@ -3054,6 +3083,10 @@ static void s3d_step(struct s3d_req *rq)
 			s3d_list_parts_answer(rq);
 			return;
 		}
+		if (rq->phase == PH_PROBE) {
+			s3d_abort_marker(rq);
+			return;
+		}
 		if (it[0].req.status == KVT_MISS) {
 			s3d_fail(rq, 404, "NoSuchUpload", "The specified multipart upload does not "
 				 "exist.");
@@ -3464,9 +3497,11 @@ void s3d_run(struct s3d_req *rq)
 		it = s3d_items(rq, 1);
 		if (!it)
 			break;
+		/* its marker read first: the upload must be the key's, as
+		 * ListParts and Complete check (s3d_abort_marker) */
 		s3d_key(&k, 'u', rq->upload_id, strlen(rq->upload_id));
-		s3d_item_init(rq, it, KVT_OP_DELETE, &k);
-		s3d_submit(rq, PH_WRITE);
+		s3d_item_init(rq, it, KVT_OP_GET_PINNED, &k);
+		s3d_submit(rq, PH_PROBE);
 		return;
 	case S3_MPU_COMPLETE:
 		s3d_complete_start(rq);

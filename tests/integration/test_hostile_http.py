@@ -77,7 +77,8 @@ s3_pins_cond (a conditional GET at the pin cap: its 304 or 412, not 503),
 s3_park_overwrite (an overwrite over the input share, parked, reads its body),
 resp_args_share (RESP commands of many arguments started: their scratch in
 the tenant's share; a cut command's share given back at the close),
-s3_order (requests pipelined behind one that changes the store run after it).
+s3_order (requests pipelined behind one that changes the store run after it),
+s3_op_params (a write carrying a sub-resource not its own: refused, nothing changed).
 """
 import base64
 import datetime
@@ -6671,6 +6672,98 @@ def s3_write_conds(ph):
         "if-none-match": "*"}), 412, "PreconditionFailed", close=False, then=ok)
     ph.case("PUT If-None-Match * of a new key", sm("PUT", "/hbkt/o2", body=b"v2", extra={
         "if-none-match": "*"}), 200, close=False, then=ok)
+
+
+@phase
+def s3_op_params(ph):
+    """A write that carries a sub-resource not its own (uploadId,
+    partNumber, uploads, delete) is refused 501 NotImplemented and changes
+    nothing.  The method and path chose the op and the rest was ignored:
+    PUT ?uploadId= without partNumber replaced the object with the
+    part's bytes, DELETE ?delete or ?uploads deleted an empty bucket,
+    DELETE ?partNumber= the object, DELETE ?uploadId=&partNumber= aborted
+    the upload, PUT ?uploadId= of a new bucket created it (red44b,
+    2026-12-07).  The real operations still run."""
+    P, ok, sm, req = ph.kit()
+    st, _, b = req("PUT", "/hbkt/o", body=b"v1")
+    assert st == 200, (st, b)
+    st, _, b = req("PUT", "/ebkt")
+    assert st == 200, (st, b)
+    st, _, b = req("POST", "/hbkt/mpo", query="uploads")
+    assert st == 200, (st, b)
+    uid = re.search(rb"<UploadId>([0-9a-f]{32})</UploadId>", b).group(1).decode()
+    st, _, b = req("PUT", "/hbkt/mpo", query="partNumber=1&uploadId=" + uid, body=b"part")
+    assert st == 200, (st, b)
+    xml = ("<CompleteMultipartUpload><Part><PartNumber>1</PartNumber></Part>"
+           "</CompleteMultipartUpload>").encode()
+    u = "uploadId=" + uid
+    cases = [("PUT ?uploadId (UploadPart without partNumber)", sm("PUT", "/hbkt/o", query=u,
+                                                                 body=b"part bytes")),
+             ("PUT ?partNumber", sm("PUT", "/hbkt/o", query="partNumber=1", body=b"x")),
+             ("PUT ?uploads", sm("PUT", "/hbkt/o", query="uploads", body=b"x")),
+             ("PUT ?delete", sm("PUT", "/hbkt/o", query="delete", body=b"x")),
+             ("CopyObject ?uploadId", sm("PUT", "/hbkt/o", query=u,
+                                         extra={"x-amz-copy-source": "/hbkt/known"})),
+             ("DELETE ?partNumber", sm("DELETE", "/hbkt/o", query="partNumber=1")),
+             ("DELETE ?uploads", sm("DELETE", "/hbkt/o", query="uploads")),
+             ("DELETE ?uploadId&partNumber", sm("DELETE", "/hbkt/mpo",
+                                                 query=u + "&partNumber=1")),
+             ("DELETE bucket ?delete", sm("DELETE", "/ebkt", query="delete")),
+             ("DELETE bucket ?uploads", sm("DELETE", "/ebkt", query="uploads")),
+             ("DELETE bucket ?uploadId", sm("DELETE", "/ebkt", query=u)),
+             ("PUT bucket ?uploadId", sm("PUT", "/nbkt", query=u)),
+             ("PUT bucket ?uploads", sm("PUT", "/nbkt", query="uploads")),
+             ("POST ?uploads&uploadId", sm("POST", "/hbkt/mpo", query="uploads&" + u)),
+             ("POST ?uploadId&partNumber", sm("POST", "/hbkt/mpo", query=u + "&partNumber=1",
+                                              body=xml)),
+             ("PUT ?partNumber&uploadId&delete", sm("PUT", "/hbkt/mpo",
+                                                    query="partNumber=2&delete&" + u,
+                                                    body=b"x")),
+             ("POST bucket ?delete&uploadId", sm("POST", "/hbkt", query="delete&" + u, body=(
+                 b"<Delete><Object><Key>o</Key></Object></Delete>")))]
+    for what, msg in cases:
+        s, st, hd, body = send(P, msg, 5.0, PROBER)
+        s.close()
+        ph.expect(st == 501 and code_of(body) == "NotImplemented", what, st, body[:200])
+        ph.cases += 1
+        st, _, b = req("GET", "/hbkt/o")
+        ph.expect(st == 200 and b == b"v1", what, "the object after it", st, b[:200])
+        st, _, b = req("HEAD", "/ebkt")
+        ph.expect(st == 200, what, "the empty bucket after it", st)
+        st, _, b = req("HEAD", "/nbkt")
+        ph.expect(st == 404, what, "no new bucket after it", st)
+        st, _, b = req("GET", "/hbkt/mpo", query=u)
+        ph.expect(st == 200 and re.findall(rb"<PartNumber>(\d+)</PartNumber>", b) == [b"1"],
+                  what, "the upload's parts after it", st, b[:300])
+        ph.probe(what)
+    # an Abort names the upload's key: another key's is NoSuchUpload (it
+    # deleted the upload's marker by id alone), the upload kept
+    st, _, b = req("DELETE", "/hbkt/o", query=u)
+    ph.expect(st == 404 and code_of(b) == "NoSuchUpload", "Abort of another key", st, b[:200])
+    st, _, b = req("GET", "/hbkt/mpo", query=u)
+    ph.expect(st == 200 and re.findall(rb"<PartNumber>(\d+)</PartNumber>", b) == [b"1"],
+              "the upload after another key's Abort", st, b[:300])
+    st, _, b = req("POST", "/hbkt/mpa", query="uploads")
+    assert st == 200, (st, b)
+    ua = "uploadId=" + re.search(rb"<UploadId>([0-9a-f]{32})</UploadId>", b).group(1).decode()
+    st, _, b = req("PUT", "/hbkt/mpa", query="partNumber=1&" + ua, body=b"gone")
+    assert st == 200, (st, b)
+    st, _, b = req("DELETE", "/hbkt/mpa", query=ua)
+    assert st == 204, ("Abort", st, b)
+    st, _, b = req("GET", "/hbkt/mpa", query=ua)
+    assert st == 404 and code_of(b) == "NoSuchUpload", ("after the Abort", st, b[:200])
+    st, _, b = req("DELETE", "/hbkt/mpa", query=ua)
+    assert st == 404 and code_of(b) == "NoSuchUpload", ("a second Abort", st, b[:200])
+    # the operations themselves
+    st, _, b = req("POST", "/hbkt/mpo", query=u, body=xml)
+    assert st == 200, ("Complete", st, b)
+    st, _, b = req("GET", "/hbkt/mpo")
+    assert st == 200 and b == b"part", ("the completed object", st, b)
+    st, _, b = req("POST", "/hbkt", query="delete", body=(
+        b"<Delete><Object><Key>o</Key></Object></Delete>"))
+    assert st == 200 and b"<Deleted>" in b, ("DeleteObjects", st, b[:300])
+    st, _, b = req("DELETE", "/ebkt")
+    assert st == 204, ("DeleteBucket", st, b)
 
 
 @phase
