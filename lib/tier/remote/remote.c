@@ -76,6 +76,7 @@
 
 #include <xxhash.h>
 
+#include "kvt_keyhash.h"
 #include "proto.h"
 #include "remote.h"
 #include "tlsio.h"
@@ -2523,11 +2524,11 @@ static void rt_del(struct rtab *t, struct kvt_mem *mem, struct rop *op)
 }
 
 /* The index hash of a DELETE's (ns, key), of a CLEAR's ns, of an open
- * PUT's or promotion's (ns, key): XXH3 seeded by the lane's random
- * secret, as the DRAM index's (dram_key_hash). */
+ * PUT's or promotion's (ns, key): keyed by the lane's random secret, as
+ * the DRAM index's (dram_key_hash; kvt_keyhash.h). */
 static uint64_t rm_hash(const struct remote *head, uint32_t ns, const struct kvt_key *key)
 {
-	return XXH3_64bits_withSeed(key->bytes, key->len, head->rm_secret ^ ns);
+	return kvt_key_hash(head->rm_secret, ns, key->bytes, key->len);
 }
 
 static uint64_t rm_hash_ns(const struct remote *head, uint32_t ns)
