@@ -1371,7 +1371,6 @@ int dram_open(struct dram **out, const struct dram_config *cfg, struct kvt_mem *
 	uint64_t per, secret;
 	uint64_t t0;
 	char pf[64] = "";
-	ssize_t got;
 	int ret = 0;
 	uint64_t pf_said = 0; /* prefault_ns at the last progress line */
 
@@ -1393,9 +1392,10 @@ int dram_open(struct dram **out, const struct dram_config *cfg, struct kvt_mem *
 	if (cfg->hash_seed != 0) {
 		secret = cfg->hash_seed;
 	} else {
-		got = getrandom(&secret, sizeof(secret), 0);
-		if (got != (ssize_t)sizeof(secret))
-			return got < 0 ? -errno : -EIO;
+		int e = kvt_secret_draw(&secret);	/* EINTR retried */
+
+		if (e)
+			return e;
 	}
 	d = kvt_mem_calloc(mem, 1, sizeof(*d));
 	if (!d)

@@ -3507,9 +3507,14 @@ static int lane_open(struct remote **out, const struct remote_config *cfg, struc
 	pthread_mutex_init(&rm->put_lock, NULL);
 	rt_init(&rm->rm_idx);
 	rt_init(&rm->open_idx);
-	if (getrandom(&rm->rm_secret, sizeof(rm->rm_secret), GRND_NONBLOCK) !=
-	    (ssize_t)sizeof(rm->rm_secret))
-		rm->rm_secret = (uint64_t)(uintptr_t)rm ^ (uint64_t)time(NULL);
+	/* Waits for the kernel's pool; fails without it (the lane's address
+	 * xor time(), a key a peer could guess, until 2026-12-07). */
+	ret = kvt_secret_draw(&rm->rm_secret);
+	if (ret < 0) {
+		kvt_logf(log, KVT_LOG_ERROR, "remote: no random index secret (getrandom): %s",
+			 strerror(-ret));
+		goto fail;
+	}
 	ret = parse_addr(rm);
 	if (ret == -EPERM) {
 		kvt_logf(log, KVT_LOG_ERROR,
