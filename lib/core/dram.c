@@ -47,6 +47,7 @@
 #include "arena.h"
 #include "evict.h"
 #include "kvt_int.h"
+#include "kvt_keyhash.h"
 #include "nsstat.h"
 
 #define DRAM_KEY_INLINE 32     /* keys up to this long live in the item */
@@ -299,8 +300,9 @@ static inline void item_set_part_crc(struct dram_item *it, unsigned p, uint32_t 
 
 static inline uint64_t dram_hash(const struct dram *d, uint32_t ns, const struct kvt_key *key)
 {
-	/* Keys are at most 64 bytes: a seeded XXH3 costs what seed 0 does. */
-	return XXH3_64bits_withSeed(key->bytes, key->len, d->hash_secret ^ ns);
+	/* Keys are at most 64 bytes: a seeded XXH3 costs what seed 0 does;
+	 * the seed is the namespace's, keyed (kvt_keyhash.h). */
+	return kvt_key_hash(d->hash_secret, ns, key->bytes, key->len);
 }
 
 static inline struct dram_shard *dram_shard_of(struct dram *d, uint64_t h)
@@ -466,7 +468,7 @@ static struct dram_item **index_slot(struct dram_shard *s, uint64_t h, uint32_t 
 
 static inline uint64_t item_hash(const struct dram *d, const struct dram_item *it)
 {
-	return XXH3_64bits_withSeed(item_key(it), ITEM_KEYLEN(it), d->hash_secret ^ it->ns);
+	return kvt_key_hash(d->hash_secret, it->ns, item_key(it), ITEM_KEYLEN(it));
 }
 
 uint64_t dram_key_hash(const struct dram *d, uint32_t ns, const struct kvt_key *key)
@@ -1369,7 +1371,6 @@ int dram_open(struct dram **out, const struct dram_config *cfg, struct kvt_mem *
 	uint64_t per, secret;
 	uint64_t t0;
 	char pf[64] = "";
-	ssize_t got;
 	int ret = 0;
 	uint64_t pf_said = 0; /* prefault_ns at the last progress line */
 
@@ -1391,9 +1392,10 @@ int dram_open(struct dram **out, const struct dram_config *cfg, struct kvt_mem *
 	if (cfg->hash_seed != 0) {
 		secret = cfg->hash_seed;
 	} else {
-		got = getrandom(&secret, sizeof(secret), 0);
-		if (got != (ssize_t)sizeof(secret))
-			return got < 0 ? -errno : -EIO;
+		int e = kvt_secret_draw(&secret);	/* EINTR retried */
+
+		if (e)
+			return e;
 	}
 	d = kvt_mem_calloc(mem, 1, sizeof(*d));
 	if (!d)

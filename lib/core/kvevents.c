@@ -63,6 +63,7 @@
 #include <zmq.h>
 
 #include "kvevents.h"
+#include "kvt_keyhash.h"
 #include "kvreplay.h"
 #include "kvzap.h"
 
@@ -986,13 +987,25 @@ static int kvevents_socket(struct kvevents *ev, const char *ep, const char *what
 int kvevents_open(struct kvevents **out, const struct kvevents_config *cfg,
 		  struct kvt_mem *mem, const struct kvt_logger *log)
 {
-	struct kvevents *ev = kvt_mem_calloc(mem, 1, sizeof(*ev));
+	struct kvevents *ev;
 	const char *ep = cfg->endpoint;
+	uint64_t seed;
 	int ret;
 	size_t len;
 
+	/* The topics' hash key: waits for the kernel's pool and fails without
+	 * it (the object's address xor time(), which a subscriber could
+	 * guess, until 2026-12-07; test_kvevents topic_seed). */
+	ret = kvt_secret_draw(&seed);
+	if (ret < 0) {
+		kvt_logf(log, KVT_LOG_ERROR, "events: no random topic seed (getrandom): %s",
+			 strerror(-ret));
+		return ret;
+	}
+	ev = kvt_mem_calloc(mem, 1, sizeof(*ev));
 	if (!ev)
 		return -ENOMEM;
+	ev->topic_seed = seed;
 	if (cfg->replay_endpoint && !ep) {
 		/* It replays the main socket's messages. */
 		kvt_logf(log, KVT_LOG_ERROR, "events: events.replay_endpoint needs "
@@ -1016,9 +1029,6 @@ int kvevents_open(struct kvevents **out, const struct kvevents_config *cfg,
 	ev->mem = mem;
 	ev->log = log;
 	ev->pub_zap_id = KVZAP_UNWATCHED;
-	if (getrandom(&ev->topic_seed, sizeof(ev->topic_seed), GRND_NONBLOCK) !=
-	    (ssize_t)sizeof(ev->topic_seed))
-		ev->topic_seed = (uint64_t)(uintptr_t)ev ^ (uint64_t)time(NULL);
 	pthread_mutex_init(&ev->lock, NULL);
 	pthread_mutex_init(&ev->chan_lock, NULL);
 	ev->pub_subs.fd = -1;

@@ -48,6 +48,7 @@
 #include <xxhash.h>
 
 #include "kvt_int.h"
+#include "kvt_keyhash.h"
 #include "le.h"
 
 /* ------------------------------------------------------------------------
@@ -615,14 +616,9 @@ int ns_reg_init(struct ns_registry *r, struct kvt_mem *mem)
 	 * error rather than a key an attacker can guess (the registry's
 	 * address and the time, with GRND_NONBLOCK, until 2026-12-07 review:
 	 * test_ns reg_secret). */
-	for (;;) {
-		ssize_t got = getrandom(&r->hash_secret, sizeof(r->hash_secret), 0);
-		if (got == (ssize_t)sizeof(r->hash_secret))
-			break;
-		if (got < 0 && errno == EINTR)
-			continue;
-		return got < 0 ? -errno : -EIO;
-	}
+	err = kvt_secret_draw(&r->hash_secret);
+	if (err)
+		return err;
 	err = pthread_mutex_init(&r->lock, NULL);
 	if (err)
 		return -err;

@@ -9,6 +9,9 @@
  * from the first namespace's, kept the first namespace's hash whenever the
  * subtraction borrowed alike: ~4 of 1,024 namespaces for a random secret,
  * up to 16 (review44d, 2026-12-07).  A tenant holds up to 1,024.
+ *
+ * The library's indexes (DRAM, SSD, remote) hash the same way through
+ * kvt_key_hash (lib/base/kvt_keyhash.h), tested alike: lib_*.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -16,6 +19,7 @@
 #include <string.h>
 #include <sys/random.h>
 
+#include "kvt_keyhash.h"
 #include "kvtierd.h"
 #include "t.h"
 
@@ -35,7 +39,15 @@ static void kh_key(uint32_t ns, uint64_t x, uint8_t k[8])
 	memcpy(k + 4, &lo, 4);
 }
 
-static void test_related_namespaces(void)
+/* The hash under test: the daemon's, or the library's. */
+typedef uint64_t (*kh_fn)(uint64_t secret, uint32_t ns, const uint8_t *k, uint32_t len);
+
+static uint64_t kh_lib(uint64_t secret, uint32_t ns, const uint8_t *k, uint32_t len)
+{
+	return kvt_key_hash(secret, ns, k, len);
+}
+
+static void related_namespaces(const char *name, kh_fn hash)
 {
 	unsigned worst = 0, total = 0;
 
@@ -48,7 +60,7 @@ static void test_related_namespaces(void)
 		for (uint32_t i = 0; i < KH_NS; i++) {
 			uint64_t h;
 			kh_key(KH_BASE + i, 0x0123456789abcdefull, k);
-			h = kvtd_key_hash(secret, KH_BASE + i, k, sizeof(k));
+			h = hash(secret, KH_BASE + i, k, sizeof(k));
 			if (i == 0)
 				h0 = h;
 			same += h == h0;
@@ -57,8 +69,8 @@ static void test_related_namespaces(void)
 		if (same > worst)
 			worst = same;
 	}
-	printf("related_namespaces: one key a namespace, %u namespaces: %.2f share the first's "
-	       "hash on average, %u at most (%d secrets; 1 is none)\n", KH_NS,
+	printf("%s: one key a namespace, %u namespaces: %.2f share the first's "
+	       "hash on average, %u at most (%d secrets; 1 is none)\n", name, KH_NS,
 	       (double)total / KH_SECRETS, worst, KH_SECRETS);
 	/* Before: mean ~3.8, max 9-16.  Random 64-bit hashes: 1 (a pair
 	 * among 1,024 about 2^-44). */
@@ -67,19 +79,21 @@ static void test_related_namespaces(void)
 
 /* The same key in another namespace, or under another secret: another
  * hash (a seed of 0 would make the hash public). */
-static void test_keyed(void)
+static void keyed(kh_fn hash)
 {
 	const uint8_t k[] = "user:1";
-	uint64_t a = kvtd_key_hash(1, 7, k, 6);
+	uint64_t a = hash(1, 7, k, 6);
 
-	T_NE_INT(a, kvtd_key_hash(2, 7, k, 6));
-	T_NE_INT(a, kvtd_key_hash(1, 8, k, 6));
-	T_EQ_INT(a, kvtd_key_hash(1, 7, k, 6));
+	T_NE_INT(a, hash(2, 7, k, 6));
+	T_NE_INT(a, hash(1, 8, k, 6));
+	T_EQ_INT(a, hash(1, 7, k, 6));
 }
 
 int main(void)
 {
-	test_related_namespaces();
-	test_keyed();
+	related_namespaces("related_namespaces", kvtd_key_hash);
+	keyed(kvtd_key_hash);
+	related_namespaces("lib_related_namespaces", kh_lib);
+	keyed(kh_lib);
 	return 0;
 }

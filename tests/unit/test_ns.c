@@ -8,20 +8,14 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
-#include <stddef.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <linux/audit.h>
-#include <linux/filter.h>
-#include <linux/seccomp.h>
 
 #include <openssl/evp.h>
 
 #include "kvt_int.h"
+#include "tnorand.h"
 #include "t.h"
 
 /* doc/keys.md, "Test vectors". */
@@ -1516,28 +1510,17 @@ static void test_store_api(void)
  */
 static void test_reg_secret(void)
 {
-#if defined(__x86_64__) && defined(__NR_getrandom)
+#ifdef T_NORAND_AVAILABLE
 	int status = 0;
 	pid_t pid = fork();
 
 	T_ASSERT(pid >= 0);
 	if (pid == 0) {
-		struct sock_filter f[] = {
-			BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
-			BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0),
-			BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-			BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-			BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_getrandom, 0, 1),
-			BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EAGAIN),
-			BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-		};
-		struct sock_fprog prog = { .len = sizeof(f) / sizeof(f[0]), .filter = f };
 		struct kvt_mem mem;
 		struct ns_registry r;
 		int rc;
 
-		if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
-		    prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0)
+		if (t_norand(EAGAIN) != 0)
 			_exit(3); /* no seccomp here: told below */
 		kvt_mem_init(&mem);
 		rc = ns_reg_init(&r, &mem);

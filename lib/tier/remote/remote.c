@@ -76,6 +76,7 @@
 
 #include <xxhash.h>
 
+#include "kvt_keyhash.h"
 #include "proto.h"
 #include "remote.h"
 #include "tlsio.h"
@@ -2523,11 +2524,11 @@ static void rt_del(struct rtab *t, struct kvt_mem *mem, struct rop *op)
 }
 
 /* The index hash of a DELETE's (ns, key), of a CLEAR's ns, of an open
- * PUT's or promotion's (ns, key): XXH3 seeded by the lane's random
- * secret, as the DRAM index's (dram_key_hash). */
+ * PUT's or promotion's (ns, key): keyed by the lane's random secret, as
+ * the DRAM index's (dram_key_hash; kvt_keyhash.h). */
 static uint64_t rm_hash(const struct remote *head, uint32_t ns, const struct kvt_key *key)
 {
-	return XXH3_64bits_withSeed(key->bytes, key->len, head->rm_secret ^ ns);
+	return kvt_key_hash(head->rm_secret, ns, key->bytes, key->len);
 }
 
 static uint64_t rm_hash_ns(const struct remote *head, uint32_t ns)
@@ -3506,9 +3507,14 @@ static int lane_open(struct remote **out, const struct remote_config *cfg, struc
 	pthread_mutex_init(&rm->put_lock, NULL);
 	rt_init(&rm->rm_idx);
 	rt_init(&rm->open_idx);
-	if (getrandom(&rm->rm_secret, sizeof(rm->rm_secret), GRND_NONBLOCK) !=
-	    (ssize_t)sizeof(rm->rm_secret))
-		rm->rm_secret = (uint64_t)(uintptr_t)rm ^ (uint64_t)time(NULL);
+	/* Waits for the kernel's pool; fails without it (the lane's address
+	 * xor time(), a key a peer could guess, until 2026-12-07). */
+	ret = kvt_secret_draw(&rm->rm_secret);
+	if (ret < 0) {
+		kvt_logf(log, KVT_LOG_ERROR, "remote: no random index secret (getrandom): %s",
+			 strerror(-ret));
+		goto fail;
+	}
 	ret = parse_addr(rm);
 	if (ret == -EPERM) {
 		kvt_logf(log, KVT_LOG_ERROR,

@@ -4507,15 +4507,14 @@ int ssd_open(struct ssd **out, const struct ssd_config *cfg, int dir_fd, struct 
 	struct io_config ioc = { .backend = cfg->backend, .depth = cfg->io_depth };
 	struct ssd *s;
 	uint64_t used = 0, blocks = 0, secret;
-	ssize_t got;
 	int r;
 
 	if (cfg->seg_size < (1u << 20) || cfg->seg_size % SSD_ALIGN ||
 	    cfg->capacity / cfg->seg_size < 2)
 		return KVT_EOPTVAL;
-	got = getrandom(&secret, sizeof(secret), 0);
-	if (got != (ssize_t)sizeof(secret))
-		return got < 0 ? -errno : -EIO;
+	r = kvt_secret_draw(&secret);	/* waits for the pool, EINTR retried */
+	if (r)
+		return r;
 	s = kvt_mem_calloc(mem, 1, sizeof(*s));
 	if (!s)
 		return -ENOMEM;

@@ -17,6 +17,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "kvt_keyhash.h"
 #include "ssd.h"
 #include "ssdfmt.h"
 
@@ -449,11 +450,11 @@ static inline uint64_t wall_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* Index hash: XXH3 seeded by ns and the store's random secret (one call;
- * keys are at most 64 bytes, where a seed costs nothing). */
+/* Index hash: XXH3 seeded by the namespace's seed under the store's random
+ * secret (kvt_keyhash.h).  Never on disk: recovery rehashes every key. */
 static inline uint64_t ssd_hash(const struct ssd *s, uint32_t ns, const struct kvt_key *k)
 {
-	return XXH3_64bits_withSeed(k->bytes, k->len, s->hash_secret ^ ns);
+	return kvt_key_hash(s->hash_secret, ns, k->bytes, k->len);
 }
 
 static inline struct ssd_shard *shard_of(struct ssd *s, uint64_t h)
