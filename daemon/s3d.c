@@ -512,9 +512,10 @@ static int s3d_vhost(struct s3d_req *rq)
  * or ?uploads of an empty bucket deleted the bucket, DELETE ?partNumber=
  * the object, DELETE ?uploadId=&partNumber= aborted the whole upload,
  * PUT ?uploadId= of a bucket created it (red44b, 2026-12-07).  S3 has no
- * such requests; they are refused, 501 NotImplemented, before any body,
- * as another sub-resource is.  Reads keep them ignored (GET ?uploads of a
- * key is the object).
+ * such requests; they are refused, 501 NotImplemented, as another
+ * sub-resource is: nothing runs, a body up to S3D_SMALL_MAX is read and
+ * dropped (the connection kept), a larger one closes it.  Reads keep
+ * them ignored (GET ?uploads of a key is the object).
  */
 static bool s3d_stray_params(enum s3d_op op, bool upload, bool part, bool uploads, bool del)
 {

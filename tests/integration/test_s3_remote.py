@@ -186,8 +186,14 @@ def main():
         st, b, uid = multipart(cold.port, "/rbkt/toobig", [big[:5 << 20],
                                                             big[:(3 << 20) - 100]])
         assert st == 400 and b"EntityTooLarge" in b and b"--max-memory" in b, (st, b[:300])
+        # an Abort naming another key reads the marker from the pod and
+        # refuses it (s3ops.c s3d_abort_marker), the upload kept
+        st, _, b = request(cold.port, "DELETE", "/rbkt/other", query=[("uploadId", uid)])
+        assert st == 404 and b"NoSuchUpload" in b, ("another key's Abort", st, b[:300])
         st, _, b = request(cold.port, "DELETE", "/rbkt/toobig", query=[("uploadId", uid)])
         assert st == 204, ("the upload kept: aborted", st, b[:300])
+        st, _, b = request(cold.port, "DELETE", "/rbkt/toobig", query=[("uploadId", uid)])
+        assert st == 404 and b"NoSuchUpload" in b, ("a second Abort", st, b[:300])
         print("CompleteMultipartUpload, CopyObject, UploadPartCopy, cold GETs, "
               "an assembly too large: ok")
         # If-None-Match: * is not evaluated there: refused, nothing written
