@@ -194,6 +194,8 @@ struct dram {
 	void *evict_ctx;
 	dram_admit_fn admit_fn;
 	void *admit_ctx;
+	dram_absent_fn absent_fn; /* dram_set_absent_hook: a put's ask below */
+	void *absent_ctx;
 	bool victim_wd;           /* evicted blocks go down through admit_fn */
 	/* dram_below_room: has the tier below no free room (the policy's
 	 * write-down filter applies only then)?  NULL: always filter. */
@@ -1289,6 +1291,12 @@ void dram_set_admit_hook(struct dram *d, dram_admit_fn fn, void *ctx, bool victi
 	dram_pin_lru(d, fn != NULL);
 }
 
+void dram_set_absent_hook(struct dram *d, dram_absent_fn fn, void *ctx)
+{
+	d->absent_fn = fn;
+	d->absent_ctx = ctx;
+}
+
 void dram_writedown_done(struct dram *d, struct dram_item *it, bool stored)
 {
 	struct dram_shard *s = dram_shard_of(d, item_hash(d, it));
@@ -1559,9 +1567,9 @@ void dram_set_evict_hook(struct dram *d, dram_evict_fn fn, void *ctx)
  * value, up to the next 4 KiB boundary, are zeroed now, so a write-down with
  * O_DIRECT never carries recycled memory to disk.
  */
-int dram_reserve(struct dram *d, uint32_t ns, const struct kvt_key *key, uint64_t len,
-		 const uint64_t *part_lens, unsigned part_count, struct dram_item **item,
-		 struct iovec *view, unsigned *view_count)
+static int reserve(struct dram *d, uint32_t ns, const struct kvt_key *key, uint64_t len,
+		   const uint64_t *part_lens, unsigned part_count, bool put, struct dram_item **item,
+		   struct iovec *view, unsigned *view_count)
 {
 	struct arena_run runs[DRAM_MAX_RUNS];
 	uint32_t run_count = 0, chunks;
@@ -1601,6 +1609,10 @@ int dram_reserve(struct dram *d, uint32_t ns, const struct kvt_key *key, uint64_
 		ret = KVT_EXISTS;
 		goto fail_uncharge;
 	}
+	/* A put's ask below, under this lock until the item is in the index
+	 * (dram_set_absent_hook): a block moving down is in one of the two. */
+	if (put && d->absent_fn && (ret = d->absent_fn(d->absent_ctx, ns, key)) != KVT_OK)
+		goto fail_unlock;
 	it = pool_get(d, s);
 	if (!it) {
 		ret = -ENOMEM;
@@ -1614,12 +1626,18 @@ int dram_reserve(struct dram *d, uint32_t ns, const struct kvt_key *key, uint64_
 			s->full_errors++;
 		goto fail_unlock;
 	}
-	if (waited && *index_slot(s, h, ns, key)) { /* another put won while we waited */
+	/* The lock was dropped: another put may have won, in DRAM or (gone
+	 * down since) below. */
+	if (waited && (*index_slot(s, h, ns, key) ||
+		       (put && d->absent_fn &&
+			(ret = d->absent_fn(d->absent_ctx, ns, key)) != KVT_OK))) {
 		for (uint32_t i = 0; i < run_count; i++)
 			arena_free(&s->arena, runs[i].start, runs[i].count);
 		pool_put(s, it);
-		s->put_exists++;
-		ret = KVT_EXISTS;
+		if (*index_slot(s, h, ns, key)) {
+			s->put_exists++;
+			ret = KVT_EXISTS;
+		}
 		goto fail_unlock;
 	}
 	it->run_count = (uint16_t)run_count;
@@ -1683,6 +1701,20 @@ fail_uncharge:
 	if (group)
 		dram_quota_uncharge(d, group, (uint64_t)chunks * d->chunk);
 	return ret;
+}
+
+int dram_reserve(struct dram *d, uint32_t ns, const struct kvt_key *key, uint64_t len,
+		 const uint64_t *part_lens, unsigned part_count, struct dram_item **item,
+		 struct iovec *view, unsigned *view_count)
+{
+	return reserve(d, ns, key, len, part_lens, part_count, false, item, view, view_count);
+}
+
+int dram_reserve_put(struct dram *d, uint32_t ns, const struct kvt_key *key, uint64_t len,
+		     const uint64_t *part_lens, unsigned part_count, struct dram_item **item,
+		     struct iovec *view, unsigned *view_count)
+{
+	return reserve(d, ns, key, len, part_lens, part_count, true, item, view, view_count);
 }
 
 /*
@@ -1821,7 +1853,7 @@ int dram_put_crcs(struct dram *d, uint32_t ns, const struct kvt_key *key,
 		lens[i] = parts[i].iov_len;
 		len += parts[i].iov_len;
 	}
-	ret = dram_reserve(d, ns, key, len, lens, part_count, &it, view, &view_count);
+	ret = reserve(d, ns, key, len, lens, part_count, true, &it, view, &view_count);
 	if (ret == KVT_OK && crcs) {
 		uint32_t *got = (uint32_t *)(lens + part_count);
 		iov_copy_crc(view, view_count, parts, part_count, len, got);
