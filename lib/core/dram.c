@@ -1565,11 +1565,12 @@ void dram_set_evict_hook(struct dram *d, dram_evict_fn fn, void *ctx)
  * but invisible, holding the caller's ref.  part_lens gives each part's
  * length (or NULL with part_count 1).  The last chunk's bytes past the
  * value, up to the next 4 KiB boundary, are zeroed now, so a write-down with
- * O_DIRECT never carries recycled memory to disk.
+ * O_DIRECT never carries recycled memory to disk.  put: a client's put,
+ * which asks the tiers below under the lock (dram_set_absent_hook).
  */
 static int reserve(struct dram *d, uint32_t ns, const struct kvt_key *key, uint64_t len,
-		   const uint64_t *part_lens, unsigned part_count, bool put, struct dram_item **item,
-		   struct iovec *view, unsigned *view_count)
+		   const uint64_t *part_lens, unsigned part_count, bool put,
+		   struct dram_item **item, struct iovec *view, unsigned *view_count)
 {
 	struct arena_run runs[DRAM_MAX_RUNS];
 	uint32_t run_count = 0, chunks;
