@@ -6,11 +6,13 @@
  * per shard.  A key's shard is picked by its hash, so puts and gets of
  * different keys rarely meet on a lock, and no lock is held while bytes are
  * copied (doc/threads.md has the lock order: one shard lock at a time, never
- * two; the evict hook runs under it).
+ * two; the evict hook runs under it, and a put's ask below, the absent hook).
  *
  * An item's life:
  *
- *   put:  lock, index lookup (present -> EXISTS), allocate item and chunks
+ *   put:  lock, index lookup (present -> EXISTS), a client's put asks the
+ *         tiers below (dram_set_absent_hook: held there -> EXISTS),
+ *         allocate item and chunks
  *         (evicting as needed), insert WRITING, ref 1, unlock
  *         copy bytes in (no lock)
  *         lock, DEAD? (a delete or clear won: free it, -ECANCELED)
@@ -2095,19 +2097,6 @@ int dram_exists(struct dram *d, uint32_t ns, const struct kvt_key *key)
 	hit = it && ITEM_STATE(it) == ITEM_VISIBLE;
 	pthread_mutex_unlock(&s->lock);
 	return hit ? KVT_OK : KVT_MISS;
-}
-
-int dram_put_exists(struct dram *d, uint32_t ns, const struct kvt_key *key)
-{
-	uint64_t h = dram_hash(d, ns, key);
-	struct dram_shard *s = dram_shard_of(d, h);
-	bool held;
-	pthread_mutex_lock(&s->lock);
-	held = *index_slot(s, h, ns, key) != NULL;
-	if (held)
-		s->put_exists++;
-	pthread_mutex_unlock(&s->lock);
-	return held ? KVT_EXISTS : KVT_OK;
 }
 
 /* Unlink from index and queue; free now or when the last ref goes.  Locked. */

@@ -119,11 +119,6 @@ int dram_item_meta(struct dram *d, struct dram_item *item, uint32_t *ns, struct 
 		   uint64_t *part_lens, uint32_t *crcs, unsigned max_parts);
 
 int dram_exists(struct dram *d, uint32_t ns, const struct kvt_key *key);
-/* Would a put of (ns, key) be refused (its put-if-absent: a block or a
- * reservation of the key in the index)?  KVT_EXISTS, counted as such a
- * refusal (dram.put_exists), or KVT_OK.  For a store that asks DRAM
- * before the tiers below (store_put_absent). */
-int dram_put_exists(struct dram *d, uint32_t ns, const struct kvt_key *key);
 /* The arena's regions (for I/O buffer registration): up to max, returns how many. */
 unsigned dram_regions(struct dram *d, struct iovec *out, unsigned max);
 
