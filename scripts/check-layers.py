@@ -45,6 +45,9 @@ DRAM_LOWER = {
     "dram_unpin", "dram_item_ref", "dram_item_part_lens", "dram_writedown_done",
     "dram_forget_lower", "dram_item_meta", "dram_exists", "dram_regions",
     "dram_victim_parts",
+    # a client's put through DRAM's put-if-absent (seal.c's sealed put: the
+    # tiers below asked under DRAM's lock, dram_set_absent_hook)
+    "dram_reserve_put",
     # installed by the tier's own open (with the hook, the victim tier's
     # size for prefix-adapt's simulations of DRAM + SSD, its room check, and
     # the plug a put's burst of victims holds on its queue)

@@ -6,11 +6,13 @@
  * per shard.  A key's shard is picked by its hash, so puts and gets of
  * different keys rarely meet on a lock, and no lock is held while bytes are
  * copied (doc/threads.md has the lock order: one shard lock at a time, never
- * two; the evict hook runs under it).
+ * two; the evict hook runs under it, and a put's ask below, the absent hook).
  *
  * An item's life:
  *
- *   put:  lock, index lookup (present -> EXISTS), allocate item and chunks
+ *   put:  lock, index lookup (present -> EXISTS), a client's put asks the
+ *         tiers below (dram_set_absent_hook: held there -> EXISTS),
+ *         allocate item and chunks
  *         (evicting as needed), insert WRITING, ref 1, unlock
  *         copy bytes in (no lock)
  *         lock, DEAD? (a delete or clear won: free it, -ECANCELED)
@@ -195,6 +197,8 @@ struct dram {
 	void *evict_ctx;
 	dram_admit_fn admit_fn;
 	void *admit_ctx;
+	dram_absent_fn absent_fn; /* dram_set_absent_hook: a put's ask below */
+	void *absent_ctx;
 	bool victim_wd;           /* evicted blocks go down through admit_fn */
 	/* dram_below_room: has the tier below no free room (the policy's
 	 * write-down filter applies only then)?  NULL: always filter. */
@@ -1291,6 +1295,12 @@ void dram_set_admit_hook(struct dram *d, dram_admit_fn fn, void *ctx, bool victi
 	dram_pin_lru(d, fn != NULL);
 }
 
+void dram_set_absent_hook(struct dram *d, dram_absent_fn fn, void *ctx)
+{
+	d->absent_fn = fn;
+	d->absent_ctx = ctx;
+}
+
 void dram_writedown_done(struct dram *d, struct dram_item *it, bool stored)
 {
 	struct dram_shard *s = dram_shard_of(d, item_hash(d, it));
@@ -1559,11 +1569,12 @@ void dram_set_evict_hook(struct dram *d, dram_evict_fn fn, void *ctx)
  * but invisible, holding the caller's ref.  part_lens gives each part's
  * length (or NULL with part_count 1).  The last chunk's bytes past the
  * value, up to the next 4 KiB boundary, are zeroed now, so a write-down with
- * O_DIRECT never carries recycled memory to disk.
+ * O_DIRECT never carries recycled memory to disk.  put: a client's put,
+ * which asks the tiers below under the lock (dram_set_absent_hook).
  */
-int dram_reserve(struct dram *d, uint32_t ns, const struct kvt_key *key, uint64_t len,
-		 const uint64_t *part_lens, unsigned part_count, struct dram_item **item,
-		 struct iovec *view, unsigned *view_count)
+static int reserve(struct dram *d, uint32_t ns, const struct kvt_key *key, uint64_t len,
+		   const uint64_t *part_lens, unsigned part_count, bool put,
+		   struct dram_item **item, struct iovec *view, unsigned *view_count)
 {
 	struct arena_run runs[DRAM_MAX_RUNS];
 	uint32_t run_count = 0, chunks;
@@ -1603,6 +1614,10 @@ int dram_reserve(struct dram *d, uint32_t ns, const struct kvt_key *key, uint64_
 		ret = KVT_EXISTS;
 		goto fail_uncharge;
 	}
+	/* A put's ask below, under this lock until the item is in the index
+	 * (dram_set_absent_hook): a block moving down is in one of the two. */
+	if (put && d->absent_fn && (ret = d->absent_fn(d->absent_ctx, ns, key)) != KVT_OK)
+		goto fail_unlock;
 	it = pool_get(d, s);
 	if (!it) {
 		ret = -ENOMEM;
@@ -1616,12 +1631,18 @@ int dram_reserve(struct dram *d, uint32_t ns, const struct kvt_key *key, uint64_
 			s->full_errors++;
 		goto fail_unlock;
 	}
-	if (waited && *index_slot(s, h, ns, key)) { /* another put won while we waited */
+	/* The lock was dropped: another put may have won, in DRAM or (gone
+	 * down since) below. */
+	if (waited && (*index_slot(s, h, ns, key) ||
+		       (put && d->absent_fn &&
+			(ret = d->absent_fn(d->absent_ctx, ns, key)) != KVT_OK))) {
 		for (uint32_t i = 0; i < run_count; i++)
 			arena_free(&s->arena, runs[i].start, runs[i].count);
 		pool_put(s, it);
-		s->put_exists++;
-		ret = KVT_EXISTS;
+		if (*index_slot(s, h, ns, key)) {
+			s->put_exists++;
+			ret = KVT_EXISTS;
+		}
 		goto fail_unlock;
 	}
 	it->run_count = (uint16_t)run_count;
@@ -1685,6 +1706,20 @@ fail_uncharge:
 	if (group)
 		dram_quota_uncharge(d, group, (uint64_t)chunks * d->chunk);
 	return ret;
+}
+
+int dram_reserve(struct dram *d, uint32_t ns, const struct kvt_key *key, uint64_t len,
+		 const uint64_t *part_lens, unsigned part_count, struct dram_item **item,
+		 struct iovec *view, unsigned *view_count)
+{
+	return reserve(d, ns, key, len, part_lens, part_count, false, item, view, view_count);
+}
+
+int dram_reserve_put(struct dram *d, uint32_t ns, const struct kvt_key *key, uint64_t len,
+		     const uint64_t *part_lens, unsigned part_count, struct dram_item **item,
+		     struct iovec *view, unsigned *view_count)
+{
+	return reserve(d, ns, key, len, part_lens, part_count, true, item, view, view_count);
 }
 
 /*
@@ -1823,7 +1858,7 @@ int dram_put_crcs(struct dram *d, uint32_t ns, const struct kvt_key *key,
 		lens[i] = parts[i].iov_len;
 		len += parts[i].iov_len;
 	}
-	ret = dram_reserve(d, ns, key, len, lens, part_count, &it, view, &view_count);
+	ret = reserve(d, ns, key, len, lens, part_count, true, &it, view, &view_count);
 	if (ret == KVT_OK && crcs) {
 		uint32_t *got = (uint32_t *)(lens + part_count);
 		iov_copy_crc(view, view_count, parts, part_count, len, got);
@@ -2064,19 +2099,6 @@ int dram_exists(struct dram *d, uint32_t ns, const struct kvt_key *key)
 	hit = it && ITEM_STATE(it) == ITEM_VISIBLE;
 	pthread_mutex_unlock(&s->lock);
 	return hit ? KVT_OK : KVT_MISS;
-}
-
-int dram_put_exists(struct dram *d, uint32_t ns, const struct kvt_key *key)
-{
-	uint64_t h = dram_hash(d, ns, key);
-	struct dram_shard *s = dram_shard_of(d, h);
-	bool held;
-	pthread_mutex_lock(&s->lock);
-	held = *index_slot(s, h, ns, key) != NULL;
-	if (held)
-		s->put_exists++;
-	pthread_mutex_unlock(&s->lock);
-	return held ? KVT_EXISTS : KVT_OK;
 }
 
 /* Unlink from index and queue; free now or when the last ref goes.  Locked. */

@@ -55,6 +55,13 @@ struct dram_item;
 int dram_reserve(struct dram *d, uint32_t ns, const struct kvt_key *key, uint64_t len,
 		 const uint64_t *part_lens, unsigned part_count, struct dram_item **item,
 		 struct iovec *view, unsigned *view_count);
+/* dram_reserve for a client's put (a reservation, a sealed put): once
+ * DRAM holds no copy of the key, the absent hook (dram_set_absent_hook)
+ * is asked under the key's shard lock; its refusal is the answer.
+ * dram_put and dram_put_crcs ask it too; promotions (dram_reserve) never. */
+int dram_reserve_put(struct dram *d, uint32_t ns, const struct kvt_key *key, uint64_t len,
+		     const uint64_t *part_lens, unsigned part_count, struct dram_item **item,
+		     struct iovec *view, unsigned *view_count);
 int dram_publish(struct dram *d, struct dram_item *item, const uint32_t *crcs,
 		 const uint64_t *part_lens, unsigned flags, bool keep_ref);
 /* The namespace and key of an item the caller holds a ref on. */
@@ -112,11 +119,6 @@ int dram_item_meta(struct dram *d, struct dram_item *item, uint32_t *ns, struct 
 		   uint64_t *part_lens, uint32_t *crcs, unsigned max_parts);
 
 int dram_exists(struct dram *d, uint32_t ns, const struct kvt_key *key);
-/* Would a put of (ns, key) be refused (its put-if-absent: a block or a
- * reservation of the key in the index)?  KVT_EXISTS, counted as such a
- * refusal (dram.put_exists), or KVT_OK.  For a store that asks DRAM
- * before the tiers below (store_put_absent). */
-int dram_put_exists(struct dram *d, uint32_t ns, const struct kvt_key *key);
 /* The arena's regions (for I/O buffer registration): up to max, returns how many. */
 unsigned dram_regions(struct dram *d, struct iovec *out, unsigned max);
 
@@ -230,6 +232,20 @@ typedef bool (*dram_admit_fn)(void *ctx, struct dram_item *item, uint32_t ns, in
 /* victim: also offer evicted blocks (DRAM_ADMIT_EVICT; the SSD as DRAM's
  * victim tier, doc/policies.md). */
 void dram_set_admit_hook(struct dram *d, dram_admit_fn fn, void *ctx, bool victim);
+/*
+ * A put's put-if-absent across the tiers below: fn(ctx, ns, key) runs
+ * under the key's shard lock, after DRAM found no copy of the key and
+ * before the put's item enters the index (again if the put waited for
+ * room, the lock dropped): KVT_OK lets the put in, anything else is its
+ * answer (KVT_EXISTS: a tier holds the block).  Under the lock, a block
+ * the tier below publishes before DRAM lets it go (a write-down) is in
+ * one of the two, never neither (doc/ssd.md "A put racing a
+ * write-down").  fn must not call into DRAM; it may take the lower
+ * tier's locks that are never held while a DRAM shard lock is taken.
+ * Set before any put (NULL: none).
+ */
+typedef int (*dram_absent_fn)(void *ctx, uint32_t ns, const struct kvt_key *key);
+void dram_set_absent_hook(struct dram *d, dram_absent_fn fn, void *ctx);
 /* The tier below takes DRAM's victims: a policy's verdict against a
  * victim (prefix-adapt's simulations, prefix-learn's classes) counts only
  * while full(ctx) says that tier must drop something to take it (called

@@ -499,8 +499,8 @@ int seal_put(struct seal *sl, const struct seal_key *k, struct dram *d, uint32_t
 		lens[i] = parts[i].iov_len + SEAL_OVERHEAD;
 		total += lens[i];
 	}
-	ret = dram_reserve(d, ns, key, total, part_count > 1 ? lens : NULL, part_count, &it,
-			   view, &vc);
+	ret = dram_reserve_put(d, ns, key, total, part_count > 1 ? lens : NULL, part_count, &it,
+			       view, &vc);
 	if (ret != KVT_OK)
 		return ret;
 	for (unsigned i = 0; i < part_count; i++) {

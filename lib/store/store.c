@@ -93,10 +93,6 @@ int kvt_put_reserve(struct kvt_store *s, uint32_t ns, const struct kvt_key *key,
 	/* The bytes would go into DRAM unsealed. */
 	if (seal_key_of(s->seal, ns))
 		return KVT_EBADOP;
-	for (unsigned i = 0; s->tier_find && i < s->tier_count; i++)
-		if (s->tiers[i].ops->find &&
-		    s->tiers[i].ops->find(s->tiers[i].t, ns, key, NULL) == KVT_OK)
-			return KVT_EXISTS;
 	/* A persistent namespace's write-down waits for room (ssd.h), or
 	 * with KVT_F_NOWAIT says it would (KVT_EWAIT). */
 	for (unsigned i = 0; i < s->tier_count; i++) {
@@ -108,15 +104,16 @@ int kvt_put_reserve(struct kvt_store *s, uint32_t ns, const struct kvt_key *key,
 		if (ret < 0)
 			return ret;
 	}
-	/* DRAM, then the tiers, as a put (store_put_absent): a key DRAM holds
-	 * is refused and replaces nothing (the SSD logged a tombstone for
-	 * its dead entry until 2026-12-07), and a block a write-down moved
-	 * from DRAM to the SSD meanwhile is found there (until 2026-12-07
-	 * the reservation went in over it: test_ssd_fsck wd_reput_race). */
+	/* DRAM, then the tiers under its lock, as a put (store_put_absent,
+	 * dram_reserve_put): a key DRAM holds is refused and replaces nothing
+	 * (the SSD logged a tombstone for its dead entry until 2026-12-07),
+	 * and a block a write-down moved from DRAM to the SSD meanwhile is
+	 * found there (until 2026-12-07 the reservation went in over it:
+	 * test_ssd_fsck wd_reput_race, put_reput_race). */
 	if ((ret = store_put_absent(s, ns, key)) != KVT_OK)
 		return ret;
-	ret = dram_reserve(s->dram, ns, key, len, part_count > 1 ? part_lens : NULL, part_count,
-			   &item, view, &vc);
+	ret = dram_reserve_put(s->dram, ns, key, len, part_count > 1 ? part_lens : NULL,
+			       part_count, &item, view, &vc);
 	if (ret != KVT_OK)
 		return ret;
 	/* The last run may reach past the value to a 4 KiB boundary: the

@@ -741,7 +741,8 @@ static int store_prefetch(struct kvt_store *s, struct kvt_req *r)
  */
 
 /* A put of a present key is a no-op across tiers: a block a tier with an
- * index (SSD) holds is present. */
+ * index (SSD) holds is present.  For a put DRAM does not take
+ * (store_put_admit), which has no put-if-absent of DRAM's to ask them. */
 static bool store_tiers_have(struct kvt_store *s, uint32_t ns, const struct kvt_key *key)
 {
 	for (unsigned i = 0; s->tier_find && i < s->tier_count; i++)
@@ -752,40 +753,66 @@ static bool store_tiers_have(struct kvt_store *s, uint32_t ns, const struct kvt_
 }
 
 /*
- * A put whose bytes go in through DRAM's put-if-absent (dram_put_crcs,
- * seal_put, dram_reserve), just before they do: KVT_EXISTS if DRAM holds
- * the key (counted as its refusal, dram.put_exists) or, asked next, a
- * tier does (its put_over: the SSD's published entry); else KVT_OK, each
- * tier having dropped what the put replaces (the SSD's unpublished entry,
- * dead or a carry in flight: its tombstone then comes before the new
- * bytes' write-down).
- *
- * DRAM first, then the tiers: a write-down publishes the block's SSD
- * entry before DRAM lets its copy go (wd_finish), and a promotion
- * publishes the DRAM copy before it kills the SSD entry, so a block
- * moving either way is found by one of the two asks or by the
- * put-if-absent after them.  Until 2026-12-07 the tiers' find came first
- * (store_tiers_have, a pending entry a miss) and DRAM's after: a victim's
- * write-down finishing between the two let the put in over the SSD's live
- * copy of the key's old bytes, its own write-down later skipped as
- * already down, and once DRAM evicted it the old bytes were served
- * (test_ssd_fsck wd_reput_race; doc/ssd.md "A put racing a write-down").
- * A key DRAM holds is refused without asking the tiers: until 2026-12-06
- * the SSD logged a tombstone for its dead entry all the same -- a block
- * promoted into DRAM (ssd.first_hit=cold) put again while there
+ * The put-if-absent of a put whose bytes go in through DRAM (dram_put_crcs,
+ * seal_put, a reservation's dram_reserve_put), asked by DRAM under the
+ * key's shard lock once DRAM holds no copy of the key (dram_set_absent_hook,
+ * set when a tier has put_over): KVT_EXISTS if a tier holds the block (its
+ * put_over: the SSD's published entry), else KVT_OK, each tier having
+ * dropped what the put replaces (the SSD's unpublished entry, dead or a
+ * carry in flight: its tombstone then comes before the new bytes'
+ * write-down).  A key DRAM holds is refused before this is asked: until
+ * 2026-12-06 the SSD logged a tombstone for its dead entry all the same --
+ * a block promoted into DRAM (ssd.first_hit=cold) put again while there
  * (test_ssd_fsck dead_held); the reservation, until 2026-12-07.
+ *
+ * Under DRAM's lock, DRAM's ask and the tiers' are one step with the
+ * put's entry into DRAM: a write-down publishes the block's SSD entry
+ * before DRAM lets its copy go (wd_finish), and a promotion holds its
+ * DRAM reservation before it kills the SSD entry, so a block moving
+ * either way is in one of the two.  Until 2026-12-07 the store asked in
+ * steps, no lock held between them: first the tiers' find
+ * (store_tiers_have, a pending entry a miss) then DRAM; from 2026-12-07
+ * DRAM (dram_put_exists), the tiers' put_over, then DRAM's put-if-absent.
+ * A victim's write-down finishing between the first two let the put in
+ * over the SSD's live copy of the key's old bytes (test_ssd_fsck
+ * wd_reput_race); a second put of the key entering DRAM after the DRAM
+ * ask and leaving it, written down, before the put-if-absent did the same
+ * with its bytes (test_ssd_fsck put_reput_race).  The put's own
+ * write-down was then skipped as already down (wd_already_down), and once
+ * DRAM evicted it the other bytes were served: a read going backwards
+ * (doc/ssd.md "A put racing a write-down").  Called from the store only.
  */
-int store_put_absent(struct kvt_store *s, uint32_t ns, const struct kvt_key *key)
+static int store_below_absent(void *ctx, uint32_t ns, const struct kvt_key *key)
 {
-	if (!s->tier_over)
-		return KVT_OK; /* DRAM's put-if-absent alone decides */
-	if (KVT_UNLIKELY(s->debug_put_hook != NULL))
-		s->debug_put_hook(s, s->debug_put_ctx);
-	if (dram_put_exists(s->dram, ns, key) == KVT_EXISTS)
-		return KVT_EXISTS;
+	struct kvt_store *s = ctx;
 	for (unsigned i = 0; i < s->tier_count; i++)
 		if (s->tiers[i].ops->put_over &&
 		    s->tiers[i].ops->put_over(s->tiers[i].t, ns, key) == KVT_EXISTS)
+			return KVT_EXISTS;
+	return KVT_OK;
+}
+
+void store_put_absent_hook(struct kvt_store *s)
+{
+	if (s->dram)
+		dram_set_absent_hook(s->dram, s->tier_over ? store_below_absent : NULL, s);
+}
+
+/*
+ * Before a put's bytes go in through DRAM's put-if-absent: KVT_EXISTS if
+ * a tier with an index but no put_over (none built in) holds the key,
+ * else KVT_OK.  The tiers with put_over (the SSD) are asked by DRAM,
+ * under its lock (store_below_absent): no lookup of theirs here, where
+ * until 2026-12-07 the SSD was asked twice for a new key
+ * (store_tiers_have, then put_over).
+ */
+int store_put_absent(struct kvt_store *s, uint32_t ns, const struct kvt_key *key)
+{
+	if (KVT_UNLIKELY(s->debug_put_hook != NULL))
+		s->debug_put_hook(s, s->debug_put_ctx);
+	for (unsigned i = 0; s->tier_find && i < s->tier_count; i++)
+		if (s->tiers[i].ops->find && !s->tiers[i].ops->put_over &&
+		    s->tiers[i].ops->find(s->tiers[i].t, ns, key, NULL) == KVT_OK)
 			return KVT_EXISTS;
 	return KVT_OK;
 }
@@ -1118,12 +1145,13 @@ static int store_put_sealed(struct kvt_store *s, struct kvt_req *r, const struct
 	struct store_sealed_wt *w;
 	int ret;
 
-	if (store_tiers_have(s, r->ns, &r->key))
-		return KVT_EXISTS;
 	if ((ret = store_put_room(s, r)) < 0)
 		return ret;
 	if (!store_put_admit(s, r)) { /* sealed into a buffer below, DRAM untouched */
-		ret = dram_exists(s->dram, r->ns, &r->key) == KVT_OK ? KVT_EXISTS : KVT_EFULL;
+		ret = store_tiers_have(s, r->ns, &r->key) ||
+				      dram_exists(s->dram, r->ns, &r->key) == KVT_OK
+			      ? KVT_EXISTS
+			      : KVT_EFULL;
 	} else if ((ret = store_put_absent(s, r->ns, &r->key)) == KVT_OK) {
 		ret = seal_put(s->seal, sk, s->dram, r->ns, &r->key, r->iov, r->iov_count,
 			       (r->flags & KVT_F_CRC) ? r->crcs : NULL,
@@ -1165,10 +1193,9 @@ static int store_put(struct kvt_store *s, struct kvt_req *r)
 		return KVT_ETOOBIG;
 	if (KVT_UNLIKELY(seal_key_of(s->seal, r->ns)))
 		return store_put_sealed(s, r, seal_key_of(s->seal, r->ns));
-	if (store_tiers_have(s, r->ns, &r->key))
-		return KVT_EXISTS;
 	if (!store_put_admit(s, r)) {
-		if (dram_exists(s->dram, r->ns, &r->key) == KVT_OK)
+		if (store_tiers_have(s, r->ns, &r->key) ||
+		    dram_exists(s->dram, r->ns, &r->key) == KVT_OK)
 			return KVT_EXISTS;
 		return store_through_walk(s, r, 0, KVT_EFULL, NULL, NULL);
 	}

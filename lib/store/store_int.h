@@ -140,10 +140,12 @@ struct kvt_store {
 	bool tier_down;             /* a tier takes write-downs (put_down) */
 	bool tier_over;             /* a tier drops what a put replaces (put_over) */
 	bool tier_prepare;          /* a tier prepares deletes and clears */
-	/* Tests: called by store_put_absent, before it asks DRAM (NULL: none;
-	 * set before the puts it should see).  test_ssd_fsck wd_reput_race
-	 * finishes a write-down of the key there, between the put's first
-	 * lookup (store_tiers_have) and DRAM's. */
+	/* Tests: called by store_put_absent, just before DRAM's put-if-absent
+	 * (NULL: none; set before the puts it should see).  test_ssd_fsck
+	 * wd_reput_race finishes a write-down of the key there, and
+	 * put_reput_race puts the key with other bytes and pushes it down:
+	 * both between the put's earlier asks and DRAM's put-if-absent until
+	 * 2026-12-07, when these became one step under DRAM's lock. */
 	void (*debug_put_hook)(struct kvt_store *s, void *ctx);
 	void *debug_put_ctx;
 	/* Tiers added by store_tier_register, opened after the built-in ones. */
@@ -288,10 +290,12 @@ void store_put_ghost_close(struct kvt_store *s);
 void store_event_stored(struct kvt_store *s, const struct kvt_req *r, uint32_t ns,
 			const struct kvt_key *key);
 /* A client's put (a put, a sealed put, a reservation), just before its
- * bytes go to DRAM's put-if-absent: KVT_EXISTS if DRAM or, asked after
- * it, a tier holds the key; else KVT_OK, each tier's put_over having
- * dropped what the put replaces (store_dispatch.c). */
+ * bytes go to DRAM's put-if-absent: KVT_EXISTS if a tier with find and
+ * no put_over holds the key, else KVT_OK.  DRAM's put-if-absent asks the
+ * tiers' put_over under its lock (store_put_absent_hook, set by
+ * store_tiers_open; store_dispatch.c). */
 int store_put_absent(struct kvt_store *s, uint32_t ns, const struct kvt_key *key);
+void store_put_absent_hook(struct kvt_store *s);
 /* The DRAM evict hook when no tier keeps evicted blocks (KV events). */
 void store_evicted_event(void *ctx, const struct dram_victim *v);
 

@@ -192,6 +192,7 @@ int store_tiers_open(struct kvt_store *s)
 		s->tier_over |= o->put_over != NULL;
 		s->tier_prepare |= o->prepare != NULL;
 	}
+	store_put_absent_hook(s); /* DRAM asks the tiers' put_over under its lock */
 	return 0;
 }
 

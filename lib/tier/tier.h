@@ -172,7 +172,9 @@ struct tier_ops {
 	 * from DRAM to the tier meanwhile is found here), else KVT_OK -- and
 	 * a tier that keeps a copy of the key it answers absent (the SSD's
 	 * dead entries, and its carries in flight: unpublished) must not
-	 * let that copy outlive the put.  Never blocks. */
+	 * let that copy outlive the put.  Never blocks.  Called by DRAM under
+	 * the key's shard lock (dram_set_absent_hook): the tier's own locks
+	 * only, none it holds while it calls into DRAM. */
 	int (*put_over)(void *t, uint32_t ns, const struct kvt_key *key);
 	/* Before a put of len bytes to ns lands in DRAM: a tier that must
 	 * take it at once (the SSD, for a persistent namespace) waits, for at

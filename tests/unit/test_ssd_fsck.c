@@ -2308,6 +2308,80 @@ static void wd_reput_race(bool reserve)
 	free(dir);
 }
 
+/* 12b'''. put_reput_race: two puts of key 0 with other bytes (RESP SET, an
+ *         S3 PUT of one name: keys not content-addressed), the second
+ *         entering DRAM after the first's DRAM ask and leaving it,
+ *         written down, before the first's put-if-absent.  The store's
+ *         test hook (debug_put_hook, just before DRAM's put-if-absent)
+ *         puts 16384 bytes, then pushes them out of DRAM with fillers:
+ *         written down, their entry live.  The first put (8192 bytes)
+ *         must then answer KVT_EXISTS, a get 16384 bytes throughout.
+ *         Until 2026-12-07 the store asked DRAM, then the SSD, then
+ *         went into DRAM's put-if-absent, no lock held between them: the
+ *         put answered KVT_OK over the other's live record, a get served
+ *         its 8192 bytes, and once DRAM evicted them -- their write-down
+ *         skipped as already on SSD (wd_already_down) -- the other's
+ *         16384: a read going backwards.  reserve: the first put is a
+ *         reservation, filled and committed (the same until then). */
+static void prr_hook(struct kvt_store *s, void *arg)
+{
+	struct wdr_ctx *c = arg;
+	struct kvt_key key0 = t_key(0);
+	s->debug_put_hook = NULL; /* once: the second put and the fillers' pass */
+	c->fired = 1;
+	T_RC(t_put_filled(s, c->ns, 0, 16384), KVT_OK);
+	wdr_push(s, c);
+	T_RC(ssd_find(store_ssd(s), c->ns, &key0, NULL), KVT_OK);
+}
+
+static void put_reput_race(bool reserve)
+{
+	char *dir = t_mkdtemp();
+	struct kvt_store *s = open_victim(dir);
+	struct wdr_ctx c = { .ns = ns_of(s), .fns = t_ns(s, "ssd-fsck-filler"), .k = 1 };
+	struct kvt_key key0 = t_key(0);
+	struct kvt_reservation res;
+	uint64_t len = 8192, now, later;
+	char buf[8192];
+	int r;
+
+	s->debug_put_ctx = &c;
+	s->debug_put_hook = prr_hook;
+	if (reserve) {
+		r = kvt_put_reserve(s, c.ns, &key0, &len, 1, 0, &res);
+		if (r == KVT_OK) {
+			size_t off = 0;
+			t_fill(buf, sizeof(buf), 0);
+			for (unsigned i = 0; i < res.view_count; i++) {
+				memcpy(res.view[i].iov_base, buf + off, res.view[i].iov_len);
+				off += res.view[i].iov_len;
+			}
+			T_OK(kvt_put_commit(s, res.handle, NULL));
+		}
+	} else {
+		r = t_put_filled(s, c.ns, 0, 8192);
+	}
+	T_ASSERT(c.fired);
+	s->debug_put_hook = NULL;
+	now = wdr_len(s, c.ns);
+	/* DRAM lets any copy of key 0 go again. */
+	wdr_push(s, &c);
+	later = wdr_len(s, c.ns);
+	fprintf(stderr, "  a %s racing another put of its key, written down: %s; a get %llu "
+		"bytes, then %llu once out of DRAM (16384: the other's)\n",
+		reserve ? "reservation" : "put",
+		r == KVT_OK ? "KVT_OK" : r == KVT_EXISTS ? "KVT_EXISTS" : kvt_strerror(r),
+		(unsigned long long)now, (unsigned long long)later);
+	T_RC(r, KVT_EXISTS);
+	T_EQ_U64(now, 16384);
+	T_ASSERT(later == 16384 || later == 0);
+	if (later)
+		T_RC(t_get_filled(s, c.ns, 0, 16384), KVT_OK);
+	kvt_store_destroy(s);
+	t_rmtree(dir);
+	free(dir);
+}
+
 /* 12c. Two puts of key 0 over its dead entry at once: the one that
  *      removes the entry logs the tombstone, the other may find the entry
  *      gone and go ahead.  A thread puts 4096 bytes while this one puts
@@ -2437,6 +2511,8 @@ int main(void)
 		dead_held();
 		wd_reput_race(false);
 		wd_reput_race(true);
+		put_reput_race(false);
+		put_reput_race(true);
 		return 0;
 	}
 	for (size_t a = 0; a < KVT_ARRAY_LEN(aligns); a++) {
@@ -2483,6 +2559,8 @@ tomb:
 	dead_held();
 	wd_reput_race(false);
 	wd_reput_race(true);
+	put_reput_race(false);
+	put_reput_race(true);
 	dead_reput_race();
 hdr:
 	for (size_t a = 0; a < KVT_ARRAY_LEN(aligns); a++)

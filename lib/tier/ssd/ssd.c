@@ -55,9 +55,11 @@
  * and generation counters and the open segment's summary; wd_lock guards
  * the write-down queue and in-flight counters; ns_lock the persistent
  * flags; pf_lock (a leaf) the promotions in flight.  Order: seg_lock ->
- * SSD shard lock -> DRAM shard lock (eviction pins blocks to reinsert
- * them) -> wd_lock / ns_lock (the DRAM admission hook takes these under a
- * DRAM shard lock).  Only the writer thread holds
+ * DRAM shard lock (eviction pins blocks to reinsert them) -> wd_lock /
+ * ns_lock (the DRAM admission hook takes these under a DRAM shard lock)
+ * -> SSD shard lock (ssd_put_over, under a DRAM shard lock as DRAM's
+ * put-if-absent asks it, and under wd_lock); no SSD shard lock is held
+ * while another lock is taken.  Only the writer thread holds
  * seg_lock across I/O, and I/O completions never take seg_lock (they mark
  * a slot bad or broken; the writer acts on it), or they could deadlock
  * with it.  The writer is the only thread that allocates space, seals,
@@ -3348,9 +3350,12 @@ int ssd_delete(struct ssd *s, void *prepared, uint32_t ns, const struct kvt_key 
  * the next open.  From 57ab8693 until review43e a pending entry made the
  * put a no-op: a get missed the key while a put of it was refused, for as
  * long as the carry waited behind the write-down queue, and a carry that
- * then failed left the key in no tier (test_ssd carry_put).  Asked after
- * DRAM (store_put_absent): a write-down publishes its entry before DRAM
- * drops the block, so a block moving down is found in one of the two.
+ * then failed left the key in no tier (test_ssd carry_put).  Asked by
+ * DRAM under the key's shard lock once DRAM holds no copy, the put's item
+ * entering DRAM's index before that lock goes (store_below_absent): a
+ * write-down publishes its entry before DRAM drops the block, so a block
+ * moving down is found in one of the two, and no put of the key enters
+ * DRAM in between (test_ssd_fsck put_reput_race).
  * Until 2026-12-07 the store's only SSD lookup came before DRAM's and
  * took a pending entry for absent: a victim's write-down that finished
  * between the two let the put in over a live copy of other bytes, no
