@@ -6033,6 +6033,77 @@ static void test_seal_fail_tomb(void)
 	free(dir);
 }
 
+/*     (j2) seal_fsync_fail: the seal's fdatasync (ssd_idx.c
+ *     ssd_seg_seal_locked, "Power loss") fails (EIO on every fdatasync of
+ *     the open segment's file): nothing is sealed -- the header on disk
+ *     names no summary, which would name records that may not be on the
+ *     device -- the slot is quarantined, the unsynced tombstone there is
+ *     lost (the delete's sync fails), and the writer goes on in the next
+ *     segment.  Until 2026-12-07 the seal did not sync: the summary and
+ *     header were written over records the failed fdatasync left off the
+ *     device (review44e). */
+static void test_seal_fsync_fail(void)
+{
+	char *dir = t_mkdtemp(), path[4096];
+	struct kvt_store *s = backlog_open(dir);
+	uint32_t ns = ns_of(s);
+	struct ssd *sd = store_ssd(s);
+	struct kvt_io *io = ssd_io(sd);
+	struct io_fault f = { .kind = IO_FAULT_EIO_FSYNC, .count = 0 };
+	struct kvt_key k1 = t_key(1);
+	struct ssd_seg_hdr h;
+	uint8_t *hdr = malloc(SSD_ALIGN);
+	uint64_t q0, tombs, sealed, k;
+	int32_t slot;
+	void *prep;
+	int fd;
+
+	T_ASSERT(hdr != NULL);
+	T_RC(put_k(s, ns, 1), KVT_OK);
+	T_OK(kvt_flush(s));
+	slot = sd->open_slot;
+	T_GE_INT(slot, 0);
+	f.fd = sd->segs[slot].fd;
+	q0 = t_stat(s, "ssd.segments_quarantined");
+	tombs = t_stat(s, "ssd.tombstones");
+	sealed = t_stat(s, "ssd.segments_sealed");
+	prep = ssd_log_prepare(sd, false, ns, &k1);
+	T_ASSERT(prep != NULL);
+	T_RC(ssd_delete(sd, prep, ns, &k1), KVT_OK);
+	wait_stat_moved(s, "ssd.tombstones", tombs);
+	T_OK(io_fault_add(io, &f));
+	for (k = 100; k < 300 && t_stat(s, "ssd.segments_sealed") == sealed; k++) {
+		T_RC(put_k(s, ns, k), KVT_OK);
+		wait_writes(s);
+	}
+	T_EQ_U64(t_stat(s, "ssd.segments_sealed"), sealed + 1);
+	wait_stat_moved(s, "ssd.segments_quarantined", q0);
+	T_EQ_U64(t_stat(s, "ssd.segments_quarantined"), q0 + 1);
+	T_RC(ssd_sync_deletes(sd), -EIO);
+	T_EQ_U64(t_stat(s, "ssd.deletes_lost"), 1);
+	snprintf(path, sizeof(path), "%s/ssd/seg-%06d", dir, slot);
+	fd = open(path, O_RDONLY);
+	T_GE_INT(fd, 0);
+	T_EQ_INT((int)pread(fd, hdr, SSD_ALIGN, 0), SSD_ALIGN);
+	close(fd);
+	T_OK(ssd_seg_hdr_decode(hdr, &h));
+	T_EQ_U64(h.summary_len, 0); /* not sealed */
+	io_fault_clear(io);
+	/* the writer goes on: a later segment seals */
+	sealed = t_stat(s, "ssd.segments_sealed");
+	for (k = 300; k < 600 && t_stat(s, "ssd.segments_sealed") == sealed; k++) {
+		T_RC(put_k(s, ns, k), KVT_OK);
+		wait_writes(s);
+	}
+	T_EQ_U64(t_stat(s, "ssd.segments_sealed"), sealed + 1);
+	fprintf(stderr, "seal_fsync_fail: the seal's failed fdatasync seals nothing (%s)\n",
+		io_backend);
+	kvt_store_destroy(s);
+	free(hdr);
+	t_rmtree(dir);
+	free(dir);
+}
+
 /*     (k) seal_hole_tomb: a write-down placed before a tombstone fails
  *     (ENOSPC, held: a hole before it), and the seal the delete's sync
  *     waits for (its summary, which would list the tombstone past the
@@ -6647,6 +6718,7 @@ int main(void)
 			tomb_fault_round(IO_FAULT_EIO_FSYNC);
 			tomb_fault_round(IO_FAULT_EIO_WRITE);
 			test_seal_fail_tomb();
+			test_seal_fsync_fail();
 			test_tomb_synced_eio();
 			test_quarantine_delete_kill9();
 			test_quarantine_wrap_kill9();
@@ -6675,6 +6747,8 @@ int main(void)
 				test_delete_kill9();
 			if (!*c || !strcmp(c, "seal_fail"))
 				test_seal_fail_tomb();
+			if (!*c || !strcmp(c, "seal_fsync"))
+				test_seal_fsync_fail();
 			if (!*c || !strcmp(c, "void_fail"))
 				test_void_fail_kill9();
 			if (!*c || !strcmp(c, "eio_landed"))
