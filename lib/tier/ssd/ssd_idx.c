@@ -608,7 +608,7 @@ void ssd_seg_seal_locked(struct ssd *s)
 {
 	int32_t slot = s->open_slot;
 	struct ssd_seg *g;
-	uint64_t len;
+	uint64_t len, synced;
 	uint8_t *buf;
 	int64_t n;
 	int r = 0;
@@ -620,12 +620,20 @@ void ssd_seg_seal_locked(struct ssd *s)
 	seg_wait_landed(s, g);
 	len = align4k(g->sum_bytes);
 	buf = kvt_mem_alloc_aligned(s->mem, SSD_ALIGN, len);
+	/* What an fdatasync before this one made durable: the sync thread's
+	 * may run beside this one (not under sync_run_lock), and Linux tells
+	 * a file's writeback error to one caller -- if this one hears it and
+	 * the sync thread's succeeds after, tomb_synced moves past tombstones
+	 * this failure may have lost (review44e).  The hole is put where
+	 * tomb_synced stood before it. */
+	synced = atomic_load(&g->tomb_synced);
 	if (!buf) {
 		r = -ENOMEM;
 	} else if (ssd_io_sync(s, IO_FSYNC, g->fd, 0, NULL, 0) < 0) {
 		/* The records durable before the summary that names them
 		 * ("Power loss", above). */
 		r = -EIO;
+		ssd_seg_hole(g, synced, false);
 		kvt_mem_free(s->mem, buf, len);
 	} else {
 		n = ssd_sum_encode(ssd_seg_sum_version(g), g->generation, g->sum, g->sum_count,
