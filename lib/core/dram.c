@@ -1564,6 +1564,10 @@ void dram_set_evict_hook(struct dram *d, dram_evict_fn fn, void *ctx)
  * Operations
  */
 
+/* Turns of a put's ask below without waiting for the tier's locks before
+ * it waits with DRAM's shard lock held (reserve). */
+#define ABSENT_TURNS 4
+
 /*
  * Steps 1-2 of a put: a WRITING item with chunks for the value, in the index
  * but invisible, holding the caller's ref.  part_lens gives each part's
@@ -1607,17 +1611,32 @@ static int reserve(struct dram *d, uint32_t ns, const struct kvt_key *key, uint6
 				    * block escapes its quota once, never charged) */
 		}
 	}
-	pthread_mutex_lock(&s->lock);
-	if (*index_slot(s, h, ns, key)) {
-		s->put_exists++;
-		pthread_mutex_unlock(&s->lock);
-		ret = KVT_EXISTS;
-		goto fail_uncharge;
-	}
 	/* A put's ask below, under this lock until the item is in the index
-	 * (dram_set_absent_hook): a block moving down is in one of the two. */
-	if (put && d->absent_fn && (ret = d->absent_fn(d->absent_ctx, ns, key)) != KVT_OK)
-		goto fail_unlock;
+	 * (dram_set_absent_hook): a block moving down is in one of the two.
+	 * Without waiting for the tier's locks: one it cannot have at once
+	 * (-EAGAIN: an index sweep walking its shard) is waited for with
+	 * this lock dropped -- the shard's gets never wait behind the tier's
+	 * walks (review44g) -- and the asks start over; after a few turns,
+	 * with the lock held. */
+	for (unsigned turn = 0;; turn++) {
+		pthread_mutex_lock(&s->lock);
+		if (*index_slot(s, h, ns, key)) {
+			s->put_exists++;
+			pthread_mutex_unlock(&s->lock);
+			ret = KVT_EXISTS;
+			goto fail_uncharge;
+		}
+		if (!put || !d->absent_fn)
+			break;
+		ret = d->absent_fn(d->absent_ctx, ns, key, turn >= ABSENT_TURNS);
+		if (ret == KVT_OK)
+			break;
+		if (ret != -EAGAIN)
+			goto fail_unlock;
+		pthread_mutex_unlock(&s->lock);
+		if ((ret = d->absent_fn(d->absent_ctx, ns, key, true)) != KVT_OK)
+			goto fail_uncharge;
+	}
 	it = pool_get(d, s);
 	if (!it) {
 		ret = -ENOMEM;
@@ -1635,7 +1654,7 @@ static int reserve(struct dram *d, uint32_t ns, const struct kvt_key *key, uint6
 	 * down since) below. */
 	if (waited && (*index_slot(s, h, ns, key) ||
 		       (put && d->absent_fn &&
-			(ret = d->absent_fn(d->absent_ctx, ns, key)) != KVT_OK))) {
+			(ret = d->absent_fn(d->absent_ctx, ns, key, true)) != KVT_OK))) {
 		for (uint32_t i = 0; i < run_count; i++)
 			arena_free(&s->arena, runs[i].start, runs[i].count);
 		pool_put(s, it);

@@ -244,7 +244,7 @@ void dram_set_admit_hook(struct dram *d, dram_admit_fn fn, void *ctx, bool victi
  * tier's locks that are never held while a DRAM shard lock is taken.
  * Set before any put (NULL: none).
  */
-typedef int (*dram_absent_fn)(void *ctx, uint32_t ns, const struct kvt_key *key);
+typedef int (*dram_absent_fn)(void *ctx, uint32_t ns, const struct kvt_key *key, bool wait);
 void dram_set_absent_hook(struct dram *d, dram_absent_fn fn, void *ctx);
 /* The tier below takes DRAM's victims: a policy's verdict against a
  * victim (prefix-adapt's simulations, prefix-learn's classes) counts only

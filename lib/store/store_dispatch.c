@@ -782,13 +782,15 @@ static bool store_tiers_have(struct kvt_store *s, uint32_t ns, const struct kvt_
  * DRAM evicted it the other bytes were served: a read going backwards
  * (doc/ssd.md "A put racing a write-down").  Called from the store only.
  */
-static int store_below_absent(void *ctx, uint32_t ns, const struct kvt_key *key)
+static int store_below_absent(void *ctx, uint32_t ns, const struct kvt_key *key, bool wait)
 {
 	struct kvt_store *s = ctx;
 	for (unsigned i = 0; i < s->tier_count; i++)
-		if (s->tiers[i].ops->put_over &&
-		    s->tiers[i].ops->put_over(s->tiers[i].t, ns, key) == KVT_EXISTS)
-			return KVT_EXISTS;
+		if (s->tiers[i].ops->put_over) {
+			int ret = s->tiers[i].ops->put_over(s->tiers[i].t, ns, key, wait);
+			if (ret == KVT_EXISTS || ret == -EAGAIN)
+				return ret;
+		}
 	return KVT_OK;
 }
 

@@ -172,10 +172,14 @@ struct tier_ops {
 	 * from DRAM to the tier meanwhile is found here), else KVT_OK -- and
 	 * a tier that keeps a copy of the key it answers absent (the SSD's
 	 * dead entries, and its carries in flight: unpublished) must not
-	 * let that copy outlive the put.  Never blocks.  Called by DRAM under
-	 * the key's shard lock (dram_set_absent_hook): the tier's own locks
-	 * only, none it holds while it calls into DRAM. */
-	int (*put_over)(void *t, uint32_t ns, const struct kvt_key *key);
+	 * let that copy outlive the put.  No I/O, no waits but for its own
+	 * locks -- and with wait false not for those either: -EAGAIN when one
+	 * is held by another thread (an index sweep may hold one for a whole
+	 * shard's walk), and DRAM, which calls it under the key's shard lock
+	 * (dram_set_absent_hook), drops that lock, asks again with wait true
+	 * and starts over: DRAM's gets never wait behind the tier's walks.
+	 * The tier's own locks only, none it holds while it calls into DRAM. */
+	int (*put_over)(void *t, uint32_t ns, const struct kvt_key *key, bool wait);
 	/* Before a put of len bytes to ns lands in DRAM: a tier that must
 	 * take it at once (the SSD, for a persistent namespace) waits, for at
 	 * most its bound, until its write-down queue has room.  KVT_OK, or

@@ -3370,7 +3370,7 @@ int ssd_delete(struct ssd *s, void *prepared, uint32_t ns, const struct kvt_key 
  * tombstone per put of it until 2026-12-06).  Out of memory, nothing
  * changes (as before).
  */
-int ssd_put_over(struct ssd *s, uint32_t ns, const struct kvt_key *key)
+int ssd_put_over(struct ssd *s, uint32_t ns, const struct kvt_key *key, bool wait)
 {
 	uint64_t h = ssd_hash(s, ns, key);
 	struct ssd_shard *sh = shard_of(s, h);
@@ -3378,7 +3378,14 @@ int ssd_put_over(struct ssd *s, uint32_t ns, const struct kvt_key *key)
 	struct wd_task *t;
 	bool taken, pending, live, dead;
 
-	pthread_mutex_lock(&sh->lock);
+	/* !wait: DRAM's shard lock is held (tier.h put_over), and a sweep may
+	 * hold this shard for its whole walk (ssd_idx_sweep). */
+	if (!wait) {
+		if (pthread_mutex_trylock(&sh->lock) != 0)
+			return -EAGAIN;
+	} else {
+		pthread_mutex_lock(&sh->lock);
+	}
 	e = *ssd_idx_slot(sh, h, ns, key);
 	pending = e && (e->flags & E_PENDING); /* a dead entry is pending too */
 	dead = e && (e->flags & E_DEAD);
@@ -3401,8 +3408,20 @@ int ssd_put_over(struct ssd *s, uint32_t ns, const struct kvt_key *key)
 	 * A pending entry published meanwhile (its write ended) is live: the
 	 * put is a no-op.  (wd_lock, then the shard's lock: no path holds a
 	 * shard's lock while it takes wd_lock.) */
-	pthread_mutex_lock(&s->wd_lock);
-	pthread_mutex_lock(&sh->lock);
+	if (!wait) {
+		if (pthread_mutex_trylock(&s->wd_lock) != 0) {
+			kvt_mem_free(s->mem, t, sizeof(*t));
+			return -EAGAIN;
+		}
+		if (pthread_mutex_trylock(&sh->lock) != 0) {
+			pthread_mutex_unlock(&s->wd_lock);
+			kvt_mem_free(s->mem, t, sizeof(*t));
+			return -EAGAIN;
+		}
+	} else {
+		pthread_mutex_lock(&s->wd_lock);
+		pthread_mutex_lock(&sh->lock);
+	}
 	pp = ssd_idx_slot(sh, h, ns, key);
 	taken = *pp && ((*pp)->flags & E_PENDING);
 	live = *pp && !taken;

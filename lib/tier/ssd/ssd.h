@@ -211,7 +211,7 @@ int64_t ssd_clear(struct ssd *s, void *prepared, uint32_t ns);
  * unpublished entry of the key (dead, or a carry or write in flight)
  * removed and a tombstone logged for it, as ssd_delete would.  Never
  * blocks on I/O. */
-int ssd_put_over(struct ssd *s, uint32_t ns, const struct kvt_key *key);
+int ssd_put_over(struct ssd *s, uint32_t ns, const struct kvt_key *key, bool wait);
 /* Wait until every write-down queued before now is on the device, durably. */
 int ssd_flush(struct ssd *s);
 /* Wait until every tombstone logged before now is on the device, durably,

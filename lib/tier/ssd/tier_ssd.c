@@ -93,9 +93,9 @@ static int tssd_get_part_quiet(void *t, const struct tier_key *k, uint32_t part,
 	return ret == 0 ? TIER_PENDING : ret;
 }
 
-static int tssd_put_over(void *t, uint32_t ns, const struct kvt_key *key)
+static int tssd_put_over(void *t, uint32_t ns, const struct kvt_key *key, bool wait)
 {
-	return ssd_put_over(t, ns, key);
+	return ssd_put_over(t, ns, key, wait);
 }
 
 static void *tssd_prepare(void *t, bool clear, uint32_t ns, const struct kvt_key *key)
