@@ -1628,7 +1628,7 @@ static int reserve(struct dram *d, uint32_t ns, const struct kvt_key *key, uint6
 		}
 		if (!put || !d->absent_fn)
 			break;
-		ret = d->absent_fn(d->absent_ctx, ns, key, turn >= ABSENT_TURNS);
+		ret = d->absent_fn(d->absent_ctx, ns, key, turn + 1 > ABSENT_TURNS);
 		if (ret == KVT_OK)
 			break;
 		if (ret != -EAGAIN)

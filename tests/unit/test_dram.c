@@ -5,7 +5,10 @@
  * eviction hook, and the statistics that describe it all.
  */
 #include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "dram.h"
 #include "kvt_int.h"
@@ -846,6 +849,111 @@ static void test_prefault_said(void)
 	T_EQ_INT(atomic_load(&mem.bytes), 0);
 }
 
+/*
+ * A put's ask below (dram_set_absent_hook) never waits for the lower
+ * tier's locks with the shard's lock held (review44g): the SSD's index
+ * sweep holds an SSD shard for a walk of its entries, and a put waiting
+ * there under DRAM's lock held every get of its DRAM shard.  The hook
+ * here answers -EAGAIN to the first ask without waiting, then waits
+ * (wait true) until released; a lookup of another key of the one shard
+ * must finish meanwhile, and the put goes in after the release.  On the
+ * code before (the hook asked once, waiting, under the lock) the lookup
+ * waited for the release.
+ */
+struct absent_state {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int nowait, waits;
+	bool holding, release;
+	struct dram *d;
+	int put_rc;
+	atomic_bool looked;
+};
+
+static int absent_hook(void *ctx, uint32_t ns, const struct kvt_key *key, bool wait)
+{
+	struct absent_state *st = ctx;
+	(void)ns;
+	(void)key;
+	pthread_mutex_lock(&st->mu);
+	if (!wait) {
+		int first = st->nowait++ == 0;
+		pthread_mutex_unlock(&st->mu);
+		return first ? -EAGAIN : KVT_OK;
+	}
+	st->waits++;
+	st->holding = true;
+	pthread_cond_broadcast(&st->cv);
+	while (!st->release)
+		pthread_cond_wait(&st->cv, &st->mu);
+	pthread_mutex_unlock(&st->mu);
+	return KVT_OK;
+}
+
+static void *absent_putter(void *arg)
+{
+	struct absent_state *st = arg;
+	struct kvt_key k = t_key(2);
+	char buf[4096];
+	struct iovec v = { buf, sizeof(buf) };
+	t_fill(buf, sizeof(buf), 2);
+	st->put_rc = dram_put(st->d, 1, &k, &v, 1, NULL, 0);
+	return NULL;
+}
+
+static void *absent_looker(void *arg)
+{
+	struct absent_state *st = arg;
+	struct kvt_key k = t_key(1);
+	if (dram_exists(st->d, 1, &k) == KVT_OK)
+		atomic_store(&st->looked, true);
+	return NULL;
+}
+
+static void test_absent_nowait(void)
+{
+	struct kvt_mem mem;
+	struct kvt_logger lg = { 0 };
+	struct dram_config cfg = { .capacity = 1 << 20, .chunk = 4096, .shards = 1,
+				   .policy = DRAM_POLICY_LRU, .hugepages = DRAM_HUGE_OFF,
+				   .prefault = false };
+	struct absent_state st = { .mu = PTHREAD_MUTEX_INITIALIZER,
+				   .cv = PTHREAD_COND_INITIALIZER };
+	struct kvt_key k1 = t_key(1), k2 = t_key(2);
+	char buf[4096];
+	struct iovec v = { buf, sizeof(buf) };
+	pthread_t put_th, look_th;
+	bool looked = false;
+
+	kvt_mem_init(&mem);
+	T_OK(dram_open(&st.d, &cfg, &mem, &lg));
+	t_fill(buf, sizeof(buf), 1);
+	T_RC(dram_put(st.d, 1, &k1, &v, 1, NULL, 0), KVT_OK); /* no hook yet */
+	dram_set_absent_hook(st.d, absent_hook, &st);
+	T_OK(pthread_create(&put_th, NULL, absent_putter, &st));
+	pthread_mutex_lock(&st.mu);
+	while (!st.holding)
+		pthread_cond_wait(&st.cv, &st.mu);
+	pthread_mutex_unlock(&st.mu);
+	/* The put waits below: the shard's lookups go on (2 s at most). */
+	T_OK(pthread_create(&look_th, NULL, absent_looker, &st));
+	for (int i = 0; i < 200 && !(looked = atomic_load(&st.looked)); i++)
+		nanosleep(&(struct timespec){ 0, 10 * 1000 * 1000 }, NULL);
+	pthread_mutex_lock(&st.mu);
+	st.release = true;
+	pthread_cond_broadcast(&st.cv);
+	pthread_mutex_unlock(&st.mu);
+	T_OK(pthread_join(put_th, NULL));
+	T_OK(pthread_join(look_th, NULL));
+	T_ASSERT(looked); /* before: held until the release */
+	T_RC(st.put_rc, KVT_OK);
+	T_EQ_INT(st.waits, 1);
+	T_EQ_INT(st.nowait, 2); /* -EAGAIN, then OK under the lock */
+	T_RC(dram_exists(st.d, 1, &k2), KVT_OK);
+	dram_close(st.d);
+	T_EQ_INT(atomic_load(&mem.bytes), 0);
+}
+
 int main(void)
 {
 	test_shapes();
@@ -861,5 +969,6 @@ int main(void)
 	test_lower_gauges();
 	test_delete_promoted();
 	test_prefault_said();
+	test_absent_nowait();
 	return 0;
 }
