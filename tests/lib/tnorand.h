@@ -7,9 +7,12 @@
 #ifndef TNORAND_H
 #define TNORAND_H
 
+#include <errno.h>
 #include <stddef.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <linux/audit.h>
 #include <linux/filter.h>
@@ -36,6 +39,25 @@ static inline int t_norand(int err)
 	    prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0)
 		return -1;
 	return 0;
+}
+
+/* The child's end: rc of the open or init it tried under t_norand --
+ * 0 if it failed -EAGAIN (what it must), 1 if it succeeded (a guessable
+ * key), 2 for another error. */
+static inline void t_norand_exit(int rc)
+{
+	_exit(rc == -EAGAIN ? 0 : rc == 0 ? 1 : 2);
+}
+
+/* Waits for that child: its exit status (0 as it must), -1 when seccomp
+ * was not available (it exited 3: the caller skips), 99 if it did not
+ * exit (killed: an alarm, a crash). */
+static inline int t_norand_wait(pid_t pid)
+{
+	int status = 0;
+	if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status))
+		return 99;
+	return WEXITSTATUS(status) == 3 ? -1 : WEXITSTATUS(status);
 }
 #endif
 

@@ -2240,6 +2240,31 @@ static uint64_t wdr_len(struct kvt_store *s, uint32_t ns)
 	return r == KVT_OK ? vl : 0;
 }
 
+/* Key 0's 8192 new bytes, by a put or a reservation (reserve): the
+ * put's answer.  The races below (wd_reput_race, put_reput_race). */
+static int wdr_put0(struct kvt_store *s, uint32_t ns, bool reserve)
+{
+	struct kvt_key key0 = t_key(0);
+	struct kvt_reservation res;
+	uint64_t len = 8192;
+	char buf[8192];
+	int r;
+
+	if (!reserve)
+		return t_put_filled(s, ns, 0, 8192);
+	r = kvt_put_reserve(s, ns, &key0, &len, 1, 0, &res);
+	if (r == KVT_OK) {
+		size_t off = 0;
+		t_fill(buf, sizeof(buf), 0);
+		for (unsigned i = 0; i < res.view_count; i++) {
+			memcpy(res.view[i].iov_base, buf + off, res.view[i].iov_len);
+			off += res.view[i].iov_len;
+		}
+		T_OK(kvt_put_commit(s, res.handle, NULL));
+	}
+	return r;
+}
+
 /* Key 0 pushed out of DRAM by fillers, its write-down flushed. */
 static void wdr_push(struct kvt_store *s, struct wdr_ctx *c)
 {
@@ -2267,29 +2292,13 @@ static void wd_reput_race(bool reserve)
 	char *dir = t_mkdtemp();
 	struct kvt_store *s = open_victim(dir);
 	struct wdr_ctx c = { .ns = ns_of(s), .fns = t_ns(s, "ssd-fsck-filler"), .k = 1 };
-	struct kvt_key key0 = t_key(0);
-	struct kvt_reservation res;
-	uint64_t len = 8192, now, later;
-	char buf[8192];
+	uint64_t now, later;
 	int r;
 
 	T_RC(t_put_filled(s, c.ns, 0, 16384), KVT_OK);
 	s->debug_put_ctx = &c;
 	s->debug_put_hook = wdr_hook;
-	if (reserve) {
-		r = kvt_put_reserve(s, c.ns, &key0, &len, 1, 0, &res);
-		if (r == KVT_OK) {
-			size_t off = 0;
-			t_fill(buf, sizeof(buf), 0);
-			for (unsigned i = 0; i < res.view_count; i++) {
-				memcpy(res.view[i].iov_base, buf + off, res.view[i].iov_len);
-				off += res.view[i].iov_len;
-			}
-			T_OK(kvt_put_commit(s, res.handle, NULL));
-		}
-	} else {
-		r = t_put_filled(s, c.ns, 0, 8192);
-	}
+	r = wdr_put0(s, c.ns, reserve);
 	T_ASSERT(c.fired);
 	s->debug_put_hook = NULL;
 	now = wdr_len(s, c.ns);
@@ -2339,28 +2348,12 @@ static void put_reput_race(bool reserve)
 	char *dir = t_mkdtemp();
 	struct kvt_store *s = open_victim(dir);
 	struct wdr_ctx c = { .ns = ns_of(s), .fns = t_ns(s, "ssd-fsck-filler"), .k = 1 };
-	struct kvt_key key0 = t_key(0);
-	struct kvt_reservation res;
-	uint64_t len = 8192, now, later;
-	char buf[8192];
+	uint64_t now, later;
 	int r;
 
 	s->debug_put_ctx = &c;
 	s->debug_put_hook = prr_hook;
-	if (reserve) {
-		r = kvt_put_reserve(s, c.ns, &key0, &len, 1, 0, &res);
-		if (r == KVT_OK) {
-			size_t off = 0;
-			t_fill(buf, sizeof(buf), 0);
-			for (unsigned i = 0; i < res.view_count; i++) {
-				memcpy(res.view[i].iov_base, buf + off, res.view[i].iov_len);
-				off += res.view[i].iov_len;
-			}
-			T_OK(kvt_put_commit(s, res.handle, NULL));
-		}
-	} else {
-		r = t_put_filled(s, c.ns, 0, 8192);
-	}
+	r = wdr_put0(s, c.ns, reserve);
 	T_ASSERT(c.fired);
 	s->debug_put_hook = NULL;
 	now = wdr_len(s, c.ns);
