@@ -29,17 +29,6 @@
 #include "io.h"
 #include "t.h"
 
-#if defined(__SANITIZE_THREAD__)
-#define T_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define T_TSAN 1
-#endif
-#endif
-#ifndef T_TSAN
-#define T_TSAN 0
-#endif
-
 #define K4 4096u
 #define IO_IOV_MAX_TEST 1025 /* one more than the engine takes */
 

@@ -1815,7 +1815,13 @@ static void test_sub_flood_prompt(void)
 	T_ASSERT(closed);
 	T_EQ_U64(published, 0);
 	T_ASSERT(subs > KVEVENTS_SUBS_MAX);
-	T_ASSERT(subs <= KVEVENTS_SUBS_FLOOD_MAX);
+	/* Under TSan the publisher's thread is slowed 5-15x against libzmq's
+	 * I/O thread, which reads the flooder's pipe while the drop is under
+	 * way: 200-300 taken alone, 816 (12 resets) in CI's tsan phase with
+	 * two more tests beside it.  The bound there is the memory one: 4 x
+	 * the flood bound, 2,048 topics of 1,000 bytes (~64 MiB of trie,
+	 * freed at the close); ASan and release keep the measured bound. */
+	T_ASSERT(subs <= (T_TSAN ? 4 : 1) * (uint64_t)KVEVENTS_SUBS_FLOOD_MAX);
 	T_ASSERT(resets >= 1);
 	kvevents_close(ev);
 	T_EQ_INT(atomic_load(&mem.bytes), 0);
