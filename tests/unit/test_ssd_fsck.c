@@ -2287,36 +2287,6 @@ static void wdr_hook(struct kvt_store *s, void *arg)
 	T_RC(ssd_find(store_ssd(s), c->ns, &key0, NULL), KVT_OK);
 }
 
-static void wd_reput_race(bool reserve)
-{
-	char *dir = t_mkdtemp();
-	struct kvt_store *s = open_victim(dir);
-	struct wdr_ctx c = { .ns = ns_of(s), .fns = t_ns(s, "ssd-fsck-filler"), .k = 1 };
-	uint64_t now, later;
-	int r;
-
-	T_RC(t_put_filled(s, c.ns, 0, 16384), KVT_OK);
-	s->debug_put_ctx = &c;
-	s->debug_put_hook = wdr_hook;
-	r = wdr_put0(s, c.ns, reserve);
-	T_ASSERT(c.fired);
-	s->debug_put_hook = NULL;
-	now = wdr_len(s, c.ns);
-	/* DRAM lets any copy of key 0 go again. */
-	wdr_push(s, &c);
-	later = wdr_len(s, c.ns);
-	fprintf(stderr, "  a %s racing a write-down of its key: %s; a get %llu bytes, then "
-		"%llu once out of DRAM (16384: the old bytes)\n", reserve ? "reservation" : "put",
-		r == KVT_OK ? "KVT_OK" : r == KVT_EXISTS ? "KVT_EXISTS" : kvt_strerror(r),
-		(unsigned long long)now, (unsigned long long)later);
-	T_RC(r, KVT_EXISTS);
-	T_EQ_U64(now, 16384);
-	T_ASSERT(later == 16384 || later == 0);
-	kvt_store_destroy(s);
-	t_rmtree(dir);
-	free(dir);
-}
-
 /* 12b'''. put_reput_race: two puts of key 0 with other bytes (RESP SET, an
  *         S3 PUT of one name: keys not content-addressed), the second
  *         entering DRAM after the first's DRAM ask and leaving it,
@@ -2343,7 +2313,10 @@ static void prr_hook(struct kvt_store *s, void *arg)
 	T_RC(ssd_find(store_ssd(s), c->ns, &key0, NULL), KVT_OK);
 }
 
-static void put_reput_race(bool reserve)
+/* The two races above: wd_reput_race (other false: key 0's 16384 bytes
+ * put first, the hook writes them down) and put_reput_race (other true:
+ * the hook puts them and writes them down). */
+static void reput_race(bool reserve, bool other)
 {
 	char *dir = t_mkdtemp();
 	struct kvt_store *s = open_victim(dir);
@@ -2351,8 +2324,10 @@ static void put_reput_race(bool reserve)
 	uint64_t now, later;
 	int r;
 
+	if (!other)
+		T_RC(t_put_filled(s, c.ns, 0, 16384), KVT_OK);
 	s->debug_put_ctx = &c;
-	s->debug_put_hook = prr_hook;
+	s->debug_put_hook = other ? prr_hook : wdr_hook;
 	r = wdr_put0(s, c.ns, reserve);
 	T_ASSERT(c.fired);
 	s->debug_put_hook = NULL;
@@ -2360,11 +2335,12 @@ static void put_reput_race(bool reserve)
 	/* DRAM lets any copy of key 0 go again. */
 	wdr_push(s, &c);
 	later = wdr_len(s, c.ns);
-	fprintf(stderr, "  a %s racing another put of its key, written down: %s; a get %llu "
-		"bytes, then %llu once out of DRAM (16384: the other's)\n",
-		reserve ? "reservation" : "put",
+	fprintf(stderr, "  a %s racing %s: %s; a get %llu bytes, then %llu once out of DRAM "
+		"(16384: %s)\n", reserve ? "reservation" : "put",
+		other ? "another put of its key, written down" : "a write-down of its key",
 		r == KVT_OK ? "KVT_OK" : r == KVT_EXISTS ? "KVT_EXISTS" : kvt_strerror(r),
-		(unsigned long long)now, (unsigned long long)later);
+		(unsigned long long)now, (unsigned long long)later,
+		other ? "the other's" : "the old bytes");
 	T_RC(r, KVT_EXISTS);
 	T_EQ_U64(now, 16384);
 	T_ASSERT(later == 16384 || later == 0);
@@ -2502,10 +2478,10 @@ int main(void)
 		dead_reput(false);
 		dead_reput(true);
 		dead_held();
-		wd_reput_race(false);
-		wd_reput_race(true);
-		put_reput_race(false);
-		put_reput_race(true);
+		reput_race(false, false);
+		reput_race(true, false);
+		reput_race(false, true);
+		reput_race(true, true);
 		return 0;
 	}
 	for (size_t a = 0; a < KVT_ARRAY_LEN(aligns); a++) {
@@ -2550,10 +2526,10 @@ tomb:
 	dead_reput(false);
 	dead_reput(true);
 	dead_held();
-	wd_reput_race(false);
-	wd_reput_race(true);
-	put_reput_race(false);
-	put_reput_race(true);
+	reput_race(false, false);
+	reput_race(true, false);
+	reput_race(false, true);
+	reput_race(true, true);
 	dead_reput_race();
 hdr:
 	for (size_t a = 0; a < KVT_ARRAY_LEN(aligns); a++)
