@@ -2,7 +2,7 @@
  * open_delete_cost.c - what a LOOKUP, a GET and a DELETE cost the remote
  * tier's client while many DELETEs (and PUTs) are out and not yet
  * answered (the "open deletes": remote.c remove_prefix, remove_shadows;
- * the open puts: put_pending_for).  Not built by meson: a one-off
+ * the open puts: put_count_before).  Not built by meson: a one-off
  * measurement kept with its figures (bench/RESULTS.md, lookup43,
  * remote44); built against each tree compared.
  *
@@ -20,14 +20,18 @@
  * put_lock).  The server is let go (SIGCONT) and every request waited
  * for.  Prints the median and the worst of the rounds, and the heap the
  * tables that order deletes against puts hold with all of it out and once
- * answered (remote.order_index_bytes, since remote44).  Exits 1 if a
+ * answered (remote.order_index_bytes, since remote44).  With CLEARS
+ * (since session 45), that many CLEARs of the namespace are submitted
+ * after the puts, each held until every put before it is answered; the
+ * time from SIGCONT until everything is answered is printed ("drain").
+ * Exits 1 if a
  * submission fails, a delete is neither KVT_OK nor KVT_MISS, or a put
  * not KVT_OK.
  *
  *   cc -O2 -Iinclude -Ibuild-release bench/open_delete_cost.c -Lbuild-release -lkvtier \
  *      -Wl,-rpath,$PWD/build-release -o /tmp/open_delete_cost
  *   build-release/daemon/kvtierd --dir D --listen 127.0.0.1:P --dram 64M --ssd 0 &
- *   /tmp/open_delete_cost 127.0.0.1:P $! 16384 1024 5 [PUTS]
+ *   /tmp/open_delete_cost 127.0.0.1:P $! 16384 1024 5 [PUTS [CLEARS]]
  */
 #include <signal.h>
 #include <stdint.h>
@@ -82,23 +86,26 @@ int main(int argc, char **argv)
 	uint64_t t_lookup[MAXR], t_gets[MAXR], t_dels[MAXR];
 	struct kvt_store *s;
 	struct kvt_queue *q;
-	struct kvt_req *dels, *gets, *rdels, *wput, lookups[MAXR], **ptrs, **done;
+	struct kvt_req *dels, *gets, *rdels, *wput, lookups[MAXR], clears[MAXR], **ptrs, **done;
 	struct kvt_key *keys, k0 = key_of(0, 99);
-	uint32_t nd, nk, np, ns, total;
+	uint32_t nd, nk, np, nc, ns, total;
+	uint64_t drain;
 	int rounds, bad = 0;
 	pid_t pid;
 
 	if (argc < 6)
 		return fprintf(stderr,
-			       "usage: open_delete_cost ADDR PID DELETES KEYS ROUNDS [PUTS]\n"), 2;
+			       "usage: open_delete_cost ADDR PID DELETES KEYS ROUNDS [PUTS [CLEARS]]\n"),
+		       2;
 	pid = (pid_t)atoi(argv[2]);
 	nd = (uint32_t)strtoul(argv[3], NULL, 0);
 	nk = (uint32_t)strtoul(argv[4], NULL, 0);
 	rounds = atoi(argv[5]);
 	np = argc > 6 ? (uint32_t)strtoul(argv[6], NULL, 0) : 0;
-	if (rounds < 1 || rounds > MAXR || nk == 0)
-		return fprintf(stderr, "ROUNDS 1..%d, KEYS > 0\n", MAXR), 2;
-	total = np + nd + (uint32_t)rounds * (2 * nk + 1);
+	nc = argc > 7 ? (uint32_t)strtoul(argv[7], NULL, 0) : 0;
+	if (rounds < 1 || rounds > MAXR || nk == 0 || nc > MAXR)
+		return fprintf(stderr, "ROUNDS 1..%d, KEYS > 0, CLEARS 0..%d\n", MAXR, MAXR), 2;
+	total = np + nc + nd + (uint32_t)rounds * (2 * nk + 1);
 	dels = calloc(nd ? nd : 1, sizeof(*dels));
 	wput = calloc(np ? np : 1, sizeof(*wput));
 	gets = calloc((size_t)rounds * nk, sizeof(*gets));
@@ -123,6 +130,10 @@ int main(int argc, char **argv)
 					    .iov = &vio, .iov_count = 1 };
 	if (submit(q, wput, ptrs, np) < 0)
 		return fprintf(stderr, "put submit failed\n"), 1;
+	for (uint32_t i = 0; i < nc; i++)
+		clears[i] = (struct kvt_req){ .op = KVT_OP_CLEAR, .ns = ns };
+	if (submit(q, clears, ptrs, nc) < 0)
+		return fprintf(stderr, "clear submit failed\n"), 1;
 	for (uint32_t i = 0; i < nd; i++)
 		dels[i] = (struct kvt_req){ .op = KVT_OP_DELETE, .ns = ns, .key = key_of(i, 1) };
 	if (submit(q, dels, ptrs, nd) < 0)
@@ -155,12 +166,16 @@ int main(int argc, char **argv)
 	}
 	index_print(s, "with all out");
 	kill(pid, SIGCONT);
+	drain = now_ns();
 	for (uint32_t got = 0; got < total;) {
 		int n = kvt_queue_wait(q, done, total - got, 120000);
 		if (n <= 0)
 			return fprintf(stderr, "wait: %d of %u\n", n, total - got), 1;
 		got += (uint32_t)n;
 	}
+	drain = now_ns() - drain;
+	for (uint32_t i = 0; i < nc; i++)
+		bad += clears[i].status < 0;
 	for (uint32_t i = 0; i < nd; i++)
 		bad += dels[i].status != KVT_OK && dels[i].status != KVT_MISS;
 	for (size_t i = 0; i < (size_t)rounds * nk; i++)
@@ -171,12 +186,12 @@ int main(int argc, char **argv)
 	qsort(t_lookup, (size_t)rounds, sizeof(uint64_t), cmp_u64);
 	qsort(t_gets, (size_t)rounds, sizeof(uint64_t), cmp_u64);
 	qsort(t_dels, (size_t)rounds, sizeof(uint64_t), cmp_u64);
-	printf("open puts %u, open deletes %u, keys %u, rounds %d: lookup submit median %.3f ms "
-	       "max %.3f ms; %u exists submit median %.3f ms max %.3f ms; %u deletes submit "
-	       "median %.3f ms max %.3f ms; failed %d\n",
-	       np, nd, nk, rounds, t_lookup[rounds / 2] / 1e6, t_lookup[rounds - 1] / 1e6, nk,
+	printf("open puts %u, clears %u, open deletes %u, keys %u, rounds %d: lookup submit median "
+	       "%.3f ms max %.3f ms; %u exists submit median %.3f ms max %.3f ms; %u deletes submit "
+	       "median %.3f ms max %.3f ms; drain %.1f ms; failed %d\n",
+	       np, nc, nd, nk, rounds, t_lookup[rounds / 2] / 1e6, t_lookup[rounds - 1] / 1e6, nk,
 	       t_gets[rounds / 2] / 1e6, t_gets[rounds - 1] / 1e6, nk, t_dels[rounds / 2] / 1e6,
-	       t_dels[rounds - 1] / 1e6, bad);
+	       t_dels[rounds - 1] / 1e6, drain / 1e6, bad);
 	kvt_queue_destroy(q);
 	kvt_store_destroy(s);
 	return bad ? 1 : 0;

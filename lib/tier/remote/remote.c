@@ -151,6 +151,10 @@ struct rop {
 	uint64_t removes_seen;
 	int held_status;              /* DELETE, CLEAR answered and held: its status
 				       * (a CLEAR's count in value_len) */
+	/* DELETE, CLEAR held (answered and held): the open puts (promotions)
+	 * before it when it was held, counted down as each closes
+	 * (put_close); it goes (completes) at 0. */
+	uint32_t before;
 };
 
 /* A frame sent (or to be sent) and the operations it carries. */
@@ -358,7 +362,7 @@ struct remote {
 	unsigned rm_clears;
 	/* The puts and promotions on open_head's list by (ns, key): a DELETE
 	 * looks at one chain for a put or promotion of its key before it
-	 * (put_pending_for), not the list. */
+	 * (put_count_before), not the list. */
 	struct rtab open_idx;
 	uint64_t rm_secret;           /* in rm_hash's seed: random per lane */
 	unsigned puts_waiting;
@@ -2572,29 +2576,31 @@ static bool remove_pending_for(const struct remote *head, const struct rop *op)
 	return remove_find(head, op->ns, &op->key, op->ticket);
 }
 
-/* Whether an open op of kind (RK_PUT: d waits to be sent; RK_GET: d
- * waits to complete) precedes d: for a DELETE, one chain of open_idx
+/* How many open ops of kind (RK_PUT: d waits to be sent; RK_GET: d
+ * waits to complete) precede d: for a DELETE, one chain of open_idx
  * (the open puts and promotions of its key, and of any key whose hash
  * shares the chain); for a CLEAR, the list from its oldest up to d's
- * ticket (a clear is of every key of a namespace).  Until remote44 a
- * DELETE walked that list too, every put and promotion open before it,
- * at its submission and its answer and at each close of a put of its key
- * while held.  put_lock held. */
-static bool put_pending_for(const struct remote *head, const struct rop *d, int kind)
+ * ticket (a clear is of every key of a namespace) -- once, when d is
+ * held; put_close counts it down (before).  Until remote44 a DELETE
+ * walked that list too, every put and promotion open before it, at its
+ * submission and its answer and at each close of a put of its key while
+ * held; until session 45 a held CLEAR walked it at each close of a put
+ * of its namespace, N closes of N open puts N^2 / 2 steps under
+ * put_lock (bench/open_delete_cost.c CLEARS).  put_lock held. */
+static uint32_t put_count_before(const struct remote *head, const struct rop *d, int kind)
 {
+	uint32_t n = 0;
 	if (d->kind == RK_CLEAR) {
 		for (const struct rop *p = head->open_head; p && p->ticket < d->ticket;
 		     p = p->o_next)
-			if (p->kind == kind && put_precedes(p, d))
-				return true;
-		return false;
+			n += p->kind == kind && put_precedes(p, d);
+		return n;
 	}
 	if (head->open_idx.count == 0)
-		return false;
+		return 0;
 	for (const struct rop *p = rt_chain(&head->open_idx, d->h); p; p = p->h_next)
-		if (p->h == d->h && p->kind == kind && put_precedes(p, d))
-			return true;
-	return false;
+		n += p->h == d->h && p->kind == kind && put_precedes(p, d);
+	return n;
 }
 
 static void put_open_locked(struct remote *head, struct rop *op)
@@ -2809,7 +2815,7 @@ static void put_close(struct remote *head, struct rop *op)
 	/* Those it lets go: held ones sent oldest first. */
 	for (pp = kind == RK_PUT ? &head->held : &head->answered; *pp;) {
 		struct rop *d = *pp;
-		if (put_precedes(op, d) && !put_pending_for(head, d, kind)) {
+		if (put_precedes(op, d) && --d->before == 0) {
 			*pp = d->next;
 			if (kind == RK_PUT) {
 				d->next = NULL;
@@ -2865,7 +2871,8 @@ static int rop_submit_after_puts(struct remote *head, struct rop *op)
 {
 	pthread_mutex_lock(&head->put_lock);
 	remove_open_locked(head, op);
-	if (put_pending_for(head, op, RK_PUT)) {
+	op->before = put_count_before(head, op, RK_PUT);
+	if (op->before) {
 		op->deadline = kvt_now_ns() + (uint64_t)head->cfg.timeout_ms * 1000000u;
 		op->next = NULL;
 		if (head->held_tail)
@@ -2893,7 +2900,8 @@ static bool remove_hold(struct remote *head, struct rop *d, const struct tier_re
 	wake = remove_close_locked(head, d); /* the puts after it may go */
 	atomic_fetch_add_explicit(&head->removes_answered, 1, memory_order_relaxed);
 	d->ticket = head->put_ticket;
-	hold = put_pending_for(head, d, RK_GET);
+	d->before = put_count_before(head, d, RK_GET);
+	hold = d->before > 0;
 	if (hold) {
 		d->held_status = res->status;
 		d->value_len = res->count;
