@@ -6791,6 +6791,98 @@ def s3_op_params(ph):
 
 
 @phase
+def s3_upload_key(ph):
+    """An upload's operations name it by key and id: UploadPart and
+    UploadPartCopy of another key than the upload's are NoSuchUpload (404),
+    the upload unchanged, as Complete, Abort and ListParts answer.  By id
+    alone (a kvt_exists of its marker) a signer added parts to another
+    key's upload in its bucket: PUT /hbkt/other?partNumber=2&uploadId=U of
+    the upload U made for /hbkt/mine was 200, the part then listed and
+    completed into mine (s3fix45, 2026-12-07).  Another tenant naming U in
+    its own bucket: NoSuchUpload too.  And each query parameter kvtierd
+    reads at most once (400 InvalidArgument): uploadId and partNumber were
+    taken last, a listing's prefix and max-keys first."""
+    P, ok, sm, req = ph.kit()
+    st, _, b = req("POST", "/hbkt/mine", query="uploads")
+    assert st == 200, (st, b)
+    uid = re.search(rb"<UploadId>([0-9a-f]{32})</UploadId>", b).group(1).decode()
+    u = "uploadId=" + uid
+    st, _, b = req("PUT", "/hbkt/mine", query="partNumber=1&" + u, body=b"mine-1")
+    assert st == 200, ("UploadPart of the upload's key", st, b)
+
+    def parts():
+        st, _, b = req("GET", "/hbkt/mine", query=u)
+        assert st == 200, ("ListParts", st, b[:300])
+        return re.findall(rb"<PartNumber>(\d+)</PartNumber>", b)
+    cases = [("UploadPart of another key", sm("PUT", "/hbkt/other", query="partNumber=2&" + u,
+                                              body=b"other-2")),
+             ("UploadPartCopy into another key", sm("PUT", "/hbkt/other",
+                                                    query="partNumber=3&" + u,
+                                                    extra={"x-amz-copy-source":
+                                                           "/hbkt/known"})),
+             ("UploadPart of a key that is a prefix of it", sm("PUT", "/hbkt/min",
+                                                              query="partNumber=4&" + u,
+                                                              body=b"min-4")),
+             ("ListParts of another key", sm("GET", "/hbkt/other", query=u)),
+             ("Complete of another key", sm("POST", "/hbkt/other", query=u, body=(
+                 b"<CompleteMultipartUpload><Part><PartNumber>1</PartNumber></Part>"
+                 b"</CompleteMultipartUpload>"))),
+             ("Abort of another key", sm("DELETE", "/hbkt/other", query=u)),
+             ("UploadPart by another tenant in its bucket", sm("PUT", "/bbkt/mine",
+                                                               query="partNumber=5&" + u,
+                                                               body=b"bob-5", who=BOB))]
+    st, _, b = http(P, signed_msg(P, "PUT", "/bbkt", who=BOB), src=PROBER)
+    assert st == 200, ("bob's bucket", st, b)
+    for what, msg in cases:
+        s, st, hd, body = send(P, msg, 5.0, PROBER)
+        s.close()
+        ph.expect(st == 404 and code_of(body) == "NoSuchUpload", what, st, body[:200])
+        ph.expect(parts() == [b"1"], what, "the upload's parts after it", parts())
+        ph.cases += 1
+        ph.probe(what)
+    # the upload's own key: parts added, copied, completed
+    st, _, b = req("PUT", "/hbkt/mine", query="partNumber=2&" + u, body=b"mine-2")
+    ph.expect(st == 200, "UploadPart of the upload's key", st, b[:200])
+    st, _, b = req("PUT", "/hbkt/mine", query="partNumber=3&" + u,
+                   extra={"x-amz-copy-source": "/hbkt/known"})
+    ph.expect(st == 200 and b"CopyPartResult" in b, "UploadPartCopy into the upload's key", st,
+              b[:200])
+    ph.expect(parts() == [b"1", b"2", b"3"], "the upload's parts", parts())
+    st, _, b = req("POST", "/hbkt/mine", query=u, body=(
+        b"<CompleteMultipartUpload><Part><PartNumber>1</PartNumber></Part>"
+        b"</CompleteMultipartUpload>"))
+    ph.expect(st == 200, "Complete", st, b[:200])
+    st, _, b = req("GET", "/hbkt/mine")
+    ph.expect(st == 200 and b == b"mine-1", "the completed object", st, b[:200])
+    # a parameter twice: refused from the head, nothing run
+    st, _, b = req("POST", "/hbkt/twice", query="uploads")
+    assert st == 200, (st, b)
+    u2 = "uploadId=" + re.search(rb"<UploadId>([0-9a-f]{32})</UploadId>", b).group(1).decode()
+    other = "uploadId=" + "0" * 32
+    st, _, b = req("PUT", "/hbkt/twice-src", body=b"s" * 10)
+    assert st == 200, (st, b)
+    twice = [("partNumber twice", sm("PUT", "/hbkt/twice", query="partNumber=1&partNumber=2&" +
+                                     u2, body=b"x")),
+             ("uploadId twice", sm("PUT", "/hbkt/twice", query="partNumber=1&%s&%s" % (
+                 other, u2), body=b"x")),
+             ("uploads twice", sm("POST", "/hbkt/twice", query="uploads&uploads")),
+             ("prefix twice", sm("GET", "/hbkt", query="list-type=2&prefix=twice&prefix=k")),
+             ("max-keys twice", sm("GET", "/hbkt", query="max-keys=1&max-keys=1000")),
+             ("delete twice", sm("POST", "/hbkt", query="delete&delete", body=(
+                 b"<Delete><Object><Key>twice-src</Key></Object></Delete>")))]
+    for what, msg in twice:
+        s, st, hd, body = send(P, msg, 5.0, PROBER)
+        s.close()
+        ph.expect(st == 400 and code_of(body) == "InvalidArgument", what, st, body[:200])
+        ph.cases += 1
+    st, _, b = req("GET", "/hbkt/twice", query=u2)
+    ph.expect(st == 200 and b"<Part>" not in b, "no part after the refused ones", st, b[:300])
+    st, _, b = req("GET", "/hbkt/twice-src")
+    ph.expect(st == 200 and b == b"s" * 10, "not deleted by a refused DeleteObjects", st, b[:100])
+    ph.probe("parameters twice")
+
+
+@phase
 def s3_pins_range(ph):
     """One connection GETs a 6 MiB object whole and, behind it, one byte
     (Range: bytes=0-0) of each of 9 others, and never reads (--dram 64M:
