@@ -67,17 +67,21 @@ class Daemon:
         assert "Sanitizer" not in err and "runtime error" not in err, err
 
 
-def signed(port, method, path, body=b"", clen=None):
+def signed(port, method, path, body=b"", clen=None, query=()):
     """The bytes of one signed request (test_s3_py's signer); clen: a
-    Content-Length other than the body's (the body unsigned)."""
+    Content-Length other than the body's (the body unsigned); query:
+    (name, value) pairs."""
     h = {"host": "127.0.0.1:%d" % port}
     if body or method in ("PUT", "POST"):
         h["content-length"] = str(len(body) if clen is None else clen)
     ph = hashlib.sha256(body).hexdigest() if clen is None else "UNSIGNED-PAYLOAD"
     when = datetime.datetime.now(datetime.timezone.utc)
-    auth = sign(method, path, [], h, ph, ALICE[0], ALICE[1], when)[0]
+    auth = sign(method, path, list(query), h, ph, ALICE[0], ALICE[1], when)[0]
     h["authorization"] = auth
-    return ("%s %s HTTP/1.1\r\n" % (method, urllib.parse.quote(path, safe="/-_.~")) +
+    qs = "&".join("%s=%s" % (urllib.parse.quote(n, safe="-_.~"), urllib.parse.quote(v, safe="-_.~"))
+                  for n, v in query)
+    return ("%s %s%s HTTP/1.1\r\n" % (method, urllib.parse.quote(path, safe="/-_.~"),
+                                       "?" + qs if qs else "") +
             "".join("%s: %s\r\n" % (k, v) for k, v in h.items()) + "\r\n").encode() + body
 
 
@@ -228,6 +232,51 @@ def main():
             s.close()
             assert (a1, a2, body) == (200, 200, b"pg%d" % i), ("PUT, GET", i, a1, a2, body[:200])
         print("PutObject then GetObject pipelined (put_local=never): ok")
+
+        # UploadPart's upload: its marker read through the loop's queue
+        # (s3d.c s3d_upload_probe), from the pod where the node has no copy
+        # (put_local=never), and the key's only (s3fix45).  Before, a
+        # kvt_exists on the loop: with the pod stopped, the node's one loop
+        # waited for it, and a HeadBucket on another connection with it
+        def upload(port, key):
+            st, _, b = request(port, "POST", key, query=[("uploads", "")])
+            assert st == 200, ("CreateMultipartUpload", st, b[:300])
+            return re.search(rb"<UploadId>([^<]+)</UploadId>", b).group(1).decode()
+        uid = upload(cold.port, "/rbkt/up")
+        q = [("partNumber", "1"), ("uploadId", uid)]
+        st, _, b = request(cold.port, "PUT", "/rbkt/other", body=b"o1", query=q)
+        assert st == 404 and b"NoSuchUpload" in b, ("UploadPart of another key", st, b[:300])
+        st, _, b = request(cold.port, "PUT", "/rbkt/up", body=b"u1", query=q)
+        assert st == 200, ("UploadPart, its marker in the pod only", st, b[:300])
+        t0 = time.monotonic()
+        st, _, b = request(cold.port, "HEAD", "/rbkt")
+        base_s = time.monotonic() - t0
+        assert st == 200, ("HeadBucket", st)
+        uid = upload(cold.port, "/rbkt/up2")  # its marker never read on the node
+        a = socket.create_connection(("127.0.0.1", cold.port), timeout=20)
+        h = socket.create_connection(("127.0.0.1", cold.port), timeout=20)
+        q = [("partNumber", "1"), ("uploadId", uid)]
+        pod.p.send_signal(signal.SIGSTOP)
+        try:
+            a.sendall(signed(cold.port, "PUT", "/rbkt/up2", body=b"up2-1", query=q))
+            time.sleep(0.2)  # its marker's read waits for the pod
+            t0 = time.monotonic()
+            h.sendall(signed(cold.port, "HEAD", "/rbkt"))
+            # answered while the pod is still stopped (the pod's deadline,
+            # remote.timeout_ms, is 2 s: the wait below ends before it)
+            got = select.select([h], [], [], 1.0)[0]
+            held_s = time.monotonic() - t0
+        finally:
+            pod.p.send_signal(signal.SIGCONT)
+        hst, _, _ = read_answer(h, b"") if got else (0, b"", b"")
+        h.close()
+        ast, ab, _ = read_answer(a, b"")
+        a.close()
+        print("HeadBucket beside an UploadPart whose upload is read from a stopped pod: "
+              "%s in %.3f s (%.4f s with the pod running); the UploadPart %d" % (
+                  hst or "no answer", held_s, base_s, ast))
+        assert got and hst == 200, ("HeadBucket held behind the UploadPart's lookup", held_s)
+        assert ast == 200, ("the UploadPart once the pod went on", ast, ab[:300])
 
         # DELETE then PUT of one key pipelined while the pod is stopped
         early = 0
