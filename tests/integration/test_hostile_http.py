@@ -6859,9 +6859,23 @@ def s3_upload_key(ph):
     ph.expect(st == 200 and b"CopyPartResult" in b, "UploadPartCopy into the upload's key", st,
               b[:200])
     ph.expect(parts() == [b"1", b"2", b"3"], "the upload's parts", parts())
-    st, _, b = req("POST", "/hbkt/mine", query=u, body=(
-        b"<CompleteMultipartUpload><Part><PartNumber>1</PartNumber></Part>"
-        b"</CompleteMultipartUpload>"))
+    # a Complete's parts: ascending, each once, 1..10000, refused before
+    # anything is read (s3ops.c s3d_complete_start); the upload kept
+    def complete(nums):
+        return req("POST", "/hbkt/mine", query=u, body=b"<CompleteMultipartUpload>" + b"".join(
+            b"<Part><PartNumber>%s</PartNumber></Part>" % n for n in nums) +
+            b"</CompleteMultipartUpload>")
+    for nums, code in (([b"2", b"1"], "InvalidPartOrder"), ([b"1", b"1"], "InvalidPartOrder"),
+                       ([b"0"], "MalformedXML"), ([b"10001"], "MalformedXML"),
+                       ([b"1", b"99999999999999999999999"], "MalformedXML"),
+                       ([b"1x"], "MalformedXML"), ([b""], "MalformedXML"),
+                       ([b"1"] * 1024, "InvalidRequest")):
+        st, _, b = complete(nums)
+        ph.expect(st == 400 and code_of(b) == code, "Complete of parts", nums[:3], st, b[:200])
+        ph.cases += 1
+    ph.expect(parts() == [b"1", b"2", b"3"], "the upload's parts after refused Completes",
+              parts())
+    st, _, b = complete([b"1"])
     ph.expect(st == 200, "Complete", st, b[:200])
     st, _, b = req("GET", "/hbkt/mine")
     ph.expect(st == 200 and b == b"mine-1", "the completed object", st, b[:200])
