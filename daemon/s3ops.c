@@ -558,7 +558,7 @@ static void s3d_item_hdr(struct s3d_item *it, uint8_t *buf)
  * Reads that miss and reads that fail.  A read's status that says the
  * value is not there -- KVT_MISS, and what says it is not an object
  * kvtierd wrote (a part 0 longer than a header: KVT_EBUFSMALL; no such
- * part or namespace) -- is 404 (NoSuchKey, NoSuchUpload, ...); any other
+ * part or namespace; a sealed namespace's, not read by part) -- is 404 (NoSuchKey, NoSuchUpload, ...); any other
  * error (no memory, no room to promote into, the store closing, an I/O
  * error) says nothing of whether it is there, and is 503, which every S3
  * client retries (s3d_store_fail).  Until s3fix45 (2026-12-07) an Abort,
@@ -577,6 +577,7 @@ int s3d_read_status(int st)
 	case KVT_ERANGE:
 	case KVT_ENONS:
 	case KVT_EKEYLEN:
+	case KVT_EBADOP: /* (a header read of a sealed namespace's value) */
 		return KVT_MISS;
 	default:
 		return st < 0 ? st : KVT_MISS;
@@ -2585,10 +2586,16 @@ static bool s3d_list_collect(struct s3d_req *rq)
 	}
 	for (uint32_t i = 0; i < rq->n; i++) {
 		const struct kvt_req *r = &rq->items[i].req;
-		/* else deleted meanwhile, or not an object we can read (a
+		int st = s3d_read_status(r->status);
+		/* a miss: deleted meanwhile, or not an object we can read (a
 		 * quiet part get needs no DRAM room: it does not miss for
-		 * lack of it) */
-		if (r->status == KVT_OK)
+		 * lack of it); an error: the page would leave out an object
+		 * that is there (s3d_read_status) */
+		if (st < 0) {
+			s3d_store_fail(rq, st);
+			return false;
+		}
+		if (st == 0)
 			s3d_list_note(L, L->bufs[i], r->length, r->value_len);
 	}
 	if (L->win < L->nkeys)
@@ -2817,7 +2824,14 @@ static void s3d_list_parts_answer(struct s3d_req *rq)
 		char pname[64];
 		int pl = snprintf(pname, sizeof(pname), "%s/%u", rq->upload_id, rq->items[i].part_no);
 		const char *name;
-		if (r->status != KVT_OK ||
+		int st = s3d_read_status(r->status);
+		if (st < 0 && rq->op == S3_LIST_PARTS) {
+			/* a part that is there would be left out (a sweep's
+			 * part stays: abort again, as on S3) */
+			s3d_store_fail(rq, st);
+			return;
+		}
+		if (st != 0 ||
 		    !(name = s3d_hdr_parse(L->bufs[i - base], r->length, r->value_len, &ob)) ||
 		    ob.name_len != (uint32_t)pl || memcmp(name, pname, (size_t)pl) != 0)
 			continue;
@@ -3734,7 +3748,11 @@ void s3d_run(struct s3d_req *rq)
 			rq->granted = false;
 			if (br != 0) {
 				free(dec);
-				s3d_fail(rq, 404, "NoSuchBucket", "The source bucket does not exist.");
+				if (br == KVT_MISS)
+					s3d_fail(rq, 404, "NoSuchBucket", "The source bucket does not "
+						 "exist.");
+				else /* a lookup that failed: no answer about it */
+					s3d_fail(rq, 503, "SlowDown", kvt_strerror(br));
 				return;
 			}
 		}
