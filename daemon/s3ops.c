@@ -558,14 +558,17 @@ static void s3d_item_hdr(struct s3d_item *it, uint8_t *buf)
  * Reads that miss and reads that fail.  A read's status that says the
  * value is not there -- KVT_MISS, and what says it is not an object
  * kvtierd wrote (a part 0 longer than a header: KVT_EBUFSMALL; no such
- * part or namespace; a sealed namespace's, not read by part) -- is 404 (NoSuchKey, NoSuchUpload, ...); any other
- * error (no memory, no room to promote into, the store closing, an I/O
- * error) says nothing of whether it is there, and is 503, which every S3
- * client retries (s3d_store_fail).  Until s3fix45 (2026-12-07) an Abort,
- * a Complete, ListParts, GetObject, HeadObject and a copy's source took
+ * part or namespace; a sealed namespace's, not read by part) -- is 404
+ * (NoSuchKey, NoSuchUpload, ...); any other error (no memory, no room
+ * to promote into, the store closing, an I/O error) says nothing of
+ * whether it is there, and is 503, which every S3 client retries
+ * (s3d_store_fail).  Until s3fix45 (2026-12-07) an Abort, a Complete,
+ * ListParts, a listing, GetObject, HeadObject and a copy's source took
  * any failed read for a miss: 404 NoSuchUpload to an Abort whose marker
  * read failed -- the client took the upload for gone, its parts stayed.
- * 0 (found: KVT_OK), KVT_MISS, or the error.
+ * (The library makes most tiers' failures misses already: doc/ssd.md
+ * "Reads", doc/remote.md; what is left is no memory, no pin slot, a
+ * closing store.)  0 (found: KVT_OK), KVT_MISS, or the error.
  */
 int s3d_read_status(int st)
 {
