@@ -559,8 +559,8 @@ static void s3d_item_hdr(struct s3d_item *it, uint8_t *buf)
  * value is not there -- KVT_MISS, and what says it is not an object
  * kvtierd wrote (a part 0 longer than a header: KVT_EBUFSMALL; no such
  * part or namespace; a sealed namespace's, not read by part) -- is 404
- * (NoSuchKey, NoSuchUpload, ...); any other error (no memory, no room
- * to promote into, the store closing, an I/O error) says nothing of
+ * (NoSuchKey, NoSuchUpload, ...); any other error (no memory, no pin
+ * slot, the store closing, an I/O error a tier reports) says nothing of
  * whether it is there, and is 503, which every S3 client retries
  * (s3d_store_fail).  Until s3fix45 (2026-12-07) an Abort, a Complete,
  * ListParts, a listing, GetObject, HeadObject and a copy's source took
@@ -588,7 +588,7 @@ int s3d_read_status(int st)
 }
 
 /* A read's error (s3d_read_status < 0) answered: 503 SlowDown where
- * kvtierd is short of something (memory, DRAM room, a closing store:
+ * kvtierd is short of something (memory, a pin slot, a closing store:
  * S3's throttling answer, which SDKs retry with backoff), 503
  * ServiceUnavailable for the rest (an I/O error: S3's answer to a
  * transient failure of its own; botocore's standard and legacy retry
