@@ -1776,6 +1776,14 @@ static void s3d_parse(struct kvtd_conn *c)
 			s3d_body_done(rq);
 			continue;
 		}
+		/* A request parked before its body (s3d_park, s3d_upload_probe):
+		 * what is buffered is its body, read once it goes on.  Before
+		 * (review45a) the Connection: close check below took it for a
+		 * request after the last and stopped the input: an UploadPart
+		 * with Connection: close whose body came in its head's packet
+		 * was 400 IncompleteBody, every time. */
+		if (c->parked)
+			return;
 		/* After a request that closes the connection (Connection:
 		 * close, HTTP/1.0) nothing is parsed: its answer is the last,
 		 * and a request after it would run unanswered (RFC 9112 9.6). */

@@ -6905,6 +6905,29 @@ def s3_upload_key(ph):
     st, _, b = req("GET", "/hbkt/twice-src")
     ph.expect(st == 200 and b == b"s" * 10, "not deleted by a refused DeleteObjects", st, b[:100])
     ph.probe("parameters twice")
+    # An UploadPart whose body comes in the head's packet, its marker read
+    # with the connection parked (s3d_upload_probe): with Connection: close
+    # (or HTTP/1.0) the parse went on past the parked head, took the body's
+    # bytes for a request after the last one and stopped the input -- 400
+    # IncompleteBody to every such UploadPart (review45a); and, kept
+    # alive, a request pipelined behind its body is answered after it.
+    msg = sm("PUT", "/hbkt/twice", query="partNumber=1&" + u2, body=b"close-1",
+             extra={"connection": "close"})
+    s, st, hd, body = send(P, msg, 5.0, PROBER)
+    s.close()
+    ph.expect(st == 200, "UploadPart, Connection: close, its body with its head", st,
+              body[:200])
+    s, st, hd, body = send(P, sm("PUT", "/hbkt/twice", query="partNumber=2&" + u2,
+                                 body=b"pipe-2") + sm("GET", "/hbkt/twice-src"), 5.0, PROBER)
+    st2, _, body2 = read_answer(s, 5.0)
+    s.close()
+    ph.expect((st, st2, body2) == (200, 200, b"s" * 10), "UploadPart, then a GET pipelined",
+              st, st2, body[:200], body2[:100])
+    st, _, b = req("GET", "/hbkt/twice", query=u2)
+    ph.expect(st == 200 and re.findall(rb"<PartNumber>(\d+)</PartNumber>", b) == [b"1", b"2"],
+              "the parts sent with their heads", st, b[:300])
+    ph.cases += 2
+    ph.probe("UploadPart, its body in its head's packet")
 
 
 @phase
