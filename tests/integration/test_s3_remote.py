@@ -26,6 +26,7 @@ import re
 import select
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -277,6 +278,51 @@ def main():
                   hst or "no answer", held_s, base_s, ast))
         assert got and hst == 200, ("HeadBucket held behind the UploadPart's lookup", held_s)
         assert ast == 200, ("the UploadPart once the pod went on", ast, ab[:300])
+        # While the marker's read waits for the stopped pod (review45a):
+        # a client that resets its connection (closed with the read in
+        # flight, "hang-up": the read's completion finds it dead), one that
+        # half-closes after its head (its body never comes: closed
+        # unanswered, as a PUT whose body stops so, loop.c "peer closed in
+        # the middle of a frame"), and one that pipelines a GET behind the
+        # part's body (answered after it, in order); then the node serves,
+        # and the upload's parts are those whose bodies came.  The daemon's
+        # stop checks ASan's report.
+        uid = upload(cold.port, "/rbkt/up3")
+        rst = socket.create_connection(("127.0.0.1", cold.port), timeout=20)
+        half = socket.create_connection(("127.0.0.1", cold.port), timeout=20)
+        pipe = socket.create_connection(("127.0.0.1", cold.port), timeout=20)
+        pod.p.send_signal(signal.SIGSTOP)
+        try:
+            rst.sendall(signed(cold.port, "PUT", "/rbkt/up3", body=b"rst-1",
+                               query=[("partNumber", "1"), ("uploadId", uid)]))
+            half.sendall(signed(cold.port, "PUT", "/rbkt/up3", body=b"half-2", clen=6,
+                                query=[("partNumber", "2"), ("uploadId", uid)])[:-6])
+            half.shutdown(socket.SHUT_WR)
+            pipe.sendall(signed(cold.port, "PUT", "/rbkt/up3", body=b"pipe-3",
+                                query=[("partNumber", "3"), ("uploadId", uid)]) +
+                         signed(cold.port, "GET", "/rbkt/obj"))
+            time.sleep(0.2)  # the three heads parsed, their marker reads in flight
+            rst.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            rst.close()
+            time.sleep(0.2)
+        finally:
+            pod.p.send_signal(signal.SIGCONT)
+        hb = half.recv(65536)
+        half.close()
+        assert hb == b"" or b" 400 " in hb.split(b"\r\n")[0], ("the half-closed UploadPart",
+                                                              hb[:300])
+        p1, pb, rest = read_answer(pipe, b"")
+        p2, gb, _ = read_answer(pipe, rest)
+        pipe.close()
+        assert (p1, p2, gb) == (200, 200, b"second"), ("UploadPart, GET pipelined", p1, p2,
+                                                        pb[:300], gb[:100])
+        st, _, b = request(cold.port, "HEAD", "/rbkt")
+        assert st == 200, ("HeadBucket after", st)
+        st, _, b = request(cold.port, "GET", "/rbkt/up3", query=[("uploadId", uid)])
+        got = re.findall(rb"<PartNumber>(\d+)</PartNumber>", b)
+        assert st == 200 and got == [b"3"], ("the upload's parts", st, b[:400])
+        print("UploadParts whose marker reads wait for a stopped pod: reset, half-closed, "
+              "pipelined (200, 200): ok")
 
         # DELETE then PUT of one key pipelined while the pod is stopped
         early = 0
