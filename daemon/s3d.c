@@ -1482,6 +1482,25 @@ static void s3d_body_start(struct s3d_req *rq)
  */
 static void s3d_room_done(struct s3d_req *rq, int status);
 
+/* A parked request whose wait ended with its body not to be read: its
+ * connection closed (the answer goes nowhere), or its input stopped by
+ * kvtierd -- the server stopping (loop.c loop_begin_stop), an earlier
+ * request refused -- not by the client, whose EOF is not read while the
+ * connection is parked.  The latter is 503, which clients retry; until
+ * review45a both were 400 IncompleteBody ("the connection closed"), which
+ * they do not, to a client that had sent its whole body. */
+static void s3d_parked_cut(struct s3d_req *rq)
+{
+	rq->close_after = true;
+	if (rq->conn->dead)
+		s3d_fail(rq, 400, "IncompleteBody",
+			 "The connection closed before the body was complete.");
+	else
+		s3d_fail(rq, 503, "ServiceUnavailable", "kvtierd stopped reading this connection "
+			 "before the request's body (stopping, or an earlier request refused); "
+			 "retry.");
+}
+
 static void s3d_park(struct s3d_req *rq)
 {
 	struct kvtd_conn *c = rq->conn;
@@ -1523,10 +1542,7 @@ static void s3d_room_done(struct s3d_req *rq, int status)
 	rq->room_item = NULL;
 	c->parked = false;
 	if (c->dead || c->no_more_input) {
-		/* closed while it waited: its body will not come */
-		rq->close_after = true;
-		s3d_fail(rq, 400, "IncompleteBody",
-			 "The connection closed before the body was complete.");
+		s3d_parked_cut(rq);
 		return;
 	}
 	if (r == KVT_OK) {
@@ -1606,10 +1622,7 @@ static void s3d_upload_checked(struct s3d_req *rq, int status)
 	rq->room_item = NULL;
 	c->parked = false;
 	if (c->dead || c->no_more_input) {
-		/* closed while it waited: its body will not come */
-		rq->close_after = true;
-		s3d_fail(rq, 400, "IncompleteBody",
-			 "The connection closed before the body was complete.");
+		s3d_parked_cut(rq);
 		return;
 	}
 	if (r == 0) {
