@@ -504,41 +504,89 @@ static int s3d_vhost(struct s3d_req *rq)
 }
 
 /*
- * Does a write carry a sub-resource that is not its own (uploadId,
- * partNumber, uploads, delete)?  The method and the path chose the op and
- * the rest was ignored, so a request meant as another, or a client's bug,
- * ran as a plainer write: PUT ?uploadId= without partNumber (an
- * UploadPart) replaced the object with the part's bytes, DELETE ?delete
- * or ?uploads of an empty bucket deleted the bucket, DELETE ?partNumber=
- * the object, DELETE ?uploadId=&partNumber= aborted the whole upload,
- * PUT ?uploadId= of a bucket created it (red44b, 2026-12-07).  S3 has no
- * such requests; they are refused, 501 NotImplemented, as another
- * sub-resource is: nothing runs, a body up to S3D_SMALL_MAX is read and
- * dropped (the connection kept), a larger one closes it.  Reads keep
- * them ignored (GET ?uploads of a key is the object).
+ * The sub-resources (uploadId, partNumber, uploads, delete) each op takes
+ * and needs, a table by op.  A write that carries one not its own is
+ * refused: the method and the path chose the op and the rest was
+ * ignored, so a request meant as another, or a client's bug, ran as a
+ * plainer write: PUT ?uploadId= without partNumber (an UploadPart)
+ * replaced the object with the part's bytes, DELETE ?delete or ?uploads
+ * of an empty bucket deleted the bucket, DELETE ?partNumber= the object,
+ * DELETE ?uploadId=&partNumber= aborted the whole upload, PUT ?uploadId=
+ * of a bucket created it (red44b, 2026-12-07).  S3 has no such requests;
+ * they are 501 NotImplemented, as another sub-resource is: nothing runs,
+ * a body up to S3D_SMALL_MAX is read and dropped (the connection kept), a
+ * larger one closes it.  Reads take any (GET ?uploads of a key is the
+ * object).  An op without one it needs (an upload's ops without
+ * uploadId) is 501 too.  Until s3fix45 (2026-12-07) a switch and an
+ * if-chain in s3d_route said the same.
  */
-static bool s3d_stray_params(enum s3d_op op, bool upload, bool part, bool uploads, bool del)
+enum {
+	S3D_SUB_UPLOAD_ID = 1u << 0,
+	S3D_SUB_PART = 1u << 1,
+	S3D_SUB_UPLOADS = 1u << 2,
+	S3D_SUB_DELETE = 1u << 3,
+	S3D_SUB_ANY = 0xfu,
+};
+
+static const struct s3d_op_subres {
+	uint8_t takes, needs;
+} s3d_op_subres[S3__COUNT] = {
+	[S3_NONE] = { S3D_SUB_ANY, 0 },
+	[S3_LIST_BUCKETS] = { S3D_SUB_ANY, 0 },
+	[S3_CREATE_BUCKET] = { 0, 0 },
+	[S3_HEAD_BUCKET] = { S3D_SUB_ANY, 0 },
+	[S3_DELETE_BUCKET] = { 0, 0 },
+	[S3_BUCKET_LOCATION] = { S3D_SUB_ANY, 0 },
+	[S3_PUT] = { 0, 0 },
+	[S3_GET] = { S3D_SUB_ANY, 0 },
+	[S3_HEAD] = { S3D_SUB_ANY, 0 },
+	[S3_DELETE] = { 0, 0 },
+	[S3_DELETE_MANY] = { S3D_SUB_DELETE, S3D_SUB_DELETE },
+	[S3_COPY] = { 0, 0 },
+	[S3_MPU_CREATE] = { S3D_SUB_UPLOADS, S3D_SUB_UPLOADS },
+	[S3_MPU_PART] = { S3D_SUB_UPLOAD_ID | S3D_SUB_PART, S3D_SUB_UPLOAD_ID | S3D_SUB_PART },
+	[S3_MPU_COMPLETE] = { S3D_SUB_UPLOAD_ID, S3D_SUB_UPLOAD_ID },
+	[S3_MPU_ABORT] = { S3D_SUB_UPLOAD_ID, S3D_SUB_UPLOAD_ID },
+	[S3_LIST_V1] = { S3D_SUB_ANY, 0 },
+	[S3_LIST_V2] = { S3D_SUB_ANY, 0 },
+	[S3_MPU_PART_COPY] = { S3D_SUB_UPLOAD_ID | S3D_SUB_PART,
+			       S3D_SUB_UPLOAD_ID | S3D_SUB_PART },
+	[S3_LIST_PARTS] = { S3D_SUB_ANY, S3D_SUB_UPLOAD_ID },
+	[S3_LIST_UPLOADS] = { S3D_SUB_ANY, 0 },
+	[S3_NOT_IMPL] = { S3D_SUB_ANY, 0 },
+};
+
+/* Does op run with the sub-resources in subs (S3D_SUB_*)?  (s3d_op_subres) */
+static bool s3d_subres_ok(int op, unsigned subs)
 {
-	switch (op) {
-	case S3_PUT:
-	case S3_COPY:
-	case S3_DELETE:
-	case S3_CREATE_BUCKET:
-	case S3_DELETE_BUCKET:
-		return upload || part || uploads || del;
-	case S3_MPU_CREATE:
-		return upload || part || del;
-	case S3_MPU_COMPLETE:
-	case S3_MPU_ABORT:
-		return part || uploads || del;
-	case S3_MPU_PART:
-	case S3_MPU_PART_COPY:
-		return uploads || del;
-	case S3_DELETE_MANY:
-		return upload || part || uploads;
-	default:
-		return false;
-	}
+	const struct s3d_op_subres *e = &s3d_op_subres[op];
+	return (subs & ~(unsigned)e->takes) == 0 && (subs & e->needs) == e->needs;
+}
+
+/*
+ * The query parameters kvtierd reads (s3d_route; the listings' through
+ * s3h_query).  Each at most once: a second one was read where another
+ * was not -- s3d_route kept the last uploadId and partNumber, s3h_query
+ * the first prefix or max-keys -- so a front end that checks or logs the
+ * first saw another request than kvtierd ran (both are signed: the
+ * canonical query keeps every pair).  400 InvalidArgument, as a
+ * malformed parameter (until s3fix45, 2026-12-07, accepted).
+ */
+static const char *const s3d_params[] = {
+	"uploads", "delete", "location", "list-type", "uploadId", "partNumber", "x-id",
+	"max-keys", "prefix", "delimiter", "encoding-type", "continuation-token", "start-after",
+	"fetch-owner", "marker", "max-parts", "part-number-marker", "max-uploads", "key-marker",
+	"upload-id-marker",
+};
+_Static_assert(sizeof(s3d_params) / sizeof(s3d_params[0]) <= 32, "s3d_route's seen mask");
+
+/* n (nl bytes, as sent) in s3d_params: its index, or -1. */
+static int s3d_param_index(const char *n, size_t nl)
+{
+	for (size_t i = 0; i < sizeof(s3d_params) / sizeof(s3d_params[0]); i++)
+		if (strlen(s3d_params[i]) == nl && memcmp(s3d_params[i], n, nl) == 0)
+			return (int)i;
+	return -1;
 }
 
 /* Path and query into bucket, key and the sub-resources read: path-style
@@ -556,6 +604,7 @@ static int s3d_route(struct s3d_req *rq)
 	bool head = ml == 4 && !memcmp(m, "HEAD", 4), del = ml == 6 && !memcmp(m, "DELETE", 6);
 	bool post = ml == 4 && !memcmp(m, "POST", 4);
 	bool has_upload = false, has_part = false, other_sub = false;
+	uint32_t seen = 0; /* s3d_params given so far */
 	size_t vl;
 	int vhost;
 
@@ -627,6 +676,14 @@ static int s3d_route(struct s3d_req *rq)
 		size_t nl = eq ? (size_t)(eq - t) - s : e - s;
 		const char *n = t + s, *v = eq ? eq + 1 : "";
 		size_t vlen = eq ? e - (size_t)(eq - t) - 1 : 0;
+		int pi = s3d_param_index(n, nl);
+		if (pi >= 0 && (seen & (UINT32_C(1) << pi))) {
+			s3d_fail(rq, 400, "InvalidArgument", "A query parameter is given more than "
+				 "once.");
+			return -1;
+		}
+		if (pi >= 0)
+			seen |= UINT32_C(1) << pi;
 #define IS(lit) (nl == sizeof(lit) - 1 && memcmp(n, lit, nl) == 0)
 		if (IS("uploads")) {
 			rq->q_uploads = true;
@@ -717,11 +774,10 @@ static int s3d_route(struct s3d_req *rq)
 	} else {
 		rq->op = S3_NOT_IMPL;
 	}
-	if ((rq->op == S3_MPU_PART || rq->op == S3_MPU_ABORT || rq->op == S3_MPU_COMPLETE ||
-	     rq->op == S3_MPU_PART_COPY || rq->op == S3_LIST_PARTS) &&
-	    !has_upload)
-		rq->op = S3_NOT_IMPL;
-	if (s3d_stray_params(rq->op, has_upload, has_part, rq->q_uploads, rq->q_delete))
+	if (!s3d_subres_ok(rq->op, (has_upload ? S3D_SUB_UPLOAD_ID : 0) |
+				   (has_part ? S3D_SUB_PART : 0) |
+				   (rq->q_uploads ? S3D_SUB_UPLOADS : 0) |
+				   (rq->q_delete ? S3D_SUB_DELETE : 0)))
 		rq->op = S3_NOT_IMPL;
 	return 0;
 }
@@ -1037,6 +1093,60 @@ oom:
 	return -1;
 }
 
+/* PutObject, UploadPart (its upload checked: s3d_upload_probe): the new
+ * value's header, its DRAM reservation, and so the sink -- as
+ * s3d_body_setup answers: 0, -1 (answered, the connection closes), or 1
+ * (would wait for write-down room: park it). */
+static int s3d_put_reserve(struct s3d_req *rq)
+{
+	struct kvtd_server *srv = rq->conn->loop->srv;
+	struct kvt_key k;
+	uint64_t lens[2];
+	const char *name = rq->key, *v;
+	size_t name_len = rq->key_len, vl;
+	char pname[64];
+	int r;
+
+	if (rq->op == S3_MPU_PART) {
+		name_len = (size_t)snprintf(pname, sizeof(pname), "%s/%u", rq->upload_id,
+					    rq->part_no);
+		name = pname;
+		s3d_part_key(&k, rq->upload_id, rq->part_no);
+	} else {
+		s3d_key(&k, 'o', rq->key, rq->key_len);
+	}
+	rq->hdr_len = s3d_obj_header(rq->hdrbuf, rq->decoded_len, 0, name, name_len, rq->ctype,
+				     0);
+	lens[0] = rq->hdr_len;
+	lens[1] = rq->decoded_len;
+	v = s3h_header(&rq->h, "if-none-match", &vl);
+	rq->cond_none_match = v && vl == 1 && v[0] == '*';
+	if (rq->decoded_len > srv->dram_max_value) {
+		char m[160];
+		snprintf(m, sizeof(m), "Your proposed upload exceeds kvtierd's largest value "
+			 "(%" PRIu64 " bytes).", srv->dram_max_value);
+		rq->close_after = true; /* do not read a body that large */
+		s3d_fail(rq, 400, "EntityTooLarge", m);
+		return -1;
+	}
+	if (!s3d_resv_hold(rq, lens[0] + lens[1])) {
+		KVTD_COUNT(srv, mem_refused, 1);
+		rq->close_after = true; /* its body is not read */
+		s3d_fail(rq, 503, "SlowDown", "The tenant's uploads in progress hold its "
+			 "share of kvtierd's DRAM tier; retry later.");
+		return -1;
+	}
+	rq->room_key = k;
+	rq->room_parts = rq->decoded_len ? 2 : 1;
+	/* A persistent namespace (every bucket) whose write-down queue is
+	 * full: park the request rather than the loop (s3d_park). */
+	r = kvt_put_reserve(srv->store, rq->ns, &k, lens, rq->room_parts, KVT_F_NOWAIT,
+			    &rq->res);
+	if (r == KVT_EWAIT)
+		return 1;
+	return s3d_put_sink(rq, r);
+}
+
 /*
  * A condition on a write that kvtierd does not evaluate: its name, or
  * NULL.  S3 keeps them (PutObject's If-Match, CopyObject's
@@ -1070,7 +1180,8 @@ static const char *s3d_cond_refused(const struct s3d_req *rq)
 
 /* Payload mode, lengths, checksums and the sink: 0, or an answer was
  * written and the connection closes (-1), or 1: a PutObject or UploadPart
- * would wait for write-down room (the caller parks it). */
+ * would wait for write-down room (the caller parks it), or 2: an
+ * UploadPart's upload is to be read first (s3d_upload_probe). */
 static int s3d_body_setup(struct s3d_req *rq)
 {
 	struct kvtd_server *srv = rq->conn->loop->srv;
@@ -1197,29 +1308,21 @@ static int s3d_body_setup(struct s3d_req *rq)
 	}
 	/* the sink */
 	if (rq->op == S3_PUT || rq->op == S3_MPU_PART) {
-		struct kvt_key k;
-		uint64_t lens[2];
-		const char *name = rq->key;
-		size_t name_len = rq->key_len;
-		char pname[64];
 		int r;
 
-		if (rq->op == S3_MPU_PART) {
-			name_len = (size_t)snprintf(pname, sizeof(pname), "%s/%u", rq->upload_id,
-						    rq->part_no);
-			name = pname;
-			s3d_part_key(&k, rq->upload_id, rq->part_no);
-		} else {
-			s3d_key(&k, 'o', rq->key, rq->key_len);
-		}
 		if ((v = s3h_header(&rq->h, "content-type", &vl)) && vl <= S3D_CTYPE_MAX) {
 			memcpy(rq->ctype, v, vl);
 			rq->ctype[vl] = 0;
 		}
-		if (s3d_bucket_ns(rq, false) != 0) {
-			/* answered now: no body is read for a bucket that is not there */
+		if ((r = s3d_bucket_ns(rq, false)) != 0) {
+			/* answered now: no body is read for a bucket that is not
+			 * there (a lookup that failed is no answer about it) */
 			rq->close_after = true;
-			s3d_fail(rq, 404, "NoSuchBucket", "The specified bucket does not exist");
+			if (r == KVT_MISS)
+				s3d_fail(rq, 404, "NoSuchBucket", "The specified bucket does not "
+					 "exist");
+			else
+				s3d_fail(rq, 503, "SlowDown", kvt_strerror(r));
 			return -1;
 		}
 		if (rq->granted) {
@@ -1234,42 +1337,9 @@ static int s3d_body_setup(struct s3d_req *rq)
 			s3d_gate_fail(rq, r);
 			return -1;
 		}
-		if (rq->op == S3_MPU_PART && !s3d_upload_live(rq)) {
-			rq->close_after = true; /* its body is not read */
-			s3d_fail(rq, 404, "NoSuchUpload", "The specified multipart upload does not "
-				 "exist.");
-			return -1;
-		}
-		rq->hdr_len = s3d_obj_header(rq->hdrbuf, rq->decoded_len, 0, name, name_len,
-					     rq->ctype, 0);
-		lens[0] = rq->hdr_len;
-		lens[1] = rq->decoded_len;
-		v = s3h_header(&rq->h, "if-none-match", &vl);
-		rq->cond_none_match = v && vl == 1 && v[0] == '*';
-		if (rq->decoded_len > srv->dram_max_value) {
-			char m[160];
-			snprintf(m, sizeof(m), "Your proposed upload exceeds kvtierd's largest value "
-				 "(%" PRIu64 " bytes).", srv->dram_max_value);
-			rq->close_after = true; /* do not read a body that large */
-			s3d_fail(rq, 400, "EntityTooLarge", m);
-			return -1;
-		}
-		if (!s3d_resv_hold(rq, lens[0] + lens[1])) {
-			KVTD_COUNT(srv, mem_refused, 1);
-			rq->close_after = true; /* its body is not read */
-			s3d_fail(rq, 503, "SlowDown", "The tenant's uploads in progress hold its "
-				 "share of kvtierd's DRAM tier; retry later.");
-			return -1;
-		}
-		rq->room_key = k;
-		rq->room_parts = rq->decoded_len ? 2 : 1;
-		/* A persistent namespace (every bucket) whose write-down queue is
-		 * full: park the request rather than the loop (s3d_park). */
-		r = kvt_put_reserve(srv->store, rq->ns, &k, lens, rq->room_parts, KVT_F_NOWAIT,
-				    &rq->res);
-		if (r == KVT_EWAIT)
-			return 1;
-		return s3d_put_sink(rq, r);
+		if (rq->op == S3_MPU_PART)
+			return 2; /* its upload's marker read first (s3d_upload_probe) */
+		return s3d_put_reserve(rq);
 	}
 	if (rq->op == S3_DELETE_MANY || rq->op == S3_MPU_COMPLETE || rq->op == S3_CREATE_BUCKET) {
 		if (rq->decoded_len > S3D_SMALL_MAX) {
@@ -1412,6 +1482,25 @@ static void s3d_body_start(struct s3d_req *rq)
  */
 static void s3d_room_done(struct s3d_req *rq, int status);
 
+/* A parked request whose wait ended with its body not to be read: its
+ * connection closed (the answer goes nowhere), or its input stopped by
+ * kvtierd -- the server stopping (loop.c loop_begin_stop), an earlier
+ * request refused -- not by the client, whose EOF is not read while the
+ * connection is parked.  The latter is 503, which clients retry; until
+ * review45a both were 400 IncompleteBody ("the connection closed"), which
+ * they do not, to a client that had sent its whole body. */
+static void s3d_parked_cut(struct s3d_req *rq)
+{
+	rq->close_after = true;
+	if (rq->conn->dead)
+		s3d_fail(rq, 400, "IncompleteBody",
+			 "The connection closed before the body was complete.");
+	else
+		s3d_fail(rq, 503, "ServiceUnavailable", "kvtierd stopped reading this connection "
+			 "before the request's body (stopping, or an earlier request refused); "
+			 "retry.");
+}
+
 static void s3d_park(struct s3d_req *rq)
 {
 	struct kvtd_conn *c = rq->conn;
@@ -1453,10 +1542,7 @@ static void s3d_room_done(struct s3d_req *rq, int status)
 	rq->room_item = NULL;
 	c->parked = false;
 	if (c->dead || c->no_more_input) {
-		/* closed while it waited: its body will not come */
-		rq->close_after = true;
-		s3d_fail(rq, 400, "IncompleteBody",
-			 "The connection closed before the body was complete.");
+		s3d_parked_cut(rq);
 		return;
 	}
 	if (r == KVT_OK) {
@@ -1478,6 +1564,86 @@ static void s3d_room_done(struct s3d_req *rq, int status)
 		return;
 	}
 	s3d_body_start(rq);
+	kvtd_conn_flow(c); /* reads resume; what is buffered is parsed */
+	kvtd_conn_touch(c);
+}
+
+/*
+ * UploadPart's upload (s3ops.c s3d_upload_item): its marker is read
+ * through the loop's queue before anything of the body, the connection
+ * parked meanwhile as for write-down room (its body stays in the socket,
+ * nothing after it is parsed), and the request goes on from its
+ * completion: reserved and received if the upload is the key's, else
+ * NoSuchUpload (404, as S3) or, the read failed, 503 -- the connection
+ * closed, as any request refused from its head.  Until s3fix45
+ * (2026-12-07) a kvt_exists of the upload id on the loop: any key's
+ * upload in the bucket would do, and over a remote tier the lookup
+ * waited for the pod with every connection of the loop.
+ */
+static void s3d_upload_checked(struct s3d_req *rq, int status);
+
+static void s3d_upload_probe(struct s3d_req *rq)
+{
+	struct kvtd_conn *c = rq->conn;
+	struct s3d_item *it = calloc(1, sizeof(*it));
+	struct kvt_req *r;
+
+	if (!it) {
+		rq->close_after = true;
+		s3d_fail(rq, 503, "SlowDown", "server out of memory");
+		if (!c->dead && !c->no_more_input)
+			kvtd_conn_stop_input(c);
+		return;
+	}
+	s3d_upload_item(rq, it);
+	it->room_done = s3d_upload_checked;
+	rq->room_item = it;
+	c->parked = true;
+	kvtd_conn_flow(c); /* reads pause */
+	r = &it->req;
+	if (kvt_submit(c->loop->q, &r, 1) != 1) {
+		it->req.status = KVT_EFULL;
+		s3d_upload_checked(rq, KVT_EFULL);
+	}
+}
+
+/* The marker read is back (s3d_req_done), or was never sent. */
+static void s3d_upload_checked(struct s3d_req *rq, int status)
+{
+	struct kvtd_conn *c = rq->conn;
+	struct s3d_item *it = rq->room_item;
+	int r;
+
+	(void)status; /* (it->req.status) */
+	if (!c->dead && !c->no_more_input && s3d_upload_again(rq, it))
+		return; /* asked of the tier below: back here */
+	r = s3d_upload_found(rq, &it->req);
+	free(it);
+	rq->room_item = NULL;
+	c->parked = false;
+	if (c->dead || c->no_more_input) {
+		s3d_parked_cut(rq);
+		return;
+	}
+	if (r == 0) {
+		r = s3d_put_reserve(rq);
+	} else {
+		rq->close_after = true; /* its body is not read */
+		if (r == KVT_MISS)
+			s3d_fail(rq, 404, "NoSuchUpload", "The specified multipart upload does not "
+				 "exist.");
+		else
+			s3d_store_fail(rq, r);
+		r = -1;
+	}
+	if (r == 1) {
+		s3d_park(rq);
+		return;
+	}
+	if (r == 0)
+		s3d_body_start(rq);
+	else if (!c->dead && !c->no_more_input)
+		kvtd_conn_stop_input(c);
 	kvtd_conn_flow(c); /* reads resume; what is buffered is parsed */
 	kvtd_conn_touch(c);
 }
@@ -1565,6 +1731,9 @@ static void s3d_begin(struct kvtd_conn *c, const struct s3h_req *h)
 	case 1:
 		s3d_park(rq);
 		return;
+	case 2:
+		s3d_upload_probe(rq);
+		return;
 	default:
 		if (!c->dead && !c->no_more_input)
 			kvtd_conn_stop_input(c);
@@ -1620,6 +1789,14 @@ static void s3d_parse(struct kvtd_conn *c)
 			s3d_body_done(rq);
 			continue;
 		}
+		/* A request parked before its body (s3d_park, s3d_upload_probe):
+		 * what is buffered is its body, read once it goes on.  Before
+		 * (review45a) the Connection: close check below took it for a
+		 * request after the last and stopped the input: an UploadPart
+		 * with Connection: close whose body came in its head's packet
+		 * was 400 IncompleteBody, every time. */
+		if (c->parked)
+			return;
 		/* After a request that closes the connection (Connection:
 		 * close, HTTP/1.0) nothing is parsed: its answer is the last,
 		 * and a request after it would run unanswered (RFC 9112 9.6). */

@@ -387,8 +387,18 @@ int s3d_gate_receive(struct s3d_req *rq);
 int s3d_gate_stored(struct s3d_req *rq);
 void s3d_gate_fail(struct s3d_req *rq, int r);
 void s3d_gate_leave(struct s3d_req *rq);
-/* Does rq->upload_id's upload exist in rq->ns?  (An index lookup.) */
-bool s3d_upload_live(struct s3d_req *rq);
+/* A read's status as found (0), missing (KVT_MISS) or failed (< 0),
+ * and a failed one answered 503 (s3ops.c "Reads that miss and reads that
+ * fail"). */
+int s3d_read_status(int st);
+void s3d_store_fail(struct s3d_req *rq, int st);
+/* UploadPart's and UploadPartCopy's upload marker: its header read set up
+ * in it (not sent), read back as the request key's (0), none or another
+ * key's (KVT_MISS) or failed (< 0); asked again of a tier below if it
+ * missed quietly (true: resubmitted). */
+void s3d_upload_item(struct s3d_req *rq, struct s3d_item *it);
+int s3d_upload_found(const struct s3d_req *rq, const struct kvt_req *r);
+bool s3d_upload_again(struct s3d_req *rq, struct s3d_item *it);
 /* The header of a new object into out (S3D_HDR_LEN + name + ctype). */
 uint64_t s3d_obj_header(uint8_t *out, uint64_t len, uint32_t crc, const void *name,
 			       size_t name_len, const char *ctype, uint32_t nparts);

@@ -213,18 +213,6 @@ int kvtd_s3_buckets_migrate(struct kvtd_server *srv)
 	return 0;
 }
 
-/* Does the request's upload (its marker) exist in its bucket?  An index
- * lookup, as s3d_bucket_live: UploadPart and UploadPartCopy of an upload
- * id nobody created are NoSuchUpload, as S3, not parts stored for
- * nothing. */
-bool s3d_upload_live(struct s3d_req *rq)
-{
-	struct kvt_key k;
-
-	s3d_key(&k, 'u', rq->upload_id, strlen(rq->upload_id));
-	return kvt_exists(rq->conn->loop->srv->store, rq->ns, &k) == KVT_OK;
-}
-
 /* The bucket's namespace: 0, KVT_MISS (no such bucket), or an error.
  * create: register it if new, and do not ask whether it exists. */
 /*
@@ -566,6 +554,121 @@ static void s3d_item_hdr(struct s3d_item *it, uint8_t *buf)
 	it->req.iov_count = 1;
 }
 
+/*
+ * Reads that miss and reads that fail.  A read's status that says the
+ * value is not there -- KVT_MISS, and what says it is not an object
+ * kvtierd wrote (a part 0 longer than a header: KVT_EBUFSMALL; no such
+ * part or namespace; a sealed namespace's, not read by part) -- is 404
+ * (NoSuchKey, NoSuchUpload, ...); any other error (no memory, no pin
+ * slot, the store closing, an I/O error a tier reports) says nothing of
+ * whether it is there, and is 503, which every S3 client retries
+ * (s3d_store_fail).  Until s3fix45 (2026-12-07) an Abort, a Complete,
+ * ListParts, a listing, GetObject, HeadObject and a copy's source took
+ * any failed read for a miss: 404 NoSuchUpload to an Abort whose marker
+ * read failed -- the client took the upload for gone, its parts stayed.
+ * (The library makes most tiers' failures misses already: doc/ssd.md
+ * "Reads", doc/remote.md; what is left is no memory, no pin slot, a
+ * closing store.)  0 (found: KVT_OK), KVT_MISS, or the error.
+ */
+int s3d_read_status(int st)
+{
+	switch (st) {
+	case KVT_OK:
+		return 0;
+	case KVT_MISS:
+	case KVT_EBUFSMALL:
+	case KVT_ERANGE:
+	case KVT_ENONS:
+	case KVT_EKEYLEN:
+	case KVT_EBADOP: /* (a header read of a sealed namespace's value) */
+		return KVT_MISS;
+	default:
+		return st < 0 ? st : KVT_MISS;
+	}
+}
+
+/* A read's error (s3d_read_status < 0) answered: 503 SlowDown where
+ * kvtierd is short of something (memory, a pin slot, a closing store:
+ * S3's throttling answer, which SDKs retry with backoff), 503
+ * ServiceUnavailable for the rest (an I/O error: S3's answer to a
+ * transient failure of its own; botocore's standard and legacy retry
+ * modes and the AWS SDK for C++ retry every 503, as every 500). */
+void s3d_store_fail(struct s3d_req *rq, int st)
+{
+	char m[160];
+
+	if (st == -ENOMEM || st == KVT_EFULL || st == KVT_ECLOSED || st == -ECANCELED ||
+	    st == KVT_EWAIT) {
+		s3d_fail(rq, 503, "SlowDown", kvt_strerror(st));
+		return;
+	}
+	snprintf(m, sizeof(m), "A read failed (%s); retry.", kvt_strerror(st));
+	s3d_fail(rq, 503, "ServiceUnavailable", m);
+}
+
+/* s3d_obj_check with the read's error kept apart: 0 (the object asked
+ * for), KVT_MISS (none, or another name's, or not an object), or the
+ * read's error (answer it with s3d_store_fail). */
+static int s3d_obj_found(const struct kvt_req *r, const void *name, size_t name_len,
+			 struct s3d_obj *ob)
+{
+	int st = s3d_read_status(r->status);
+
+	if (st < 0)
+		return st;
+	return st == 0 && s3d_obj_check(r, name, name_len, ob) ? 0 : KVT_MISS;
+}
+
+/*
+ * UploadPart and UploadPartCopy name their upload by id: its marker
+ * ('u' + SHA-256(id), a header naming the object key) must be the
+ * request key's, as Complete, Abort and ListParts check.  By id alone, a
+ * signer added parts to another key's upload in its bucket (PUT
+ * /b/other?partNumber=1&uploadId=U of the upload U started for /b/mine:
+ * 200, the part then in mine's Complete), and the check was kvt_exists
+ * on the loop, which a store with a remote tier below walks down to the
+ * pod (a network round trip, every connection of the loop stalled;
+ * until s3fix45, 2026-12-07).  Now a header read through the loop's
+ * queue, as HEAD's (s3d_item_hdr): UploadPart's from its head, its
+ * connection parked meanwhile (s3d.c s3d_upload_probe), UploadPartCopy's
+ * beside its source's read (s3d_run).  The item is set up, not sent.
+ */
+void s3d_upload_item(struct s3d_req *rq, struct s3d_item *it)
+{
+	struct kvt_key k;
+
+	s3d_key(&k, 'u', rq->upload_id, strlen(rq->upload_id));
+	s3d_item_init(rq, it, KVT_OP_GET, &k);
+	s3d_item_hdr(it, rq->hdrbuf);
+}
+
+/* The marker read back: 0 (the request key's upload), KVT_MISS
+ * (NoSuchUpload), or the read's error (s3d_store_fail). */
+int s3d_upload_found(const struct s3d_req *rq, const struct kvt_req *r)
+{
+	struct s3d_obj ob;
+
+	return s3d_obj_found(r, rq->key, rq->key_len, &ob);
+}
+
+/* A marker read that missed, once more as a plain part get where the
+ * store has a tier below SSD (as s3d_hdr_retry): the marker of an upload
+ * made over a remote tier with remote.put_local=never is in the pod
+ * only.  True if it went again (the same item, the same completion). */
+bool s3d_upload_again(struct s3d_req *rq, struct s3d_item *it)
+{
+	struct kvt_req *r = &it->req;
+
+	if (!rq->conn->loop->srv->tiers_below || r->status != KVT_MISS ||
+	    !(r->flags & KVT_F_QUIET))
+		return false;
+	r->flags = KVT_F_PART;
+	if (kvt_submit(rq->conn->loop->q, &r, 1) == 1)
+		return true;
+	r->status = KVT_EFULL; /* not asked: no answer either way */
+	return false;
+}
+
 /* The owner's header reads that missed (a HEAD's, ListParts'), once more
  * as plain part gets where the store has a tier below SSD (a remote or
  * shared tier: srv->tiers_below), which quiet gets do not ask and a GET
@@ -856,10 +959,13 @@ static void s3d_get_answer(struct s3d_req *rq)
 	int status = 200;
 	int n;
 
-	if (!s3d_obj_check(&it->req, rq->key, rq->key_len, &ob)) {
-		if (it->req.status < 0 && it->req.status != KVT_MISS)
-			kvtd_conn_log(rq->conn, KVTD_INFO, "S3 GET failed", kvt_strerror(it->req.status));
-		s3d_fail(rq, 404, "NoSuchKey", "The specified key does not exist.");
+	if ((n = s3d_obj_found(&it->req, rq->key, rq->key_len, &ob)) != 0) {
+		if (n == KVT_MISS) {
+			s3d_fail(rq, 404, "NoSuchKey", "The specified key does not exist.");
+			return;
+		}
+		kvtd_conn_log(rq->conn, KVTD_INFO, "S3 GET failed", kvt_strerror(n));
+		s3d_store_fail(rq, n);
 		return;
 	}
 	/* Pinned answers (ops.c "Pinned answers"): a tenant's answers pin at
@@ -2483,10 +2589,16 @@ static bool s3d_list_collect(struct s3d_req *rq)
 	}
 	for (uint32_t i = 0; i < rq->n; i++) {
 		const struct kvt_req *r = &rq->items[i].req;
-		/* else deleted meanwhile, or not an object we can read (a
+		int st = s3d_read_status(r->status);
+		/* a miss: deleted meanwhile, or not an object we can read (a
 		 * quiet part get needs no DRAM room: it does not miss for
-		 * lack of it) */
-		if (r->status == KVT_OK)
+		 * lack of it); an error: the page would leave out an object
+		 * that is there (s3d_read_status) */
+		if (st < 0) {
+			s3d_store_fail(rq, st);
+			return false;
+		}
+		if (st == 0)
 			s3d_list_note(L, L->bufs[i], r->length, r->value_len);
 	}
 	if (L->win < L->nkeys)
@@ -2614,9 +2726,15 @@ static void s3d_abort_marker(struct s3d_req *rq)
 	struct s3d_obj ob;
 	struct kvt_key k;
 
-	if (!s3d_obj_check(&rq->items[0].req, rq->key, rq->key_len, &ob)) {
+	int r = s3d_obj_found(&rq->items[0].req, rq->key, rq->key_len, &ob);
+
+	if (r == KVT_MISS) {
 		s3d_fail(rq, 404, "NoSuchUpload", "The specified multipart upload does not "
 			 "exist.");
+		return;
+	}
+	if (r < 0) { /* the upload may well be there: retry (s3d_read_status) */
+		s3d_store_fail(rq, r);
 		return;
 	}
 	it = s3d_items(rq, 1); /* (the marker's pin given back) */
@@ -2692,9 +2810,13 @@ static void s3d_list_parts_answer(struct s3d_req *rq)
 	bool trunc;
 
 	if (!L->upload_ok) {
-		if (!s3d_obj_check(&rq->items[0].req, rq->key, rq->key_len, &ob)) {
-			s3d_fail(rq, 404, "NoSuchUpload", "The specified multipart upload does not "
-				 "exist.");
+		int r = s3d_obj_found(&rq->items[0].req, rq->key, rq->key_len, &ob);
+		if (r != 0) {
+			if (r == KVT_MISS)
+				s3d_fail(rq, 404, "NoSuchUpload", "The specified multipart upload "
+					 "does not exist.");
+			else
+				s3d_store_fail(rq, r);
 			return;
 		}
 		L->upload_ok = true;
@@ -2705,7 +2827,14 @@ static void s3d_list_parts_answer(struct s3d_req *rq)
 		char pname[64];
 		int pl = snprintf(pname, sizeof(pname), "%s/%u", rq->upload_id, rq->items[i].part_no);
 		const char *name;
-		if (r->status != KVT_OK ||
+		int st = s3d_read_status(r->status);
+		if (st < 0 && rq->op == S3_LIST_PARTS) {
+			/* a part that is there would be left out (a sweep's
+			 * part stays: abort again, as on S3) */
+			s3d_store_fail(rq, st);
+			return;
+		}
+		if (st != 0 ||
 		    !(name = s3d_hdr_parse(L->bufs[i - base], r->length, r->value_len, &ob)) ||
 		    ob.name_len != (uint32_t)pl || memcmp(name, pname, (size_t)pl) != 0)
 			continue;
@@ -3033,6 +3162,7 @@ static void s3d_step(struct s3d_req *rq)
 	case S3_MPU_PART_COPY:
 	case S3_COPY: {
 		struct s3d_obj ob;
+		int r;
 		if (rq->phase == PH_WRITE) {
 			s3d_assemble_written(rq);
 			return;
@@ -3041,9 +3171,25 @@ static void s3d_step(struct s3d_req *rq)
 			s3d_assemble(rq);
 			return;
 		}
+		/* UploadPartCopy: items[1], its upload's marker, the key's
+		 * (s3d_upload_item; a quiet miss asked again below) */
+		if (rq->op == S3_MPU_PART_COPY && s3d_hdr_retry(rq))
+			return;
+		if (rq->op == S3_MPU_PART_COPY && (r = s3d_upload_found(rq, &it[1].req)) != 0) {
+			if (r == KVT_MISS)
+				s3d_fail(rq, 404, "NoSuchUpload", "The specified multipart upload "
+					 "does not exist.");
+			else
+				s3d_store_fail(rq, r);
+			return;
+		}
 		/* items[0]: the source, whose name is in rq->buf */
-		if (!s3d_obj_check(&it[0].req, rq->buf, (size_t)rq->buf_len, &ob)) {
-			s3d_fail(rq, 404, "NoSuchKey", "The specified source key does not exist.");
+		if ((r = s3d_obj_found(&it[0].req, rq->buf, (size_t)rq->buf_len, &ob)) != 0) {
+			if (r == KVT_MISS)
+				s3d_fail(rq, 404, "NoSuchKey", "The specified source key does not "
+					 "exist.");
+			else
+				s3d_store_fail(rq, r);
 			return;
 		}
 		if (rq->op == S3_MPU_PART_COPY) {
@@ -3092,6 +3238,12 @@ static void s3d_step(struct s3d_req *rq)
 				 "exist.");
 			return;
 		}
+		if (it[0].req.status < 0) { /* the marker's delete failed: as DeleteObject's */
+			const char *code, *msg;
+			int http = s3d_delete_outcome(it[0].req.status, &code, &msg);
+			s3d_fail(rq, http, code, msg);
+			return;
+		}
 		s3d_abort_sweep(rq);
 		return;
 	case S3_MPU_COMPLETE: {
@@ -3109,18 +3261,25 @@ static void s3d_step(struct s3d_req *rq)
 			return;
 		}
 		/* items[0]: the upload's marker (its name is the object key) */
-		if (!s3d_obj_check(&it[0].req, rq->key, rq->key_len, &ob)) {
-			s3d_fail(rq, 404, "NoSuchUpload", "The specified multipart upload does not "
-				 "exist.");
+		int r = s3d_obj_found(&it[0].req, rq->key, rq->key_len, &ob);
+		if (r != 0) {
+			if (r == KVT_MISS)
+				s3d_fail(rq, 404, "NoSuchUpload", "The specified multipart upload "
+					 "does not exist.");
+			else
+				s3d_store_fail(rq, r);
 			return;
 		}
 		snprintf(rq->ctype, sizeof(rq->ctype), "%s", ob.ctype);
 		for (uint32_t i = 1; i < rq->n; i++) {
 			char name[64], etag[48];
 			int nl = snprintf(name, sizeof(name), "%s/%u", rq->upload_id, it[i].part_no);
-			if (!s3d_obj_check(&it[i].req, name, (size_t)nl, &ob)) {
-				s3d_fail(rq, 400, "InvalidPart", "One or more of the specified parts "
-					 "could not be found.");
+			if ((r = s3d_obj_found(&it[i].req, name, (size_t)nl, &ob)) != 0) {
+				if (r == KVT_MISS)
+					s3d_fail(rq, 400, "InvalidPart", "One or more of the specified "
+						 "parts could not be found.");
+				else
+					s3d_store_fail(rq, r);
 				return;
 			}
 			s3d_etag(etag, sizeof(etag), ob.crc, ob.len, 0);
@@ -3517,11 +3676,6 @@ void s3d_run(struct s3d_req *rq)
 		const char *v;
 		char *dec;
 		int64_t dl;
-		if (rq->op == S3_MPU_PART_COPY && !s3d_upload_live(rq)) {
-			s3d_fail(rq, 404, "NoSuchUpload", "The specified multipart upload does not "
-				 "exist.");
-			return;
-		}
 		if (rq->op == S3_MPU_PART_COPY &&
 		    (v = s3h_header(&rq->h, "x-amz-copy-source-range", &vl))) {
 			/* bytes=first-last, both given (S3's only form here) */
@@ -3597,7 +3751,11 @@ void s3d_run(struct s3d_req *rq)
 			rq->granted = false;
 			if (br != 0) {
 				free(dec);
-				s3d_fail(rq, 404, "NoSuchBucket", "The source bucket does not exist.");
+				if (br == KVT_MISS)
+					s3d_fail(rq, 404, "NoSuchBucket", "The source bucket does not "
+						 "exist.");
+				else /* a lookup that failed: no answer about it */
+					s3d_fail(rq, 503, "SlowDown", kvt_strerror(br));
 				return;
 			}
 		}
@@ -3607,9 +3765,13 @@ void s3d_run(struct s3d_req *rq)
 		free(rq->buf);
 		rq->buf = (uint8_t *)dec;
 		rq->buf_len = kl;
-		it = s3d_items(rq, 1);
+		/* UploadPartCopy: its upload's marker read beside the source
+		 * (items[1]), checked first (s3d_step; s3d_upload_item) */
+		it = s3d_items(rq, rq->op == S3_MPU_PART_COPY ? 2 : 1);
 		if (!it)
 			break;
+		if (rq->op == S3_MPU_PART_COPY)
+			s3d_upload_item(rq, &it[1]);
 		s3d_key(&k, 'o', dec, kl);
 		s3d_item_init(rq, it, KVT_OP_GET_PINNED, &k);
 		it->req.ns = src_ns;

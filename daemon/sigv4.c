@@ -50,6 +50,18 @@ static bool sigv4_is(const char *p, size_t len, const char *lit)
 	return len == l && memcmp(p, lit, l) == 0;
 }
 
+/* One of the presigned URL's parameters (sigv4_parse_query)? */
+static bool sigv4_presign_param(const char *p, size_t len)
+{
+	static const char *const names[] = { "X-Amz-Algorithm", "X-Amz-Credential", "X-Amz-Date",
+					     "X-Amz-Expires", "X-Amz-SignedHeaders",
+					     "X-Amz-Signature" };
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (sigv4_is(p, len, names[i]))
+			return true;
+	return false;
+}
+
 /* Copy p[0, len) as a C string into dst[cap]: -1 if it does not fit. */
 static int sigv4_copy(char *dst, size_t cap, const char *p, size_t len)
 {
@@ -198,6 +210,7 @@ int sigv4_parse_query(const char *q, size_t len, struct sigv4_cred *c)
 			continue;
 		int64_t vl = x ? s3h_unescape(q + eq + 1, e - eq - 1, buf, sizeof(buf) - 1) : 0;
 		int r = 0;
+		unsigned was = seen;
 		if (vl < 0)
 			return SIGV4_EMALFORMED;
 		buf[vl] = 0;
@@ -236,6 +249,11 @@ int sigv4_parse_query(const char *q, size_t len, struct sigv4_cred *c)
 		}
 		if (r < 0)
 			return r;
+		/* each at most once: the last was used, and X-Amz-Signature,
+		 * left out of the canonical query, could be sent twice
+		 * (s3fix45, 2026-12-07) */
+		if (seen == was && sigv4_presign_param(n, nl))
+			return SIGV4_EMALFORMED;
 	}
 	if (!(seen & 32))
 		return 1;
