@@ -48,10 +48,11 @@
  * cut short when the member list changes under it ("A pass cut short").
  *
  * Threads: kvtd-repair (the passes) and its workers (a pass's members),
- * the forward lanes' (a member's forwards each, while any wait:
- * repair_lane_main), kvtd-poll (a static pod's poll: repair_static_main)
- * and its askers (a member's question each: repair_ask), loops
- * (note/forget/touch), any (stats).
+ * the forward lanes' (a member's forwards each, while any wait and
+ * REPAIR_LANE_IDLE_MS after, on one connection: repair_lane_main),
+ * kvtd-poll (a static pod's poll: repair_static_main) and its askers (a
+ * member's question each: repair_ask), loops (note/forget/touch), any
+ * (stats).
  */
 #include <errno.h>
 #include <poll.h>
