@@ -177,6 +177,7 @@ static uint64_t fwd_anchor = 1; /* ... its anchor */
 static uint32_t fwd_flags = PROTO_IF_PLACED | PROTO_IF_FORWARD; /* ... its flags */
 static const char *cli; /* tls_drain: the kvtier CLI */
 static const char *shim; /* dns_held: tests/libshim_sync.so */
+static const char *pod_tag = ""; /* pod_start's members' directories: m0TAG, m1TAG */
 static char base[512];
 static struct tsrv srv;
 
@@ -784,7 +785,7 @@ static void pod_start(struct tsrv s[2], char sub[2][600], const uint16_t port[2]
 			extra[n++] = more[j];
 		}
 		snprintf(self, sizeof(self), "127.0.0.1:%u", port[i]);
-		snprintf(sub[i], 600, "%s/m%d", base, i);
+		snprintf(sub[i], 600, "%s/m%d%s", base, i, pod_tag);
 		T_OK(mkdir(sub[i], 0700));
 		T_ASSERT(snprintf(dir, sizeof(dir), "%s/data", sub[i]) < (int)sizeof(dir));
 		tsrv_start(&s[i], bin, sub[i], dir, tenants, extra);
@@ -2337,6 +2338,140 @@ static void phase_pace_cut(void)
 	pod_stop(s, sub);
 }
 
+/* lane_bench (a measurement, run by hand, no test runs it:
+ * bench/RESULTS.md "Session 45: a lane's connection"): forwards through a
+ * pod of two real members, each member's lanes with a connection a batch
+ * (KVTD_TEST_LANE_IDLE_MS 0: as before session 45) and with the
+ * connection kept (the default), TLS off and on, each cell a pod of its
+ * own, the four in one run and then again in reverse order:
+ *   trickle  LB_TRICKLE forwards of 4 KiB, each put once the one before
+ *            is forwarded (repair.forwarded on a kept admin connection):
+ *            a batch each -- batches/s
+ *   stream   LB_STREAM forwards of 4 KiB put back to back on one
+ *            connection, until all are forwarded: copies/s, batches
+ * Usage: test_peer_attack KVTIERD lane_bench (a release build's). */
+#define LB_TRICKLE 300u
+#define LB_STREAM 5000u
+static void lane_bench_cell(bool tls, const char *idle, unsigned round)
+{
+	char tenants[700], members[80], sub[2][600], tag[32];
+	char ca[760], cert[760], key[760], k[32];
+	uint16_t port[2] = { listen_tcp(NULL), listen_tcp(NULL) };
+	/* (a DRAM tier past the blocks: an evicted one is not forwarded) */
+	const char *plain[] = { "--repair-grace", "600000", "--dram", "1G", NULL };
+	const char *tlsopt[] = { "--repair-grace", "600000", "--dram", "1G", "--tls-cert", cert,
+				 "--tls-key", key, "--tls-ca", ca, "--tls-verify-client", NULL };
+	struct tsrv s[2];
+	uint8_t ns[PROTO_DIGEST_LEN];
+	uint8_t *val = malloc(VLEN);
+	uint64_t lens[1] = { VLEN }, t0, t_trickle = 0, t_stream, fwd = 0, b0, b1 = 0, b2, conns;
+	uint32_t crc[1];
+	struct kc c, adm;
+
+	T_ASSERT(val);
+	tsrv_fill(val, VLEN, 7);
+	crc[0] = kvt_crc32c(0, val, VLEN);
+	snprintf(tag, sizeof(tag), "-%s-%s-%u", tls ? "tls" : "tcp", idle, round);
+	pod_tag = tag;
+	if (tls)
+		make_pki("", ca, cert, key);
+	snprintf(tenants, sizeof(tenants), "%s/tenants", base);
+	tsrv_write_file(NULL, tenants, "alice " SECRET_ALICE " tenant\nroot " SECRET_ROOT
+			" admin\n");
+	snprintf(members, sizeof(members), "127.0.0.1:%u,127.0.0.1:%u", port[0], port[1]);
+	T_OK(setenv("KVTD_TEST_LANE_IDLE_MS", idle, 1));
+	pod_start(s, sub, port, members, tenants, tls ? tlsopt : plain);
+	T_OK(unsetenv("KVTD_TEST_LANE_IDLE_MS"));
+	pod_tag = "";
+	T_RC(kc_connect_unix(&c, s[0].sock), 0);
+	T_RC(kc_login(&c, "alice", SECRET_ALICE), 0);
+	T_RC(kc_register(&c, &desc, ns, NULL, 0), KVT_OK);
+	T_RC(kc_connect_unix(&adm, s[0].sock), 0);
+	T_RC(kc_login(&adm, "root", SECRET_ROOT), 0);
+	T_RC(kc_stat(&adm, PROTO_SCOPE_ALL, "repair.forward_passes", &b0), KVT_OK);
+	t0 = tsrv_now_ns();
+	for (unsigned i = 0; i < LB_TRICKLE + LB_STREAM; i++) {
+		struct proto_frame f = { .op = PROTO_OP_PUT, .ns_count = 1, .ns = ns };
+		struct proto_item it = { 0 };
+		struct iovec d = { val, VLEN };
+		struct kc_resp r;
+		uint64_t end;
+		if (i == LB_TRICKLE) {
+			t_trickle = tsrv_now_ns() - t0;
+			T_RC(kc_stat(&adm, PROTO_SCOPE_ALL, "repair.forward_passes", &b1),
+			     KVT_OK);
+			t0 = tsrv_now_ns();
+		}
+		snprintf(k, sizeof(k), "lb-%u", i);
+		kvt_key_set(&it.key, k, strlen(k));
+		it.flags = PROTO_IF_PLACED | PROTO_IF_FORWARD;
+		it.anchor = 1 + i;
+		it.copies = 2;
+		it.part_count = 1;
+		it.part_lens = lens;
+		it.part_crcs = crc;
+		T_ASSERT(kc_request(&c, &f, &it, 1, &d, 1) > 0);
+		T_RC(kc_recv(&c, &r, 10000), 0);
+		T_EQ_INT(r.f.status, 0);
+		kc_resp_free(&r);
+		end = tsrv_now_ns() + 20000000000ull;
+		while (i < LB_TRICKLE && fwd < i + 1 && tsrv_now_ns() < end)
+			T_RC(kc_stat(&adm, PROTO_SCOPE_ALL, "repair.forwarded", &fwd), KVT_OK);
+		T_ASSERT(i >= LB_TRICKLE || fwd == i + 1);
+	}
+	{
+		uint64_t end = tsrv_now_ns() + 60000000000ull;
+		while (fwd < LB_TRICKLE + LB_STREAM && tsrv_now_ns() < end) {
+			T_RC(kc_stat(&adm, PROTO_SCOPE_ALL, "repair.forwarded", &fwd), KVT_OK);
+			if (fwd < LB_TRICKLE + LB_STREAM)
+				tsrv_sleep_ms(1);
+		}
+	}
+	t_stream = tsrv_now_ns() - t0;
+	if (fwd != LB_TRICKLE + LB_STREAM) {
+		static const char *const why[] = { "repair.forward_dropped",
+			"repair.forward_busy_dropped", "repair.forward_busy_retried",
+			"repair.errors", "repair.forward_queued", "repair.lane_conn_busy",
+			"repair.gone", "repair.forward_member_dropped", "dram.blocks" };
+		for (unsigned j = 0; j < sizeof(why) / sizeof(why[0]); j++) {
+			uint64_t v = 0;
+			kc_stat(&adm, PROTO_SCOPE_ALL, why[j], &v);
+			printf("lane_bench: %s %" PRIu64 "\n", why[j], v);
+		}
+	}
+	T_EQ_U64(fwd, LB_TRICKLE + LB_STREAM);
+	T_RC(kc_stat(&adm, PROTO_SCOPE_ALL, "repair.forward_passes", &b2), KVT_OK);
+	T_RC(kc_stat(&adm, PROTO_SCOPE_ALL, "repair.lane_connects", &conns), KVT_OK);
+	printf("lane_bench: round %u tls=%s lane_idle_ms=%-4s trickle: %u batches in %.0f ms "
+	       "= %.0f batches/s (%.2f ms each) | stream: %u copies in %.0f ms = %.0f copies/s, "
+	       "%" PRIu64 " batches | lane connections %" PRIu64 "\n",
+	       round, tls ? "on " : "off", idle, (unsigned)(b1 - b0), (double)t_trickle / 1e6,
+	       (double)(b1 - b0) * 1e9 / (double)t_trickle,
+	       (double)t_trickle / 1e6 / (double)(b1 - b0), LB_STREAM,
+	       (double)t_stream / 1e6, (double)LB_STREAM * 1e9 / (double)t_stream, b2 - b1,
+	       conns);
+	kc_close(&c);
+	kc_close(&adm);
+	free(val);
+	for (int i = 0; i < 2; i++)
+		T_EQ_INT(tsrv_stop(&s[i]), 0);
+}
+
+static void phase_lane_bench(void)
+{
+	static const struct {
+		bool tls;
+		const char *idle;
+	} cell[] = { { false, "0" }, { false, "2000" }, { true, "0" }, { true, "2000" } };
+	unsigned n = sizeof(cell) / sizeof(cell[0]);
+
+	for (unsigned round = 0; round < 2; round++)
+		for (unsigned j = 0; j < n; j++) {
+			unsigned at = round ? n - 1 - j : j;
+			lane_bench_cell(cell[at].tls, cell[at].idle, round);
+		}
+}
+
 static off_t dns_entered(const char *file)
 {
 	struct stat st;
@@ -2648,6 +2783,7 @@ static const struct tsrv_phase phases[] = {
 	{ "lane_reuse", phase_lane_reuse },
 	{ "lane_busy", phase_lane_busy },
 	{ "pace_cut", phase_pace_cut },
+	{ "lane_bench", phase_lane_bench }, /* a measurement: no test runs it */
 };
 
 int main(int argc, char **argv)
