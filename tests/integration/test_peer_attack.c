@@ -133,6 +133,9 @@
  *              rate to send its second 1 MiB (~1,000 s) when a member
  *              leaves ends within 30 s, cut (the rate's wait looked at
  *              the stop alone)
+ *   lane_bench a measurement, no test runs it (bench/RESULTS.md "Session 45:
+ *              a lane's connection"): lane batches/s with a connection a
+ *              batch and kept, TLS off and on
  *   dns_held   (test_peer_attack KVTIERD dns_held SHIM) a member named by
  *              a host whose lookup holds 10 s (the LD_PRELOAD shim
  *              shim_sync.c): a forward to it given up within 2 s (the
