@@ -123,6 +123,9 @@
  *              batch each, come on one connection of the lane (each batch
  *              opened its own: a handshake each), closed once idle
  *              (KVTD_TEST_LANE_IDLE_MS), the next forward on a new one
+ *   lane_list  a static pod of three, the fake and an address of it that
+ *              leaves when told: 2 batches on one connection, the list
+ *              changes, the next 2 on a new one (closed at the change)
  *   lane_busy  two real members, --tenant-conns 1, this test holding
  *              alice's one connection to s[1]: the lane's connection for
  *              alice's forward refused busy; once let go, the copy
@@ -570,7 +573,8 @@ static void fk_serve(int fd, int role)
 			if (!fk_auth(fd, &f))
 				break;
 		} else if (f.op == PROTO_OP_STATS && role == ROLE_LEFT) {
-			bool left = F.mode != M_HEAL_CUT || atomic_load(&F.leave);
+			bool left = (F.mode != M_HEAL_CUT && F.mode != M_LANE) ||
+				    atomic_load(&F.leave);
 			uint64_t zero = 0;
 			atomic_fetch_add(&F.left_asked, 1);
 			if (left)
@@ -2164,6 +2168,69 @@ static void phase_lane_reuse(void)
 	tsrv_check_reports(base);
 }
 
+/* A lane's kept connection closed when the member list changes
+ * (lane_list in the header).  A static pod of three: the server, the
+ * fake storing every copy, and a second address of the fake that answers
+ * the poll "left" once told to; alice's forwards placed on the server and
+ * the fake.  Two batches come on one connection; then the third member
+ * leaves (cluster.epoch moves): the next batch must come on a new
+ * connection (the member at that address may be another process now, or
+ * no longer the pod's), and the one after on that one again. */
+static void lane_put_stored(const char *key, unsigned want)
+{
+	uint8_t ns[PROTO_DIGEST_LEN];
+	uint64_t end;
+
+	forward_put_key(&srv, ns, key, 2);
+	end = tsrv_now_ns() + 10000000000ull;
+	while (atomic_load(&F.busy_ok) < want && tsrv_now_ns() < end)
+		tsrv_sleep_ms(2);
+	T_EQ_INT(atomic_load(&F.busy_ok), want);
+}
+
+static void phase_lane_list(void)
+{
+	char tenants[700], dir[700], self[32], members[120], names[3][32], me[32], fake[32];
+	uint16_t fp = listen_tcp(&F.lfd), lp = listen_tcp(&F.lfd_left), sp = listen_tcp(NULL);
+	const char *extra[] = { "--listen", self, "--advertise", self, "--members", members,
+				"--ssd", "0", "--repair-grace", "600000", NULL };
+	uint64_t epoch0, epoch, end;
+
+	snprintf(self, sizeof(self), "127.0.0.1:%u", sp);
+	snprintf(names[0], 32, "127.0.0.1:%u", sp);
+	snprintf(names[1], 32, "127.0.0.1:%u", fp);
+	snprintf(names[2], 32, "127.0.0.1:%u", lp);
+	snprintf(me, sizeof(me), "%s", names[0]);
+	snprintf(fake, sizeof(fake), "%s", names[1]);
+	/* (anchor_of sorts names in place: the wanted ones apart) */
+	fwd_anchor = anchor_of(names, 3, (const char *const[]){ me, fake }, 2, 1);
+	fake_start(M_LANE, tenants, "root " SECRET_ROOT " admin\n");
+	members_of(members, sizeof(members), (const uint16_t[]){ sp, fp, lp }, 3);
+	snprintf(dir, sizeof(dir), "%s/lane_list", base);
+	tsrv_start(&srv, bin, base, dir, tenants, extra);
+	lane_put_stored("list-0", 1);
+	lane_put_stored("list-1", 2);
+	T_EQ_INT(atomic_load(&F.data_conns), 1);
+	epoch0 = stat_of(&srv, "cluster.epoch");
+	atomic_store(&F.leave, true);
+	end = tsrv_now_ns() + 20000000000ull;
+	while ((epoch = stat_of(&srv, "cluster.epoch")) == epoch0 && tsrv_now_ns() < end)
+		tsrv_sleep_ms(10);
+	T_ASSERT(epoch != epoch0); /* the third member left the list */
+	lane_put_stored("list-2", 3);
+	lane_put_stored("list-3", 4);
+	printf("lane_list: 2 batches, a list change, 2 batches: %u connection(s) "
+	       "(repair.lane_connects %" PRIu64 ", lane_reused %" PRIu64 ")\n",
+	       atomic_load(&F.data_conns), stat_of(&srv, "repair.lane_connects"),
+	       stat_of(&srv, "repair.lane_reused"));
+	T_EQ_INT(atomic_load(&F.data_conns), 2);
+	T_EQ_U64(stat_of(&srv, "repair.lane_connects"), 2);
+	T_EQ_U64(stat_of(&srv, "repair.lane_reused"), 2);
+	fwd_anchor = 1;
+	stop();
+	tsrv_check_reports(base);
+}
+
 /* A lane's connection the member refuses busy (lane_busy in the header).
  * Two real members with --tenant-conns 1 (the tenants file's first
  * tenant, the pod's polls' own, is another); this test holds alice's one
@@ -2784,6 +2851,7 @@ static const struct tsrv_phase phases[] = {
 	{ "busy_dup", phase_busy_dup },
 	{ "heal_pace", phase_heal_pace },
 	{ "lane_reuse", phase_lane_reuse },
+	{ "lane_list", phase_lane_list },
 	{ "lane_busy", phase_lane_busy },
 	{ "pace_cut", phase_pace_cut },
 	{ "lane_bench", phase_lane_bench }, /* a measurement: no test runs it */
