@@ -136,6 +136,12 @@
  *              rate to send its second 1 MiB (~1,000 s) when a member
  *              leaves ends within 30 s, cut (the rate's wait looked at
  *              the stop alone)
+ *   lane_pace  two real members and fwd_busy's fake, --repair-rate 1K: a
+ *              pass's 1 MiB copy the fake refused busy, its lane waiting
+ *              for the rate (~1,000 s); a 4 KiB forward for s[1] is
+ *              there within 30 s (the lane waited holding the bucket's
+ *              lock, which the repair thread takes between passes: every
+ *              forward, and the next pass, waited with it)
  *   lane_bench a measurement, no test runs it (bench/RESULTS.md "Session 45:
  *              a lane's connection"): lane batches/s with a connection a
  *              batch and kept, TLS off and on
@@ -2408,6 +2414,92 @@ static void phase_pace_cut(void)
 	pod_stop(s, sub);
 }
 
+/* A lane waiting for --repair-rate holds nothing of the others'
+ * (lane_pace in the header).  A static pod of three: s[0], s[1] and
+ * fwd_busy's fake, the members with --repair-rate and --repair-idle-rate
+ * 1K.  s[0] holds alice's 1 MiB block placed on itself and the fake: its
+ * first pass sends it at once (the bucket's burst), the fake refuses it
+ * busy, and the fake's lane, sending it again 100 ms later, waits for the
+ * rate (1 MiB at 1 KiB/s: ~1,000 s).  Meanwhile a 4 KiB forward of
+ * alice's placed on s[0] and s[1] must reach s[1] (its own lane, whose
+ * forwards are not paced) within LANE_PACE_WAIT_MS, a 30th of the wait
+ * the fake's lane is in.  The lane waited holding pace_lock, which the
+ * repair thread takes between passes (repair_main: the clients' view):
+ * the thread was held there, and every forward queued behind it (and a
+ * pass, and with the pass's workers a cut: repair_busy_now). */
+#define LANE_PACE_WAIT_MS 30000ull
+static void phase_lane_pace(void)
+{
+	char tenants[700], members[120], sub[2][600], names[3][32], s0[32], s1[32], fk[32];
+	uint16_t fp = listen_tcp(&F.lfd);
+	uint16_t port[2] = { listen_tcp(NULL), listen_tcp(NULL) };
+	const char *const more[] = { "--repair-grace", HEAL_BUSY_GRACE, "--repair-rate", "1K",
+				     "--repair-idle-rate", "1K", NULL };
+	struct tsrv s[2];
+	uint8_t ns[PROTO_DIGEST_LEN], ns2[PROTO_DIGEST_LEN];
+	uint64_t a_big, a_small, end, t0, ms, passes = 0;
+	struct kc c;
+
+	snprintf(s0, sizeof(s0), "127.0.0.1:%u", port[0]);
+	snprintf(s1, sizeof(s1), "127.0.0.1:%u", port[1]);
+	snprintf(fk, sizeof(fk), "127.0.0.1:%u", fp);
+	memcpy(names[0], s0, 32);
+	memcpy(names[1], s1, 32);
+	memcpy(names[2], fk, 32);
+	a_big = anchor_of(names, 3, (const char *const[]){ s0, fk }, 2, 1);
+	a_small = anchor_of(names, 3, (const char *const[]){ s0, s1 }, 2, 1);
+	fake_start(M_FWD_BUSY, tenants, "root " SECRET_ROOT " admin\n");
+	members_of(members, sizeof(members), (const uint16_t[]){ port[0], port[1], fp }, 3);
+	pod_start(s, sub, port, members, tenants, more);
+	fwd_flags = PROTO_IF_PLACED;
+	vlen = 1u << 20;
+	fwd_anchor = a_big;
+	forward_put_key(&s[0], ns, "lane-pace-big", 2);
+	vlen = VLEN;
+	fwd_flags = PROTO_IF_PLACED | PROTO_IF_FORWARD;
+	end = tsrv_now_ns() + 30000000000ull;
+	while (!atomic_load(&F.busy_refused) && tsrv_now_ns() < end)
+		tsrv_sleep_ms(10);
+	T_ASSERT(atomic_load(&F.busy_refused) != 0); /* the pass sent it, refused */
+	while ((passes = stat_of(&s[0], "repair.passes")) == 0 && tsrv_now_ns() < end)
+		tsrv_sleep_ms(10);
+	T_EQ_U64(passes, 1);
+	tsrv_sleep_ms(300); /* the lane (100 ms after the refusal) waits for the rate */
+	T_EQ_U64(stat_of(&s[0], "repair.busy_handed"), 1);
+	T_EQ_INT(atomic_load(&F.busy_refused), 1); /* not sent again: the rate holds it */
+	fwd_anchor = a_small;
+	t0 = tsrv_now_ns();
+	forward_put_key(&s[0], ns, "lane-pace-small", 2);
+	fwd_anchor = 1;
+	T_RC(kc_connect_unix(&c, s[1].sock), 0);
+	T_RC(kc_login(&c, "alice", SECRET_ALICE), 0);
+	T_RC(kc_register(&c, &desc, ns2, NULL, 0), KVT_OK);
+	T_ASSERT(memcmp(ns, ns2, sizeof(ns)) == 0);
+	ms = UINT64_MAX;
+	end = t0 + LANE_PACE_WAIT_MS * 1000000ull;
+	while (ms == UINT64_MAX && tsrv_now_ns() < end) {
+		struct kc_value v;
+		struct kvt_key k;
+		int rc;
+		kvt_key_set(&k, "lane-pace-small", 15);
+		rc = kc_get(&c, ns2, &k, 0, 0, 0, 0, &v);
+		kc_value_free(&v);
+		if (rc == KVT_OK)
+			ms = (tsrv_now_ns() - t0) / 1000000;
+		else
+			T_RC(rc, KVT_MISS);
+		tsrv_sleep_ms(10);
+	}
+	kc_close(&c);
+	printf("lane_pace: a lane waiting for --repair-rate 1K (1 MiB: ~1,000 s); a forward "
+	       "for another member there %" PRIu64 " ms after its put (UINT64_MAX: not "
+	       "within %llu ms); the fake refused it %d time(s)\n", ms,
+	       (unsigned long long)LANE_PACE_WAIT_MS, atomic_load(&F.busy_refused));
+	T_ASSERT(ms != UINT64_MAX);
+	T_EQ_INT(atomic_load(&F.busy_refused), 1); /* the lane still waits for the rate */
+	pod_stop(s, sub);
+}
+
 /* lane_bench (a measurement, run by hand, no test runs it:
  * bench/RESULTS.md "Session 45: a lane's connection"): forwards through a
  * pod of two real members, each member's lanes with a connection a batch
@@ -2854,6 +2946,7 @@ static const struct tsrv_phase phases[] = {
 	{ "lane_list", phase_lane_list },
 	{ "lane_busy", phase_lane_busy },
 	{ "pace_cut", phase_pace_cut },
+	{ "lane_pace", phase_lane_pace },
 	{ "lane_bench", phase_lane_bench }, /* a measurement: no test runs it */
 };
 
