@@ -783,8 +783,21 @@ static bool repair_pace(struct rpass *ps, uint64_t len)
 			struct pollfd pf = { .fd = ps->stop_fd, .events = POLLIN };
 			/* look at clients again soon */
 			int wait = ms > 10 ? 10 : 1 + (int)ms;
+			/* A lane waits without the lock: the repair thread
+			 * takes it between passes (repair_main) and a pass's
+			 * workers before each frame (repair_busy_now), and a
+			 * lane's wait ends at the stop alone -- a lane waiting
+			 * for a pass's 1 MiB copy at 1 KiB/s held the repair
+			 * thread, every forward and the next pass (and a cut
+			 * pass's workers) ~1,000 s (test_peer_attack
+			 * `lane_pace`).  A pass's worker keeps it: its sends
+			 * come first, in order (`heal_pace`). */
+			if (ps->fwd)
+				pthread_mutex_unlock(&rp->pace_lock);
 			if (ps->stop_fd < 0 || poll(&pf, 1, wait) < 0)
 				sleep_ms((unsigned)wait);
+			if (ps->fwd)
+				pthread_mutex_lock(&rp->pace_lock);
 		}
 	}
 	pthread_mutex_unlock(&rp->pace_lock);
