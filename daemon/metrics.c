@@ -419,6 +419,13 @@ static void metrics_repair(void *ctx, const char *name, uint64_t v)
 		  "healing copies a member refused busy, handed to its lane to send again" },
 		{ "repair.busy_dropped", "kvtier_repair_busy_dropped_total", "counter",
 		  "healing copies a member refused busy that its lane had no room for" },
+		{ "repair.lane_connects", "kvtier_repair_lane_connects_total", "counter",
+		  "connections the forward lanes opened to members" },
+		{ "repair.lane_reused", "kvtier_repair_lane_reused_total", "counter",
+		  "forward lane batches sent on a connection kept from an earlier batch" },
+		{ "repair.lane_conn_busy", "kvtier_repair_lane_conn_busy_total", "counter",
+		  "forward lane connections a member refused busy (--tenant-conns, "
+		  "--max-conns): their copies put back in the lane" },
 		{ "repair.copies_clamped", "kvtier_repair_copies_clamped_total", "counter",
 		  "placed puts that asked more copies than --max-copies: kept on that many" },
 		{ "repair.untracked", "kvtier_repair_untracked_total", "counter",

@@ -48,12 +48,14 @@
  * cut short when the member list changes under it ("A pass cut short").
  *
  * Threads: kvtd-repair (the passes) and its workers (a pass's members),
- * the forward lanes' (a member's forwards each, while any wait:
- * repair_lane_main), kvtd-poll (a static pod's poll: repair_static_main)
- * and its askers (a member's question each: repair_ask), loops
- * (note/forget/touch), any (stats).
+ * the forward lanes' (a member's forwards each, while any wait and
+ * REPAIR_LANE_IDLE_MS after, on one connection: repair_lane_main),
+ * kvtd-poll (a static pod's poll: repair_static_main) and its askers (a
+ * member's question each: repair_ask), loops (note/forget/touch), any
+ * (stats).
  */
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -221,6 +223,14 @@ struct kvtd_repair {
 	int pass_fd;             /* lock: the running pass's cut eventfd (-1: none),
 				  * written by a stop too ("A pass cut short") */
 	_Atomic uint64_t cut;    /* passes cut short by a change of the member list */
+	/* A lane's connection ("A lane's connection" below): how long an
+	 * idle one is kept (REPAIR_LANE_IDLE_MS, KVTD_TEST_LANE_IDLE_MS in
+	 * tests; 0: closed after each batch); connections the lanes opened,
+	 * batches sent on one kept from an earlier batch, and connections the
+	 * member refused busy (--tenant-conns, --max-conns: the batch put back
+	 * in the lane as copies refused busy) */
+	uint64_t lane_idle_ns;
+	_Atomic uint64_t lane_connects, lane_reused, lane_conn_busy;
 };
 
 /*
@@ -657,6 +667,8 @@ struct rpeer {
 	unsigned fl_n;
 	uint64_t ex_tag;      /* the EXISTS frame waited for (0: none) */
 	uint8_t *ex_have;     /* its answers by index: 1 held (or not to send) */
+	bool conn_busy;       /* its connection refused KVT_EBUSY (the member's
+			       * --tenant-conns or --max-conns) */
 };
 
 struct rpass {
@@ -728,16 +740,31 @@ static bool repair_busy(struct kvtd_repair *rp, uint64_t now, bool yield)
 
 /* The token bucket before len bytes go out: --repair-rate while clients
  * are served, --repair-idle-rate (default: no limit) while none are;
- * burst a tenth of a second. */
-static void repair_pace(struct kvtd_repair *rp, uint64_t len)
+ * burst a tenth of a second.  False if ps must end first (the server
+ * stops, its pass is cut short: nothing is sent then).  The wait is on
+ * ps->stop_fd, which the stop and the cut write: it ends at once.  It
+ * slept in steps of 10 ms and looked at the stop alone, so a pass cut
+ * short while a worker waited for the rate went on until the worker's
+ * tokens came -- a value of 1 MiB at --repair-rate 1 MiB/s held the cut
+ * pass, and the new list's healing behind it, for a second, at 1 KiB/s
+ * for 17 minutes (test_peer_attack `pace_cut`). */
+static bool repair_pace(struct rpass *ps, uint64_t len)
 {
+	struct kvtd_repair *rp = ps->rp;
+	bool go = true;
+
 	/* one bucket for the pass's workers and the copies they handed the
 	 * lanes (repair_heal_busy) */
 	pthread_mutex_lock(&rp->pace_lock);
 	for (;;) {
-		uint64_t now = kvtd_now_ns();
-		uint64_t rate = repair_busy(rp, now, true) ? rp->rate : rp->idle_rate;
+		uint64_t now, rate;
 		double burst;
+		if (repair_cut(ps)) { /* a lane's: the stop alone (joined by it) */
+			go = false;
+			break;
+		}
+		now = kvtd_now_ns();
+		rate = repair_busy(rp, now, true) ? rp->rate : rp->idle_rate;
 		if (rate == 0) { /* no limit */
 			rp->tok_ns = now;
 			break;
@@ -751,14 +778,30 @@ static void repair_pace(struct kvtd_repair *rp, uint64_t len)
 			rp->tokens -= (double)len;
 			break;
 		}
-		if (repair_stopping(rp)) /* a lane's thread too: joined by the stop */
-			break;
 		{
 			double ms = ((double)len - rp->tokens) * 1000.0 / (double)rate;
-			sleep_ms(ms > 10 ? 10 : 1 + (unsigned)ms); /* look at clients again soon */
+			struct pollfd pf = { .fd = ps->stop_fd, .events = POLLIN };
+			/* look at clients again soon */
+			int wait = ms > 10 ? 10 : 1 + (int)ms;
+			/* A lane waits without the lock: the repair thread
+			 * takes it between passes (repair_main) and a pass's
+			 * workers before each frame (repair_busy_now), and a
+			 * lane's wait ends at the stop alone -- a lane waiting
+			 * for a pass's 1 MiB copy at 1 KiB/s held the repair
+			 * thread, every forward and the next pass (and a cut
+			 * pass's workers) ~1,000 s (test_peer_attack
+			 * `lane_pace`).  A pass's worker keeps it: its sends
+			 * come first, in order (`heal_pace`). */
+			if (ps->fwd)
+				pthread_mutex_unlock(&rp->pace_lock);
+			if (ps->stop_fd < 0 || poll(&pf, 1, wait) < 0)
+				sleep_ms((unsigned)wait);
+			if (ps->fwd)
+				pthread_mutex_lock(&rp->pace_lock);
 		}
 	}
 	pthread_mutex_unlock(&rp->pace_lock);
+	return go;
 }
 
 /* While clients are served, a pass sends one value per frame and waits
@@ -914,6 +957,18 @@ static struct rpeer *repair_peer(struct rpass *ps, unsigned i, uint32_t ns, cons
 					 ps->rp->srv->cfg.peer_connect_ms,
 					 ps->rp->srv->tls_peer_ctx, ps->stop_fd);
 		OPENSSL_cleanse(secret, sizeof(secret));
+		if (rc == KVT_EBUSY && ps->busy) {
+			/* a lane's, refused busy (the tenant's --tenant-conns
+			 * there, its --max-conns): the batch's copies not sent
+			 * go back in the lane as copies refused busy
+			 * (repair_member, repair_lane_busy) */
+			kvtd_log(KVTD_INFO, "repair: a member refused a lane's connection busy",
+				 "member=%s tenant=%s", ps->m[i].addr, tenant);
+			atomic_fetch_add(&ps->rp->lane_conn_busy, 1);
+			r->conn_busy = true;
+			r->failed = true;
+			return NULL;
+		}
 		if (rc < 0) {
 			if (rc != -ECANCELED) /* else the server stops */
 				kvtd_log(KVTD_WARN, "repair: cannot reach a member",
@@ -924,6 +979,8 @@ static struct rpeer *repair_peer(struct rpass *ps, unsigned i, uint32_t ns, cons
 			return NULL;
 		}
 		r->open = true;
+		if (ps->fwd)
+			atomic_fetch_add(&ps->rp->lane_connects, 1);
 	}
 	for (unsigned k = 0; k < r->ns_n; k++)
 		if (r->ns_id[k] == ns) {
@@ -1073,9 +1130,9 @@ static int repair_send(struct rpass *ps, struct rpeer *r, const uint8_t *digest,
 			f.ns_count = 1;
 			f.ns = digest;
 			rc = repair_settle(ps, r, busy ? 0 : REPAIR_WINDOW - 1);
+			if (rc == 0 && paced && !repair_pace(ps, paced))
+				rc = -ECANCELED; /* cut short, or stopping: not sent */
 			if (rc == 0) {
-				if (paced)
-					repair_pace(ps->rp, paced);
 				rc = kvtd_peer_send(&r->p, &f, items, k, iov, views);
 				if (rc < 0)
 					repair_conn_lost(ps, r, rc);
@@ -1165,6 +1222,7 @@ static void repair_member(struct rpass *ps, unsigned d, struct rent *snap, size_
 		const uint8_t *dg;
 		struct rpeer *r;
 		uint8_t digest[PROTO_DIGEST_LEN];
+		size_t from = i;
 
 		/* A batch: blocks of one namespace that d should hold. */
 		for (; i < cnt && snap[i].ns == ns && bn < REPAIR_EXISTS_BATCH; i++)
@@ -1191,6 +1249,15 @@ static void repair_member(struct rpass *ps, unsigned d, struct rent *snap, size_
 		if (cl <= 0)
 			continue;
 		r = repair_peer(ps, d, ns, canon, (size_t)cl, tenant, &dg);
+		if (!r && ps->peers[d].conn_busy && ps->busy && !tops) {
+			/* a lane's connection refused busy: this batch and every
+			 * copy after it (a lane's batch is snap itself) sent again
+			 * after a delay, as a copy refused busy is (they were
+			 * lost: an error each, until the member list changed) */
+			for (size_t j = from; j < cnt; j++)
+				ps->busy[j] = 1;
+			break;
+		}
 		if (!r || repair_exists(ps, r, dg, batch, bn, have) < 0)
 			continue;
 		for (uint32_t j = 0; j < bn; j++)
@@ -1964,8 +2031,55 @@ static size_t repair_lane_take_locked(struct kvtd_repair *rp, struct rlane *ln, 
 	return due;
 }
 
-/* A lane's thread: its copies, a batch at a time, until none wait (or
- * the server stops). */
+/*
+ * A lane's connection.  Each batch of a lane opened a connection of its
+ * own (connect, HELLO, AUTH, the TLS handshake where the pod has TLS, the
+ * namespace's NS_REGISTER) and closed it: a stream of forwards, or a
+ * pass's copies refused busy, paid the handshakes once a batch.  Now the
+ * lane's thread keeps its connection from one batch to the next while it
+ * stays healthy, and waits for the next copies up to lane_idle_ns
+ * (REPAIR_LANE_IDLE_MS) before it ends; the connection is closed
+ *   - on an error (the batch's repair_conn_lost, a refusal, a failed
+ *     registration: rpeer.failed),
+ *   - when the member list changed since it was opened (the member may
+ *     be another process at that address, or no longer ours to send to),
+ *   - when the member closed it or sent what was not asked for (looked at
+ *     before each reuse: readable while no answer is owed),
+ *   - after lane_idle_ns without a batch, and on a stop (the thread ends).
+ * Its namespaces' digests are kept with it (no NS_REGISTER again).  An
+ * idle connection holds one of the tenant's --tenant-conns at the member
+ * for up to REPAIR_LANE_IDLE_MS (doc/cluster.md "Forwarded replicas").
+ */
+#define REPAIR_LANE_IDLE_MS 2000u
+
+/* The member list's epoch now. */
+static uint64_t repair_epoch(struct kvtd_repair *rp)
+{
+	struct kvtd_cluster *cl = &rp->srv->cluster;
+	uint64_t e;
+
+	pthread_mutex_lock(&cl->lock);
+	e = cl->epoch;
+	pthread_mutex_unlock(&cl->lock);
+	return e;
+}
+
+/* May the lane's open connection r be used for another batch?  Nothing
+ * may be readable on it: no answer is owed between batches, so a
+ * readable socket is the member's close (its --idle-timeout, a restart)
+ * or bytes not asked for. */
+static bool repair_peer_reusable(const struct rpeer *r)
+{
+	struct pollfd pf = { .fd = r->p.fd, .events = POLLIN | POLLRDHUP };
+
+	if (r->failed || r->fl_n || r->ex_tag || r->p.rlen > r->p.used || r->p.open_tags)
+		return false;
+	return poll(&pf, 1, 0) == 0;
+}
+
+/* A lane's thread: its copies, a batch at a time, on one connection while
+ * it stays healthy ("A lane's connection" above), until none wait for
+ * lane_idle_ns (or the server stops). */
 static void *repair_lane_main(void *arg)
 {
 	struct rlane *ln = arg;
@@ -1974,27 +2088,41 @@ static void *repair_lane_main(void *arg)
 	struct rpass ps = { .rp = rp, .m = &m, .n = 1, .self = 1, .fwd = true,
 			    .stop_fd = rp->stop_fd };
 	struct rpeer peer;
+	uint64_t conn_epoch = 0, idle_since = kvtd_now_ns();
 
+	memset(&peer, 0, sizeof(peer));
+	peer.p.fd = -1;
 	for (;;) {
 		struct rent *q = NULL;
 		size_t n;
-		uint64_t charged = 0, wake;
+		uint64_t charged = 0, wake, now = kvtd_now_ns();
 
 		pthread_mutex_lock(&rp->lock);
-		if (!ln->n || rp->stop) {
+		if (rp->stop ||
+		    (!ln->n && (!peer.open || now - idle_since >= rp->lane_idle_ns))) {
 			ln->state = 2; /* joined by the repair thread */
 			rp->lanes_ended++;
 			pthread_cond_signal(&rp->cond);
 			pthread_mutex_unlock(&rp->lock);
+			if (peer.open)
+				kvtd_peer_close(&peer.p);
 			return NULL;
 		}
-		n = repair_lane_take_locked(rp, ln, kvtd_now_ns(), &q, &charged, &wake);
+		if (!ln->n) {
+			/* idle, its connection kept: until a push, the idle
+			 * timeout or a stop (signalled under the lock) */
+			struct timespec ts =
+				kvtd_deadline(CLOCK_MONOTONIC, idle_since + rp->lane_idle_ns - now);
+			pthread_cond_timedwait(&ln->cond, &rp->lock, &ts);
+			pthread_mutex_unlock(&rp->lock);
+			continue;
+		}
+		n = repair_lane_take_locked(rp, ln, now, &q, &charged, &wake);
 		if (!n) {
 			/* none due (the member's reservation full): until the
 			 * first is, or a push or a stop (their signal is given
 			 * under the lock: not missed; never rp->cond, whose
 			 * signal a pass's untimed wait is owed) */
-			uint64_t now = kvtd_now_ns();
 			struct timespec ts = kvtd_deadline(CLOCK_MONOTONIC,
 							   wake > now ? wake - now : 0);
 			pthread_cond_timedwait(&ln->cond, &rp->lock, &ts);
@@ -2004,7 +2132,18 @@ static void *repair_lane_main(void *arg)
 		snprintf(m.addr, sizeof(m.addr), "%s", ln->addr);
 		pthread_mutex_unlock(&rp->lock);
 
-		memset(&peer, 0, sizeof(peer));
+		if (peer.open && (repair_epoch(rp) != conn_epoch || !repair_peer_reusable(&peer) ||
+				  strcmp(peer.p.addr, m.addr) != 0)) {
+			kvtd_peer_close(&peer.p);
+			peer.open = false;
+		}
+		if (peer.open) {
+			atomic_fetch_add(&rp->lane_reused, 1);
+		} else {
+			memset(&peer, 0, sizeof(peer));
+			peer.p.fd = -1;
+			conn_epoch = repair_epoch(rp); /* (before it opens) */
+		}
 		ps.peers = &peer;
 		ps.retry = false;
 		ps.batch = q;
@@ -2017,8 +2156,10 @@ static void *repair_lane_main(void *arg)
 			kvt_queue_destroy(ps.q);
 			ps.q = NULL;
 		}
-		if (peer.open)
+		if (peer.open && (peer.failed || rp->lane_idle_ns == 0)) {
 			kvtd_peer_close(&peer.p);
+			peer.open = false;
+		}
 		atomic_fetch_add(&rp->fwd_passes, 1);
 		if (ps.busy)
 			repair_lane_busy(rp, ln, q, ps.busy, n);
@@ -2026,6 +2167,7 @@ static void *repair_lane_main(void *arg)
 		ps.busy = NULL;
 		free(q);
 		kvtd_mem_uncharge(rp->srv, charged);
+		idle_since = kvtd_now_ns();
 	}
 }
 
@@ -2321,6 +2463,12 @@ int kvtd_repair_start(struct kvtd_server *srv)
 		env = getenv("KVTD_TEST_LANE_BYTES"); /* test_peer_attack fwd_lane */
 		if (env && atoi(env) > 0)
 			rp->lane_bytes = (uint64_t)atoi(env);
+		rp->lane_idle_ns = REPAIR_LANE_IDLE_MS * 1000000ull;
+		/* test_peer_attack lane_reuse, bench lane_bench (0: a
+		 * connection a batch, as before) */
+		env = getenv("KVTD_TEST_LANE_IDLE_MS");
+		if (env && atoi(env) >= 0)
+			rp->lane_idle_ns = (uint64_t)atoi(env) * 1000000ull;
 	}
 	rp->cap = 1024;
 	rp->tab = calloc(rp->cap, sizeof(*rp->tab));
@@ -2484,6 +2632,9 @@ void kvtd_repair_stats(struct kvtd_server *srv,
 	fn(ctx, "repair.busy_handed", atomic_load(&rp->busy_handed));
 	fn(ctx, "repair.busy_dropped", atomic_load(&rp->busy_dropped));
 	fn(ctx, "repair.cut", atomic_load(&rp->cut));
+	fn(ctx, "repair.lane_connects", atomic_load(&rp->lane_connects));
+	fn(ctx, "repair.lane_reused", atomic_load(&rp->lane_reused));
+	fn(ctx, "repair.lane_conn_busy", atomic_load(&rp->lane_conn_busy));
 	fn(ctx, "repair.untracked", atomic_load(&rp->untracked));
 	fn(ctx, "repair.tenant_capped", atomic_load(&rp->tenant_capped));
 	fn(ctx, "repair.forward_tenant_dropped", atomic_load(&rp->fwd_tenant_dropped));

@@ -119,6 +119,32 @@
  *              the lane sends it again no sooner than half the pass's own
  *              gap between the two after the second (it was unpaced:
  *              ~100 ms)
+ *   lane_reuse the server and a fake storing every copy: 4 forwards, a
+ *              batch each, come on one connection of the lane (each batch
+ *              opened its own: a handshake each), closed once idle
+ *              (KVTD_TEST_LANE_IDLE_MS), the next forward on a new one
+ *   lane_list  a static pod of three, the fake and an address of it that
+ *              leaves when told: 2 batches on one connection, the list
+ *              changes, the next 2 on a new one (closed at the change)
+ *   lane_busy  two real members, --tenant-conns 1, this test holding
+ *              alice's one connection to s[1]: the lane's connection for
+ *              alice's forward refused busy; once let go, the copy
+ *              reaches s[1], sent again as a copy refused busy (it was
+ *              lost: an error, until the list changed), counted; held
+ *              throughout, given up after 3 more refusals, counted
+ *   pace_cut   heal_cut's pod, --repair-rate 1K: a pass waiting for the
+ *              rate to send its second 1 MiB (~1,000 s) when a member
+ *              leaves ends within 30 s, cut (the rate's wait looked at
+ *              the stop alone)
+ *   lane_pace  two real members and fwd_busy's fake, --repair-rate 1K: a
+ *              pass's 1 MiB copy the fake refused busy, its lane waiting
+ *              for the rate (~1,000 s); a 4 KiB forward for s[1] is
+ *              there within 30 s (the lane waited holding the bucket's
+ *              lock, which the repair thread takes between passes: every
+ *              forward, and the next pass, waited with it)
+ *   lane_bench a measurement, no test runs it (bench/RESULTS.md "Session 45:
+ *              a lane's connection"): lane batches/s with a connection a
+ *              batch and kept, TLS off and on
  *   dns_held   (test_peer_attack KVTIERD dns_held SHIM) a member named by
  *              a host whose lookup holds 10 s (the LD_PRELOAD shim
  *              shim_sync.c): a forward to it given up within 2 s (the
@@ -163,6 +189,7 @@ static uint64_t fwd_anchor = 1; /* ... its anchor */
 static uint32_t fwd_flags = PROTO_IF_PLACED | PROTO_IF_FORWARD; /* ... its flags */
 static const char *cli; /* tls_drain: the kvtier CLI */
 static const char *shim; /* dns_held: tests/libshim_sync.so */
+static const char *pod_tag = ""; /* pod_start's members' directories: m0TAG, m1TAG */
 static char base[512];
 static struct tsrv srv;
 
@@ -173,7 +200,7 @@ static const struct kvt_ns_desc desc = {
 
 enum { M_DOWNGRADE, M_TABLE, M_TAGS, M_MORE, M_MORE_SLOW, M_MORE_STALL, M_SLOW_READ,
        M_POLL_STALL, M_POLL_WIDE, M_POLL_STOP, M_FWD_BATCH, M_FWD_BUSY, M_FRAME_BUSY,
-       M_HEAL_CUT, M_BUSY_DUP, M_HEAL_PACE };
+       M_HEAL_CUT, M_BUSY_DUP, M_HEAL_PACE, M_LANE };
 /* What a listener of the fake plays: the phase's member (F.mode), the
  * member that left (poll_wide), a plain member answering everything
  * (fwd_batch) */
@@ -213,6 +240,10 @@ static struct {
 	_Atomic bool dup_done;       /* busy_dup: the first PUT answered */
 	/* heal_pace: when "pace-a" was refused, "pace-b" stored, "pace-a" stored */
 	_Atomic uint64_t pace_a_ns, pace_b_ns, pace_a2_ns;
+	/* lane_reuse: connections that carried an EXISTS or a PUT (a
+	 * lane's, not the poll's STATS), and of them those the server closed */
+	_Atomic unsigned data_conns, data_closed;
+	_Atomic uint64_t data_closed_ns; /* ... when the last was */
 } F = { .lfd = -1, .lfd_left = -1 };
 
 /* Each connection on a thread of its own (the poll phases, fwd_batch). */
@@ -342,7 +373,7 @@ static bool fk_answer(int fd, const struct proto_frame *req, uint32_t flags, uin
 static bool fk_busy(void)
 {
 	return F.mode == M_FWD_BUSY || F.mode == M_FRAME_BUSY || F.mode == M_BUSY_DUP ||
-	       F.mode == M_HEAL_PACE;
+	       F.mode == M_HEAL_PACE || F.mode == M_LANE;
 }
 
 /* The busy phases' answer to an EXISTS or a PUT.  An EXISTS: a miss for
@@ -405,7 +436,8 @@ static bool fk_busy_answer(int fd, const struct proto_frame *req)
 										    : &F.pace_a2_ns)
 							 : &F.pace_b_ns,
 						       &zero, tsrv_now_ns());
-		} else if (always || atomic_load(&F.busy_refused) < BUSY_REFUSE) {
+		} else if (always ||
+			   (F.mode != M_LANE && atomic_load(&F.busy_refused) < BUSY_REFUSE)) {
 			it[n].status = KVT_EBUSY;
 			atomic_store(&F.busy_refused_ns, tsrv_now_ns());
 			atomic_fetch_add(&F.busy_refused, 1);
@@ -518,7 +550,7 @@ static void fk_serve(int fd, int role)
 {
 	size_t cap = 1 << 16;
 	uint8_t *buf = malloc(cap);
-	bool hello = false, lying = false, slow = false;
+	bool hello = false, lying = false, slow = false, data = false;
 
 	T_ASSERT(buf);
 	for (;;) {
@@ -534,6 +566,10 @@ static void fk_serve(int fd, int role)
 			atomic_fetch_add(&F.after_lie, f.data_len);
 		if (hello)
 			atomic_fetch_add(&F.after_hello, 1);
+		if (!data && (f.op == PROTO_OP_EXISTS || f.op == PROTO_OP_PUT)) {
+			data = true;
+			atomic_fetch_add(&F.data_conns, 1);
+		}
 		if (f.op == PROTO_OP_HELLO) {
 			hello = true;
 			atomic_fetch_add(&F.hellos, 1);
@@ -543,7 +579,8 @@ static void fk_serve(int fd, int role)
 			if (!fk_auth(fd, &f))
 				break;
 		} else if (f.op == PROTO_OP_STATS && role == ROLE_LEFT) {
-			bool left = F.mode != M_HEAL_CUT || atomic_load(&F.leave);
+			bool left = (F.mode != M_HEAL_CUT && F.mode != M_LANE) ||
+				    atomic_load(&F.leave);
 			uint64_t zero = 0;
 			atomic_fetch_add(&F.left_asked, 1);
 			if (left)
@@ -619,6 +656,10 @@ static void fk_serve(int fd, int role)
 	}
 	if (hello && !atomic_load(&F.stop))
 		atomic_fetch_add(&F.played, 1);
+	if (data && !atomic_load(&F.stop)) {
+		atomic_store(&F.data_closed_ns, tsrv_now_ns());
+		atomic_fetch_add(&F.data_closed, 1);
+	}
 	free(buf);
 }
 
@@ -635,7 +676,7 @@ static void *fk_conn(void *arg)
 
 static bool fk_threaded(void)
 {
-	return fk_polls() || F.mode == M_FWD_BATCH || F.mode == M_HEAL_CUT;
+	return fk_polls() || F.mode == M_FWD_BATCH || F.mode == M_HEAL_CUT || F.mode == M_LANE;
 }
 
 static void *fk_main(void *arg)
@@ -757,7 +798,7 @@ static void pod_start(struct tsrv s[2], char sub[2][600], const uint16_t port[2]
 			extra[n++] = more[j];
 		}
 		snprintf(self, sizeof(self), "127.0.0.1:%u", port[i]);
-		snprintf(sub[i], 600, "%s/m%d", base, i);
+		snprintf(sub[i], 600, "%s/m%d%s", base, i, pod_tag);
 		T_OK(mkdir(sub[i], 0700));
 		T_ASSERT(snprintf(dir, sizeof(dir), "%s/data", sub[i]) < (int)sizeof(dir));
 		tsrv_start(&s[i], bin, sub[i], dir, tenants, extra);
@@ -1679,12 +1720,14 @@ static uint64_t anchor_of(char (*names)[32], unsigned n, const char *const *want
  * placed on the leaving member alone (copies 1), whose top over the list
  * without it is s[1]: s[0]'s first pass sends the fake the 16 MiB
  * (slowly) and the leaving member the 4 KiB.  Once the fake reads, the
- * leaving member says so: s[1] must hold the 4 KiB block within
- * HEAL_GRACE + CUT_SLACK_MS of the leave (the new list's pass, after its
- * grace; the grace is this run's baseline: no healing comes sooner), the
- * first pass cut short (it went on until the fake was given up, 7.2 s
- * after it began reading, and the new list's pass waited for it). */
-#define CUT_SLACK_MS 3000  /* the poll's second, the pass, the copy */
+ * leaving member says so: s[1] must come to hold the 4 KiB block (the
+ * new list's pass) while s[0] has not given the slow member up -- no
+ * "lost a member", repair.errors 0 when the block is there -- and the
+ * first pass cut short (repair.cut).  Before, the new list's pass waited
+ * for the first, which ended only when the fake was given up (7.2 s after
+ * it began reading; logged and counted first).  The claim is that order
+ * of events, not a time: a bound of the grace + 3 s, fixed, failed on a
+ * loaded machine and said nothing the order does not (session 45). */
 static void phase_heal_cut(void)
 {
 	char tenants[700], members[160], sub[2][600], names[4][32], slow[32], gone[32];
@@ -1695,6 +1738,7 @@ static void phase_heal_cut(void)
 	struct tsrv s[2];
 	uint8_t ns[PROTO_DIGEST_LEN], ns2[PROTO_DIGEST_LEN];
 	uint64_t a_big, a_small, t0, ms, end, left, cut = 0, errors = 0;
+	bool lost;
 	struct kc c;
 
 	snprintf(s0, sizeof(s0), "127.0.0.1:%u", port[0]);
@@ -1741,19 +1785,20 @@ static void phase_heal_cut(void)
 	t0 = left;
 	fwd_wait(&c, ns2, (const char *const[]){ "cut-small" }, 1, &t0, &ms);
 	kc_close(&c);
-	T_RC(kc_stat_once(0, s[0].sock, "root", SECRET_ROOT, "repair.cut", true, &cut), 0);
+	/* read as soon as the block is there: what came before it */
+	lost = log_says(s[0].log, "repair: lost a member");
 	T_RC(kc_stat_once(0, s[0].sock, "root", SECRET_ROOT, "repair.errors", true, &errors), 0);
+	T_RC(kc_stat_once(0, s[0].sock, "root", SECRET_ROOT, "repair.cut", true, &cut), 0);
 	printf("heal_cut: a member left while a pass sent a slow member 16 MiB: the block the "
 	       "new list places on a healthy member there %" PRIu64 " ms after the leave "
-	       "(bound %s + %d); %" PRIu64 " pass(es) cut, the slow member given up: %s\n", ms,
-	       HEAL_GRACE, CUT_SLACK_MS, cut,
-	       log_says(s[0].log, "repair: lost a member") ? "yes" : "no");
-	T_ASSERT(ms != UINT64_MAX); /* (T_LE_INT would take it for -1) */
-	T_LE_INT(ms, atoi(HEAL_GRACE) + CUT_SLACK_MS);
-	T_GE_INT(cut, 1);
-	/* a cut is no member's failure (before: 1 + the frames in flight) */
-	printf("heal_cut: repair.errors %" PRIu64 "\n", errors);
+	       "(grace %s); %" PRIu64 " pass(es) cut; the slow member given up before: %s, "
+	       "repair.errors %" PRIu64 "\n", ms, HEAL_GRACE, cut, lost ? "yes" : "no", errors);
+	T_ASSERT(ms != UINT64_MAX); /* healed at all, within fwd_wait's 20 s */
+	/* healed before the slow member was given up: the cut freed the new
+	 * list's pass (before: after it, 1 + the frames in flight counted) */
+	T_ASSERT(!lost);
 	T_EQ_U64(errors, 0);
+	T_GE_INT(cut, 1);
 	T_ASSERT(log_says(s[0].log, "repair pass cut short"));
 	pod_stop(s, sub);
 }
@@ -1891,10 +1936,12 @@ static void phase_fwd_busy_hol(void)
  * header).  The server and the fake of fwd_busy, the server with
  * --repair-grace HEAL_BUSY_GRACE: its first pass (its list set at start)
  * sends alice's block, put placed but not forwarded, to the fake, which
- * refuses it busy, then once more: it must be stored within BUSY_BOUND_MS
- * of the pass's refusal, by the fake's lane (the pass counted it as an
- * error, and it was lost until the member list changed), with no second
- * pass. */
+ * refuses it busy, then once more: it must be stored, by the fake's lane
+ * (handed to it once, sent again by it once), with no second pass (the
+ * pass counted it as an error, and it was lost until the member list
+ * changed).  Those counts are the claim; the time it took is printed,
+ * not bounded (a fixed 2.5 s said nothing more, and a loaded machine
+ * failed it: session 45). */
 #define HEAL_BUSY_GRACE "3000" /* (past the put after the start: fwd_heal's HEAL_GRACE) */
 static void phase_heal_busy(void)
 {
@@ -1913,11 +1960,10 @@ static void phase_heal_busy(void)
 	t1 = atomic_load(&F.busy_refused_ns);
 	ms = busy_stored_ms(t1);
 	printf("heal_busy: a healing pass's copy refused busy %u times stored %" PRIu64
-	       " ms after the pass's refusal (bound %d)\n", atomic_load(&F.busy_refused), ms,
-	       BUSY_BOUND_MS);
-	T_ASSERT(ms != UINT64_MAX); /* (T_LE_INT would take it for -1) */
-	T_LE_INT(ms, BUSY_BOUND_MS);
+	       " ms after the pass's refusal\n", atomic_load(&F.busy_refused), ms);
+	T_ASSERT(ms != UINT64_MAX); /* stored at all, within busy_stored_ms's 10 s */
 	T_EQ_INT(atomic_load(&F.busy_refused), BUSY_REFUSE);
+	T_EQ_INT(atomic_load(&F.busy_ok), 1);
 	T_RC(kc_stat_once(0, srv.sock, "root", SECRET_ROOT, "repair.busy_handed", false,
 			  &handed), 0);
 	T_RC(kc_stat_once(0, srv.sock, "root", SECRET_ROOT, "repair.forward_busy_retried",
@@ -2045,6 +2091,547 @@ static void phase_heal_pace(void)
 	T_GE_INT(again, gap / 2);
 	stop();
 	tsrv_check_reports(base);
+}
+
+/* One numeric statistic of s (admin root), or 0 where it lacks it.
+ * Refused busy (lane_busy's --tenant-conns 1: root's last connection not
+ * yet closed there), asked again. */
+static uint64_t stat_of(const struct tsrv *s, const char *name)
+{
+	uint64_t v = 0, end = tsrv_now_ns() + 5000000000ull;
+	int rc;
+
+	while ((rc = kc_stat_once(0, s->sock, "root", SECRET_ROOT, name, true, &v)) ==
+		       KVT_EBUSY &&
+	       tsrv_now_ns() < end)
+		tsrv_sleep_ms(5);
+	T_RC(rc, 0);
+	return v;
+}
+
+/* A lane's connection kept from batch to batch (lane_reuse in the
+ * header).  The server and a fake that stores every copy, the server with
+ * KVTD_TEST_LANE_IDLE_MS LANE_IDLE_MS and a grace past the phase (no
+ * pass).  LANE_BATCHES forwards of alice's, each put once the one before
+ * is stored (a batch each: repair.forward_passes): they must come on one
+ * connection (the fake counts those that carried an EXISTS or a PUT;
+ * each batch opened its own: LANE_BATCHES, a TLS handshake each in a TLS
+ * pod), the server must close it once idle, and the next forward must
+ * open a new one. */
+#define LANE_BATCHES 4u
+#define LANE_IDLE_MS "500"
+static void phase_lane_reuse(void)
+{
+	const char *const opts[] = { "--repair-grace", "600000", NULL };
+	uint8_t ns[PROTO_DIGEST_LEN];
+	uint64_t end, t_idle, passes, connects, reused;
+	char key[32];
+
+	T_OK(setenv("KVTD_TEST_LANE_IDLE_MS", LANE_IDLE_MS, 1));
+	pod_fake("lane_reuse", M_LANE, "root " SECRET_ROOT " admin\n", opts);
+	T_OK(unsetenv("KVTD_TEST_LANE_IDLE_MS"));
+	for (unsigned i = 0; i < LANE_BATCHES; i++) {
+		snprintf(key, sizeof(key), "lane-%u", i);
+		forward_put_key(&srv, ns, key, 2);
+		end = tsrv_now_ns() + 10000000000ull;
+		while (atomic_load(&F.busy_ok) < i + 1 && tsrv_now_ns() < end)
+			tsrv_sleep_ms(2);
+		T_EQ_INT(atomic_load(&F.busy_ok), i + 1);
+	}
+	passes = stat_of(&srv, "repair.forward_passes");
+	connects = stat_of(&srv, "repair.lane_connects");
+	reused = stat_of(&srv, "repair.lane_reused");
+	printf("lane_reuse: %u forwards in %" PRIu64 " batches came on %u connection(s) "
+	       "(repair.lane_connects %" PRIu64 ", lane_reused %" PRIu64 ")\n", LANE_BATCHES,
+	       passes, atomic_load(&F.data_conns), connects, reused);
+	T_EQ_U64(passes, LANE_BATCHES);
+	T_EQ_INT(atomic_load(&F.data_conns), 1);
+	T_EQ_U64(connects, 1);
+	T_EQ_U64(reused, LANE_BATCHES - 1);
+
+	/* idle: closed by the server (the lane's thread ends) */
+	t_idle = atomic_load(&F.busy_ok_ns);
+	end = tsrv_now_ns() + 20000000000ull;
+	while (!atomic_load(&F.data_closed) && tsrv_now_ns() < end)
+		tsrv_sleep_ms(10);
+	T_EQ_INT(atomic_load(&F.data_closed), 1);
+	printf("lane_reuse: the idle connection closed by the server %" PRIu64
+	       " ms after its last batch was stored (KVTD_TEST_LANE_IDLE_MS %s)\n",
+	       (atomic_load(&F.data_closed_ns) - t_idle) / 1000000, LANE_IDLE_MS);
+	/* (the idle timeout is a lower bound: not before it) */
+	T_GE_INT((atomic_load(&F.data_closed_ns) - t_idle) / 1000000, atoi(LANE_IDLE_MS) / 2);
+
+	/* the next forward: a new connection */
+	forward_put_key(&srv, ns, "lane-after-idle", 2);
+	end = tsrv_now_ns() + 10000000000ull;
+	while (atomic_load(&F.busy_ok) < LANE_BATCHES + 1 && tsrv_now_ns() < end)
+		tsrv_sleep_ms(2);
+	T_EQ_INT(atomic_load(&F.busy_ok), LANE_BATCHES + 1);
+	T_EQ_INT(atomic_load(&F.data_conns), 2);
+	T_EQ_U64(stat_of(&srv, "repair.lane_connects"), 2);
+	T_EQ_U64(stat_of(&srv, "repair.errors"), 0);
+	stop();
+	tsrv_check_reports(base);
+}
+
+/* A lane's kept connection closed when the member list changes
+ * (lane_list in the header).  A static pod of three: the server, the
+ * fake storing every copy, and a second address of the fake that answers
+ * the poll "left" once told to; alice's forwards placed on the server and
+ * the fake.  Two batches come on one connection; then the third member
+ * leaves (cluster.epoch moves): the next batch must come on a new
+ * connection (the member at that address may be another process now, or
+ * no longer the pod's), and the one after on that one again. */
+static void lane_put_stored(const char *key, unsigned want)
+{
+	uint8_t ns[PROTO_DIGEST_LEN];
+	uint64_t end;
+
+	forward_put_key(&srv, ns, key, 2);
+	end = tsrv_now_ns() + 10000000000ull;
+	while (atomic_load(&F.busy_ok) < want && tsrv_now_ns() < end)
+		tsrv_sleep_ms(2);
+	T_EQ_INT(atomic_load(&F.busy_ok), want);
+}
+
+static void phase_lane_list(void)
+{
+	char tenants[700], dir[700], self[32], members[120], names[3][32], me[32], fake[32];
+	uint16_t fp = listen_tcp(&F.lfd), lp = listen_tcp(&F.lfd_left), sp = listen_tcp(NULL);
+	const char *extra[] = { "--listen", self, "--advertise", self, "--members", members,
+				"--ssd", "0", "--repair-grace", "600000", NULL };
+	uint64_t epoch0, epoch, end;
+
+	snprintf(self, sizeof(self), "127.0.0.1:%u", sp);
+	snprintf(names[0], 32, "127.0.0.1:%u", sp);
+	snprintf(names[1], 32, "127.0.0.1:%u", fp);
+	snprintf(names[2], 32, "127.0.0.1:%u", lp);
+	snprintf(me, sizeof(me), "%s", names[0]);
+	snprintf(fake, sizeof(fake), "%s", names[1]);
+	/* (anchor_of sorts names in place: the wanted ones apart) */
+	fwd_anchor = anchor_of(names, 3, (const char *const[]){ me, fake }, 2, 1);
+	fake_start(M_LANE, tenants, "root " SECRET_ROOT " admin\n");
+	members_of(members, sizeof(members), (const uint16_t[]){ sp, fp, lp }, 3);
+	snprintf(dir, sizeof(dir), "%s/lane_list", base);
+	tsrv_start(&srv, bin, base, dir, tenants, extra);
+	lane_put_stored("list-0", 1);
+	lane_put_stored("list-1", 2);
+	T_EQ_INT(atomic_load(&F.data_conns), 1);
+	epoch0 = stat_of(&srv, "cluster.epoch");
+	atomic_store(&F.leave, true);
+	end = tsrv_now_ns() + 20000000000ull;
+	while ((epoch = stat_of(&srv, "cluster.epoch")) == epoch0 && tsrv_now_ns() < end)
+		tsrv_sleep_ms(10);
+	T_ASSERT(epoch != epoch0); /* the third member left the list */
+	lane_put_stored("list-2", 3);
+	lane_put_stored("list-3", 4);
+	printf("lane_list: 2 batches, a list change, 2 batches: %u connection(s) "
+	       "(repair.lane_connects %" PRIu64 ", lane_reused %" PRIu64 ")\n",
+	       atomic_load(&F.data_conns), stat_of(&srv, "repair.lane_connects"),
+	       stat_of(&srv, "repair.lane_reused"));
+	T_EQ_INT(atomic_load(&F.data_conns), 2);
+	T_EQ_U64(stat_of(&srv, "repair.lane_connects"), 2);
+	T_EQ_U64(stat_of(&srv, "repair.lane_reused"), 2);
+	fwd_anchor = 1;
+	stop();
+	tsrv_check_reports(base);
+}
+
+/* A lane's connection the member refuses busy (lane_busy in the header).
+ * Two real members with --tenant-conns 1 (the tenants file's first
+ * tenant, the pod's polls' own, is another); this test holds alice's one
+ * connection to s[1], and alice's forward put to s[0] sends its copy to
+ * s[1] as alice: refused KVT_EBUSY (server.tenant_conns_refused there).
+ * Once it is, the test lets go of its connection: the copy must reach
+ * s[1], sent again by the lane as a copy refused busy is (it was lost,
+ * an error, until the member list changed), counted
+ * (repair.lane_conn_busy, repair.forward_busy_retried).  Then, the
+ * connection held throughout: a copy given up after REPAIR_BUSY_TRIES
+ * more refusals (repair.forward_busy_dropped), not sent on forever. */
+#define LANE_BUSY_IDLE_MS "200" /* the lane's connection lets go of the slot soon */
+static void phase_lane_busy(void)
+{
+	char tenants[700], members[80], sub[2][600];
+	uint16_t port[2] = { listen_tcp(NULL), listen_tcp(NULL) };
+	const char *const more[] = { "--tenant-conns", "1", "--repair-grace", "600000", NULL };
+	struct tsrv s[2];
+	uint8_t ns[PROTO_DIGEST_LEN], ns2[PROTO_DIGEST_LEN];
+	uint64_t end, r0, r1, retried, dropped, conn_busy, fwd;
+	struct kvt_key k;
+	struct kc c;
+	int rc;
+
+	snprintf(tenants, sizeof(tenants), "%s/tenants", base);
+	tsrv_write_file(NULL, tenants,
+			"pod secret-of-the-pod-0123456789 tenant\nroot " SECRET_ROOT " admin\n"
+			"alice " SECRET_ALICE " tenant\n");
+	snprintf(members, sizeof(members), "127.0.0.1:%u,127.0.0.1:%u", port[0], port[1]);
+	T_OK(setenv("KVTD_TEST_LANE_IDLE_MS", LANE_BUSY_IDLE_MS, 1));
+	pod_start(s, sub, port, members, tenants, more);
+	T_OK(unsetenv("KVTD_TEST_LANE_IDLE_MS"));
+
+	T_RC(kc_connect_unix(&c, s[1].sock), 0);
+	T_RC(kc_login(&c, "alice", SECRET_ALICE), 0);
+	r0 = stat_of(&s[1], "server.tenant_conns_refused");
+	forward_put_key(&s[0], ns, "lane-busy", 2);
+	end = tsrv_now_ns() + 10000000000ull;
+	while ((r1 = stat_of(&s[1], "server.tenant_conns_refused")) == r0 &&
+	       tsrv_now_ns() < end)
+		tsrv_sleep_ms(5);
+	T_GE_INT(r1, r0 + 1); /* the lane's connection refused */
+	kc_close(&c);
+	end = tsrv_now_ns() + 10000000000ull;
+	while ((fwd = stat_of(&s[0], "repair.forwarded")) == 0 && tsrv_now_ns() < end)
+		tsrv_sleep_ms(10);
+	retried = stat_of(&s[0], "repair.forward_busy_retried");
+	dropped = stat_of(&s[0], "repair.forward_busy_dropped");
+	conn_busy = stat_of(&s[0], "repair.lane_conn_busy");
+	printf("lane_busy: a copy whose connection the member refused busy (--tenant-conns 1) "
+	       "forwarded: %" PRIu64 "; lane_conn_busy %" PRIu64 ", sent again %" PRIu64
+	       ", given up %" PRIu64 ", errors %" PRIu64 "\n", fwd, conn_busy, retried,
+	       dropped, stat_of(&s[0], "repair.errors"));
+	T_EQ_U64(fwd, 1);
+	T_GE_INT(conn_busy, 1);
+	T_GE_INT(retried, 1);
+	T_EQ_U64(dropped, 0);
+	T_EQ_U64(stat_of(&s[0], "repair.errors"), 0);
+	/* there, byte-exact (once the lane's idle connection let go of
+	 * alice's one slot) */
+	end = tsrv_now_ns() + 10000000000ull;
+	do {
+		T_RC(kc_connect_unix(&c, s[1].sock), 0);
+		rc = kc_login(&c, "alice", SECRET_ALICE);
+		if (rc != 0) {
+			kc_close(&c);
+			tsrv_sleep_ms(20);
+		}
+	} while (rc != 0 && tsrv_now_ns() < end);
+	T_RC(rc, 0);
+	T_RC(kc_register(&c, &desc, ns2, NULL, 0), KVT_OK);
+	T_ASSERT(memcmp(ns, ns2, sizeof(ns)) == 0);
+	kvt_key_set(&k, "lane-busy", 9);
+	{
+		struct kc_value v;
+		uint8_t *want = malloc(VLEN);
+		T_ASSERT(want);
+		tsrv_fill(want, VLEN, 7);
+		T_RC(kc_get(&c, ns2, &k, 0, 0, 0, 0, &v), KVT_OK);
+		T_EQ_U64(v.len, VLEN);
+		T_ASSERT(v.crc_ok && memcmp(v.bytes, want, VLEN) == 0);
+		kc_value_free(&v);
+		free(want);
+	}
+
+	/* the slot held throughout (c): given up after the tries, counted */
+	r0 = stat_of(&s[1], "server.tenant_conns_refused");
+	forward_put_key(&s[0], ns, "lane-busy-held", 2);
+	end = tsrv_now_ns() + 10000000000ull;
+	while ((dropped = stat_of(&s[0], "repair.forward_busy_dropped")) == 0 &&
+	       tsrv_now_ns() < end)
+		tsrv_sleep_ms(10);
+	r1 = stat_of(&s[1], "server.tenant_conns_refused");
+	printf("lane_busy: the slot held: given up %" PRIu64 ", refused %" PRIu64
+	       " times, sent again %" PRIu64 " in all\n", dropped, r1 - r0,
+	       stat_of(&s[0], "repair.forward_busy_retried"));
+	T_EQ_U64(dropped, 1);
+	T_EQ_U64(r1 - r0, 1 + BUSY_TRIES);
+	T_EQ_U64(stat_of(&s[0], "repair.forward_busy_retried"), retried + BUSY_TRIES);
+	kc_close(&c);
+	for (int i = 0; i < 2; i++)
+		T_EQ_INT(tsrv_stop(&s[i]), 0);
+	for (int i = 0; i < 2; i++)
+		tsrv_check_reports(sub[i]);
+}
+
+/* A pass cut short while a worker waits for --repair-rate (pace_cut in
+ * the header).  heal_cut's pod of four (the fake's second address
+ * answering the poll "left" once told to), the members with
+ * --repair-rate and --repair-idle-rate 1K: s[0] holds two 1 MiB blocks
+ * of alice's placed on itself and s[1].  Its first pass sends s[1] the
+ * first at once (the bucket's burst) and waits for the rate before the
+ * second: 1 MiB at 1 KiB/s, 17 minutes.  Then a member leaves: the pass
+ * must end (repair.passes, repair.cut), its second block not sent.  The
+ * rate's wait looked at the stop alone: the cut pass went on waiting, and
+ * the new list's healing with it.  The claim is the pass ending at all
+ * within PACE_CUT_WAIT_MS, a 30th of the wait it was in. */
+#define PACE_CUT_WAIT_MS 30000ull
+static void phase_pace_cut(void)
+{
+	char tenants[700], members[160], sub[2][600], names[4][32], slow[32], gone[32];
+	char s0[32], s1[32];
+	uint16_t fp = listen_tcp(&F.lfd), lp = listen_tcp(&F.lfd_left);
+	uint16_t port[2] = { listen_tcp(NULL), listen_tcp(NULL) };
+	const char *const more[] = { "--repair-grace", HEAL_GRACE, "--repair-rate", "1K",
+				     "--repair-idle-rate", "1K", NULL };
+	struct tsrv s[2];
+	uint8_t ns[PROTO_DIGEST_LEN];
+	uint64_t a, end, left, passes = 0, held = 0;
+
+	snprintf(s0, sizeof(s0), "127.0.0.1:%u", port[0]);
+	snprintf(s1, sizeof(s1), "127.0.0.1:%u", port[1]);
+	snprintf(slow, sizeof(slow), "127.0.0.1:%u", fp);
+	snprintf(gone, sizeof(gone), "127.0.0.1:%u", lp);
+	memcpy(names[0], s0, 32);
+	memcpy(names[1], s1, 32);
+	memcpy(names[2], slow, 32);
+	memcpy(names[3], gone, 32);
+	a = anchor_of(names, 4, (const char *const[]){ s0, s1 }, 2, 1);
+	fake_start(M_HEAL_CUT, tenants, "root " SECRET_ROOT " admin\n");
+	members_of(members, sizeof(members), (const uint16_t[]){ port[0], port[1], fp, lp }, 4);
+	pod_start(s, sub, port, members, tenants, more);
+	fwd_flags = PROTO_IF_PLACED;
+	vlen = 1u << 20;
+	fwd_anchor = a;
+	forward_put_key(&s[0], ns, "pace-cut-1", 2);
+	forward_put_key(&s[0], ns, "pace-cut-2", 2);
+	vlen = VLEN;
+	fwd_anchor = 1;
+	fwd_flags = PROTO_IF_PLACED | PROTO_IF_FORWARD;
+	/* the first block on s[1] (tracked there: a placed put): the pass
+	 * now waits for the rate */
+	end = tsrv_now_ns() + 30000000000ull;
+	while ((held = stat_of(&s[1], "repair.tracked")) == 0 && tsrv_now_ns() < end)
+		tsrv_sleep_ms(20);
+	T_EQ_U64(held, 1);
+	tsrv_sleep_ms(300);
+	T_EQ_U64(stat_of(&s[0], "repair.passes"), 0); /* held by the rate */
+	atomic_store(&F.leave, true);
+	while (!atomic_load(&F.left_ns) && tsrv_now_ns() < end)
+		tsrv_sleep_ms(10);
+	left = atomic_load(&F.left_ns);
+	T_ASSERT(left != 0);
+	end = left + PACE_CUT_WAIT_MS * 1000000ull;
+	while ((passes = stat_of(&s[0], "repair.passes")) == 0 && tsrv_now_ns() < end)
+		tsrv_sleep_ms(20);
+	printf("pace_cut: a pass waiting for --repair-rate 1K (1 MiB: ~1,000 s) ended %" PRIu64
+	       " ms after the leave (%" PRIu64 " pass(es), repair.cut %" PRIu64
+	       ", blocks on s[1] %" PRIu64 ")\n",
+	       passes ? (tsrv_now_ns() - left) / 1000000 : 0, passes,
+	       stat_of(&s[0], "repair.cut"), stat_of(&s[1], "repair.tracked"));
+	T_GE_INT(passes, 1);
+	T_GE_INT(stat_of(&s[0], "repair.cut"), 1);
+	T_EQ_U64(stat_of(&s[1], "repair.tracked"), 1); /* the second not sent */
+	pod_stop(s, sub);
+}
+
+/* A lane waiting for --repair-rate holds nothing of the others'
+ * (lane_pace in the header).  A static pod of three: s[0], s[1] and
+ * fwd_busy's fake, the members with --repair-rate and --repair-idle-rate
+ * 1K.  s[0] holds alice's 1 MiB block placed on itself and the fake: its
+ * first pass sends it at once (the bucket's burst), the fake refuses it
+ * busy, and the fake's lane, sending it again 100 ms later, waits for the
+ * rate (1 MiB at 1 KiB/s: ~1,000 s).  Meanwhile a 4 KiB forward of
+ * alice's placed on s[0] and s[1] must reach s[1] (its own lane, whose
+ * forwards are not paced) within LANE_PACE_WAIT_MS, a 30th of the wait
+ * the fake's lane is in.  The lane waited holding pace_lock, which the
+ * repair thread takes between passes (repair_main: the clients' view):
+ * the thread was held there, and every forward queued behind it (and a
+ * pass, and with the pass's workers a cut: repair_busy_now). */
+#define LANE_PACE_WAIT_MS 30000ull
+static void phase_lane_pace(void)
+{
+	char tenants[700], members[120], sub[2][600], names[3][32], s0[32], s1[32], fk[32];
+	uint16_t fp = listen_tcp(&F.lfd);
+	uint16_t port[2] = { listen_tcp(NULL), listen_tcp(NULL) };
+	const char *const more[] = { "--repair-grace", HEAL_BUSY_GRACE, "--repair-rate", "1K",
+				     "--repair-idle-rate", "1K", NULL };
+	struct tsrv s[2];
+	uint8_t ns[PROTO_DIGEST_LEN], ns2[PROTO_DIGEST_LEN];
+	uint64_t a_big, a_small, end, t0, ms, passes = 0;
+	struct kc c;
+
+	snprintf(s0, sizeof(s0), "127.0.0.1:%u", port[0]);
+	snprintf(s1, sizeof(s1), "127.0.0.1:%u", port[1]);
+	snprintf(fk, sizeof(fk), "127.0.0.1:%u", fp);
+	memcpy(names[0], s0, 32);
+	memcpy(names[1], s1, 32);
+	memcpy(names[2], fk, 32);
+	a_big = anchor_of(names, 3, (const char *const[]){ s0, fk }, 2, 1);
+	a_small = anchor_of(names, 3, (const char *const[]){ s0, s1 }, 2, 1);
+	fake_start(M_FWD_BUSY, tenants, "root " SECRET_ROOT " admin\n");
+	members_of(members, sizeof(members), (const uint16_t[]){ port[0], port[1], fp }, 3);
+	pod_start(s, sub, port, members, tenants, more);
+	fwd_flags = PROTO_IF_PLACED;
+	vlen = 1u << 20;
+	fwd_anchor = a_big;
+	forward_put_key(&s[0], ns, "lane-pace-big", 2);
+	vlen = VLEN;
+	fwd_flags = PROTO_IF_PLACED | PROTO_IF_FORWARD;
+	end = tsrv_now_ns() + 30000000000ull;
+	while (!atomic_load(&F.busy_refused) && tsrv_now_ns() < end)
+		tsrv_sleep_ms(10);
+	T_ASSERT(atomic_load(&F.busy_refused) != 0); /* the pass sent it, refused */
+	while ((passes = stat_of(&s[0], "repair.passes")) == 0 && tsrv_now_ns() < end)
+		tsrv_sleep_ms(10);
+	T_EQ_U64(passes, 1);
+	tsrv_sleep_ms(300); /* the lane (100 ms after the refusal) waits for the rate */
+	T_EQ_U64(stat_of(&s[0], "repair.busy_handed"), 1);
+	T_EQ_INT(atomic_load(&F.busy_refused), 1); /* not sent again: the rate holds it */
+	fwd_anchor = a_small;
+	t0 = tsrv_now_ns();
+	forward_put_key(&s[0], ns, "lane-pace-small", 2);
+	fwd_anchor = 1;
+	T_RC(kc_connect_unix(&c, s[1].sock), 0);
+	T_RC(kc_login(&c, "alice", SECRET_ALICE), 0);
+	T_RC(kc_register(&c, &desc, ns2, NULL, 0), KVT_OK);
+	T_ASSERT(memcmp(ns, ns2, sizeof(ns)) == 0);
+	ms = UINT64_MAX;
+	end = t0 + LANE_PACE_WAIT_MS * 1000000ull;
+	while (ms == UINT64_MAX && tsrv_now_ns() < end) {
+		struct kc_value v;
+		struct kvt_key k;
+		int rc;
+		kvt_key_set(&k, "lane-pace-small", 15);
+		rc = kc_get(&c, ns2, &k, 0, 0, 0, 0, &v);
+		kc_value_free(&v);
+		if (rc == KVT_OK)
+			ms = (tsrv_now_ns() - t0) / 1000000;
+		else
+			T_RC(rc, KVT_MISS);
+		tsrv_sleep_ms(10);
+	}
+	kc_close(&c);
+	printf("lane_pace: a lane waiting for --repair-rate 1K (1 MiB: ~1,000 s); a forward "
+	       "for another member there %" PRIu64 " ms after its put (UINT64_MAX: not "
+	       "within %llu ms); the fake refused it %d time(s)\n", ms,
+	       (unsigned long long)LANE_PACE_WAIT_MS, atomic_load(&F.busy_refused));
+	T_ASSERT(ms != UINT64_MAX);
+	T_EQ_INT(atomic_load(&F.busy_refused), 1); /* the lane still waits for the rate */
+	pod_stop(s, sub);
+}
+
+/* lane_bench (a measurement, run by hand, no test runs it:
+ * bench/RESULTS.md "Session 45: a lane's connection"): forwards through a
+ * pod of two real members, each member's lanes with a connection a batch
+ * (KVTD_TEST_LANE_IDLE_MS 0: as before session 45) and with the
+ * connection kept (the default), TLS off and on, each cell a pod of its
+ * own, the four in one run and then again in reverse order:
+ *   trickle  LB_TRICKLE forwards of 4 KiB, each put once the one before
+ *            is forwarded (repair.forwarded on a kept admin connection):
+ *            a batch each -- batches/s
+ *   stream   LB_STREAM forwards of 4 KiB put back to back on one
+ *            connection, until all are forwarded: copies/s, batches
+ * Usage: test_peer_attack KVTIERD lane_bench (a release build's). */
+#define LB_TRICKLE 300u
+#define LB_STREAM 5000u
+static void lane_bench_cell(bool tls, const char *idle, unsigned round)
+{
+	char tenants[700], members[80], sub[2][600], tag[32];
+	char ca[760], cert[760], key[760], k[32];
+	uint16_t port[2] = { listen_tcp(NULL), listen_tcp(NULL) };
+	/* (a DRAM tier past the blocks: an evicted one is not forwarded) */
+	const char *plain[] = { "--repair-grace", "600000", "--dram", "1G", NULL };
+	const char *tlsopt[] = { "--repair-grace", "600000", "--dram", "1G", "--tls-cert", cert,
+				 "--tls-key", key, "--tls-ca", ca, "--tls-verify-client", NULL };
+	struct tsrv s[2];
+	uint8_t ns[PROTO_DIGEST_LEN];
+	uint8_t *val = malloc(VLEN);
+	uint64_t lens[1] = { VLEN }, t0, t_trickle = 0, t_stream, fwd = 0, b0, b1 = 0, b2, conns;
+	uint32_t crc[1];
+	struct kc c, adm;
+
+	T_ASSERT(val);
+	tsrv_fill(val, VLEN, 7);
+	crc[0] = kvt_crc32c(0, val, VLEN);
+	snprintf(tag, sizeof(tag), "-%s-%s-%u", tls ? "tls" : "tcp", idle, round);
+	pod_tag = tag;
+	if (tls)
+		make_pki("", ca, cert, key);
+	snprintf(tenants, sizeof(tenants), "%s/tenants", base);
+	tsrv_write_file(NULL, tenants, "alice " SECRET_ALICE " tenant\nroot " SECRET_ROOT
+			" admin\n");
+	snprintf(members, sizeof(members), "127.0.0.1:%u,127.0.0.1:%u", port[0], port[1]);
+	T_OK(setenv("KVTD_TEST_LANE_IDLE_MS", idle, 1));
+	pod_start(s, sub, port, members, tenants, tls ? tlsopt : plain);
+	T_OK(unsetenv("KVTD_TEST_LANE_IDLE_MS"));
+	pod_tag = "";
+	T_RC(kc_connect_unix(&c, s[0].sock), 0);
+	T_RC(kc_login(&c, "alice", SECRET_ALICE), 0);
+	T_RC(kc_register(&c, &desc, ns, NULL, 0), KVT_OK);
+	T_RC(kc_connect_unix(&adm, s[0].sock), 0);
+	T_RC(kc_login(&adm, "root", SECRET_ROOT), 0);
+	T_RC(kc_stat(&adm, PROTO_SCOPE_ALL, "repair.forward_passes", &b0), KVT_OK);
+	t0 = tsrv_now_ns();
+	for (unsigned i = 0; i < LB_TRICKLE + LB_STREAM; i++) {
+		struct proto_frame f = { .op = PROTO_OP_PUT, .ns_count = 1, .ns = ns };
+		struct proto_item it = { 0 };
+		struct iovec d = { val, VLEN };
+		struct kc_resp r;
+		uint64_t end;
+		if (i == LB_TRICKLE) {
+			t_trickle = tsrv_now_ns() - t0;
+			T_RC(kc_stat(&adm, PROTO_SCOPE_ALL, "repair.forward_passes", &b1),
+			     KVT_OK);
+			t0 = tsrv_now_ns();
+		}
+		snprintf(k, sizeof(k), "lb-%u", i);
+		kvt_key_set(&it.key, k, strlen(k));
+		it.flags = PROTO_IF_PLACED | PROTO_IF_FORWARD;
+		it.anchor = 1 + i;
+		it.copies = 2;
+		it.part_count = 1;
+		it.part_lens = lens;
+		it.part_crcs = crc;
+		T_ASSERT(kc_request(&c, &f, &it, 1, &d, 1) > 0);
+		T_RC(kc_recv(&c, &r, 10000), 0);
+		T_EQ_INT(r.f.status, 0);
+		kc_resp_free(&r);
+		end = tsrv_now_ns() + 20000000000ull;
+		while (i < LB_TRICKLE && fwd < i + 1 && tsrv_now_ns() < end)
+			T_RC(kc_stat(&adm, PROTO_SCOPE_ALL, "repair.forwarded", &fwd), KVT_OK);
+		T_ASSERT(i >= LB_TRICKLE || fwd == i + 1);
+	}
+	{
+		uint64_t end = tsrv_now_ns() + 60000000000ull;
+		while (fwd < LB_TRICKLE + LB_STREAM && tsrv_now_ns() < end) {
+			T_RC(kc_stat(&adm, PROTO_SCOPE_ALL, "repair.forwarded", &fwd), KVT_OK);
+			if (fwd < LB_TRICKLE + LB_STREAM)
+				tsrv_sleep_ms(1);
+		}
+	}
+	t_stream = tsrv_now_ns() - t0;
+	if (fwd != LB_TRICKLE + LB_STREAM) {
+		static const char *const why[] = { "repair.forward_dropped",
+			"repair.forward_busy_dropped", "repair.forward_busy_retried",
+			"repair.errors", "repair.forward_queued", "repair.lane_conn_busy",
+			"repair.gone", "repair.forward_member_dropped", "dram.blocks" };
+		for (unsigned j = 0; j < sizeof(why) / sizeof(why[0]); j++) {
+			uint64_t v = 0;
+			kc_stat(&adm, PROTO_SCOPE_ALL, why[j], &v);
+			printf("lane_bench: %s %" PRIu64 "\n", why[j], v);
+		}
+	}
+	T_EQ_U64(fwd, LB_TRICKLE + LB_STREAM);
+	T_RC(kc_stat(&adm, PROTO_SCOPE_ALL, "repair.forward_passes", &b2), KVT_OK);
+	T_RC(kc_stat(&adm, PROTO_SCOPE_ALL, "repair.lane_connects", &conns), KVT_OK);
+	printf("lane_bench: round %u tls=%s lane_idle_ms=%-4s trickle: %u batches in %.0f ms "
+	       "= %.0f batches/s (%.2f ms each) | stream: %u copies in %.0f ms = %.0f copies/s, "
+	       "%" PRIu64 " batches | lane connections %" PRIu64 "\n",
+	       round, tls ? "on " : "off", idle, (unsigned)(b1 - b0), (double)t_trickle / 1e6,
+	       (double)(b1 - b0) * 1e9 / (double)t_trickle,
+	       (double)t_trickle / 1e6 / (double)(b1 - b0), LB_STREAM,
+	       (double)t_stream / 1e6, (double)LB_STREAM * 1e9 / (double)t_stream, b2 - b1,
+	       conns);
+	kc_close(&c);
+	kc_close(&adm);
+	free(val);
+	for (int i = 0; i < 2; i++)
+		T_EQ_INT(tsrv_stop(&s[i]), 0);
+}
+
+static void phase_lane_bench(void)
+{
+	static const struct {
+		bool tls;
+		const char *idle;
+	} cell[] = { { false, "0" }, { false, "2000" }, { true, "0" }, { true, "2000" } };
+	unsigned n = sizeof(cell) / sizeof(cell[0]);
+
+	for (unsigned round = 0; round < 2; round++)
+		for (unsigned j = 0; j < n; j++) {
+			unsigned at = round ? n - 1 - j : j;
+			lane_bench_cell(cell[at].tls, cell[at].idle, round);
+		}
 }
 
 static off_t dns_entered(const char *file)
@@ -2355,6 +2942,12 @@ static const struct tsrv_phase phases[] = {
 	{ "heal_cut", phase_heal_cut },
 	{ "busy_dup", phase_busy_dup },
 	{ "heal_pace", phase_heal_pace },
+	{ "lane_reuse", phase_lane_reuse },
+	{ "lane_list", phase_lane_list },
+	{ "lane_busy", phase_lane_busy },
+	{ "pace_cut", phase_pace_cut },
+	{ "lane_pace", phase_lane_pace },
+	{ "lane_bench", phase_lane_bench }, /* a measurement: no test runs it */
 };
 
 int main(int argc, char **argv)
