@@ -669,6 +669,13 @@ struct rpeer {
 	uint8_t *ex_have;     /* its answers by index: 1 held (or not to send) */
 	bool conn_busy;       /* its connection refused KVT_EBUSY (the member's
 			       * --tenant-conns or --max-conns) */
+	/* A lane's: the tenant whose connection the member refused busy in
+	 * this batch (empty: none).  That tenant's copies go back in the
+	 * lane; the batch goes on with the other tenants' (before
+	 * review45b's note, every later copy was marked busy, and another
+	 * tenant's were dropped after 3 tries for the first one's full
+	 * --tenant-conns). */
+	char busy_tenant[PROTO_TENANT_MAX + 1];
 };
 
 struct rpass {
@@ -936,6 +943,10 @@ static struct rpeer *repair_peer(struct rpass *ps, unsigned i, uint32_t ns, cons
 	int rc;
 	if (r->failed)
 		return NULL;
+	if (ps->fwd && r->busy_tenant[0] && strcmp(r->busy_tenant, tenant) == 0) {
+		r->conn_busy = true;
+		return NULL;
+	}
 	if (r->open && strcmp(r->p.tenant, tenant) != 0) {
 		if (repair_settle(ps, r, 0) < 0)
 			return NULL;
@@ -966,7 +977,10 @@ static struct rpeer *repair_peer(struct rpass *ps, unsigned i, uint32_t ns, cons
 				 "member=%s tenant=%s", ps->m[i].addr, tenant);
 			atomic_fetch_add(&ps->rp->lane_conn_busy, 1);
 			r->conn_busy = true;
-			r->failed = true;
+			if (ps->fwd)
+				snprintf(r->busy_tenant, sizeof(r->busy_tenant), "%s", tenant);
+			else
+				r->failed = true;
 			return NULL;
 		}
 		if (rc < 0) {
@@ -1250,13 +1264,16 @@ static void repair_member(struct rpass *ps, unsigned d, struct rent *snap, size_
 			continue;
 		r = repair_peer(ps, d, ns, canon, (size_t)cl, tenant, &dg);
 		if (!r && ps->peers[d].conn_busy && ps->busy && !tops) {
-			/* a lane's connection refused busy: this batch and every
-			 * copy after it (a lane's batch is snap itself) sent again
-			 * after a delay, as a copy refused busy is (they were
-			 * lost: an error each, until the member list changed) */
-			for (size_t j = from; j < cnt; j++)
+			/* a lane's connection refused busy: this batch's
+			 * copies (one namespace, one tenant; a lane's batch is
+			 * snap itself) sent again after a delay, as a copy
+			 * refused busy is (they were lost: an error each,
+			 * until the member list changed); the other tenants'
+			 * go on (busy_tenant) */
+			for (size_t j = from; j < i; j++)
 				ps->busy[j] = 1;
-			break;
+			ps->peers[d].conn_busy = false;
+			continue;
 		}
 		if (!r || repair_exists(ps, r, dg, batch, bn, have) < 0)
 			continue;
@@ -2050,7 +2067,7 @@ static size_t repair_lane_take_locked(struct kvtd_repair *rp, struct rlane *ln, 
  * idle connection holds one of the tenant's --tenant-conns at the member
  * for up to REPAIR_LANE_IDLE_MS (doc/cluster.md "Forwarded replicas").
  */
-#define REPAIR_LANE_IDLE_MS 2000u
+#define REPAIR_LANE_IDLE_MS 250u
 
 /* The member list's epoch now. */
 static uint64_t repair_epoch(struct kvtd_repair *rp)
@@ -2144,6 +2161,7 @@ static void *repair_lane_main(void *arg)
 			peer.p.fd = -1;
 			conn_epoch = repair_epoch(rp); /* (before it opens) */
 		}
+		peer.busy_tenant[0] = '\0';
 		ps.peers = &peer;
 		ps.retry = false;
 		ps.batch = q;

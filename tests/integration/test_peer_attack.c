@@ -96,15 +96,15 @@
  *              200 ms, before the refused copy is due again (400 ms; the
  *              lane slept its delay out first: 381-390 ms)
  *   heal_busy  the server and fwd_busy's fake, a healing pass's copy
- *              refused busy: handed to the fake's lane, stored within
- *              2.5 s of the refusal, by no second pass (counted as an
- *              error and lost until the member list changed)
+ *              refused busy: handed to the fake's lane once, sent again
+ *              once, stored once, by no second pass (counted as an error
+ *              and lost until the member list changed)
  *   heal_cut   a static pod of four, a pass sending the slow_read fake a
  *              16 MiB block when another member leaves: the block the
- *              new list places on the healthy member is there within the
- *              grace + 3 s of the leave, the pass cut short (it went on
- *              until the fake was given up, and the new list's pass
- *              waited for it)
+ *              new list places on the healthy member is there before the
+ *              slow fake is given up, the pass cut short (repair.cut, no
+ *              repair.errors; it went on until the fake was given up,
+ *              and the new list's pass waited for it)
  *   frame_busy the same, the fake refusing the first two PUT frames
  *              KVT_EBUSY as a whole (the request's op, no items): the
  *              forward stored within 2.5 s, sent again twice, no error
@@ -132,6 +132,10 @@
  *              reaches s[1], sent again as a copy refused busy (it was
  *              lost: an error, until the list changed), counted; held
  *              throughout, given up after 3 more refusals, counted
+ *   lane_busy_tenant  lane_busy's pod: one batch of alice's copy and
+ *              bob's (s[1] stopped while the lane sends bob's first),
+ *              alice's connection refused busy: bob's copy is stored,
+ *              alice's given up alone (bob's was marked busy with it)
  *   pace_cut   heal_cut's pod, --repair-rate 1K: a pass waiting for the
  *              rate to send its second 1 MiB (~1,000 s) when a member
  *              leaves ends within 30 s, cut (the rate's wait looked at
@@ -158,6 +162,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <signal.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -175,6 +180,7 @@
 
 #define SECRET_ALICE "secret-of-alice-0123456789"
 #define SECRET_ROOT "secret-of-root-0123456789abc"
+#define SECRET_BOB "secret-of-bob-0123456789abcd"
 #define VLEN 4096u
 #define JUNK_MAX (64u << 20) /* the table phase's junk, at most */
 #define SLOW_VLEN (16u << 20) /* the slow_read phase's block */
@@ -817,8 +823,9 @@ static void pod_stop(struct tsrv s[2], char sub[2][600])
 
 /* Alice's one PLACED|FORWARD put of copies to the server s: key, vlen
  * bytes of seed 7; its namespace's digest in ns. */
-static void forward_put_key(const struct tsrv *s, uint8_t ns[PROTO_DIGEST_LEN],
-			    const char *key, uint8_t copies)
+static void forward_put_as(const struct tsrv *s, uint8_t ns[PROTO_DIGEST_LEN],
+			   const char *key, uint8_t copies, const char *tenant,
+			   const char *secret)
 {
 	uint8_t *val = malloc(vlen);
 	struct proto_frame f = { .op = PROTO_OP_PUT, .ns_count = 1, .ns = ns };
@@ -833,7 +840,7 @@ static void forward_put_key(const struct tsrv *s, uint8_t ns[PROTO_DIGEST_LEN],
 	tsrv_fill(val, vlen, 7);
 	crc[0] = kvt_crc32c(0, val, vlen);
 	T_RC(kc_connect_unix(&c, s->sock), 0);
-	T_RC(kc_login(&c, "alice", SECRET_ALICE), 0);
+	T_RC(kc_login(&c, tenant, secret), 0);
 	T_RC(kc_register(&c, &desc, ns, NULL, 0), KVT_OK);
 	kvt_key_set(&it.key, key, strlen(key));
 	it.flags = fwd_flags;
@@ -848,6 +855,13 @@ static void forward_put_key(const struct tsrv *s, uint8_t ns[PROTO_DIGEST_LEN],
 	kc_resp_free(&r);
 	kc_close(&c);
 	free(val);
+}
+
+/* ... as alice. */
+static void forward_put_key(const struct tsrv *s, uint8_t ns[PROTO_DIGEST_LEN],
+			    const char *key, uint8_t copies)
+{
+	forward_put_as(s, ns, key, copies, "alice", SECRET_ALICE);
 }
 
 /* ... the key "forwarded-block", copies 2. */
@@ -2343,6 +2357,90 @@ static void phase_lane_busy(void)
 		tsrv_check_reports(sub[i]);
 }
 
+/* A lane's batch of two tenants' copies, one tenant's connection refused
+ * busy (lane_busy_tenant in the header).  lane_busy's pod, each batch on
+ * a connection of its own (KVTD_TEST_LANE_IDLE_MS 0); alice's namespace
+ * registered at s[0] before bob's (a batch sorts by namespace: alice's
+ * copies first); this test holds alice's one connection to s[1]
+ * throughout.  s[1] is stopped while the lane sends bob's first copy, so
+ * that alice's copy and bob's second queue behind it and go as one batch
+ * once s[1] goes on: alice's connection is refused, and bob's copy must
+ * still be stored (before review45b's note it was marked busy with
+ * alice's, and given up with it after 3 more refusals). */
+static void phase_lane_busy_tenant(void)
+{
+	char tenants[700], members[80], sub[2][600];
+	uint16_t port[2] = { listen_tcp(NULL), listen_tcp(NULL) };
+	const char *const more[] = { "--tenant-conns", "1", "--repair-grace", "600000", NULL };
+	struct tsrv s[2];
+	uint8_t nsa[PROTO_DIGEST_LEN], nsb[PROTO_DIGEST_LEN], ns2[PROTO_DIGEST_LEN];
+	uint64_t end, fwd, dropped;
+	struct kvt_key k;
+	struct kc c, b;
+
+	snprintf(tenants, sizeof(tenants), "%s/tenants", base);
+	tsrv_write_file(NULL, tenants,
+			"pod secret-of-the-pod-0123456789 tenant\nroot " SECRET_ROOT " admin\n"
+			"alice " SECRET_ALICE " tenant\nbob " SECRET_BOB " tenant\n");
+	snprintf(members, sizeof(members), "127.0.0.1:%u,127.0.0.1:%u", port[0], port[1]);
+	T_OK(setenv("KVTD_TEST_LANE_IDLE_MS", "0", 1));
+	pod_start(s, sub, port, members, tenants, more);
+	T_OK(unsetenv("KVTD_TEST_LANE_IDLE_MS"));
+
+	T_RC(kc_connect_unix(&c, s[0].sock), 0);
+	T_RC(kc_login(&c, "alice", SECRET_ALICE), 0);
+	T_RC(kc_register(&c, &desc, nsa, NULL, 0), KVT_OK);
+	kc_close(&c);
+	T_RC(kc_connect_unix(&c, s[1].sock), 0);
+	T_RC(kc_login(&c, "alice", SECRET_ALICE), 0);
+
+	T_ASSERT(kill(s[1].pid, SIGSTOP) == 0);
+	tsrv_wait_stopped(s[1].pid);
+	forward_put_as(&s[0], nsb, "busy-tenant-warm", 2, "bob", SECRET_BOB);
+	tsrv_sleep_ms(100); /* the lane took it: its HELLO waits for s[1] */
+	forward_put_as(&s[0], nsa, "busy-tenant-alice", 2, "alice", SECRET_ALICE);
+	forward_put_as(&s[0], nsb, "busy-tenant-bob", 2, "bob", SECRET_BOB);
+	T_ASSERT(kill(s[1].pid, SIGCONT) == 0);
+
+	end = tsrv_now_ns() + 15000000000ull;
+	while ((dropped = stat_of(&s[0], "repair.forward_busy_dropped")) == 0 &&
+	       tsrv_now_ns() < end)
+		tsrv_sleep_ms(10);
+	end = tsrv_now_ns() + 5000000000ull;
+	while ((fwd = stat_of(&s[0], "repair.forwarded")) < 2 && tsrv_now_ns() < end)
+		tsrv_sleep_ms(10);
+	printf("lane_busy_tenant: alice's connection refused busy: forwarded %" PRIu64
+	       " (bob's two), given up %" PRIu64 " (alice's), lane_conn_busy %" PRIu64
+	       ", forward passes %" PRIu64 "\n", fwd, dropped,
+	       stat_of(&s[0], "repair.lane_conn_busy"), stat_of(&s[0], "repair.forward_passes"));
+	T_EQ_U64(dropped, 1);
+	T_EQ_U64(fwd, 2);
+	kc_close(&c);
+
+	/* bob's second copy there, byte-exact */
+	T_RC(kc_connect_unix(&b, s[1].sock), 0);
+	T_RC(kc_login(&b, "bob", SECRET_BOB), 0);
+	T_RC(kc_register(&b, &desc, ns2, NULL, 0), KVT_OK);
+	T_ASSERT(memcmp(nsb, ns2, sizeof(ns2)) == 0);
+	kvt_key_set(&k, "busy-tenant-bob", 15);
+	{
+		struct kc_value v;
+		uint8_t *want = malloc(VLEN);
+		T_ASSERT(want);
+		tsrv_fill(want, VLEN, 7);
+		T_RC(kc_get(&b, ns2, &k, 0, 0, 0, 0, &v), KVT_OK);
+		T_EQ_U64(v.len, VLEN);
+		T_ASSERT(v.crc_ok && memcmp(v.bytes, want, VLEN) == 0);
+		kc_value_free(&v);
+		free(want);
+	}
+	kc_close(&b);
+	for (int i = 0; i < 2; i++)
+		T_EQ_INT(tsrv_stop(&s[i]), 0);
+	for (int i = 0; i < 2; i++)
+		tsrv_check_reports(sub[i]);
+}
+
 /* A pass cut short while a worker waits for --repair-rate (pace_cut in
  * the header).  heal_cut's pod of four (the fake's second address
  * answering the poll "left" once told to), the members with
@@ -2945,6 +3043,7 @@ static const struct tsrv_phase phases[] = {
 	{ "lane_reuse", phase_lane_reuse },
 	{ "lane_list", phase_lane_list },
 	{ "lane_busy", phase_lane_busy },
+	{ "lane_busy_tenant", phase_lane_busy_tenant },
 	{ "pace_cut", phase_pace_cut },
 	{ "lane_pace", phase_lane_pace },
 	{ "lane_bench", phase_lane_bench }, /* a measurement: no test runs it */
