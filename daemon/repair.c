@@ -69,6 +69,7 @@
 #include "peer.h"
 #include "repair.h"
 #include "placement.h"
+#include "tlsio.h"
 
 #include <openssl/crypto.h>
 
@@ -2084,12 +2085,15 @@ static uint64_t repair_epoch(struct kvtd_repair *rp)
 /* May the lane's open connection r be used for another batch?  Nothing
  * may be readable on it: no answer is owed between batches, so a
  * readable socket is the member's close (its --idle-timeout, a restart)
- * or bytes not asked for. */
+ * or bytes not asked for; so is a TLS record decrypted and not read
+ * (review45b). */
 static bool repair_peer_reusable(const struct rpeer *r)
 {
 	struct pollfd pf = { .fd = r->p.fd, .events = POLLIN | POLLRDHUP };
 
 	if (r->failed || r->fl_n || r->ex_tag || r->p.rlen > r->p.used || r->p.open_tags)
+		return false;
+	if (r->p.ssl && tlsio_pending(r->p.ssl)) /* decrypted, not yet read */
 		return false;
 	return poll(&pf, 1, 0) == 0;
 }
