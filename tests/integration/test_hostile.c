@@ -1111,6 +1111,7 @@ struct pinger {
 	_Atomic bool stop;
 	_Atomic uint64_t max_ns, count; /* max_ns: reset by each round */
 	_Atomic int fails;
+	bool admin;               /* as admin (another tenant), not alice */
 };
 
 static void *pinger_main(void *arg)
@@ -1118,7 +1119,8 @@ static void *pinger_main(void *arg)
 	struct pinger *p = arg;
 	struct kc c;
 
-	T_RC(kc_dial(&c, srv.port, "alice", SECRET_ALICE), 0);
+	T_RC(kc_dial(&c, srv.port, p->admin ? "admin" : "alice",
+		     p->admin ? SECRET_ADMIN : SECRET_ALICE), 0);
 	while (!atomic_load(&p->stop)) {
 		uint64_t t0 = tsrv_now_ns(), dt;
 		if (kc_ping(&c) != 0)
@@ -3338,6 +3340,292 @@ static void phase_frame_items(void)
 	free(its);
 	T_GE_INT(refused + paused, 1);
 	T_EQ_INT(bad, 0);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
+
+/* ------------------------------------------------------------------------
+ * parts_amp (red45): a GET's answer carries a part table, 16 bytes a part
+ * of the value, for every item.  One value of 1,024 one-byte parts (1 KiB,
+ * stored once) named by every item of a GET frame of 1,024 (the frame ~41
+ * KB) is answered with 16.8 MB of table; DRAM hits, pinned once a frame,
+ * far below the pin caps, so nothing holds the answers back.  On many
+ * connections at once, none read.
+ */
+
+#define PA_CONNS 16u
+#define PA_FRAMES 4u
+#define PA_ITEMS 1024u
+#define PA_PARTS 1024u
+
+static void phase_parts_amp(void)
+{
+	uint8_t ns[PROTO_DIGEST_LEN], val[PA_PARTS];
+	struct iovec parts[PA_PARTS];
+	struct proto_item *its = calloc(PA_ITEMS, sizeof(*its));
+	struct kc c, good, *cs = calloc(PA_CONNS, sizeof(*cs));
+	struct kvt_key k;
+	uint64_t refused0, paused0, grew, used_max = 0;
+	int bad, reg;
+	uint8_t *all = NULL;
+	size_t all_len = 0;
+
+	T_ASSERT(its != NULL && cs != NULL);
+	start("parts_amp", NULL);
+	T_RC(kc_dial(&c, srv.port, "alice", SECRET_ALICE), 0);
+	T_RC(kc_register(&c, &desc, ns, NULL, 0), KVT_OK);
+	kvt_key_set(&k, "pa", 2);
+	for (unsigned i = 0; i < PA_PARTS; i++) {
+		val[i] = (uint8_t)i;
+		parts[i].iov_base = &val[i];
+		parts[i].iov_len = 1;
+	}
+	T_RC(kc_put(&c, ns, &k, parts, PA_PARTS, NULL), KVT_OK);
+	for (unsigned i = 0; i < PA_ITEMS; i++)
+		its[i].key = k;
+	for (unsigned i = 0; i < PA_FRAMES; i++) {
+		struct proto_frame f = { .op = PROTO_OP_GET, .ns_count = 1, .ns = ns,
+					 .tag = 1000 + i, .version = c.version };
+		size_t len;
+		uint8_t *b = nat_encode(&f, its, PA_ITEMS, &len);
+		all = realloc(all, all_len + len);
+		memcpy(all + all_len, b, len);
+		all_len += len;
+		free(b);
+	}
+	for (unsigned i = 0; i < PA_CONNS; i++)
+		T_RC(kc_dial(&cs[i], srv.port, "alice", SECRET_ALICE), 0);
+	refused0 = stat_opt("server.mem_refused");
+	paused0 = stat_opt("server.out_share_paused");
+	rss_begin();
+	for (unsigned i = 0; i < PA_CONNS; i++)
+		(void)send_for(cs[i].fd, all, all_len, 300);
+	for (int i = 0; i < 10; i++) {
+		uint64_t u;
+		tsrv_sleep_ms(100);
+		u = stat_opt("server.mem_used");
+		if (u > used_max)
+			used_max = u;
+	}
+	T_RC(kc_dial(&good, srv.port, "admin", SECRET_ADMIN), 0);
+	reg = kc_register(&good, &desc, ns, NULL, 0);
+	bad = reg == KVT_OK ? roundtrips(&good, ns, 4, 4096, 45) : 4;
+	kc_close(&good);
+	grew = tsrv_rss(srv.pid) - rss0;
+	atomic_store(&rss_stop, true);
+	pthread_join(rss_t, NULL);
+	printf("parts_amp: peak RSS +%" PRIu64 " MiB, another tenant's NS_REGISTER %d\n",
+	       (atomic_load(&rss_max) - rss0) >> 20, reg);
+	printf("parts_amp: %u connections x %u GET frames of %u items (%zu bytes each "
+	       "connection) of a %u-part value: mem_used max %" PRIu64 " KiB, mem_refused +%"
+	       PRIu64 ", out_share_paused +%" PRIu64 ", RSS +%" PRIu64 " MiB, another "
+	       "client's failed round trips %d of 4\n", PA_CONNS, PA_FRAMES, PA_ITEMS, all_len,
+	       PA_PARTS, used_max >> 10, stat_opt("server.mem_refused") - refused0,
+	       stat_opt("server.out_share_paused") - paused0, grew >> 20, bad);
+	for (unsigned i = 0; i < PA_CONNS; i++)
+		kc_close(&cs[i]);
+	kc_close(&c);
+	free(all);
+	free(its);
+	free(cs);
+	T_EQ_INT(bad, 0);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
+/* ------------------------------------------------------------------------
+ * range_crc (red45): a RANGE that is not exactly one stored part is
+ * answered with a CRC32C computed over its bytes on the loop thread (the
+ * stored parts it reads are checked once a frame, off the loop: range).
+ * One frame of 1,024 ranges of nearly all of one 8 MiB value (41 KB sent)
+ * asked 8 GiB of CRC at once: their pins count the value once, so the pin
+ * caps let the whole frame be answered in one go.
+ */
+
+#define RC_LEN (8u << 20)
+#define RC_RANGES 1024u
+#define RC_QUIET_FRAMES 8u
+
+static uint64_t srv_cpu_ns(void);
+
+/* A range read back exactly, its CRC over exactly its bytes. */
+static void rcrc_item(void *ctx, const struct kc_resp *r, const struct proto_item *pi)
+{
+	struct range_seen *rs = ctx;
+	const struct proto_item *q = &rs->its[pi->index];
+	uint64_t len = 0;
+	uint32_t crc = 0;
+
+	rs->seen++;
+	if (pi->status == KVT_OK && pi->data_len == q->len && pi->part_count == 1 &&
+	    proto_item_part(pi, 0, &len, &crc) == 0 && len == q->len &&
+	    memcmp(r->data + pi->data_off, rs->v + q->off, q->len) == 0 &&
+	    crc == kvt_crc32c(0, rs->v + q->off, q->len))
+		rs->ok++;
+}
+
+static void phase_range_crc(void)
+{
+	const char *extra[] = { "--threads", "1", "--ssd", "0", NULL };
+	uint8_t ns[PROTO_DIGEST_LEN], *v = malloc(RC_LEN);
+	struct iovec part = { v, RC_LEN };
+	struct proto_item *its = calloc(RC_RANGES, sizeof(*its));
+	struct proto_frame f = { .op = PROTO_OP_GET };
+	struct pinger pg = { .admin = true };
+	struct range_seen rs = { its, v, 0, 0 };
+	uint64_t cpu0, one_cpu, own_cpu, quiet_cpu, one_ping, own_ping, quiet_ping;
+	struct kvt_ns_desc d = desc;
+	struct kvt_key k;
+	struct kc c, a, r;
+
+	T_ASSERT(v != NULL && its != NULL);
+	start_with("range_crc", extra, "alice " SECRET_ALICE " tenant\n"
+				       "admin " SECRET_ADMIN " admin\n"
+				       "rita " SECRET_ALICE " tenant\n"
+				       "grant alice model=hostile-model to rita\n");
+	T_RC(kc_dial(&c, srv.port, "alice", SECRET_ALICE), 0);
+	T_RC(kc_register(&c, &desc, ns, NULL, 0), KVT_OK);
+	tsrv_fill(v, RC_LEN, 45);
+	kvt_key_set(&k, "range-crc", 9);
+	T_RC(kc_put(&c, ns, &k, &part, 1, NULL), KVT_OK);
+	for (unsigned i = 0; i < RC_RANGES; i++) {
+		its[i].key = k;
+		its[i].flags = PROTO_IF_RANGE;
+		its[i].off = 1 + i % 7;
+		its[i].len = RC_LEN - 8;
+	}
+	f.ns_count = 1;
+	f.ns = ns;
+	pthread_create(&pg.t, NULL, pinger_main, &pg);
+	tsrv_sleep_ms(200);
+
+	/* Baseline: one such range, read. */
+	atomic_store(&pg.max_ns, 0);
+	cpu0 = srv_cpu_ns();
+	T_ASSERT(kc_request(&c, &f, its, 1, NULL, 0) > 0);
+	T_GE_INT(kc_recv_items(&c, 60000, rcrc_item, &rs, NULL), 1);
+	one_cpu = srv_cpu_ns() - cpu0;
+	tsrv_sleep_ms(100);
+	one_ping = atomic_load(&pg.max_ns);
+	T_EQ_INT(rs.ok, 1);
+
+	/* The owner's frame of 1,024, on another connection, never read. */
+	T_RC(kc_dial(&a, srv.port, "alice", SECRET_ALICE), 0);
+	atomic_store(&pg.max_ns, 0);
+	cpu0 = srv_cpu_ns();
+	f.tag = 0;
+	T_ASSERT(kc_request(&a, &f, its, RC_RANGES, NULL, 0) > 0);
+	tsrv_sleep_ms(1500);
+	own_cpu = srv_cpu_ns() - cpu0;
+	own_ping = atomic_load(&pg.max_ns);
+	printf("range_crc: mem_used %" PRIu64 ", store.pins_active %" PRIu64 "\n",
+	       stat_of("server.mem_used"), stat_of("store.pins_active"));
+	kc_close(&a);
+	tsrv_sleep_ms(300);
+
+	/* A grantee's (quiet GETs): RC_QUIET_FRAMES such frames pipelined
+	 * on one connection, never read. */
+	T_RC(kc_dial(&r, srv.port, "rita", SECRET_ALICE), 0);
+	d.tenant = "alice";
+	{
+		uint8_t ns_r[PROTO_DIGEST_LEN];
+		T_RC(kc_register(&r, &d, ns_r, NULL, 0), KVT_OK);
+		T_ASSERT(memcmp(ns, ns_r, sizeof(ns_r)) == 0);
+	}
+	atomic_store(&pg.max_ns, 0);
+	cpu0 = srv_cpu_ns();
+	for (unsigned i = 0; i < RC_QUIET_FRAMES; i++) {
+		f.tag = 0;
+		T_ASSERT(kc_request(&r, &f, its, RC_RANGES, NULL, 0) > 0);
+	}
+	for (int i = 0; i < 15; i++) {
+		uint64_t u = 0;
+		int src = kc_stat_once(srv.port, NULL, "admin", SECRET_ADMIN, "server.mem_used",
+				       false, &u);
+		printf("  +%d ms: STATS %d mem_used %" PRIu64 "\n", i * 100, src, u);
+		tsrv_sleep_ms(100);
+	}
+	quiet_cpu = srv_cpu_ns() - cpu0;
+	quiet_ping = atomic_load(&pg.max_ns);
+	printf("range_crc: mem_used %" PRIu64 ", store.pins_active %" PRIu64 "\n",
+	       stat_of("server.mem_used"), stat_of("store.pins_active"));
+	kc_close(&r);
+	atomic_store(&pg.stop, true);
+	pthread_join(pg.t, NULL);
+	printf("range_crc: one range of %u bytes: %.1f ms of the server's CPU (slowest PING "
+	       "%.1f ms); the owner's frame of %u such ranges left unread: %.1f ms of CPU in "
+	       "1.5 s (slowest PING %.1f ms); a grantee's %u frames: %.1f ms (slowest PING "
+	       "%.1f ms)\n", RC_LEN - 8, one_cpu / 1e6, one_ping / 1e6, RC_RANGES,
+	       own_cpu / 1e6, own_ping / 1e6, RC_QUIET_FRAMES, quiet_cpu / 1e6,
+	       quiet_ping / 1e6);
+	kc_close(&c);
+	free(its);
+	free(v);
+	T_EQ_INT(atomic_load(&pg.fails), 0);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
+/* ------------------------------------------------------------------------
+ * quiet_slices (red45): a grantee's GETs are quiet, and the duplicates of
+ * one frame share the first item's pin, carried by the output of the last
+ * item that uses it; the outputs before it carry no pin, and their value
+ * bytes were charged to --max-memory as bytes of their own.  One frame of
+ * rita's naming alice's 8 MiB value 1,024 times (41 KB), left unread:
+ * 8 GiB charged, every tenant's next frame refused.
+ */
+
+static void phase_quiet_slices(void)
+{
+	const char *extra[] = { "--threads", "1", "--ssd", "0", NULL };
+	uint8_t ns[PROTO_DIGEST_LEN], ns_r[PROTO_DIGEST_LEN], *v = malloc(RC_LEN);
+	struct iovec part = { v, RC_LEN };
+	struct proto_item *its = calloc(RC_RANGES, sizeof(*its));
+	struct proto_frame f = { .op = PROTO_OP_GET };
+	struct kvt_ns_desc d = desc;
+	uint64_t used, pinned;
+	struct kvt_key k;
+	struct kc c, r, adm;
+	int bad, src;
+
+	T_ASSERT(v != NULL && its != NULL);
+	start_with("quiet_slices", extra, "alice " SECRET_ALICE " tenant\n"
+					  "admin " SECRET_ADMIN " admin\n"
+					  "rita " SECRET_ALICE " tenant\n"
+					  "grant alice model=hostile-model to rita\n");
+	T_RC(kc_dial(&c, srv.port, "alice", SECRET_ALICE), 0);
+	T_RC(kc_register(&c, &desc, ns, NULL, 0), KVT_OK);
+	tsrv_fill(v, RC_LEN, 46);
+	kvt_key_set(&k, "quiet-big", 9);
+	T_RC(kc_put(&c, ns, &k, &part, 1, NULL), KVT_OK);
+	for (unsigned i = 0; i < RC_RANGES; i++)
+		its[i].key = k;
+	T_RC(kc_dial(&r, srv.port, "rita", SECRET_ALICE), 0);
+	d.tenant = "alice";
+	T_RC(kc_register(&r, &d, ns_r, NULL, 0), KVT_OK);
+	T_ASSERT(memcmp(ns, ns_r, sizeof(ns_r)) == 0);
+	f.ns_count = 1;
+	f.ns = ns;
+	T_ASSERT(kc_request(&r, &f, its, RC_RANGES, NULL, 0) > 0);
+	tsrv_sleep_ms(1000);
+	/* Another tenant, on a fresh connection and its own. */
+	T_RC(kc_dial(&adm, srv.port, "admin", SECRET_ADMIN), 0);
+	T_RC(kc_register(&adm, &desc, ns, NULL, 0), KVT_OK);
+	bad = roundtrips(&adm, ns, 4, 4096, 46);
+	src = kc_stat(&adm, PROTO_SCOPE_ALL, "server.mem_used", &used);
+	if (src != 0)
+		used = UINT64_MAX;
+	pinned = stat_of("store.pins_active");
+	printf("quiet_slices: a grantee's frame of %u GETs of one %u-byte value left unread: "
+	       "mem_used %" PRIu64 " (STATS %d), store.pins_active %" PRIu64 ", another "
+	       "tenant's failed round trips %d of 4\n", RC_RANGES, RC_LEN, used, src, pinned,
+	       bad);
+	kc_close(&adm);
+	kc_close(&r);
+	kc_close(&c);
+	free(its);
+	free(v);
+	T_EQ_INT(bad, 0);
+	T_EQ_INT(src, 0);
+	T_LE_INT(used, MAX_MEMORY / 4);
 	T_EQ_INT(tsrv_stop(&srv), 0);
 }
 
@@ -10973,6 +11261,9 @@ static const struct tsrv_phase phases[] = {
 	{ "preauth_out", phase_preauth_out },
 	{ "resp_pins", phase_resp_pins },
 	{ "frame_items", phase_frame_items },
+	{ "parts_amp", phase_parts_amp },
+	{ "range_crc", phase_range_crc },
+	{ "quiet_slices", phase_quiet_slices },
 	{ "resp_items", phase_resp_items },
 	{ "resp_tenant_items", phase_resp_tenant_items },
 	{ "out_share", phase_out_share },
