@@ -2087,24 +2087,35 @@ static uint64_t ops_item_crc_len(const struct kvtd_item *it)
 }
 
 /* A quiet frame (a grantee's) is answered whole (its duplicates share
- * pins, "Quiet GETs"): the items past those bounds are answered KVT_EBUSY
- * (retry later), not deferred. */
+ * pins, "Quiet GETs"): the items past those bounds, or past the pin caps,
+ * are answered KVT_EBUSY (retry later), not deferred, and a duplicate of
+ * such an item too.  The pin caps did not apply to quiet GETs: a
+ * grantee's unread frames pinned the owner's whole DRAM tier and another
+ * tenant's PUT failed KVT_EFULL (test_hostile quiet_pins). */
 static void ops_quiet_limit(struct kvtd_frame *fr)
 {
 	struct kvtd_server *srv = ops_srv(fr);
 	struct kvtd_conn *c = fr->conn;
-	uint64_t budget = ops_pin_budget(c), room = ops_table_room(c), rsum = 0, tsum = 0;
-	bool first = !c->pin_bytes, refused = false;
+	uint64_t budget = ops_pin_budget(c), room = ops_table_room(c);
+	uint64_t sum = 0, rsum = 0, tsum = 0;
+	bool first = !c->pin_bytes, refused = false, over = ops_tenant_pins_over(c);
+	struct kvtd_pinset seen = { 0 };
 
+	if (fr->n > 1)
+		(void)kvtd_pinset_init(&seen, fr->n); /* without: each counted */
 	for (uint32_t i = 0; i < fr->n; i++) {
 		struct kvtd_item *it = &fr->items[i];
-		uint64_t rlen, tlen;
+		uint64_t len, rlen, tlen;
 		if (it->status != KVT_OK || !it->req.pin)
 			continue;
+		len = it->pinned ? ops_pin_len(&seen, kvtd_item_pin_at(it), it->req.length) : 0;
 		rlen = ops_item_crc_len(it);
 		tlen = ops_item_table(srv, it, it->req.length, room > tsum ? room - tsum : 0,
 				      true);
-		if (!first && (rsum + rlen > budget || tsum + tlen > room)) {
+		if ((it->dup_of && fr->items[it->dup_of - 1].status == KVT_EBUSY) ||
+		    (over && it->pinned) ||
+		    (!first && (sum + len > budget || rsum + rlen > budget ||
+				tsum + tlen > room))) {
 			if (it->pinned && !it->carries)
 				kvtd_value_item_unpin(srv, it);
 			it->status = KVT_EBUSY;
@@ -2112,9 +2123,11 @@ static void ops_quiet_limit(struct kvtd_frame *fr)
 			continue;
 		}
 		first = false;
+		sum += len;
 		rsum += rlen;
 		tsum += tlen;
 	}
+	kvtd_pinset_free(&seen);
 	if (refused)
 		KVTD_COUNT(srv, pin_deferred, 1);
 }

@@ -3679,6 +3679,101 @@ static void phase_quiet_slices(void)
 	T_EQ_INT(tsrv_stop(&srv), 0);
 }
 
+
+/* ------------------------------------------------------------------------
+ * quiet_pins (red45): a grantee's GETs of DRAM blocks pin them as any
+ * GET, but a quiet frame was answered whole, outside the pin caps: its
+ * frames of alice's 62 values of 1 MiB on 4 connections, unread, pinned
+ * the whole 64 MiB tier, and another tenant's PUT of 8 MiB failed
+ * KVT_EFULL.  Now a quiet frame's items past the caps are KVT_EBUSY.
+ */
+
+#define QP_VALUES 62u
+#define QP_LEN (1u << 20)
+
+static void phase_quiet_pins(void)
+{
+	const char *extra[] = { "--threads", "1", "--ssd", "0", NULL };
+	uint8_t ns[PROTO_DIGEST_LEN], ns_r[PROTO_DIGEST_LEN], *v = malloc(8u << 20);
+	struct proto_item its[QP_VALUES];
+	struct proto_frame f = { .op = PROTO_OP_GET };
+	struct kvt_ns_desc d = desc;
+	struct kc c, r[4], adm;
+	uint64_t pins;
+	int rc;
+
+	T_ASSERT(v != NULL);
+	start_with("quiet_pins", extra, "alice " SECRET_ALICE " tenant\n"
+					"admin " SECRET_ADMIN " admin\n"
+					"rita " SECRET_ALICE " tenant\n"
+					"grant alice model=hostile-model to rita\n");
+	T_RC(kc_dial(&c, srv.port, "alice", SECRET_ALICE), 0);
+	T_RC(kc_register(&c, &desc, ns, NULL, 0), KVT_OK);
+	memset(its, 0, sizeof(its));
+	for (unsigned i = 0; i < QP_VALUES; i++) {
+		char name[16];
+		struct iovec p = { v, QP_LEN };
+		snprintf(name, sizeof(name), "qp-%u", i);
+		kvt_key_set(&its[i].key, name, strlen(name));
+		tsrv_fill(v, QP_LEN, 300 + i);
+		T_RC(kc_put(&c, ns, &its[i].key, &p, 1, NULL), KVT_OK);
+	}
+	d.tenant = "alice";
+	f.ns_count = 1;
+	f.ns = ns;
+	for (unsigned j = 0; j < 4; j++) {
+		T_RC(kc_dial(&r[j], srv.port, "rita", SECRET_ALICE), 0);
+		T_RC(kc_register(&r[j], &d, ns_r, NULL, 0), KVT_OK);
+		f.tag = 0;
+		T_ASSERT(kc_request(&r[j], &f, its, QP_VALUES, NULL, 0) > 0);
+	}
+	tsrv_sleep_ms(500);
+	pins = stat_of("store.pins_active");
+	T_RC(kc_dial(&adm, srv.port, "admin", SECRET_ADMIN), 0);
+	T_RC(kc_register(&adm, &desc, ns, NULL, 0), KVT_OK);
+	{
+		struct iovec p = { v, 8u << 20 };
+		struct kvt_key k;
+		kvt_key_set(&k, "adm-big", 7);
+		rc = kc_put(&adm, ns, &k, &p, 1, NULL);
+	}
+	printf("quiet_pins: a grantee's 4 frames of %u GETs of 1 MiB DRAM values, unread: "
+	       "store.pins_active %" PRIu64 "; another tenant's PUT of 8 MiB: %d\n", QP_VALUES,
+	       pins, rc);
+	kc_close(&adm);
+	for (unsigned j = 0; j < 4; j++)
+		kc_close(&r[j]);
+	/* The grantee, on a fresh connection once those closed, is served
+	 * what is left of them (the PUT evicted some), exactly. */
+	{
+		unsigned hit = 0, miss = 0, other = 0;
+		T_RC(kc_dial(&r[0], srv.port, "rita", SECRET_ALICE), 0);
+		T_RC(kc_register(&r[0], &d, ns_r, NULL, 0), KVT_OK);
+		for (unsigned i = 0; i < QP_VALUES; i++) {
+			struct kc_value val = { 0 };
+			int g = kc_get(&r[0], ns_r, &its[i].key, 0, 0, 0, 0, &val);
+			tsrv_fill(v, QP_LEN, 300 + i);
+			if (g == KVT_OK && val.len == QP_LEN && memcmp(val.bytes, v, QP_LEN) == 0)
+				hit++;
+			else if (g == KVT_MISS)
+				miss++;
+			else if (other++ == 0)
+				printf("quiet_pins: item %u: %d (%s)\n", i, g, kvt_strerror(g));
+			kc_value_free(&val);
+		}
+		kc_close(&r[0]);
+		printf("quiet_pins: read again: %u exact, %u misses, %u else\n", hit, miss, other);
+		T_EQ_INT(other, 0);
+		T_GE_INT(hit, QP_VALUES / 2);
+	}
+	kc_close(&c);
+	free(v);
+	/* the tenant's share of pins (--dram/4 = 16 MiB), a connection's
+	 * first item past it: 4 more */
+	T_LE_INT(pins, 16 + 4);
+	T_EQ_INT(rc, KVT_OK);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
 /* ------------------------------------------------------------------------
  * resp_items (hostile7): each key of a RESP MGET gets a library request
  * (~330 bytes) against the 7 bytes of the key in the command, which alone
@@ -11314,6 +11409,7 @@ static const struct tsrv_phase phases[] = {
 	{ "parts_amp", phase_parts_amp },
 	{ "range_crc", phase_range_crc },
 	{ "quiet_slices", phase_quiet_slices },
+	{ "quiet_pins", phase_quiet_pins },
 	{ "resp_items", phase_resp_items },
 	{ "resp_tenant_items", phase_resp_tenant_items },
 	{ "out_share", phase_out_share },
