@@ -86,6 +86,9 @@
  *                 blocks on 24 connections beside another's single GET: the
  *                 latencies measured (doc/security.md "SSD reads between
  *                 tenants")
+ *   quiet_slices, parts_amp, range_crc, quiet_pins, stats_unread (red45)
+ *                 what a GET answer sends, counted: doc/security.md
+ *                 "Session 45"
  *
  * Every phase samples the server's VmRSS every 20 ms and asserts the bound
  * of doc/security.md: RSS < RSS at start + --dram + --max-memory +
@@ -9581,6 +9584,78 @@ static void phase_stats_flood(void)
 }
 
 /* ------------------------------------------------------------------------
+ * stats_unread (red45): STATS of a tenant's 255 namespace rows (178 KB
+ * of answer from an 88-byte frame) pipelined 2,000 deep on 16
+ * connections, never read: bounded by the pauses (out_share, mem), not
+ * changed; kept as the figure's test (RSS +19 MiB, another tenant's
+ * round trips served).
+ */
+
+#define SU_CONNS 16u
+#define SU_FRAMES 2000u
+
+static void phase_stats_unread(void)
+{
+	const char *extra[] = { "--threads", "1", "--ssd", "0", "--set", "stats.namespaces=256",
+				NULL };
+	struct kc m, *cs = calloc(SU_CONNS, sizeof(*cs)), good;
+	uint8_t *one = NULL, *burst, ns[PROTO_DIGEST_LEN];
+	int64_t n1;
+	uint64_t answer = 0, grew;
+	int bad, reg;
+
+	T_ASSERT(cs != NULL);
+	start_with("stats_unread", extra, "alice " SECRET_ALICE " tenant\n"
+					  "mallory " SECRET_ALICE " tenant\n"
+					  "admin " SECRET_ADMIN " admin\n");
+	T_RC(kc_dial(&m, srv.port, "mallory", SECRET_ALICE), 0);
+	cf_register(&m, "su", SF_NS);
+	{
+		struct proto_frame f = { .op = PROTO_OP_STATS, .tag = 7, .version = m.version };
+		f.scope.scope = PROTO_SCOPE_TENANT;
+		n1 = kc_encode(&f, NULL, 0, NULL, 0, &one);
+		T_ASSERT(n1 > 0);
+	}
+	{
+		bool more = true;
+		T_RC(kc_send(&m, one, (size_t)n1), 0);
+		while (more) {
+			struct kc_resp r;
+			T_RC(kc_recv(&m, &r, 10000), 0);
+			more = r.f.flags & PROTO_F_MORE;
+			answer += r.len;
+			kc_resp_free(&r);
+		}
+	}
+	burst = malloc((size_t)n1 * SU_FRAMES);
+	for (unsigned k = 0; k < SU_FRAMES; k++)
+		memcpy(burst + k * (size_t)n1, one, (size_t)n1);
+	for (unsigned i = 0; i < SU_CONNS; i++)
+		T_RC(kc_dial(&cs[i], srv.port, "mallory", SECRET_ALICE), 0);
+	rss_begin();
+	for (unsigned i = 0; i < SU_CONNS; i++)
+		(void)send_for(cs[i].fd, burst, (size_t)n1 * SU_FRAMES, 300);
+	tsrv_sleep_ms(1500);
+	T_RC(kc_dial(&good, srv.port, "alice", SECRET_ALICE), 0);
+	reg = kc_register(&good, &desc, ns, NULL, 0);
+	bad = reg == KVT_OK ? roundtrips(&good, ns, 4, 4096, 47) : 4;
+	kc_close(&good);
+	printf("stats_unread: one STATS answer %" PRIu64 " bytes from %" PRId64 "; %u connections "
+	       "x %u pipelined, unread: alice's NS_REGISTER %d, failed round trips %d of 4\n",
+	       answer, n1, SU_CONNS, SU_FRAMES, reg, bad);
+	grew = rss_end(MAX_MEMORY);
+	printf("stats_unread: RSS +%" PRIu64 " MiB\n", grew >> 20);
+	for (unsigned i = 0; i < SU_CONNS; i++)
+		kc_close(&cs[i]);
+	kc_close(&m);
+	free(burst);
+	free(one);
+	free(cs);
+	T_EQ_INT(bad, 0);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
+/* ------------------------------------------------------------------------
  * stats_frames (redbin): a STATS answer is every figure -- ~8 a quota
  * group (STATS ALL), ~20 a namespace row -- and went out as one frame,
  * while HELLO announces items_max 1024: a client that checks an answer
@@ -11410,6 +11485,7 @@ static const struct tsrv_phase phases[] = {
 	{ "range_crc", phase_range_crc },
 	{ "quiet_slices", phase_quiet_slices },
 	{ "quiet_pins", phase_quiet_pins },
+	{ "stats_unread", phase_stats_unread },
 	{ "resp_items", phase_resp_items },
 	{ "resp_tenant_items", phase_resp_tenant_items },
 	{ "out_share", phase_out_share },
