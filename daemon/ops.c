@@ -2087,20 +2087,27 @@ static uint64_t ops_item_crc_len(const struct kvtd_item *it)
 }
 
 /* A quiet frame (a grantee's) is answered whole (its duplicates share
- * pins, "Quiet GETs"): the items past those bounds, or past the pin caps,
- * are answered KVT_EBUSY (retry later), not deferred, and a duplicate of
- * such an item too.  The pin caps did not apply to quiet GETs: a
- * grantee's unread frames pinned the owner's whole DRAM tier and another
- * tenant's PUT failed KVT_EFULL (test_hostile quiet_pins). */
+ * pins, "Quiet GETs"): the items past those bounds, or past what is left
+ * of its tenant's pin share (KVTD_PIN_TENANT_MAX: the connection's own
+ * cap would refuse a legitimate grantee's large frame, which is not
+ * deferred), are answered KVT_EBUSY (retry later; the engine's remote
+ * tier takes it as a miss), and a duplicate of such an item too.  The pin
+ * caps did not apply to quiet GETs: a grantee's unread frames pinned the
+ * owner's whole DRAM tier and another tenant's PUT failed KVT_EFULL
+ * (test_hostile quiet_pins). */
 static void ops_quiet_limit(struct kvtd_frame *fr)
 {
 	struct kvtd_server *srv = ops_srv(fr);
 	struct kvtd_conn *c = fr->conn;
-	uint64_t budget = ops_pin_budget(c), room = ops_table_room(c);
+	uint64_t budget = ops_pin_budget(c), room = ops_table_room(c), pins = budget;
 	uint64_t sum = 0, rsum = 0, tsum = 0;
 	bool first = !c->pin_bytes, refused = false, over = ops_tenant_pins_over(c);
 	struct kvtd_pinset seen = { 0 };
 
+	if (c->tstat && kvtd_auth_enabled()) {
+		uint64_t tp = atomic_load_explicit(&c->tstat->pinned, memory_order_relaxed);
+		pins = tp < KVTD_PIN_TENANT_MAX(srv) ? KVTD_PIN_TENANT_MAX(srv) - tp : 0;
+	}
 	if (fr->n > 1)
 		(void)kvtd_pinset_init(&seen, fr->n); /* without: each counted */
 	for (uint32_t i = 0; i < fr->n; i++) {
@@ -2114,7 +2121,7 @@ static void ops_quiet_limit(struct kvtd_frame *fr)
 				      true);
 		if ((it->dup_of && fr->items[it->dup_of - 1].status == KVT_EBUSY) ||
 		    (over && it->pinned) ||
-		    (!first && (sum + len > budget || rsum + rlen > budget ||
+		    (!first && (sum + len > pins || rsum + rlen > budget ||
 				tsum + tlen > room))) {
 			if (it->pinned && !it->carries)
 				kvtd_value_item_unpin(srv, it);
