@@ -2123,8 +2123,12 @@ static void ops_quiet_limit(struct kvtd_frame *fr)
 		    (over && it->pinned) ||
 		    (!first && (sum + len > pins || rsum + rlen > budget ||
 				tsum + tlen > room))) {
-			if (it->pinned && !it->carries)
+			/* Its pin goes now, shared or not: its duplicates are
+			 * refused with it (above), and the last of them carried
+			 * it past the share (review45c, quiet_pins_dup). */
+			if (it->pinned)
 				kvtd_value_item_unpin(srv, it);
+			it->carries = 0;
 			it->status = KVT_EBUSY;
 			refused = true;
 			continue;

@@ -3694,11 +3694,13 @@ static void phase_quiet_slices(void)
 #define QP_VALUES 62u
 #define QP_LEN (1u << 20)
 
-static void phase_quiet_pins(void)
+/* reps: each frame names every value that many times (review45c: a
+ * value named twice kept its pin past the share, below). */
+static void quiet_pins_run(const char *phase, unsigned reps)
 {
 	const char *extra[] = { "--threads", "1", "--ssd", "0", NULL };
 	uint8_t ns[PROTO_DIGEST_LEN], ns_r[PROTO_DIGEST_LEN], *v = malloc(8u << 20);
-	struct proto_item its[QP_VALUES];
+	struct proto_item its[QP_VALUES * 2];
 	struct proto_frame f = { .op = PROTO_OP_GET };
 	struct kvt_ns_desc d = desc;
 	struct kc c, r[4], adm;
@@ -3706,7 +3708,8 @@ static void phase_quiet_pins(void)
 	int rc;
 
 	T_ASSERT(v != NULL);
-	start_with("quiet_pins", extra, "alice " SECRET_ALICE " tenant\n"
+	T_ASSERT(reps >= 1 && reps <= 2);
+	start_with(phase, extra, "alice " SECRET_ALICE " tenant\n"
 					"admin " SECRET_ADMIN " admin\n"
 					"rita " SECRET_ALICE " tenant\n"
 					"grant alice model=hostile-model to rita\n");
@@ -3720,6 +3723,7 @@ static void phase_quiet_pins(void)
 		kvt_key_set(&its[i].key, name, strlen(name));
 		tsrv_fill(v, QP_LEN, 300 + i);
 		T_RC(kc_put(&c, ns, &its[i].key, &p, 1, NULL), KVT_OK);
+		its[QP_VALUES + i] = its[i];
 	}
 	d.tenant = "alice";
 	f.ns_count = 1;
@@ -3728,7 +3732,7 @@ static void phase_quiet_pins(void)
 		T_RC(kc_dial(&r[j], srv.port, "rita", SECRET_ALICE), 0);
 		T_RC(kc_register(&r[j], &d, ns_r, NULL, 0), KVT_OK);
 		f.tag = 0;
-		T_ASSERT(kc_request(&r[j], &f, its, QP_VALUES, NULL, 0) > 0);
+		T_ASSERT(kc_request(&r[j], &f, its, QP_VALUES * reps, NULL, 0) > 0);
 	}
 	tsrv_sleep_ms(500);
 	pins = stat_of("store.pins_active");
@@ -3740,9 +3744,9 @@ static void phase_quiet_pins(void)
 		kvt_key_set(&k, "adm-big", 7);
 		rc = kc_put(&adm, ns, &k, &p, 1, NULL);
 	}
-	printf("quiet_pins: a grantee's 4 frames of %u GETs of 1 MiB DRAM values, unread: "
-	       "store.pins_active %" PRIu64 "; another tenant's PUT of 8 MiB: %d\n", QP_VALUES,
-	       pins, rc);
+	printf("%s: a grantee's 4 frames of %u GETs of 1 MiB DRAM values, unread: "
+	       "store.pins_active %" PRIu64 "; another tenant's PUT of 8 MiB: %d\n", phase,
+	       QP_VALUES * reps, pins, rc);
 	kc_close(&adm);
 	for (unsigned j = 0; j < 4; j++)
 		kc_close(&r[j]);
@@ -3776,6 +3780,21 @@ static void phase_quiet_pins(void)
 	T_LE_INT(pins, 16 + 4);
 	T_EQ_INT(rc, KVT_OK);
 	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
+static void phase_quiet_pins(void)
+{
+	quiet_pins_run("quiet_pins", 1);
+}
+
+/* quiet_pins_dup (review45c): the same frames naming every value twice.
+ * An item refused past the tenant's share whose duplicates share its pin
+ * (the last of them carries it) kept that pin: the refused duplicates'
+ * answers carried it, so the whole tier was pinned as before the share
+ * (store.pins_active 248, the PUT KVT_EFULL). */
+static void phase_quiet_pins_dup(void)
+{
+	quiet_pins_run("quiet_pins_dup", 2);
 }
 /* ------------------------------------------------------------------------
  * resp_items (hostile7): each key of a RESP MGET gets a library request
@@ -11485,6 +11504,7 @@ static const struct tsrv_phase phases[] = {
 	{ "range_crc", phase_range_crc },
 	{ "quiet_slices", phase_quiet_slices },
 	{ "quiet_pins", phase_quiet_pins },
+	{ "quiet_pins_dup", phase_quiet_pins_dup },
 	{ "stats_unread", phase_stats_unread },
 	{ "resp_items", phase_resp_items },
 	{ "resp_tenant_items", phase_resp_tenant_items },
