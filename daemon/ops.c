@@ -2112,15 +2112,19 @@ static void ops_quiet_limit(struct kvtd_frame *fr)
 		(void)kvtd_pinset_init(&seen, fr->n); /* without: each counted */
 	for (uint32_t i = 0; i < fr->n; i++) {
 		struct kvtd_item *it = &fr->items[i];
-		uint64_t len, rlen, tlen;
+		uint64_t len = 0, rlen = 0, tlen = 0;
+		/* a duplicate of a refused item: its pin (shared) is gone */
+		bool dup_refused = it->dup_of && fr->items[it->dup_of - 1].status == KVT_EBUSY;
 		if (it->status != KVT_OK || !it->req.pin)
 			continue;
-		len = it->pinned ? ops_pin_len(&seen, kvtd_item_pin_at(it), it->req.length) : 0;
-		rlen = ops_item_crc_len(it);
-		tlen = ops_item_table(srv, it, it->req.length, room > tsum ? room - tsum : 0,
-				      true);
-		if ((it->dup_of && fr->items[it->dup_of - 1].status == KVT_EBUSY) ||
-		    (over && it->pinned) ||
+		if (!dup_refused) {
+			len = it->pinned ? ops_pin_len(&seen, kvtd_item_pin_at(it), it->req.length)
+					 : 0;
+			rlen = ops_item_crc_len(it);
+			tlen = ops_item_table(srv, it, it->req.length,
+					      room > tsum ? room - tsum : 0, true);
+		}
+		if (dup_refused || (over && it->pinned) ||
 		    (!first && (sum + len > pins || rsum + rlen > budget ||
 				tsum + tlen > room))) {
 			/* Its pin goes now, shared or not: its duplicates are
