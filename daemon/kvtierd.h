@@ -471,7 +471,9 @@ struct kvtd_out {
 	uint64_t keep_ref_len;
 	uint64_t bytes;        /* total bytes of this frame */
 	uint64_t mem_len;      /* bytes charged to mem_used (kvtd_conn_queue) */
-	uint64_t pin_len;      /* value bytes behind its pins (kvtd_conn.pin_bytes) */
+	uint64_t pin_len;      /* bytes it sends from pinned values -- its own pins
+				* or those a later output of the reply carries --
+				* never charged (kvtd_conn.pin_bytes) */
 	uint64_t pin_held;     /* the values its pins hold, when more than pin_len:
 				* an S3 answer of a Range keeps its whole object
 				* pinned, and is counted so in the pin caps

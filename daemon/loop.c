@@ -818,7 +818,7 @@ void kvtd_conn_queue(struct kvtd_conn *c, struct kvtd_out *o)
 	 * nothing is: the connection's output is bounded by its preauth_buf
 	 * instead (loop_conn_flow), so that unauthenticated clients never
 	 * take the budget from the others. */
-	o->mem_len = o->pin_count ? o->bytes - o->pin_len : o->bytes;
+	o->mem_len = o->bytes - o->pin_len; /* pin_len: bytes sent from pins, whoever's */
 	o->mem_len += o->keep_len - o->keep_ref_len;
 	o->mem_len += KVTD_OUT_COST + (uint64_t)o->pin_count * KVTD_PIN_COST;
 	if (o->iov != o->iov_small)

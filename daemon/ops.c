@@ -2020,17 +2020,145 @@ static uint64_t ops_pin_len(struct kvtd_pinset *seen, uintptr_t at, uint64_t len
 	return kvtd_pinset_add(seen, at) ? len : 0;
 }
 
+/*
+ * What an answer costs besides its pins (red45, doc/security.md "Session
+ * 45"): the pin caps count a value once however many items of a chunk
+ * read it, but two things grow with the items, not with the values:
+ *   - a RANGE that is not exactly one stored part is sent with a CRC32C
+ *     computed over its bytes on the loop (value.c value_range_crc): a
+ *     frame of 1,024 ranges of nearly all of one 8 MiB value was 8 GiB of
+ *     CRC at once, and a grantee's frames (quiet, never deferred) as many
+ *     as it pipelined;
+ *   - a whole value's answer carries its part table, 16 bytes a part: a
+ *     frame naming a 1 KiB value of 1,024 one-byte parts 1,024 times (41
+ *     KB) was answered with 16.8 MB of table, built at once and charged
+ *     after (forced), one frame on each connection before its reads
+ *     paused: 16 connections grew kvtierd 162 MiB past a 32 MiB budget.
+ * So a chunk also holds ranges of at most the pin budget's bytes, and
+ * tables of at most the room its connection, the budget and its tenant's
+ * share of queued answers have left (ops_table_room) -- its first item
+ * always, when the connection pins nothing (as for pins).
+ */
+static uint64_t ops_table_room(struct kvtd_conn *c)
+{
+	struct kvtd_server *srv = c->loop->srv;
+	uint64_t out = c->out_bytes + (uint64_t)c->out_entries * KVTD_OUT_COST;
+	uint64_t room = out < srv->cfg.conn_output ? srv->cfg.conn_output - out : 0;
+
+	if (srv->cfg.max_memory) {
+		uint64_t used = atomic_load_explicit(&srv->mem_used, memory_order_relaxed);
+		uint64_t r = used < srv->cfg.max_memory ? srv->cfg.max_memory - used : 0;
+		if (r < room)
+			room = r;
+		if (c->tstat && kvtd_auth_enabled()) {
+			uint64_t oc = atomic_load_explicit(&c->tstat->out_charged,
+							   memory_order_relaxed);
+			uint64_t share = KVTD_OUT_TENANT_MAX(srv);
+			r = oc < share ? share - oc : 0;
+			if (r < room)
+				room = r;
+		}
+	}
+	return room;
+}
+
+/* An item's entry in the answer's table: 40 bytes and 16 a part sent.  A
+ * whole value's part count is read (from its pin: a duplicate's is its
+ * first item's) only when the bound, one byte a part, would not fit what
+ * is left (left), and only if pinned (a deferred item is not: the bound). */
+static uint64_t ops_item_table(struct kvtd_server *srv, const struct kvtd_item *it,
+			       uint64_t length, uint64_t left, bool pinned)
+{
+	uint64_t parts = length < srv->lim.parts_max ? length : srv->lim.parts_max;
+	int n;
+
+	if (it->flags & (PROTO_IF_PART | PROTO_IF_RANGE))
+		return 40 + PROTO_PART_ENTRY;
+	if (parts > 1 && 40 + PROTO_PART_ENTRY * parts > left && pinned && it->req.pin &&
+	    (n = kvt_pin_parts(srv->store, it->req.pin, NULL, NULL, 0)) > 0)
+		parts = (uint64_t)n;
+	return 40 + PROTO_PART_ENTRY * (parts ? parts : 1);
+}
+
+/* The bytes of an item's range whose CRC the answer computes (at most). */
+static uint64_t ops_item_crc_len(const struct kvtd_item *it)
+{
+	return (it->flags & PROTO_IF_RANGE) && !(it->flags & PROTO_IF_PART) ? it->len : 0;
+}
+
+/* A quiet frame (a grantee's) is answered whole (its duplicates share
+ * pins, "Quiet GETs"): the items past those bounds, or past what is left
+ * of its tenant's pin share (KVTD_PIN_TENANT_MAX: the connection's own
+ * cap would refuse a legitimate grantee's large frame, which is not
+ * deferred), are answered KVT_EBUSY (retry later; the engine's remote
+ * tier takes it as a miss), and a duplicate of such an item too.  The pin
+ * caps did not apply to quiet GETs: a grantee's unread frames pinned the
+ * owner's whole DRAM tier and another tenant's PUT failed KVT_EFULL
+ * (test_hostile quiet_pins). */
+static void ops_quiet_limit(struct kvtd_frame *fr)
+{
+	struct kvtd_server *srv = ops_srv(fr);
+	struct kvtd_conn *c = fr->conn;
+	uint64_t budget = ops_pin_budget(c), room = ops_table_room(c), pins = budget;
+	uint64_t sum = 0, rsum = 0, tsum = 0;
+	bool first = !c->pin_bytes, refused = false, over = ops_tenant_pins_over(c);
+	struct kvtd_pinset seen = { 0 };
+
+	if (c->tstat && kvtd_auth_enabled()) {
+		uint64_t tp = atomic_load_explicit(&c->tstat->pinned, memory_order_relaxed);
+		pins = tp < KVTD_PIN_TENANT_MAX(srv) ? KVTD_PIN_TENANT_MAX(srv) - tp : 0;
+	}
+	if (fr->n > 1)
+		(void)kvtd_pinset_init(&seen, fr->n); /* without: each counted */
+	for (uint32_t i = 0; i < fr->n; i++) {
+		struct kvtd_item *it = &fr->items[i];
+		uint64_t len = 0, rlen = 0, tlen = 0;
+		/* a duplicate of a refused item: its pin (shared) is gone */
+		bool dup_refused = it->dup_of && fr->items[it->dup_of - 1].status == KVT_EBUSY;
+		if (it->status != KVT_OK || !it->req.pin)
+			continue;
+		if (!dup_refused) {
+			len = it->pinned ? ops_pin_len(&seen, kvtd_item_pin_at(it), it->req.length)
+					 : 0;
+			rlen = ops_item_crc_len(it);
+			tlen = ops_item_table(srv, it, it->req.length,
+					      room > tsum ? room - tsum : 0, true);
+		}
+		if (dup_refused || (over && it->pinned) ||
+		    (!first && (sum + len > pins || rsum + rlen > budget ||
+				tsum + tlen > room))) {
+			/* Its pin goes now, shared or not: its duplicates are
+			 * refused with it (above), and the last of them carried
+			 * it past the share (review45c, quiet_pins_dup). */
+			if (it->pinned)
+				kvtd_value_item_unpin(srv, it);
+			it->carries = 0;
+			it->status = KVT_EBUSY;
+			refused = true;
+			continue;
+		}
+		first = false;
+		sum += len;
+		rsum += rlen;
+		tsum += tlen;
+	}
+	kvtd_pinset_free(&seen);
+	if (refused)
+		KVTD_COUNT(srv, pin_deferred, 1);
+}
+
 /* Answer what fits of a GET frame; true if the rest waits (the frame is
  * held: pending + 1, c->pin_wait). */
 static bool ops_get_answer(struct kvtd_frame *fr)
 {
 	struct kvtd_server *srv = ops_srv(fr);
 	struct kvtd_conn *c = fr->conn;
-	uint64_t budget, sum = 0;
+	uint64_t budget, sum = 0, room, rsum = 0, tsum = 0;
 	uint32_t end = fr->chunk_start;
 	struct kvtd_pinset seen = { 0 };
 
 	if (fr->quiet_n) {
+		ops_quiet_limit(fr);
 		kvtd_value_get_reply(fr, 0, fr->n);
 		return false;
 	}
@@ -2056,17 +2184,27 @@ static bool ops_get_answer(struct kvtd_frame *fr)
 		return false;
 	}
 	budget = ops_pin_budget(c);
+	room = ops_table_room(c);
 	if (fr->n - fr->chunk_start > 1)
 		(void)kvtd_pinset_init(&seen, fr->n - fr->chunk_start); /* without: each */
 	while (end < fr->n) {
 		struct kvtd_item *it = &fr->items[end];
-		uint64_t len;
+		uint64_t len, rlen = 0, tlen = 0;
 		if (it->deferred)
 			break;
 		len = it->pinned ? ops_pin_len(&seen, kvtd_item_pin_at(it), it->req.length) : 0;
-		if (len && sum + len > budget && (end > fr->chunk_start || c->pin_bytes))
+		if (it->pinned) {
+			rlen = ops_item_crc_len(it);
+			tlen = ops_item_table(srv, it, it->req.length,
+					      room > tsum ? room - tsum : 0, true);
+		}
+		if ((len || rlen || tlen) &&
+		    (sum + len > budget || rsum + rlen > budget || tsum + tlen > room) &&
+		    (end > fr->chunk_start || c->pin_bytes))
 			break;
 		sum += len;
+		rsum += rlen;
+		tsum += tlen;
 		end++;
 	}
 	kvtd_pinset_free(&seen);
@@ -2129,13 +2267,14 @@ void kvtd_get_resume(struct kvtd_conn *c)
 {
 	struct kvtd_frame *fr = c->pin_wait;
 	struct kvtd_item **its;
-	uint64_t budget, sum = 0;
+	uint64_t budget, sum = 0, room, rsum = 0, tsum = 0;
 	uint32_t k = 0;
 	struct kvtd_pinset seen = { 0 };
 
 	if (!fr)
 		return;
 	budget = ops_pin_budget(c);
+	room = ops_table_room(c);
 	/* Hysteresis: half the connection's window free, or none of it used. */
 	if (c->pin_bytes && budget < KVTD_PIN_CONN_MAX(c->loop->srv) / 2)
 		return;
@@ -2168,13 +2307,18 @@ void kvtd_get_resume(struct kvtd_conn *c)
 		(void)kvtd_pinset_init(&seen, fr->n - fr->chunk_start);
 	for (uint32_t i = fr->chunk_start; i < fr->n; i++) {
 		struct kvtd_item *it = &fr->items[i];
-		uint64_t len;
+		uint64_t len, rlen, tlen;
 		if (!it->deferred)
 			continue;
 		len = ops_pin_len(&seen, it->est_at, it->est_len);
-		if (k && sum + len > budget)
+		/* unpinned: the table's bound (one byte a part) */
+		rlen = ops_item_crc_len(it);
+		tlen = ops_item_table(c->loop->srv, it, it->est_len, 0, false);
+		if (k && (sum + len > budget || rsum + rlen > budget || tsum + tlen > room))
 			break;
 		sum += len;
+		rsum += rlen;
+		tsum += tlen;
 		it->deferred = false;
 		it->status = 0;
 		its[k++] = it;

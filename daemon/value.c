@@ -870,8 +870,17 @@ void kvtd_value_get_reply(struct kvtd_frame *fr, uint32_t first, uint32_t last)
 					p->copy_charged = 0;
 				}
 			}
-			if (o->pin_count)
-				o->pin_len = o->bytes - o->iov[0].iov_len;
+			/* Every slice is pinned DRAM or a charged private copy,
+			 * whether this output or a later one of the reply
+			 * carries the pin: a grantee's duplicates share the
+			 * first item's pin, carried by the last to use it
+			 * (value_pin_of), and the outputs before that one
+			 * carry none.  Their slices were charged as bytes of
+			 * their own: one quiet GET frame naming an 8 MiB value
+			 * 1,024 times, left unread, charged 8 GiB to
+			 * --max-memory, and every tenant's next frame was
+			 * refused (test_hostile quiet_slices). */
+			o->pin_len = o->bytes - o->iov[0].iov_len;
 			kvtd_pinset_free(&held);
 		}
 		kvtd_conn_queue(fr->conn, o);

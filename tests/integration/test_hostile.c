@@ -86,6 +86,9 @@
  *                 blocks on 24 connections beside another's single GET: the
  *                 latencies measured (doc/security.md "SSD reads between
  *                 tenants")
+ *   quiet_slices, parts_amp, range_crc, quiet_pins, stats_unread (red45)
+ *                 what a GET answer sends, counted: doc/security.md
+ *                 "Session 45"
  *
  * Every phase samples the server's VmRSS every 20 ms and asserts the bound
  * of doc/security.md: RSS < RSS at start + --dram + --max-memory +
@@ -1111,6 +1114,7 @@ struct pinger {
 	_Atomic bool stop;
 	_Atomic uint64_t max_ns, count; /* max_ns: reset by each round */
 	_Atomic int fails;
+	bool admin;               /* as admin (another tenant), not alice */
 };
 
 static void *pinger_main(void *arg)
@@ -1118,7 +1122,8 @@ static void *pinger_main(void *arg)
 	struct pinger *p = arg;
 	struct kc c;
 
-	T_RC(kc_dial(&c, srv.port, "alice", SECRET_ALICE), 0);
+	T_RC(kc_dial(&c, srv.port, p->admin ? "admin" : "alice",
+		     p->admin ? SECRET_ADMIN : SECRET_ALICE), 0);
 	while (!atomic_load(&p->stop)) {
 		uint64_t t0 = tsrv_now_ns(), dt;
 		if (kc_ping(&c) != 0)
@@ -3341,6 +3346,456 @@ static void phase_frame_items(void)
 	T_EQ_INT(tsrv_stop(&srv), 0);
 }
 
+
+/* ------------------------------------------------------------------------
+ * parts_amp (red45): a GET's answer carries a part table, 16 bytes a part
+ * of the value, for every item.  One value of 1,024 one-byte parts (1 KiB,
+ * stored once) named by every item of a GET frame of 1,024 (the frame ~41
+ * KB) is answered with 16.8 MB of table; DRAM hits, pinned once a frame,
+ * far below the pin caps, so nothing holds the answers back.  On many
+ * connections at once, none read.
+ */
+
+#define PA_CONNS 16u
+#define PA_FRAMES 4u
+#define PA_ITEMS 1024u
+#define PA_PARTS 1024u
+
+struct pa_seen {
+	const uint8_t *v;
+	unsigned ok, seen;
+};
+
+static void pa_item(void *ctx, const struct kc_resp *r, const struct proto_item *pi)
+{
+	struct pa_seen *ps = ctx;
+	uint64_t len;
+	uint32_t crc;
+	bool ok;
+
+	ps->seen++;
+	ok = pi->status == KVT_OK && pi->part_count == PA_PARTS && pi->data_len == PA_PARTS &&
+	     memcmp(r->data + pi->data_off, ps->v, PA_PARTS) == 0;
+	for (uint32_t p = 0; ok && p < PA_PARTS; p++)
+		ok = proto_item_part(pi, p, &len, &crc) == 0 && len == 1 &&
+		     crc == kvt_crc32c(0, ps->v + p, 1);
+	ps->ok += ok;
+}
+
+static void phase_parts_amp(void)
+{
+	uint8_t ns[PROTO_DIGEST_LEN], val[PA_PARTS];
+	struct iovec parts[PA_PARTS];
+	struct proto_item *its = calloc(PA_ITEMS, sizeof(*its));
+	struct kc c, good, *cs = calloc(PA_CONNS, sizeof(*cs));
+	struct kvt_key k;
+	uint64_t refused0, paused0, grew, used_max = 0;
+	int bad, reg;
+	uint8_t *all = NULL;
+	size_t all_len = 0;
+
+	T_ASSERT(its != NULL && cs != NULL);
+	start("parts_amp", NULL);
+	T_RC(kc_dial(&c, srv.port, "alice", SECRET_ALICE), 0);
+	T_RC(kc_register(&c, &desc, ns, NULL, 0), KVT_OK);
+	kvt_key_set(&k, "pa", 2);
+	for (unsigned i = 0; i < PA_PARTS; i++) {
+		val[i] = (uint8_t)i;
+		parts[i].iov_base = &val[i];
+		parts[i].iov_len = 1;
+	}
+	T_RC(kc_put(&c, ns, &k, parts, PA_PARTS, NULL), KVT_OK);
+	for (unsigned i = 0; i < PA_ITEMS; i++)
+		its[i].key = k;
+	/* A frame of them read: every item the value, exactly, with its
+	 * 1,024 parts (chunked by the fix, each chunk sent before the next
+	 * is built). */
+	{
+		struct pa_seen ps = { val, 0, 0 };
+		struct proto_frame f = { .op = PROTO_OP_GET, .ns_count = 1, .ns = ns };
+		T_ASSERT(kc_request(&c, &f, its, PA_ITEMS, NULL, 0) > 0);
+		T_GE_INT(kc_recv_items(&c, 60000, pa_item, &ps, NULL), 1);
+		T_EQ_INT(ps.seen, PA_ITEMS);
+		T_EQ_INT(ps.ok, PA_ITEMS);
+	}
+	for (unsigned i = 0; i < PA_FRAMES; i++) {
+		struct proto_frame f = { .op = PROTO_OP_GET, .ns_count = 1, .ns = ns,
+					 .tag = 1000 + i, .version = c.version };
+		size_t len;
+		uint8_t *b = nat_encode(&f, its, PA_ITEMS, &len);
+		all = realloc(all, all_len + len);
+		memcpy(all + all_len, b, len);
+		all_len += len;
+		free(b);
+	}
+	for (unsigned i = 0; i < PA_CONNS; i++)
+		T_RC(kc_dial(&cs[i], srv.port, "alice", SECRET_ALICE), 0);
+	refused0 = stat_opt("server.mem_refused");
+	paused0 = stat_opt("server.out_share_paused");
+	rss_begin();
+	for (unsigned i = 0; i < PA_CONNS; i++)
+		(void)send_for(cs[i].fd, all, all_len, 300);
+	for (int i = 0; i < 10; i++) {
+		uint64_t u;
+		tsrv_sleep_ms(100);
+		u = stat_opt("server.mem_used");
+		if (u > used_max)
+			used_max = u;
+	}
+	T_RC(kc_dial(&good, srv.port, "admin", SECRET_ADMIN), 0);
+	reg = kc_register(&good, &desc, ns, NULL, 0);
+	bad = reg == KVT_OK ? roundtrips(&good, ns, 4, 4096, 45) : 4;
+	kc_close(&good);
+	printf("parts_amp: another tenant's NS_REGISTER %d\n", reg);
+	grew = rss_end(MAX_MEMORY);
+	printf("parts_amp: %u connections x %u GET frames of %u items (%zu bytes each "
+	       "connection) of a %u-part value: mem_used max %" PRIu64 " KiB, mem_refused +%"
+	       PRIu64 ", out_share_paused +%" PRIu64 ", RSS +%" PRIu64 " MiB, another "
+	       "client's failed round trips %d of 4\n", PA_CONNS, PA_FRAMES, PA_ITEMS, all_len,
+	       PA_PARTS, used_max >> 10, stat_opt("server.mem_refused") - refused0,
+	       stat_opt("server.out_share_paused") - paused0, grew >> 20, bad);
+	for (unsigned i = 0; i < PA_CONNS; i++)
+		kc_close(&cs[i]);
+	kc_close(&c);
+	free(all);
+	free(its);
+	free(cs);
+	T_EQ_INT(bad, 0);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
+/* ------------------------------------------------------------------------
+ * range_crc (red45): a RANGE that is not exactly one stored part is
+ * answered with a CRC32C computed over its bytes on the loop thread (the
+ * stored parts it reads are checked once a frame, off the loop: range).
+ * One frame of 1,024 ranges of nearly all of one 8 MiB value (41 KB sent)
+ * asked 8 GiB of CRC at once: their pins count the value once, so the pin
+ * caps let the whole frame be answered in one go.
+ */
+
+#define RC_LEN (8u << 20)
+#define RC_RANGES 1024u
+#define RC_QUIET_FRAMES 8u
+#define RC_READ 16u
+
+static uint64_t srv_cpu_ns(void);
+
+/* A range read back exactly, its CRC over exactly its bytes. */
+static void rcrc_item(void *ctx, const struct kc_resp *r, const struct proto_item *pi)
+{
+	struct range_seen *rs = ctx;
+	const struct proto_item *q = &rs->its[pi->index];
+	uint64_t len = 0;
+	uint32_t crc = 0;
+
+	rs->seen++;
+	if (pi->status == KVT_OK && pi->data_len == q->len && pi->part_count == 1 &&
+	    proto_item_part(pi, 0, &len, &crc) == 0 && len == q->len &&
+	    memcmp(r->data + pi->data_off, rs->v + q->off, q->len) == 0 &&
+	    crc == kvt_crc32c(0, rs->v + q->off, q->len))
+		rs->ok++;
+}
+
+static void phase_range_crc(void)
+{
+	const char *extra[] = { "--threads", "1", "--ssd", "0", NULL };
+	uint8_t ns[PROTO_DIGEST_LEN], *v = malloc(RC_LEN);
+	struct iovec part = { v, RC_LEN };
+	struct proto_item *its = calloc(RC_RANGES, sizeof(*its));
+	struct proto_item *tiny = calloc(RC_RANGES, sizeof(*tiny));
+	struct proto_frame f = { .op = PROTO_OP_GET };
+	struct pinger pg = { .admin = true };
+	struct range_seen rs = { its, v, 0, 0 }, ts = { tiny, v, 0, 0 };
+	uint64_t cpu0, one_cpu, base_cpu, own_cpu, quiet_cpu, own_ping, quiet_ping, busy0, busy;
+	struct kvt_ns_desc d = desc;
+	struct kvt_key k;
+	struct kc c, a, r;
+
+	T_ASSERT(v != NULL && its != NULL && tiny != NULL);
+	start_with("range_crc", extra, "alice " SECRET_ALICE " tenant\n"
+				       "admin " SECRET_ADMIN " admin\n"
+				       "rita " SECRET_ALICE " tenant\n"
+				       "grant alice model=hostile-model to rita\n");
+	T_RC(kc_dial(&c, srv.port, "alice", SECRET_ALICE), 0);
+	T_RC(kc_register(&c, &desc, ns, NULL, 0), KVT_OK);
+	tsrv_fill(v, RC_LEN, 45);
+	kvt_key_set(&k, "range-crc", 9);
+	T_RC(kc_put(&c, ns, &k, &part, 1, NULL), KVT_OK);
+	for (unsigned i = 0; i < RC_RANGES; i++) {
+		its[i].key = k;
+		its[i].flags = PROTO_IF_RANGE;
+		its[i].off = 1 + i % 7;
+		its[i].len = RC_LEN - 8;
+		tiny[i] = its[i];
+		tiny[i].off = (uint64_t)i * (RC_LEN / RC_RANGES) + 3;
+		tiny[i].len = 1;
+	}
+	f.ns_count = 1;
+	f.ns = ns;
+
+	/* What a range of nearly 8 MiB costs, read; what a frame of 1,024
+	 * one-byte ranges costs, read (the same items, no CRC to speak of);
+	 * and RC_READ large ranges in one frame, read: all exact (chunked
+	 * by the fix, each chunk sent before the next is computed). */
+	cpu0 = srv_cpu_ns();
+	T_ASSERT(kc_request(&c, &f, its, 1, NULL, 0) > 0);
+	T_GE_INT(kc_recv_items(&c, 60000, rcrc_item, &rs, NULL), 1);
+	one_cpu = srv_cpu_ns() - cpu0;
+	T_EQ_INT(rs.ok, 1);
+	cpu0 = srv_cpu_ns();
+	T_ASSERT(kc_request(&c, &f, tiny, RC_RANGES, NULL, 0) > 0);
+	T_GE_INT(kc_recv_items(&c, 60000, rcrc_item, &ts, NULL), 1);
+	base_cpu = srv_cpu_ns() - cpu0;
+	T_EQ_INT(ts.ok, RC_RANGES);
+	rs.ok = rs.seen = 0;
+	T_ASSERT(kc_request(&c, &f, its, RC_READ, NULL, 0) > 0);
+	T_GE_INT(kc_recv_items(&c, 60000, rcrc_item, &rs, NULL), 1);
+	T_EQ_INT(rs.seen, RC_READ);
+	T_EQ_INT(rs.ok, RC_READ);
+
+	pthread_create(&pg.t, NULL, pinger_main, &pg);
+	tsrv_sleep_ms(200);
+	/* The owner's frame of 1,024, on another connection, never read. */
+	T_RC(kc_dial(&a, srv.port, "alice", SECRET_ALICE), 0);
+	atomic_store(&pg.max_ns, 0);
+	cpu0 = srv_cpu_ns();
+	f.tag = 0;
+	T_ASSERT(kc_request(&a, &f, its, RC_RANGES, NULL, 0) > 0);
+	tsrv_sleep_ms(1500);
+	own_cpu = srv_cpu_ns() - cpu0;
+	own_ping = atomic_load(&pg.max_ns);
+	kc_close(&a);
+	tsrv_sleep_ms(300);
+
+	/* A grantee's (quiet GETs, answered whole): RC_QUIET_FRAMES such
+	 * frames pipelined on one connection, never read. */
+	T_RC(kc_dial(&r, srv.port, "rita", SECRET_ALICE), 0);
+	d.tenant = "alice";
+	{
+		uint8_t ns_r[PROTO_DIGEST_LEN];
+		T_RC(kc_register(&r, &d, ns_r, NULL, 0), KVT_OK);
+		T_ASSERT(memcmp(ns, ns_r, sizeof(ns_r)) == 0);
+	}
+	busy0 = stat_opt("server.pin_deferred");
+	atomic_store(&pg.max_ns, 0);
+	cpu0 = srv_cpu_ns();
+	for (unsigned i = 0; i < RC_QUIET_FRAMES; i++) {
+		f.tag = 0;
+		T_ASSERT(kc_request(&r, &f, its, RC_RANGES, NULL, 0) > 0);
+	}
+	tsrv_sleep_ms(1500);
+	quiet_cpu = srv_cpu_ns() - cpu0;
+	quiet_ping = atomic_load(&pg.max_ns);
+	busy = stat_opt("server.pin_deferred") - busy0;
+	kc_close(&r);
+	atomic_store(&pg.stop, true);
+	pthread_join(pg.t, NULL);
+	/* The grantee, on a fresh connection, is served its range. */
+	T_RC(kc_dial(&r, srv.port, "rita", SECRET_ALICE), 0);
+	rs.ok = rs.seen = 0;
+	f.tag = 0;
+	T_ASSERT(kc_request(&r, &f, its, 1, NULL, 0) > 0);
+	T_GE_INT(kc_recv_items(&r, 60000, rcrc_item, &rs, NULL), 1);
+	kc_close(&r);
+	printf("range_crc: one range of %u bytes read: %.1f ms of the server's CPU; %u one-byte "
+	       "ranges read: %.1f ms; the owner's frame of %u ranges of %u bytes left unread: "
+	       "%.1f ms in 1.5 s (another tenant's slowest PING %.1f ms); a grantee's %u such "
+	       "frames: %.1f ms (slowest PING %.1f ms, pin_deferred +%" PRIu64 ")\n",
+	       RC_LEN - 8, one_cpu / 1e6, RC_RANGES, base_cpu / 1e6, RC_RANGES, RC_LEN - 8,
+	       own_cpu / 1e6, own_ping / 1e6, RC_QUIET_FRAMES, quiet_cpu / 1e6, quiet_ping / 1e6,
+	       busy);
+	kc_close(&c);
+	free(its);
+	free(tiny);
+	free(v);
+	T_EQ_INT(rs.ok, 1);
+	T_EQ_INT(atomic_load(&pg.fails), 0);
+	/* Each frame's CPU within a few times the same frame's of one-byte
+	 * ranges, plus a few large ranges: before, 1,024 of them. */
+	T_LE_INT(own_cpu, 3 * base_cpu + 4 * one_cpu);
+	T_LE_INT(quiet_cpu, 3 * RC_QUIET_FRAMES * base_cpu + 4 * one_cpu);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
+/* ------------------------------------------------------------------------
+ * quiet_slices (red45): a grantee's GETs are quiet, and the duplicates of
+ * one frame share the first item's pin, carried by the output of the last
+ * item that uses it; the outputs before it carry no pin, and their value
+ * bytes were charged to --max-memory as bytes of their own.  One frame of
+ * rita's naming alice's 8 MiB value 1,024 times (41 KB), left unread:
+ * 8 GiB charged, every tenant's next frame refused.
+ */
+
+static void phase_quiet_slices(void)
+{
+	const char *extra[] = { "--threads", "1", "--ssd", "0", NULL };
+	uint8_t ns[PROTO_DIGEST_LEN], ns_r[PROTO_DIGEST_LEN], *v = malloc(RC_LEN);
+	struct iovec part = { v, RC_LEN };
+	struct proto_item *its = calloc(RC_RANGES, sizeof(*its));
+	struct proto_frame f = { .op = PROTO_OP_GET };
+	struct kvt_ns_desc d = desc;
+	uint64_t used, pinned;
+	struct kvt_key k;
+	struct kc c, r, adm;
+	int bad, src;
+
+	T_ASSERT(v != NULL && its != NULL);
+	start_with("quiet_slices", extra, "alice " SECRET_ALICE " tenant\n"
+					  "admin " SECRET_ADMIN " admin\n"
+					  "rita " SECRET_ALICE " tenant\n"
+					  "grant alice model=hostile-model to rita\n");
+	T_RC(kc_dial(&c, srv.port, "alice", SECRET_ALICE), 0);
+	T_RC(kc_register(&c, &desc, ns, NULL, 0), KVT_OK);
+	tsrv_fill(v, RC_LEN, 46);
+	kvt_key_set(&k, "quiet-big", 9);
+	T_RC(kc_put(&c, ns, &k, &part, 1, NULL), KVT_OK);
+	for (unsigned i = 0; i < RC_RANGES; i++)
+		its[i].key = k;
+	T_RC(kc_dial(&r, srv.port, "rita", SECRET_ALICE), 0);
+	d.tenant = "alice";
+	T_RC(kc_register(&r, &d, ns_r, NULL, 0), KVT_OK);
+	T_ASSERT(memcmp(ns, ns_r, sizeof(ns_r)) == 0);
+	f.ns_count = 1;
+	f.ns = ns;
+	T_ASSERT(kc_request(&r, &f, its, RC_RANGES, NULL, 0) > 0);
+	tsrv_sleep_ms(1000);
+	/* Another tenant, on a fresh connection and its own. */
+	T_RC(kc_dial(&adm, srv.port, "admin", SECRET_ADMIN), 0);
+	T_RC(kc_register(&adm, &desc, ns, NULL, 0), KVT_OK);
+	bad = roundtrips(&adm, ns, 4, 4096, 46);
+	src = kc_stat(&adm, PROTO_SCOPE_ALL, "server.mem_used", &used);
+	if (src != 0)
+		used = UINT64_MAX;
+	pinned = stat_of("store.pins_active");
+	printf("quiet_slices: a grantee's frame of %u GETs of one %u-byte value left unread: "
+	       "mem_used %" PRIu64 " (STATS %d), store.pins_active %" PRIu64 ", another "
+	       "tenant's failed round trips %d of 4\n", RC_RANGES, RC_LEN, used, src, pinned,
+	       bad);
+	kc_close(&adm);
+	kc_close(&r);
+	kc_close(&c);
+	free(its);
+	free(v);
+	T_EQ_INT(bad, 0);
+	T_EQ_INT(src, 0);
+	T_LE_INT(used, MAX_MEMORY / 4);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
+
+/* ------------------------------------------------------------------------
+ * quiet_pins (red45): a grantee's GETs of DRAM blocks pin them as any
+ * GET, but a quiet frame was answered whole, outside the pin caps: its
+ * frames of alice's 62 values of 1 MiB on 4 connections, unread, pinned
+ * the whole 64 MiB tier, and another tenant's PUT of 8 MiB failed
+ * KVT_EFULL.  Now a quiet frame's items past the caps are KVT_EBUSY.
+ */
+
+#define QP_VALUES 62u
+#define QP_LEN (1u << 20)
+
+/* reps: each frame names every value that many times (review45c: a
+ * value named twice kept its pin past the share, below). */
+static void quiet_pins_run(const char *phase, unsigned reps)
+{
+	const char *extra[] = { "--threads", "1", "--ssd", "0", NULL };
+	uint8_t ns[PROTO_DIGEST_LEN], ns_r[PROTO_DIGEST_LEN], *v = malloc(8u << 20);
+	struct proto_item its[QP_VALUES * 2];
+	struct proto_frame f = { .op = PROTO_OP_GET };
+	struct kvt_ns_desc d = desc;
+	struct kc c, r[4], adm;
+	uint64_t pins;
+	int rc;
+
+	T_ASSERT(v != NULL);
+	T_ASSERT(reps >= 1 && reps <= 2);
+	start_with(phase, extra, "alice " SECRET_ALICE " tenant\n"
+					"admin " SECRET_ADMIN " admin\n"
+					"rita " SECRET_ALICE " tenant\n"
+					"grant alice model=hostile-model to rita\n");
+	T_RC(kc_dial(&c, srv.port, "alice", SECRET_ALICE), 0);
+	T_RC(kc_register(&c, &desc, ns, NULL, 0), KVT_OK);
+	memset(its, 0, sizeof(its));
+	for (unsigned i = 0; i < QP_VALUES; i++) {
+		char name[16];
+		struct iovec p = { v, QP_LEN };
+		snprintf(name, sizeof(name), "qp-%u", i);
+		kvt_key_set(&its[i].key, name, strlen(name));
+		tsrv_fill(v, QP_LEN, 300 + i);
+		T_RC(kc_put(&c, ns, &its[i].key, &p, 1, NULL), KVT_OK);
+		its[QP_VALUES + i] = its[i];
+	}
+	d.tenant = "alice";
+	f.ns_count = 1;
+	f.ns = ns;
+	for (unsigned j = 0; j < 4; j++) {
+		T_RC(kc_dial(&r[j], srv.port, "rita", SECRET_ALICE), 0);
+		T_RC(kc_register(&r[j], &d, ns_r, NULL, 0), KVT_OK);
+		f.tag = 0;
+		T_ASSERT(kc_request(&r[j], &f, its, QP_VALUES * reps, NULL, 0) > 0);
+	}
+	tsrv_sleep_ms(500);
+	pins = stat_of("store.pins_active");
+	T_RC(kc_dial(&adm, srv.port, "admin", SECRET_ADMIN), 0);
+	T_RC(kc_register(&adm, &desc, ns, NULL, 0), KVT_OK);
+	{
+		struct iovec p = { v, 8u << 20 };
+		struct kvt_key k;
+		kvt_key_set(&k, "adm-big", 7);
+		rc = kc_put(&adm, ns, &k, &p, 1, NULL);
+	}
+	printf("%s: a grantee's 4 frames of %u GETs of 1 MiB DRAM values, unread: "
+	       "store.pins_active %" PRIu64 "; another tenant's PUT of 8 MiB: %d\n", phase,
+	       QP_VALUES * reps, pins, rc);
+	kc_close(&adm);
+	for (unsigned j = 0; j < 4; j++)
+		kc_close(&r[j]);
+	/* The grantee, on a fresh connection once those closed, is served
+	 * what is left of them (the PUT evicted some), exactly. */
+	{
+		unsigned hit = 0, miss = 0, other = 0;
+		T_RC(kc_dial(&r[0], srv.port, "rita", SECRET_ALICE), 0);
+		T_RC(kc_register(&r[0], &d, ns_r, NULL, 0), KVT_OK);
+		for (unsigned i = 0; i < QP_VALUES; i++) {
+			struct kc_value val = { 0 };
+			int g = kc_get(&r[0], ns_r, &its[i].key, 0, 0, 0, 0, &val);
+			tsrv_fill(v, QP_LEN, 300 + i);
+			if (g == KVT_OK && val.len == QP_LEN && memcmp(val.bytes, v, QP_LEN) == 0)
+				hit++;
+			else if (g == KVT_MISS)
+				miss++;
+			else if (other++ == 0)
+				printf("quiet_pins: item %u: %d (%s)\n", i, g, kvt_strerror(g));
+			kc_value_free(&val);
+		}
+		kc_close(&r[0]);
+		printf("quiet_pins: read again: %u exact, %u misses, %u else\n", hit, miss, other);
+		T_EQ_INT(other, 0);
+		T_GE_INT(hit, QP_VALUES / 2);
+	}
+	kc_close(&c);
+	free(v);
+	/* the tenant's share of pins (--dram/4 = 16 MiB), a connection's
+	 * first item past it: 4 more */
+	T_LE_INT(pins, 16 + 4);
+	T_EQ_INT(rc, KVT_OK);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
+static void phase_quiet_pins(void)
+{
+	quiet_pins_run("quiet_pins", 1);
+}
+
+/* quiet_pins_dup (review45c): the same frames naming every value twice.
+ * An item refused past the tenant's share whose duplicates share its pin
+ * (the last of them carries it) kept that pin: the refused duplicates'
+ * answers carried it, so the whole tier was pinned as before the share
+ * (store.pins_active 248, the PUT KVT_EFULL). */
+static void phase_quiet_pins_dup(void)
+{
+	quiet_pins_run("quiet_pins_dup", 2);
+}
 /* ------------------------------------------------------------------------
  * resp_items (hostile7): each key of a RESP MGET gets a library request
  * (~330 bytes) against the 7 bytes of the key in the command, which alone
@@ -9148,6 +9603,78 @@ static void phase_stats_flood(void)
 }
 
 /* ------------------------------------------------------------------------
+ * stats_unread (red45): STATS of a tenant's 255 namespace rows (178 KB
+ * of answer from an 88-byte frame) pipelined 2,000 deep on 16
+ * connections, never read: bounded by the pauses (out_share, mem), not
+ * changed; kept as the figure's test (RSS +19 MiB, another tenant's
+ * round trips served).
+ */
+
+#define SU_CONNS 16u
+#define SU_FRAMES 2000u
+
+static void phase_stats_unread(void)
+{
+	const char *extra[] = { "--threads", "1", "--ssd", "0", "--set", "stats.namespaces=256",
+				NULL };
+	struct kc m, *cs = calloc(SU_CONNS, sizeof(*cs)), good;
+	uint8_t *one = NULL, *burst, ns[PROTO_DIGEST_LEN];
+	int64_t n1;
+	uint64_t answer = 0, grew;
+	int bad, reg;
+
+	T_ASSERT(cs != NULL);
+	start_with("stats_unread", extra, "alice " SECRET_ALICE " tenant\n"
+					  "mallory " SECRET_ALICE " tenant\n"
+					  "admin " SECRET_ADMIN " admin\n");
+	T_RC(kc_dial(&m, srv.port, "mallory", SECRET_ALICE), 0);
+	cf_register(&m, "su", SF_NS);
+	{
+		struct proto_frame f = { .op = PROTO_OP_STATS, .tag = 7, .version = m.version };
+		f.scope.scope = PROTO_SCOPE_TENANT;
+		n1 = kc_encode(&f, NULL, 0, NULL, 0, &one);
+		T_ASSERT(n1 > 0);
+	}
+	{
+		bool more = true;
+		T_RC(kc_send(&m, one, (size_t)n1), 0);
+		while (more) {
+			struct kc_resp r;
+			T_RC(kc_recv(&m, &r, 10000), 0);
+			more = r.f.flags & PROTO_F_MORE;
+			answer += r.len;
+			kc_resp_free(&r);
+		}
+	}
+	burst = malloc((size_t)n1 * SU_FRAMES);
+	for (unsigned k = 0; k < SU_FRAMES; k++)
+		memcpy(burst + k * (size_t)n1, one, (size_t)n1);
+	for (unsigned i = 0; i < SU_CONNS; i++)
+		T_RC(kc_dial(&cs[i], srv.port, "mallory", SECRET_ALICE), 0);
+	rss_begin();
+	for (unsigned i = 0; i < SU_CONNS; i++)
+		(void)send_for(cs[i].fd, burst, (size_t)n1 * SU_FRAMES, 300);
+	tsrv_sleep_ms(1500);
+	T_RC(kc_dial(&good, srv.port, "alice", SECRET_ALICE), 0);
+	reg = kc_register(&good, &desc, ns, NULL, 0);
+	bad = reg == KVT_OK ? roundtrips(&good, ns, 4, 4096, 47) : 4;
+	kc_close(&good);
+	printf("stats_unread: one STATS answer %" PRIu64 " bytes from %" PRId64 "; %u connections "
+	       "x %u pipelined, unread: alice's NS_REGISTER %d, failed round trips %d of 4\n",
+	       answer, n1, SU_CONNS, SU_FRAMES, reg, bad);
+	grew = rss_end(MAX_MEMORY);
+	printf("stats_unread: RSS +%" PRIu64 " MiB\n", grew >> 20);
+	for (unsigned i = 0; i < SU_CONNS; i++)
+		kc_close(&cs[i]);
+	kc_close(&m);
+	free(burst);
+	free(one);
+	free(cs);
+	T_EQ_INT(bad, 0);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
+/* ------------------------------------------------------------------------
  * stats_frames (redbin): a STATS answer is every figure -- ~8 a quota
  * group (STATS ALL), ~20 a namespace row -- and went out as one frame,
  * while HELLO announces items_max 1024: a client that checks an answer
@@ -10973,6 +11500,12 @@ static const struct tsrv_phase phases[] = {
 	{ "preauth_out", phase_preauth_out },
 	{ "resp_pins", phase_resp_pins },
 	{ "frame_items", phase_frame_items },
+	{ "parts_amp", phase_parts_amp },
+	{ "range_crc", phase_range_crc },
+	{ "quiet_slices", phase_quiet_slices },
+	{ "quiet_pins", phase_quiet_pins },
+	{ "quiet_pins_dup", phase_quiet_pins_dup },
+	{ "stats_unread", phase_stats_unread },
 	{ "resp_items", phase_resp_items },
 	{ "resp_tenant_items", phase_resp_tenant_items },
 	{ "out_share", phase_out_share },
