@@ -770,6 +770,22 @@ static struct kvtd_item *value_pin_of(struct kvtd_frame *fr, uint32_t e)
 	return it->pinned && it->carries == 0 ? it : NULL;
 }
 
+/* A GET's answer cannot go on (rc): the connection fails with an error
+ * frame after what it has queued, unless an output of this reply is
+ * queued already -- then it is closed at once, its outputs dropped: a
+ * grantee's duplicates' slices in them point into a pin a later output
+ * was to carry, released with the frame, and a flush sent freed memory
+ * (review45c). */
+static void value_get_fail(struct kvtd_frame *fr, bool queued, int rc, const char *msg)
+{
+	if (!queued) {
+		kvtd_conn_fail(fr->conn, PROTO_OP_GET, fr->f.tag, rc, msg);
+		return;
+	}
+	KVTD_COUNT(fr->loop->srv, errors[kvtd_err_of(rc)], 1);
+	kvtd_conn_close(fr->conn, msg);
+}
+
 void kvtd_value_get_reply(struct kvtd_frame *fr, uint32_t first, uint32_t last)
 {
 	struct kvtd_server *srv = fr->loop->srv;
@@ -826,8 +842,7 @@ void kvtd_value_get_reply(struct kvtd_frame *fr, uint32_t first, uint32_t last)
 		if (rc < 0) {
 			kvtd_log(KVTD_ERROR, "cannot encode a GET response", "tag=%llu error=\"%s\"",
 				 (unsigned long long)fr->f.tag, proto_strerror(rc));
-			kvtd_conn_fail(fr->conn, PROTO_OP_GET, fr->f.tag, rc,
-				       "server could not encode the response");
+			value_get_fail(fr, start > first, rc, "server could not encode the response");
 			break;
 		}
 		if (slices || pins) {
@@ -837,8 +852,7 @@ void kvtd_value_get_reply(struct kvtd_frame *fr, uint32_t first, uint32_t last)
 				free(iov);
 				free(pv);
 				kvtd_out_free(srv, o);
-				kvtd_conn_fail(fr->conn, PROTO_OP_GET, fr->f.tag, -ENOMEM,
-					       "server out of memory");
+				value_get_fail(fr, start > first, -ENOMEM, "server out of memory");
 				break;
 			}
 			iov[0] = o->iov[0];
