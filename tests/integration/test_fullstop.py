@@ -1,0 +1,146 @@
+#!/usr/bin/env python3
+"""test_fullstop.py - a graceful stop on a file system that filled after the
+open (doc/policies.md "Warm restarts"): a real tmpfs of 24 MiB under a
+--ssd of 64 MiB.
+
+Usage: test_fullstop.py PATH-TO-KVTIERD PATH-TO-KVTIER.  Needs root (it
+mounts the tmpfs); exits 77 (skipped) where mounting is refused.
+
+1. Write-through (ssd.admission=always): 80 values of 128 KiB ("a") go to
+   the SSD; SIGTERM.
+2. Restarted (victim admission): 48 values ("b") that only DRAM holds;
+   then someone else takes the disk but 2 MiB; SIGTERM.  The stop's
+   write-down counted on the room the file system had at the open (12
+   free segments), finds room for 2, and must stop there.
+3. Restarted: every "a" is served, exact -- the stop pushed nothing out
+   of the SSD -- and the "b" it kept include the newest (most valuable
+   first); its log line says what reached the disk.
+
+Until session 45 the stop's write-down went on past the full disk by
+reusing the log's oldest segments: a third of the "a" were gone after the
+restart, the newest "b" too, and the log said "wrote 12 MiB" with 2 MiB
+on disk.
+"""
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import test_fulldisk as fd  # noqa: E402  (Resp, stats, settled, val, VAL)
+
+FS_MIB = 24
+NA = 80
+NB = 48
+
+
+def start(kvtierd, d, log, extra=()):
+    p = subprocess.Popen([kvtierd, "--dir", d, "--dram", "16M", "--ssd", "64M",
+                          "--set", "ssd.segment=1M", "--set", "dram.prefault=off",
+                          "--listen", "127.0.0.1:0", "--resp", "127.0.0.1:0",
+                          "--log", log] + list(extra),
+                         stdout=subprocess.DEVNULL, stderr=open(log + ".stderr", "a"))
+    for _ in range(600):
+        if os.path.exists(log):
+            text = open(log).read()
+            m = re.findall(r"RESP listener on 127\.0\.0\.1:(\d+)", text)
+            n = re.findall(r"listening on 127\.0\.0\.1:(\d+)", text)
+            if m and n:
+                return p, int(m[-1]), int(n[-1])
+        if p.poll() is not None:
+            raise SystemExit("kvtierd exited: see " + log)
+        time.sleep(0.05)
+    raise SystemExit("kvtierd did not start")
+
+
+def stop(p):
+    p.send_signal(signal.SIGTERM)
+    assert p.wait(timeout=60) == 0, "kvtierd exit status %s" % p.returncode
+
+
+def main():
+    if len(sys.argv) != 3:
+        raise SystemExit(__doc__)
+    kvtierd, kvtier = sys.argv[1], sys.argv[2]
+    base = tempfile.mkdtemp(prefix="kvt-fullstop-")
+    mnt = os.path.join(base, "fs")
+    os.mkdir(mnt)
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=%dm" % FS_MIB, "tmpfs", mnt],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        print("SKIP: cannot mount a tmpfs here (%s): run as root where mounts are allowed"
+              % r.stderr.strip())
+        sys.exit(77)
+    p = None
+    try:
+        d = os.path.join(mnt, "store")
+        # 1. The "a" on the SSD.
+        p, rport, nport = start(kvtierd, d, os.path.join(base, "1.log"),
+                                ["--set", "ssd.admission=always"])
+        c = fd.Resp(rport)
+        for i in range(NA):
+            c.set(i)
+        st = fd.settled(kvtier, nport)
+        assert st["ssd.writedown_blocks"] >= NA, st["ssd.writedown_blocks"]
+        c.close()
+        stop(p)
+
+        # 2. The "b" in DRAM only; the disk fills; a graceful stop.
+        log = os.path.join(base, "2.log")
+        p, rport, nport = start(kvtierd, d, log)
+        c = fd.Resp(rport)
+        for i in range(1000, 1000 + NB):
+            c.set(i)
+        st = fd.settled(kvtier, nport)
+        assert st["ssd.writedown_blocks"] == 0, "a b went down before the stop"
+        c.close()
+        filler = os.path.join(mnt, "filler")
+        fdw = os.open(filler, os.O_WRONLY | os.O_CREAT, 0o600)
+        chunk = b"\1" * 65536
+        while True:
+            sv = os.statvfs(mnt)
+            if sv.f_bavail * sv.f_frsize <= (2 << 20) + len(chunk):
+                break
+            os.write(fdw, chunk)
+        os.close(fdw)
+        t0 = time.monotonic()
+        stop(p)
+        p = None
+        print("stop on a full disk: %.2f s" % (time.monotonic() - t0))
+        text = open(log).read()
+        m = re.findall(r'msg="close: wrote (\d+) MiB', text)
+        assert m, "no close line in the log"
+        print("\n".join(line for line in text.splitlines() if "close:" in line))
+
+        # 3. Restarted (on the full disk): the SSD's "a" all there.
+        p, rport, nport = start(kvtierd, d, os.path.join(base, "3.log"))
+        c = fd.Resp(rport)
+        a = sum(c.get(i) for i in range(NA))
+        b = [i - 1000 for i in range(1000, 1000 + NB) if c.get(i)]
+        c.close()
+        stop(p)
+        p = None
+        print("after the restart: %d of %d a (on the SSD before the stop), %d of %d b "
+              "(only in DRAM at the stop): %s" % (a, NA, len(b), NB, b))
+        assert a == NA, "the stop's write-down pushed %d a out of the SSD" % (NA - a)
+        assert b, "the stop wrote no b down: 2 MiB were free"
+        # Most valuable first: the newest put (DRAM's queues' recent end).
+        assert NB - 1 in b, "the newest b was not kept"
+        # The line says what reached the disk (b are 128 KiB: 8 a MiB).
+        assert int(m[-1]) <= len(b) // 8 + 1, "the log says %s MiB, %d b kept" % (m[-1], len(b))
+        r = subprocess.run([kvtier, "fsck", d], capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0 and r.stdout.rstrip().endswith("clean"), r.stdout + r.stderr
+        print("fullstop: ok")
+    finally:
+        if p is not None:
+            p.kill()
+            p.wait()
+        subprocess.run(["umount", mnt])
+        subprocess.run(["rm", "-rf", base])
+
+
+if __name__ == "__main__":
+    main()
