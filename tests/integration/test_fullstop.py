@@ -20,6 +20,18 @@ Until session 45 the stop's write-down went on past the full disk by
 reusing the log's oldest segments: a third of the "a" were gone after the
 restart, the newest "b" too, and the log said "wrote 12 MiB" with 2 MiB
 on disk.
+
+Then the namespace registry on the full disk (doc/keys.md "Registry
+file"): new namespaces (kvtier put --model M) are refused once the
+registry file finds no room, each refusal logged by kvtierd (before
+session 45 kvtier said "its log says why" and the log said nothing); the
+namespaces it has keep serving; once there is room again registrations
+go on, and after a graceful stop every namespace whose put was answered
+serves its value.
+
+Last the shared tier on the full disk: write-downs that find no room fail,
+said once in the log (before session 45 never), with no temp file left;
+another server reads every value written, exact.
 """
 import os
 import re
@@ -54,6 +66,40 @@ def start(kvtierd, d, log, extra=()):
             raise SystemExit("kvtierd exited: see " + log)
         time.sleep(0.05)
     raise SystemExit("kvtierd did not start")
+
+
+def put(kvtier, port, i):
+    """kvtier put of a value under its own namespace (model m<i>)."""
+    r = subprocess.run([kvtier, "put", "--server", "127.0.0.1:%d" % port, "--model",
+                        "m%d" % i, "k"], input=b"value-%d" % i, capture_output=True,
+                       timeout=60)
+    return r.returncode
+
+
+def get(kvtier, port, i):
+    """True: the exact bytes; False: a miss; anything else fails."""
+    r = subprocess.run([kvtier, "get", "--server", "127.0.0.1:%d" % port, "--model",
+                        "m%d" % i, "k"], capture_output=True, timeout=60)
+    if r.returncode == 3:
+        return False
+    assert r.returncode == 0 and r.stdout == b"value-%d" % i, (i, r)
+    return True
+
+
+def fill(mnt, path, leave):
+    """Take the file system's room but `leave` bytes (0: all of it)."""
+    fdw = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    chunk = b"\1" * 65536
+    try:
+        while True:
+            sv = os.statvfs(mnt)
+            if leave and sv.f_bavail * sv.f_frsize <= leave + len(chunk):
+                break
+            os.write(fdw, chunk if leave or sv.f_bavail * sv.f_frsize > len(chunk)
+                     else b"\1" * 4096)
+    except OSError:
+        pass
+    os.close(fdw)
 
 
 def stop(p):
@@ -98,14 +144,7 @@ def main():
         assert st["ssd.writedown_blocks"] == 0, "a b went down before the stop"
         c.close()
         filler = os.path.join(mnt, "filler")
-        fdw = os.open(filler, os.O_WRONLY | os.O_CREAT, 0o600)
-        chunk = b"\1" * 65536
-        while True:
-            sv = os.statvfs(mnt)
-            if sv.f_bavail * sv.f_frsize <= (2 << 20) + len(chunk):
-                break
-            os.write(fdw, chunk)
-        os.close(fdw)
+        fill(mnt, filler, 2 << 20)
         t0 = time.monotonic()
         stop(p)
         p = None
@@ -134,6 +173,79 @@ def main():
         r = subprocess.run([kvtier, "fsck", d], capture_output=True, text=True, timeout=60)
         assert r.returncode == 0 and r.stdout.rstrip().endswith("clean"), r.stdout + r.stderr
         print("fullstop: ok")
+
+        # The registry on a full disk.
+        os.unlink(filler)
+        subprocess.run(["rm", "-rf", d], check=True)
+        log = os.path.join(base, "4.log")
+        p, rport, nport = start(kvtierd, d, log)
+        for i in range(3):
+            assert put(kvtier, nport, i) == 0
+        fill(mnt, filler, 0)
+        ok = [i for i in range(3)]
+        refused = []
+        for i in range(3, 60):
+            (ok if put(kvtier, nport, i) == 0 else refused).append(i)
+            if len(refused) >= 3:
+                break
+        print("registry on the full disk: %d namespaces in, %d refused" % (len(ok), len(refused)))
+        assert refused, "no registration refused: the disk was not full"
+        text = open(log).read()
+        lines = [x for x in text.splitlines() if "namespace not registered" in x]
+        assert lines and "No space left on device" in lines[0], "nothing logged: " + text[-2000:]
+        print(lines[0])
+        assert all(get(kvtier, nport, i) for i in ok)
+        os.unlink(filler)
+        assert put(kvtier, nport, 100) == 0
+        ok.append(100)
+        stop(p)
+        p, rport, nport = start(kvtierd, d, os.path.join(base, "5.log"))
+        back = [i for i in ok if get(kvtier, nport, i)]
+        stop(p)
+        p = None
+        assert back == ok, "answered %s, back after the restart %s" % (ok, back)
+        print("registry: ok")
+
+        # The shared tier on a full disk (doc/shared.md "Files"): every
+        # put is written to it (shared.admission=always) by one server;
+        # those that find no room fail, said once in its log, and leave
+        # no temp file; another server reads each value exact or misses.
+        subprocess.run(["rm", "-rf", d], check=True)
+        shared = os.path.join(mnt, "shared")
+        sh = ["--ssd", "0", "--set", "shared.dir=" + shared, "--set",
+              "shared.admission=always"]
+        log = os.path.join(base, "6.log")
+        p, rport, nport = start(kvtierd, os.path.join(base, "st6"), log, sh)
+        fill(mnt, filler, 4 << 20)
+        c = fd.Resp(rport)
+        for i in range(2000, 2064):  # 8 MiB through 4 MiB of room
+            c.set(i)
+        c.close()
+        st = fd.stats(kvtier, nport)
+        for _ in range(100):
+            if st.get("shared.wd_bytes", 0) == 0 and st.get("shared.wd_running", 0) == 0:
+                break
+            time.sleep(0.1)
+            st = fd.stats(kvtier, nport)
+        stop(p)
+        print("shared tier: %d written, %d failed" % (st["shared.writes"],
+                                                       st["shared.write_errors"]))
+        assert st["shared.writes"] > 0 and st["shared.write_errors"] > 0
+        text = open(log).read()
+        said = [x for x in text.splitlines() if "shared tier: a write-down failed" in x]
+        assert len(said) == 1 and "No space left on device" in said[0], text[-2000:]
+        tmp = [f for _, _, fs in os.walk(shared) for f in fs if ".tmp." in f]
+        assert not tmp, "temp files left: %s" % tmp
+        p, rport, nport = start(kvtierd, os.path.join(base, "st7"), os.path.join(base, "7.log"),
+                                sh)
+        c = fd.Resp(rport)
+        hits = sum(c.get(i) for i in range(2000, 2064))
+        c.close()
+        stop(p)
+        p = None
+        print("another server: %d of 64 exact, the rest misses" % hits)
+        assert hits == st["shared.writes"]
+        print("shared: ok")
     finally:
         if p is not None:
             p.kill()
