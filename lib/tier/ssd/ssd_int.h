@@ -338,6 +338,11 @@ struct ssd {
 	bool open_keep;
 	_Atomic bool close_full;
 	_Atomic uint64_t close_refused;
+	/* ... and its end (kvt_now_ns, 0: none): a write of it the writer
+	 * takes later is not made (close_late: its bytes), so the stop keeps
+	 * to ssd.close_writedown_ms within one write, not one pass. */
+	_Atomic uint64_t close_deadline_ns;
+	_Atomic uint64_t close_late;
 	/* The log has no free room: the segment open now was had by evicting
 	 * or reusing the oldest (set at each open under seg_lock, at ssd_open
 	 * if the next open must evict and the index holds a block; cleared by
