@@ -4903,6 +4903,8 @@ static void test_id_unreadable(void)
 
 		if (setgid(65534) != 0 || setuid(65534) != 0)
 			_exit(90);
+		if (access(dir, R_OK | W_OK | X_OK) != 0)
+			_exit(77); /* TMPDIR below a directory nobody may not enter */
 		s = open_store(dir, "16M", "always");
 		ns = ns_of(s);
 		for (uint64_t k = 0; k < 20; k++)
@@ -4930,7 +4932,10 @@ static void test_id_unreadable(void)
 	}
 	T_EQ_INT(waitpid(pid, &status, 0), pid);
 	T_ASSERT(WIFEXITED(status));
-	T_EQ_INT(WEXITSTATUS(status), 0);
+	if (WEXITSTATUS(status) == 77)
+		printf("id_unreadable: skipped (nobody cannot reach %s)\n", dir);
+	else
+		T_EQ_INT(WEXITSTATUS(status), 0);
 	t_rmtree(dir);
 	free(dir);
 }
