@@ -17,9 +17,8 @@ mounts the tmpfs); exits 77 (skipped) where mounting is refused.
    first); its log line says what reached the disk.
 
 Until session 45 the stop's write-down went on past the full disk by
-reusing the log's oldest segments: a third of the "a" were gone after the
-restart, the newest "b" too, and the log said "wrote 12 MiB" with 2 MiB
-on disk.
+reusing the log's oldest segments: 35 of the 80 "a" were gone after the
+restart, written over by all 48 "b" (6 MiB through 2 MiB of room).
 
 Then the namespace registry on the full disk (doc/keys.md "Registry
 file"): new namespaces (kvtier put --model M) are refused once the
