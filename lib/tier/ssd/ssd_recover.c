@@ -1050,6 +1050,14 @@ int ssd_store_id(struct ssd *s)
 			 "segments there would be another store's)", kvt_strerror(r));
 		return r;
 	}
+	/* Cut short: written whole and renamed into place (below), an id is
+	 * never left short by a crash -- something else damaged it, and the
+	 * segments it named are dropped now as another store's.  Said, not
+	 * silent (review45e; test_ssd id_short). */
+	if (r == KVT_ECORRUPT)
+		kvt_logf(s->log, KVT_LOG_WARN,
+			 "ssd: the store id ssd/id is cut short (damaged): replaced, and the "
+			 "segments there are dropped as another store's");
 	if (getrandom(s->store_id, 16, 0) != 16)
 		return -EIO;
 	fd = openat(s->dir_fd, SSD_ID ".tmp", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
