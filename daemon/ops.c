@@ -776,6 +776,19 @@ static void ops_aux_run(void *arg)
 		if (!it->need_register)
 			continue;
 		it->status = kvt_ns_register(srv->store, &it->desc, &it->ns_id);
+		/* Refused by the store (a full disk: the registry's append or
+		 * rewrite found no room, doc/keys.md "Registry file"): the
+		 * client's put then fails, and kvtier(1) sends its user here. */
+		if (it->status < 0) {
+			char tq[160], mq[600];
+			kvtd_log_client(KVTD_WARN, "namespace not registered",
+					"tenant=%s model=%s error=\"%s\"",
+					kvtd_log_quote(tq, sizeof(tq),
+						       it->desc.tenant ? it->desc.tenant : "-"),
+					kvtd_log_quote(mq, sizeof(mq),
+						       it->desc.model ? it->desc.model : "-"),
+					kvt_strerror(it->status));
+		}
 		if (it->status == KVT_OK && fr->conn->tstat)
 			atomic_fetch_add_explicit(&fr->conn->tstat->ns_count, 1,
 						  memory_order_relaxed);

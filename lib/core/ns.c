@@ -1096,9 +1096,17 @@ int ns_reg_set_word(struct ns_registry *r, uint32_t id, uint64_t expect, uint64_
 	if (r->rewrite || !r->file_v3 ||
 	    r->word_recs >= 2 * (uint64_t)r->words_live + NS_WORDS_SLACK) {
 		/* The first word (version 2 becomes 3), or stale ones to drop. */
+		bool needed = r->rewrite;
+		uint64_t swaps = r->rewrites;
+
 		ret = ns_rewrite(r, id, word);
 		if (ret < 0) {
-			ns_rollback(r, ret);
+			/* Failed before its rename (no room for the copy: ENOSPC),
+			 * the old file is as it was and still takes appends: a
+			 * full disk that refuses a word must not refuse the next
+			 * namespace too (test_ns reg_full_disk). */
+			if (needed || r->rewrites != swaps)
+				ns_rollback(r, ret);
 			goto out;
 		}
 		ns_publish_all(r, r->prepared);

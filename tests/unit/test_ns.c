@@ -8,6 +8,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sys/mount.h>
+#include <sched.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -1538,6 +1540,89 @@ static void test_reg_secret(void)
 #endif
 }
 
+/*
+ * A file system that fills up (a tmpfs of 64 KiB in a private mount
+ * namespace: root only, else skipped).  A whole-file rewrite that finds no
+ * room (the first word set, which makes the file version 3) fails and
+ * leaves the old file as it was -- so the next namespace still goes in by
+ * an append that fits.  Until session 45 the failed rewrite marked the
+ * file for a rewrite too, and every later registration failed (ENOSPC)
+ * until the disk had room for a whole copy of the registry.
+ */
+static void test_reg_full_disk(void)
+{
+	char *dir = t_mkdtemp(), fs[512], name[32];
+	struct kvt_mem mem;
+	struct ns_registry r;
+	struct kvt_ns_desc d;
+	uint8_t digest[32], chunk[4096];
+	char canon[NS_CANON_MAX + 1];
+	uint32_t len, id, n = 100;
+	int dir_fd, fd;
+	off_t filled = 0;
+
+	snprintf(fs, sizeof(fs), "%s/fs", dir);
+	T_RC(mkdir(fs, 0700), 0);
+	if (geteuid() != 0 || unshare(CLONE_NEWNS) != 0 ||
+	    mount("none", "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
+	    mount("kvt-ns", fs, "tmpfs", 0, "size=64k") != 0) {
+		printf("reg_full_disk: skipped (no tmpfs: needs root for a private mount)\n");
+		t_rmtree(dir);
+		free(dir);
+		return;
+	}
+	dir_fd = open_dir(fs);
+	kvt_mem_init(&mem);
+	T_RC(load_fresh(&mem, &r, dir_fd), 0);
+	for (uint32_t i = 1; i <= n; i++) {
+		d = desc_n(i, name);
+		len = canon_of(&d, digest, canon);
+		T_RC(ns_reg_add(&r, digest, canon, len, &id), 0);
+		T_EQ_INT(id, i);
+	}
+	/* Someone else takes the disk, then gives back two pages: room for
+	 * an append, not for a second copy of the file (about 18 KiB). */
+	fd = openat(dir_fd, "filler", O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+	T_GE_INT(fd, 0);
+	memset(chunk, 1, sizeof(chunk));
+	while (write(fd, chunk, sizeof(chunk)) == (ssize_t)sizeof(chunk))
+		filled += (off_t)sizeof(chunk);
+	T_EQ_INT(errno, ENOSPC);
+	T_GE_INT(filled, 2 * 4096);
+	T_RC(ftruncate(fd, filled - 2 * 4096), 0);
+	close(fd);
+
+	/* The first word: a rewrite, which does not fit. */
+	T_RC(ns_reg_set_word(&r, 1, 0, 77), -ENOSPC);
+	T_EQ_U64(word_of(&r, 1), 0);
+	T_ASSERT(faccessat(dir_fd, "namespaces.tmp", F_OK, 0) != 0);
+	/* A new namespace is appended: it fits. */
+	d = desc_n(n + 1, name);
+	len = canon_of(&d, digest, canon);
+	T_RC(ns_reg_add(&r, digest, canon, len, &id), 0);
+	T_EQ_INT(id, n + 1);
+	ns_reg_free(&r);
+
+	/* What was answered is what loads. */
+	T_RC(load_fresh(&mem, &r, dir_fd), 0);
+	T_EQ_INT(atomic_load(&r.count), n + 1);
+	T_RC(ns_reg_find(&r, digest, &id), 0);
+	T_EQ_INT(id, n + 1);
+	T_EQ_U64(word_of(&r, 1), 0);
+	/* With room again, the word goes in. */
+	T_RC(unlinkat(dir_fd, "filler", 0), 0);
+	T_RC(ns_reg_set_word(&r, 1, 0, 77), 0);
+	ns_reg_free(&r);
+	T_RC(load_fresh(&mem, &r, dir_fd), 0);
+	T_EQ_U64(word_of(&r, 1), 77);
+	T_EQ_INT(atomic_load(&r.count), n + 1);
+	ns_reg_free(&r);
+	close(dir_fd);
+	T_RC(umount(fs), 0);
+	t_rmtree(dir);
+	free(dir);
+}
+
 int main(void)
 {
 	test_digest_vectors();
@@ -1557,6 +1642,7 @@ int main(void)
 	test_reg_group_commit();
 	test_reg_words();
 	test_reg_words_concurrent();
+	test_reg_full_disk();
 	test_store_api();
 	test_store_words();
 	return 0;

@@ -4874,11 +4874,117 @@ static void test_meta_reuse(void)
 	free(dir);
 }
 
+/*
+ * 15c. An ssd/id that is there but cannot be read (EACCES: the server's
+ *      user may not read it) fails the open, -EACCES, and changes nothing:
+ *      once it is readable again every block is back.  Until session 45
+ *      the open replaced the id and went on -- every segment and the
+ *      checkpoint became another store's, and the store opened empty.  Run
+ *      as nobody in a child (root reads any file); skipped unless root.
+ */
+static void test_id_unreadable(void)
+{
+	char *dir, id[600];
+	pid_t pid;
+	int status;
+
+	if (geteuid() != 0) {
+		printf("id_unreadable: skipped (needs root, to run a child as nobody)\n");
+		return;
+	}
+	dir = t_mkdtemp();
+	T_RC(chown(dir, 65534, 65534), 0);
+	snprintf(id, sizeof(id), "%s/ssd/id", dir);
+	pid = fork();
+	T_ASSERT(pid >= 0);
+	if (pid == 0) {
+		struct kvt_store *s;
+		uint32_t ns;
+
+		if (setgid(65534) != 0 || setuid(65534) != 0)
+			_exit(90);
+		if (access(dir, R_OK | W_OK | X_OK) != 0)
+			_exit(77); /* TMPDIR below a directory nobody may not enter */
+		s = open_store(dir, "16M", "always");
+		ns = ns_of(s);
+		for (uint64_t k = 0; k < 20; k++)
+			T_RC(put_k(s, ns, k), KVT_OK);
+		T_OK(kvt_flush(s));
+		kvt_store_destroy(s);
+		T_RC(chmod(id, 0), 0);
+		T_OK(kvt_store_create(&s));
+		T_OK(kvt_store_set_option(s, "path", dir));
+		T_OK(kvt_store_set_option(s, "dram.capacity", "64M"));
+		T_OK(kvt_store_set_option(s, "dram.prefault", "off"));
+		T_OK(kvt_store_set_option(s, "ssd.capacity", "16M"));
+		T_OK(kvt_store_set_option(s, "ssd.segment", "1M"));
+		T_OK(kvt_store_set_option(s, "ssd.io", io_backend));
+		T_RC(kvt_store_open(s), -EACCES);
+		kvt_store_destroy(s);
+		T_RC(chmod(id, 0600), 0);
+		s = open_store(dir, "16M", "always");
+		T_EQ_INT(ns_of(s), ns);
+		T_EQ_U64(t_stat(s, "ssd.blocks"), 20);
+		for (uint64_t k = 0; k < 20; k++)
+			T_RC(get_k(s, ns, k), KVT_OK);
+		kvt_store_destroy(s);
+		_exit(0); /* as nobody: LeakSanitizer cannot trace itself */
+	}
+	T_EQ_INT(waitpid(pid, &status, 0), pid);
+	T_ASSERT(WIFEXITED(status));
+	if (WEXITSTATUS(status) == 77)
+		printf("id_unreadable: skipped (nobody cannot reach %s)\n", dir);
+	else
+		T_EQ_INT(WEXITSTATUS(status), 0);
+	t_rmtree(dir);
+	free(dir);
+}
+
+/* An ssd/id cut short (damaged: a crash never leaves one, it is renamed
+ * into place whole) is replaced, and the blocks its segments held are
+ * lost: said in the store's log, not silently (review45e). */
+static void test_id_short(void)
+{
+	char *dir = t_mkdtemp(), id[600];
+	struct kvt_store *s;
+	uint32_t ns;
+
+	snprintf(id, sizeof(id), "%s/ssd/id", dir);
+	s = open_store(dir, "16M", "always");
+	ns = ns_of(s);
+	for (uint64_t k = 0; k < 20; k++)
+		T_RC(put_k(s, ns, k), KVT_OK);
+	T_OK(kvt_flush(s));
+	kvt_store_destroy(s);
+	T_RC(truncate(id, 5), 0);
+	pthread_mutex_lock(&room_log_lock);
+	room_log[0] = '\0';
+	pthread_mutex_unlock(&room_log_lock);
+	T_OK(kvt_store_create(&s));
+	T_OK(kvt_store_set_option(s, "path", dir));
+	T_OK(kvt_store_set_option(s, "dram.capacity", "64M"));
+	T_OK(kvt_store_set_option(s, "dram.prefault", "off"));
+	T_OK(kvt_store_set_option(s, "ssd.capacity", "16M"));
+	T_OK(kvt_store_set_option(s, "ssd.segment", "1M"));
+	T_OK(kvt_store_set_option(s, "ssd.io", io_backend));
+	T_OK(kvt_store_set_log(s, room_log_fn, NULL, KVT_LOG_WARN));
+	T_OK(kvt_store_open(s));
+	T_EQ_U64(t_stat(s, "ssd.blocks"), 0);
+	kvt_store_destroy(s);
+	if (!strstr(room_log, "ssd/id is cut short"))
+		T_FAIL("want \"ssd/id is cut short\" in the store's warnings:\n%s", room_log);
+	t_rmtree(dir);
+	free(dir);
+	fprintf(stderr, "  id_short: ok\n");
+}
+
 static void test_reuse(void)
 {
 	reuse_round("progressive");
 	reuse_round("whole");
 	test_meta_reuse();
+	test_id_unreadable();
+	test_id_short();
 }
 
 /* 15b. kill -9 of a writer whose log wraps many times, every slot reused
@@ -6688,6 +6794,7 @@ int main(void)
 		}
 		if (test_only("meta")) {
 			test_meta_reuse();
+			test_id_unreadable();
 			continue;
 		}
 		if (test_only("bytes")) {

@@ -149,6 +149,9 @@ struct shared {
 	_Atomic uint64_t part_hits, hits, misses, promote_full, wd_queued, wd_shed, wd_done,
 		wd_failed, wd_evicted, wd_ssd_evicted, lookups, lookup_keys, gc_runs, gc_removed,
 		wd_cancelled;
+	/* A write-down failed since the last that succeeded: said once in the
+	 * log (wd_finished), said again after one succeeds. */
+	_Atomic bool wd_failing;
 };
 
 #define A(x) atomic_fetch_add_explicit(&(x), 1, memory_order_relaxed)
@@ -577,12 +580,26 @@ static void run_lookup(struct shared *sh, struct sh_lookup *lk)
 static void wd_finished(struct shared *sh, uint64_t len, int ret)
 {
 	bool gc = false;
-	if (ret == KVT_OK || ret == KVT_EXISTS)
+	if (ret == KVT_OK || ret == KVT_EXISTS) {
 		A(sh->wd_done);
-	else if (ret == -ECANCELED)
+		if (atomic_load_explicit(&sh->wd_failing, memory_order_relaxed) &&
+		    atomic_exchange(&sh->wd_failing, false))
+			kvt_logf(sh->log, KVT_LOG_INFO, "shared tier: write-downs succeed again");
+	} else if (ret == -ECANCELED) {
 		A(sh->wd_cancelled);
-	else
+	} else {
 		A(sh->wd_failed);
+		/* A full shared file system (ENOSPC, EDQUOT) or a failing one:
+		 * the block stays where it was, the write-down is lost.  Said
+		 * once, not per block (until session 45 never: only
+		 * shared.wd_failed and shared.write_errors told). */
+		if (ret != -ENOENT /* the block went meanwhile */ &&
+		    !atomic_exchange(&sh->wd_failing, true))
+			kvt_logf(sh->log, KVT_LOG_WARN,
+				 "shared tier: a write-down failed (%s); the blocks are not "
+				 "shared (stat shared.wd_failed), said again once writes "
+				 "succeed and fail anew", kvt_strerror(ret));
+	}
 	pthread_mutex_lock(&sh->lock);
 	sh->wd_bytes -= len;
 	sh->wd_inflight--;

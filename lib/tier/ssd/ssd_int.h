@@ -236,6 +236,8 @@ struct wd_task {
 			       * wd_group_bytes (ssd_admit's shares), 0 none */
 	bool sheddable;       /* T_PUT counted against wd_max: another group's
 			       * may take its place while queued (wd_preempt_locked) */
+	bool close;           /* T_PUT of a graceful stop's write-down
+			       * (DRAM_ADMIT_CLOSE): never evicts (seg_open_slot_locked) */
 	/* T_PUT placed as a value of a batch (ssd.format=3, ssd.c "Batches"):
 	 * placed though hdr is NULL (the batch owns its header), entered
 	 * E_BATCHED */
@@ -327,6 +329,20 @@ struct ssd {
 	_Atomic uint32_t noroom_slots; /* written under seg_lock, read anywhere */
 	uint64_t noroom_at_ns;      /* seg_lock */
 	_Atomic int room_say;
+	/* The graceful stop's write-down (ssd_close_writedown): open_keep is
+	 * set (seg_lock) around the reservation of its writes, so that
+	 * opening a segment for them never evicts or reuses one; close_full
+	 * once one was refused for it (the log's free room is used up, or
+	 * the file system had less than the stop counted on): the write-down
+	 * then stops.  close_refused: the bytes refused. */
+	bool open_keep;
+	_Atomic bool close_full;
+	_Atomic uint64_t close_refused;
+	/* ... and its end (kvt_now_ns, 0: none): a write of it the writer
+	 * takes later is not made (close_late: its bytes), so the stop keeps
+	 * to ssd.close_writedown_ms within one write, not one pass. */
+	_Atomic uint64_t close_deadline_ns;
+	_Atomic uint64_t close_late;
 	/* The log has no free room: the segment open now was had by evicting
 	 * or reusing the oldest (set at each open under seg_lock, at ssd_open
 	 * if the next open must evict and the index holds a block; cleared by

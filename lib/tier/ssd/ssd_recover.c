@@ -1033,12 +1033,31 @@ int ssd_id_read(int ssd_dfd, uint8_t id[16])
 
 int ssd_store_id(struct ssd *s)
 {
-	int fd;
+	int fd, r;
 
-	/* Only an id that is not there (or cannot be read) is replaced: every
-	 * segment and checkpoint then belongs to another store to this one. */
-	if (ssd_id_read(s->dir_fd, s->store_id) == 0)
+	/* Only an id that is not there (or is cut short) is replaced: every
+	 * segment and checkpoint then belongs to another store to this one.
+	 * One that is there but cannot be read (EACCES: a file the server's
+	 * user may not read, EIO, EMFILE) fails the open: replacing it threw
+	 * the whole SSD tier away without a word until session 45 (test_ssd
+	 * id_unreadable). */
+	r = ssd_id_read(s->dir_fd, s->store_id);
+	if (r == 0)
 		return 0;
+	if (r != -ENOENT && r != KVT_ECORRUPT) {
+		kvt_logf(s->log, KVT_LOG_ERROR,
+			 "ssd: cannot read the store id ssd/id: %s (not replaced: the "
+			 "segments there would be another store's)", kvt_strerror(r));
+		return r;
+	}
+	/* Cut short: written whole and renamed into place (below), an id is
+	 * never left short by a crash -- something else damaged it, and the
+	 * segments it named are dropped now as another store's.  Said, not
+	 * silent (review45e; test_ssd id_short). */
+	if (r == KVT_ECORRUPT)
+		kvt_logf(s->log, KVT_LOG_WARN,
+			 "ssd: the store id ssd/id is cut short (damaged): replaced, and the "
+			 "segments there are dropped as another store's");
 	if (getrandom(s->store_id, 16, 0) != 16)
 		return -EIO;
 	fd = openat(s->dir_fd, SSD_ID ".tmp", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
