@@ -2719,7 +2719,13 @@ static void wd_batch_write(struct ssd *s, struct wd_task *t)
 		 * pass"). */
 		for (n = s->wd_head; n && n->type == T_FLUSH; n = n->next)
 			flush = n;
-		if (s->wd_uhead || !n || !wd_batchable(n) || (s->wd_hold && !s->wd_stop) ||
+		/* A graceful stop's write-downs batch only with their own
+		 * (open_keep, wd_batch_place, holds the whole batch to free
+		 * room: another put in it failed ENOSPC, a carry was dropped),
+		 * and one taken past the stop's time goes alone, dropped
+		 * (review45e: a batch ran up to a window past it). */
+		if (s->wd_uhead || !n || !wd_batchable(n) || n->close != t->close ||
+		    (n->close && wd_close_late(s)) || (s->wd_hold && !s->wd_stop) ||
 		    (s->wd_plugs && !s->wd_stop) ||
 		    s->wd_placed_bytes + wb->values + align_rec(n->value_len, s->rec_align) >
 			    s->cfg.wd_window_bytes ||
