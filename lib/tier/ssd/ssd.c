@@ -4882,6 +4882,12 @@ void ssd_stats(struct ssd *s, kvt_stats_fn fn, void *ctx)
 	fn(ctx, "ssd.evicted_over_budget", AL(s->evicted_over_budget), NULL);
 	fn(ctx, "ssd.evicted_dead", AL(s->evicted_dead), NULL);
 	fn(ctx, "ssd.sealed_records", AL(s->sealed_records), NULL);
+	/* What dropping one segment's index entries cost (ssd_idx.c "One
+	 * segment's entries"). */
+	fn(ctx, "ssd.slot_sweeps", AL(s->slot_sweeps), NULL);
+	fn(ctx, "ssd.slot_sweep_visited", AL(s->slot_sweep_visited), NULL);
+	fn(ctx, "ssd.slot_sweep_ns", AL(s->slot_sweep_ns), NULL);
+	fn(ctx, "ssd.slot_sweep_max_ns", AL(s->slot_sweep_max_ns), NULL);
 	fn(ctx, "ssd.evicted_to_shared", AL(s->evicted_handed), NULL);
 	fn(ctx, "ssd.checkpoints", AL(s->ckpts), NULL);
 	fn(ctx, "ssd.recovery_ns", s->rec_ns, NULL);

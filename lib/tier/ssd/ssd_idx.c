@@ -136,9 +136,20 @@ bool ssd_idx_remove_dead(struct ssd *s, uint32_t ns, const struct kvt_key *k)
  * and generation (0: any), with seq < below.  Returns how many.  A sweep of
  * one slot leaves the entries kept for a carry (E_CARRY): they name the
  * slot they are leaving. */
+/* What one slot's sweep or kill cost: ssd.slot_sweep_* (ssd.c's stats). */
+static void slot_sweep_note(struct ssd *s, uint64_t visited, uint64_t t0)
+{
+	uint64_t ns = kvt_now_ns() - t0, max = AL(s->slot_sweep_max_ns);
+	A(s->slot_sweeps);
+	AN(s->slot_sweep_visited, visited);
+	AN(s->slot_sweep_ns, ns);
+	while (ns > max && !atomic_compare_exchange_weak(&s->slot_sweep_max_ns, &max, ns))
+		;
+}
+
 uint64_t ssd_idx_sweep(struct ssd *s, uint32_t ns, uint32_t slot, uint64_t gen, uint64_t below)
 {
-	uint64_t n = 0;
+	uint64_t n = 0, visited = 0, t0 = kvt_now_ns();
 	for (int i = 0; i < SSD_SHARDS; i++) {
 		struct ssd_shard *sh = &s->shards[i];
 		pthread_mutex_lock(&sh->lock);
@@ -146,6 +157,7 @@ uint64_t ssd_idx_sweep(struct ssd *s, uint32_t ns, uint32_t slot, uint64_t gen, 
 			struct ssd_entry **pp = &sh->buckets[b];
 			while (*pp) {
 				struct ssd_entry *e = *pp;
+				visited++;
 				if ((ns == KVT_NS_ALL || e->ns == ns) &&
 				    (slot == UINT32_MAX ||
 				     (e->slot == slot && !(e->flags & E_CARRY))) &&
@@ -160,6 +172,8 @@ uint64_t ssd_idx_sweep(struct ssd *s, uint32_t ns, uint32_t slot, uint64_t gen, 
 		}
 		pthread_mutex_unlock(&sh->lock);
 	}
+	if (slot != UINT32_MAX)
+		slot_sweep_note(s, visited, t0);
 	return n;
 }
 
@@ -177,12 +191,13 @@ uint64_t ssd_idx_sweep(struct ssd *s, uint32_t ns, uint32_t slot, uint64_t gen, 
  */
 uint64_t ssd_idx_kill(struct ssd *s, uint32_t slot, uint64_t gen)
 {
-	uint64_t n = 0;
+	uint64_t n = 0, visited = 0, t0 = kvt_now_ns();
 	for (int i = 0; i < SSD_SHARDS; i++) {
 		struct ssd_shard *sh = &s->shards[i];
 		pthread_mutex_lock(&sh->lock);
 		for (uint32_t b = 0; b <= sh->mask; b++) {
 			for (struct ssd_entry *e = sh->buckets[b]; e; e = e->hnext) {
+				visited++;
 				if (e->slot != slot || e->generation != gen ||
 				    (e->flags & (E_CARRY | E_DEAD)))
 					continue;
@@ -198,6 +213,7 @@ uint64_t ssd_idx_kill(struct ssd *s, uint32_t slot, uint64_t gen)
 		}
 		pthread_mutex_unlock(&sh->lock);
 	}
+	slot_sweep_note(s, visited, t0);
 	return n;
 }
 

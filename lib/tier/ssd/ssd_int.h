@@ -413,6 +413,10 @@ struct ssd {
 		dropped_promoted, sealed_records, evicted_unread, evicted_over_budget, evicted_dead,
 		room_capped, batches, batched_blocks, batched_carried, carried_in_batches,
 		wd_preempted;
+	/* One segment's index entries dropped or killed (ssd_idx_sweep and
+	 * ssd_idx_kill of one slot): calls, entries looked at, nanoseconds
+	 * in all, and the longest. */
+	_Atomic uint64_t slot_sweeps, slot_sweep_visited, slot_sweep_ns, slot_sweep_max_ns;
 	uint64_t rec_ckpt_entries, rec_records, rec_segments, rec_ns, rec_dropped;
 	uint64_t rec_old_format;     /* segments of an older format version, dropped */
 	uint64_t rec_twins_used;     /* walks gone on past a damaged tombstone copy */
