@@ -4999,6 +4999,68 @@ static void test_reuse_fault(void)
 	free(dir);
 }
 
+/* 15d. One segment's eviction visits that segment's index entries, not the
+ *      whole index (ssd_idx.c "One segment's entries"; before session 45
+ *      every eviction, the end of every progressive reuse and every
+ *      quarantine walked every shard's every entry): 2 KiB blocks through
+ *      a 16-slot log of 1 MiB segments until 40 segments went, whole and
+ *      progressive reuse.  The entries a one-slot sweep looked at, per
+ *      sweep, stay within twice a segment's records (a slot being reused
+ *      holds two generations) while the index holds many segments' worth;
+ *      and every block reads back exact or misses, none through an entry
+ *      its eviction left behind (no header or CRC error; an entry naming
+ *      a reused slot's old generation would fail the record's header).
+ *      Fails on 28a18525, the full walk (ssd.slot_sweep_visited then
+ *      counted every entry a sweep looked at: the whole index). */
+static void slot_sweep_round(const char *reuse)
+{
+	char *dir = t_mkdtemp();
+	struct kvt_store *s = t_store_open(
+		"path", dir, "dram.capacity", "2M", "dram.chunk", "4K", "dram.shards", "1",
+		"dram.prefault", "off", "ssd.capacity", "16M", "ssd.segment", "1M",
+		"ssd.admission", "always", "ssd.checkpoint_seals", "0", "ssd.reuse", reuse,
+		"ssd.io", io_backend, NULL);
+	uint32_t ns = ns_of(s);
+	const size_t len = 2048;
+	uint64_t k = 0, sweeps, visited, per_seg, blocks;
+
+	while (t_stat(s, "ssd.segments_evicted") < 40 && k < 200000) {
+		for (uint64_t end = k + 256; k < end; k++)
+			T_RC(t_put_filled(s, ns, k, len), KVT_OK);
+		T_OK(kvt_flush(s));
+	}
+	sweeps = t_stat(s, "ssd.slot_sweeps");
+	visited = t_stat(s, "ssd.slot_sweep_visited");
+	per_seg = t_stat(s, "ssd.sealed_records") / t_stat(s, "ssd.segments_sealed");
+	blocks = t_stat(s, "ssd.blocks");
+	fprintf(stderr,
+		"  slot_sweep %s: %llu puts, %llu evicted, %llu sweeps, %llu entries looked at "
+		"(%llu a sweep), %llu records a segment, %llu blocks indexed\n",
+		reuse, (unsigned long long)k,
+		(unsigned long long)t_stat(s, "ssd.segments_evicted"), (unsigned long long)sweeps,
+		(unsigned long long)visited, (unsigned long long)(sweeps ? visited / sweeps : 0),
+		(unsigned long long)per_seg, (unsigned long long)blocks);
+	T_ASSERT(t_stat(s, "ssd.segments_evicted") >= 40);
+	T_ASSERT(sweeps >= 30); /* progressive: the open one's old generation at its seal */
+	T_ASSERT(per_seg >= 100);
+	T_ASSERT(blocks >= 8 * per_seg); /* the index: many segments' worth */
+	T_LE_INT(visited, sweeps * 2 * per_seg);
+	for (uint64_t i = 0; i < k; i++)
+		(void)t_get_filled(s, ns, i, len);
+	T_RC(t_get_filled(s, ns, k - 1, len), KVT_OK);
+	T_EQ_U64(t_stat(s, "ssd.header_errors"), 0);
+	T_EQ_U64(t_stat(s, "ssd.crc_errors"), 0);
+	kvt_store_destroy(s);
+	t_rmtree(dir);
+	free(dir);
+}
+
+static void test_slot_sweep(void)
+{
+	slot_sweep_round("progressive");
+	slot_sweep_round("whole");
+}
+
 /* 15d. A segment-size change, then a crash (doc/ssd-format.md
  *      "Recovery", "Generations").  Written under 1 MiB segments (4
  *      slots), closed; reopened under 2 MiB, where every old segment is a
@@ -6826,10 +6888,16 @@ int main(void)
 			test_promote_race();
 			continue;
 		}
+		/* KVT_TEST_ONLY=slot_sweep: what an eviction's sweep visits. */
+		if (test_only("slot_sweep")) {
+			test_slot_sweep();
+			continue;
+		}
 		if (test_only("reuse")) {
 			test_reuse();
 			test_reuse_kill9();
 			test_reuse_fault();
+			test_slot_sweep();
 			continue;
 		}
 		test_persist();
@@ -6866,6 +6934,7 @@ int main(void)
 		test_reuse();
 		test_reuse_kill9();
 		test_reuse_fault();
+		test_slot_sweep();
 		test_resize_crash();
 		test_prefetch_lock();
 		test_race_eviction();

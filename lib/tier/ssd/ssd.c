@@ -1940,7 +1940,7 @@ static bool wd_carry_move(struct ssd *s, const struct wd_task *t, const struct s
 		struct ssd_entry *e = *pp;
 		e->seq = n->seq;
 		e->generation = n->generation;
-		e->slot = n->slot;
+		ssd_idx_reslot_locked(s, sh, e, n->slot); /* its new slot's list */
 		e->off_512 = n->off_512;
 		e->len_512 = n->len_512;
 		e->flags = n->flags; /* not read at its new place yet */
@@ -4582,6 +4582,15 @@ int ssd_open(struct ssd **out, const struct ssd_config *cfg, int dir_fd, struct 
 	}
 	s->slot_count = (uint32_t)(cfg->capacity / cfg->seg_size);
 	s->segs = kvt_mem_calloc(mem, s->slot_count, sizeof(*s->segs));
+	/* Before any entry: ssd_idx.c "One segment's entries". */
+	for (int i = 0; i < SSD_SHARDS; i++) {
+		s->shards[i].slot_heads = kvt_mem_calloc(mem, s->slot_count,
+							 sizeof(struct ssd_entry *));
+		if (!s->shards[i].slot_heads) {
+			r = -ENOMEM;
+			goto fail;
+		}
+	}
 	s->clear_cap = 64;
 	s->clear_seq = kvt_mem_calloc(mem, s->clear_cap, sizeof(uint64_t));
 	if (cfg->quota)
@@ -4704,6 +4713,11 @@ void ssd_close(struct ssd *s)
 		io_close(s->io);
 	for (int i = 0; i < SSD_SHARDS; i++) {
 		struct ssd_shard *sh = &s->shards[i];
+		if (sh->slot_heads) {
+			ssd_idx_check_slots(s, sh);
+			kvt_mem_free(s->mem, sh->slot_heads,
+				     (size_t)s->slot_count * sizeof(*sh->slot_heads));
+		}
 		if (sh->buckets) {
 			for (uint32_t b = 0; b <= sh->mask; b++) {
 				struct ssd_entry *e = sh->buckets[b], *n;
