@@ -4902,6 +4902,7 @@ void ssd_stats(struct ssd *s, kvt_stats_fn fn, void *ctx)
 	fn(ctx, "ssd.slot_sweep_visited", AL(s->slot_sweep_visited), NULL);
 	fn(ctx, "ssd.slot_sweep_ns", AL(s->slot_sweep_ns), NULL);
 	fn(ctx, "ssd.slot_sweep_max_ns", AL(s->slot_sweep_max_ns), NULL);
+	fn(ctx, "ssd.slot_list_errors", AL(s->slot_list_errors), NULL);
 	fn(ctx, "ssd.evicted_to_shared", AL(s->evicted_handed), NULL);
 	fn(ctx, "ssd.checkpoints", AL(s->ckpts), NULL);
 	fn(ctx, "ssd.recovery_ns", s->rec_ns, NULL);

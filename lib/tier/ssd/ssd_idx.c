@@ -91,11 +91,13 @@ void ssd_idx_check_slots(struct ssd *s, struct ssd_shard *sh)
 			listed++;
 			wrong += e->slot != i;
 		}
-	if (in_table != listed || wrong)
+	if (in_table != listed || wrong) {
+		AN(s->slot_list_errors, wrong + (in_table > listed ? in_table - listed : 0));
 		kvt_logf(s->log, KVT_LOG_ERROR,
 			 "ssd: index slot lists wrong: %llu entries, %llu listed, %llu misplaced",
 			 (unsigned long long)in_table, (unsigned long long)listed,
 			 (unsigned long long)wrong);
+	}
 }
 
 /* Where e (an entry of sh) is linked in its hash chain.  Locked. */
@@ -261,6 +263,8 @@ uint64_t ssd_idx_sweep(struct ssd *s, uint32_t ns, uint32_t slot, uint64_t gen, 
 				struct ssd_entry **pp;
 				next = e->snext; /* removing e leaves next linked */
 				visited++;
+				if (e->slot != slot) /* a bug: on another slot's list */
+					A(s->slot_list_errors);
 				if (!sweep_takes(e, ns, slot, gen, below))
 					continue;
 				pp = idx_link_of(s, sh, e);
@@ -335,6 +339,8 @@ uint64_t ssd_idx_kill(struct ssd *s, uint32_t slot, uint64_t gen)
 		if (one && sh->slot_heads) {
 			for (struct ssd_entry *e = sh->slot_heads[slot]; e; e = e->snext) {
 				visited++;
+				if (e->slot != slot)
+					A(s->slot_list_errors);
 				n += idx_kill_one(s, sh, e, slot, gen);
 			}
 		} else {

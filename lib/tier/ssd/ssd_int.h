@@ -429,6 +429,10 @@ struct ssd {
 	 * ssd_idx_kill of one slot): calls, entries looked at, nanoseconds
 	 * in all, and the longest. */
 	_Atomic uint64_t slot_sweeps, slot_sweep_visited, slot_sweep_ns, slot_sweep_max_ns;
+	/* Entries found on a slot's list naming another slot (a sweep, a
+	 * kill), or missing from their list (the close's check): a bug,
+	 * whose entries an eviction would leave behind.  Tests assert 0. */
+	_Atomic uint64_t slot_list_errors;
 	uint64_t rec_ckpt_entries, rec_records, rec_segments, rec_ns, rec_dropped;
 	uint64_t rec_old_format;     /* segments of an older format version, dropped */
 	uint64_t rec_twins_used;     /* walks gone on past a damaged tombstone copy */
