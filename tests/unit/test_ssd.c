@@ -5016,6 +5016,20 @@ static void test_reuse_fault(void)
  *      that left its entry on the old list is counted there).
  *      Fails on 28a18525, the full walk (ssd.slot_sweep_visited then
  *      counted every entry a sweep looked at: the whole index). */
+/* ssd_idx_check_slots over every shard, each under its lock: the index
+ * entries missing from their slot's list (which no sweep sees), on
+ * another's, or listed and not in the table. */
+static uint64_t slot_lists_bad(struct ssd *sd)
+{
+	uint64_t bad = 0;
+	for (int i = 0; i < SSD_SHARDS; i++) {
+		pthread_mutex_lock(&sd->shards[i].lock);
+		bad += ssd_idx_check_slots(sd, &sd->shards[i]);
+		pthread_mutex_unlock(&sd->shards[i].lock);
+	}
+	return bad;
+}
+
 static void slot_sweep_round(const char *reuse)
 {
 	char *dir = t_mkdtemp();
@@ -5066,6 +5080,83 @@ static void slot_sweep_round(const char *reuse)
 	T_EQ_U64(t_stat(s, "ssd.header_errors"), 0);
 	T_EQ_U64(t_stat(s, "ssd.crc_errors"), 0);
 	T_EQ_U64(t_stat(s, "ssd.slot_list_errors"), 0);
+	/* Every entry on its slot's list, checked now (the close's check
+	 * only logs): one left off every list would never be swept. */
+	T_EQ_U64(slot_lists_bad(ssd_of(s)), 0);
+	kvt_store_destroy(s);
+	t_rmtree(dir);
+	free(dir);
+}
+
+/* 15d'. The slot lists' check (ssd_idx_check_slots) counts each wrong
+ *      entry once: one taken off its list (as a path entering entries
+ *      past ssd_idx_put_locked would leave it: never swept by its slot),
+ *      and one naming a slot other than its list's (as a write of e->slot
+ *      past ssd_idx_reslot_locked would), and one listed that the table
+ *      does not hold.  Until review45d the first counted twice, the last
+ *      none (logged only). */
+static void test_slot_list_check(void)
+{
+	char *dir = t_mkdtemp();
+	struct kvt_store *s = t_store_open(
+		"path", dir, "dram.capacity", "2M", "dram.chunk", "4K", "dram.shards", "1",
+		"dram.prefault", "off", "ssd.capacity", "16M", "ssd.segment", "1M",
+		"ssd.admission", "always", "ssd.io", io_backend, NULL);
+	uint32_t ns = ns_of(s);
+	struct ssd *sd = ssd_of(s);
+	struct ssd_shard *sh = NULL;
+	struct ssd_entry *e = NULL, **prev, *next, fake;
+	uint32_t slot;
+
+	for (uint64_t k = 0; k < 64; k++)
+		T_RC(t_put_filled(s, ns, k, 2048), KVT_OK);
+	T_OK(kvt_flush(s));
+	T_EQ_U64(slot_lists_bad(sd), 0);
+	for (int i = 0; i < SSD_SHARDS && !e; i++) {
+		sh = &sd->shards[i];
+		pthread_mutex_lock(&sh->lock);
+		for (uint32_t b = 0; b <= sh->mask && !e; b++)
+			e = sh->buckets[b];
+		if (!e)
+			pthread_mutex_unlock(&sh->lock);
+	}
+	T_ASSERT(e != NULL && e->sprev != NULL && e->slot < sd->slot_count);
+	/* Off its list. */
+	prev = e->sprev;
+	next = e->snext;
+	*prev = next;
+	if (next)
+		next->sprev = prev;
+	e->snext = NULL;
+	e->sprev = NULL;
+	T_EQ_U64(ssd_idx_check_slots(sd, sh), 1);
+	/* Back, then naming another slot. */
+	e->snext = next;
+	e->sprev = prev;
+	if (next)
+		next->sprev = &e->snext;
+	*prev = e;
+	T_EQ_U64(ssd_idx_check_slots(sd, sh), 0);
+	slot = e->slot;
+	e->slot = (slot + 1) % sd->slot_count;
+	T_EQ_U64(ssd_idx_check_slots(sd, sh), 1);
+	e->slot = slot;
+	T_EQ_U64(ssd_idx_check_slots(sd, sh), 0);
+	/* An entry listed that the table does not hold. */
+	memset(&fake, 0, sizeof(fake));
+	fake.slot = slot;
+	fake.snext = sh->slot_heads[slot];
+	if (fake.snext)
+		fake.snext->sprev = &fake.snext;
+	sh->slot_heads[slot] = &fake;
+	fake.sprev = &sh->slot_heads[slot];
+	T_EQ_U64(ssd_idx_check_slots(sd, sh), 1);
+	sh->slot_heads[slot] = fake.snext;
+	if (fake.snext)
+		fake.snext->sprev = &sh->slot_heads[slot];
+	T_EQ_U64(ssd_idx_check_slots(sd, sh), 0);
+	pthread_mutex_unlock(&sh->lock);
+	T_EQ_U64(t_stat(s, "ssd.slot_list_errors"), 3);
 	kvt_store_destroy(s);
 	t_rmtree(dir);
 	free(dir);
@@ -5075,6 +5166,7 @@ static void test_slot_sweep(void)
 {
 	slot_sweep_round("progressive");
 	slot_sweep_round("whole");
+	test_slot_list_check();
 }
 
 /* 15d. A segment-size change, then a crash (doc/ssd-format.md

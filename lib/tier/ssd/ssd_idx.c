@@ -77,27 +77,34 @@ void ssd_idx_reslot_locked(struct ssd *s, struct ssd_shard *sh, struct ssd_entry
 	slot_link(s, sh, e);
 }
 
-void ssd_idx_check_slots(struct ssd *s, struct ssd_shard *sh)
+uint64_t ssd_idx_check_slots(struct ssd *s, struct ssd_shard *sh)
 {
-	uint64_t in_table = 0, listed = 0, wrong = 0;
+	uint64_t in_table = 0, unlinked = 0, listed = 0, misplaced = 0, missing, bad;
 	for (uint32_t b = 0; b <= sh->mask; b++)
 		for (struct ssd_entry *e = sh->buckets[b]; e; e = e->hnext)
 			if (e->slot < s->slot_count) {
 				in_table++;
-				wrong += !e->sprev;
+				unlinked += !e->sprev;
 			}
 	for (uint32_t i = 0; i < s->slot_count; i++)
 		for (struct ssd_entry *e = sh->slot_heads[i]; e; e = e->snext) {
 			listed++;
-			wrong += e->slot != i;
+			misplaced += e->slot != i;
 		}
-	if (in_table != listed || wrong) {
-		AN(s->slot_list_errors, wrong + (in_table > listed ? in_table - listed : 0));
+	/* Each entry wrong once: on another slot's list, on none (unlinked,
+	 * or linked but out of reach), or listed and not in the table. */
+	missing = in_table > listed ? in_table - listed : 0;
+	bad = misplaced + (unlinked > missing ? unlinked : missing) +
+	      (listed > in_table ? listed - in_table : 0);
+	if (bad) {
+		AN(s->slot_list_errors, bad);
 		kvt_logf(s->log, KVT_LOG_ERROR,
-			 "ssd: index slot lists wrong: %llu entries, %llu listed, %llu misplaced",
+			 "ssd: index slot lists wrong: %llu entries, %llu listed, %llu misplaced, "
+			 "%llu unlinked",
 			 (unsigned long long)in_table, (unsigned long long)listed,
-			 (unsigned long long)wrong);
+			 (unsigned long long)misplaced, (unsigned long long)unlinked);
 	}
+	return bad;
 }
 
 /* Where e (an entry of sh) is linked in its hash chain.  Locked. */

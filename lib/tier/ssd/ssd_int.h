@@ -508,9 +508,11 @@ void ssd_idx_remove_locked(struct ssd *s, struct ssd_shard *sh, struct ssd_entry
  * allocating, if given.  0, KVT_EXISTS, -ENOMEM. */
 int ssd_idx_put_locked(struct ssd *s, struct ssd_shard *sh, uint64_t h,
 		       const struct ssd_entry *src, struct ssd_entry **spare);
-/* At close: is every entry of sh on its slot's list, and only those?
- * Logs an error if not (a bug: an eviction would leave entries behind). */
-void ssd_idx_check_slots(struct ssd *s, struct ssd_shard *sh);
+/* At close (and a test, sh's lock held): is every entry of sh on its
+ * slot's list, and only those?  Returns the entries wrong, each once, added
+ * to ssd.slot_list_errors and logged (a bug: an eviction would leave
+ * entries behind). */
+uint64_t ssd_idx_check_slots(struct ssd *s, struct ssd_shard *sh);
 /* Move e (an entry of sh) to slot's list and name slot.  Locked. */
 void ssd_idx_reslot_locked(struct ssd *s, struct ssd_shard *sh, struct ssd_entry *e,
 			   uint32_t slot);
