@@ -5105,6 +5105,176 @@ static void test_reuse_fault(void)
 	free(dir);
 }
 
+/* 15d. One segment's eviction visits that segment's index entries, not the
+ *      whole index (ssd_idx.c "One segment's entries"; before session 45
+ *      every eviction, the end of every progressive reuse and every
+ *      quarantine walked every shard's every entry): 2 KiB blocks through
+ *      a 16-slot log of 1 MiB segments until 40 segments went, whole and
+ *      progressive reuse.  The entries a one-slot sweep looked at, per
+ *      sweep, stay within twice a segment's records (a slot being reused
+ *      holds two generations) while the index holds many segments' worth;
+ *      and every block reads back exact or misses, none through an entry
+ *      its eviction left behind (no header or CRC error; an entry naming
+ *      a reused slot's old generation would fail the record's header).
+ *      Blocks read while on SSD are carried at their eviction, their
+ *      entries moved to the new slot's list: no entry is ever found on a
+ *      list of a slot it does not name (ssd.slot_list_errors; a carry
+ *      that left its entry on the old list is counted there).
+ *      Fails on 28a18525, the full walk (ssd.slot_sweep_visited then
+ *      counted every entry a sweep looked at: the whole index). */
+/* ssd_idx_check_slots over every shard, each under its lock: the index
+ * entries missing from their slot's list (which no sweep sees), on
+ * another's, or listed and not in the table. */
+static uint64_t slot_lists_bad(struct ssd *sd)
+{
+	uint64_t bad = 0;
+	for (int i = 0; i < SSD_SHARDS; i++) {
+		pthread_mutex_lock(&sd->shards[i].lock);
+		bad += ssd_idx_check_slots(sd, &sd->shards[i]);
+		pthread_mutex_unlock(&sd->shards[i].lock);
+	}
+	return bad;
+}
+
+static void slot_sweep_round(const char *reuse)
+{
+	char *dir = t_mkdtemp();
+	struct kvt_store *s = t_store_open(
+		"path", dir, "dram.capacity", "2M", "dram.chunk", "4K", "dram.shards", "1",
+		"dram.prefault", "off", "ssd.capacity", "16M", "ssd.segment", "1M",
+		"ssd.admission", "always", "ssd.checkpoint_seals", "0", "ssd.reuse", reuse,
+		"ssd.io", io_backend, NULL);
+	uint32_t ns = ns_of(s);
+	const size_t len = 2048;
+	uint64_t k = 0, sweeps, visited, per_seg, blocks, hits;
+
+	while (t_stat(s, "ssd.segments_evicted") < 40 && k < 200000) {
+		for (uint64_t end = k + 256; k < end; k++)
+			T_RC(t_put_filled(s, ns, k, len), KVT_OK);
+		T_OK(kvt_flush(s));
+		/* Read some blocks past DRAM, on SSD: read, their entries are
+		 * carried when their segment goes, moving to another slot's
+		 * list (ssd_idx_reslot_locked). */
+		for (uint64_t i = k > 3000 ? k - 3000 : 0; i + 2000 < k; i += 7)
+			(void)t_get_filled(s, ns, i, len);
+	}
+	sweeps = t_stat(s, "ssd.slot_sweeps");
+	visited = t_stat(s, "ssd.slot_sweep_visited");
+	per_seg = t_stat(s, "ssd.sealed_records") / t_stat(s, "ssd.segments_sealed");
+	blocks = t_stat(s, "ssd.blocks");
+	fprintf(stderr,
+		"  slot_sweep %s: %llu puts, %llu evicted, %llu sweeps, %llu entries looked at "
+		"(%llu a sweep), %llu records a segment, %llu blocks indexed\n",
+		reuse, (unsigned long long)k,
+		(unsigned long long)t_stat(s, "ssd.segments_evicted"), (unsigned long long)sweeps,
+		(unsigned long long)visited, (unsigned long long)(sweeps ? visited / sweeps : 0),
+		(unsigned long long)per_seg, (unsigned long long)blocks);
+	T_ASSERT(t_stat(s, "ssd.segments_evicted") >= 40);
+	T_ASSERT(sweeps >= 30); /* progressive: the open one's old generation at its seal */
+	T_ASSERT(per_seg >= 100);
+	T_ASSERT(blocks >= 8 * per_seg); /* the index: many segments' worth */
+	T_LE_INT(visited, sweeps * 2 * per_seg);
+	T_ASSERT(t_stat(s, "ssd.carried_blocks") > 0);
+	T_EQ_U64(t_stat(s, "ssd.slot_list_errors"), 0);
+	hits = 0;
+	for (uint64_t i = 0; i < k; i++)
+		hits += t_get_filled(s, ns, i, len) == KVT_OK;
+	fprintf(stderr, "  slot_sweep %s: %llu of %llu read back (%llu write-downs shed)\n", reuse,
+		(unsigned long long)hits, (unsigned long long)k,
+		(unsigned long long)t_stat(s, "ssd.writedown_shed"));
+	T_ASSERT(hits >= blocks / 2); /* the SSD's blocks, most of them */
+	T_EQ_U64(t_stat(s, "ssd.header_errors"), 0);
+	T_EQ_U64(t_stat(s, "ssd.crc_errors"), 0);
+	T_EQ_U64(t_stat(s, "ssd.slot_list_errors"), 0);
+	/* Every entry on its slot's list, checked now (the close's check
+	 * only logs): one left off every list would never be swept. */
+	T_EQ_U64(slot_lists_bad(ssd_of(s)), 0);
+	kvt_store_destroy(s);
+	t_rmtree(dir);
+	free(dir);
+}
+
+/* 15d'. The slot lists' check (ssd_idx_check_slots) counts each wrong
+ *      entry once: one taken off its list (as a path entering entries
+ *      past ssd_idx_put_locked would leave it: never swept by its slot),
+ *      and one naming a slot other than its list's (as a write of e->slot
+ *      past ssd_idx_reslot_locked would), and one listed that the table
+ *      does not hold.  Until review45d the first counted twice, the last
+ *      none (logged only). */
+static void test_slot_list_check(void)
+{
+	char *dir = t_mkdtemp();
+	struct kvt_store *s = t_store_open(
+		"path", dir, "dram.capacity", "2M", "dram.chunk", "4K", "dram.shards", "1",
+		"dram.prefault", "off", "ssd.capacity", "16M", "ssd.segment", "1M",
+		"ssd.admission", "always", "ssd.io", io_backend, NULL);
+	uint32_t ns = ns_of(s);
+	struct ssd *sd = ssd_of(s);
+	struct ssd_shard *sh = NULL;
+	struct ssd_entry *e = NULL, **prev, *next, fake;
+	uint32_t slot;
+
+	for (uint64_t k = 0; k < 64; k++)
+		T_RC(t_put_filled(s, ns, k, 2048), KVT_OK);
+	T_OK(kvt_flush(s));
+	T_EQ_U64(slot_lists_bad(sd), 0);
+	for (int i = 0; i < SSD_SHARDS && !e; i++) {
+		sh = &sd->shards[i];
+		pthread_mutex_lock(&sh->lock);
+		for (uint32_t b = 0; b <= sh->mask && !e; b++)
+			e = sh->buckets[b];
+		if (!e)
+			pthread_mutex_unlock(&sh->lock);
+	}
+	T_ASSERT(e != NULL && e->sprev != NULL && e->slot < sd->slot_count);
+	/* Off its list. */
+	prev = e->sprev;
+	next = e->snext;
+	*prev = next;
+	if (next)
+		next->sprev = prev;
+	e->snext = NULL;
+	e->sprev = NULL;
+	T_EQ_U64(ssd_idx_check_slots(sd, sh), 1);
+	/* Back, then naming another slot. */
+	e->snext = next;
+	e->sprev = prev;
+	if (next)
+		next->sprev = &e->snext;
+	*prev = e;
+	T_EQ_U64(ssd_idx_check_slots(sd, sh), 0);
+	slot = e->slot;
+	e->slot = (slot + 1) % sd->slot_count;
+	T_EQ_U64(ssd_idx_check_slots(sd, sh), 1);
+	e->slot = slot;
+	T_EQ_U64(ssd_idx_check_slots(sd, sh), 0);
+	/* An entry listed that the table does not hold. */
+	memset(&fake, 0, sizeof(fake));
+	fake.slot = slot;
+	fake.snext = sh->slot_heads[slot];
+	if (fake.snext)
+		fake.snext->sprev = &fake.snext;
+	sh->slot_heads[slot] = &fake;
+	fake.sprev = &sh->slot_heads[slot];
+	T_EQ_U64(ssd_idx_check_slots(sd, sh), 1);
+	sh->slot_heads[slot] = fake.snext;
+	if (fake.snext)
+		fake.snext->sprev = &sh->slot_heads[slot];
+	T_EQ_U64(ssd_idx_check_slots(sd, sh), 0);
+	pthread_mutex_unlock(&sh->lock);
+	T_EQ_U64(t_stat(s, "ssd.slot_list_errors"), 3);
+	kvt_store_destroy(s);
+	t_rmtree(dir);
+	free(dir);
+}
+
+static void test_slot_sweep(void)
+{
+	slot_sweep_round("progressive");
+	slot_sweep_round("whole");
+	test_slot_list_check();
+}
+
 /* 15d. A segment-size change, then a crash (doc/ssd-format.md
  *      "Recovery", "Generations").  Written under 1 MiB segments (4
  *      slots), closed; reopened under 2 MiB, where every old segment is a
@@ -6933,10 +7103,16 @@ int main(void)
 			test_promote_race();
 			continue;
 		}
+		/* KVT_TEST_ONLY=slot_sweep: what an eviction's sweep visits. */
+		if (test_only("slot_sweep")) {
+			test_slot_sweep();
+			continue;
+		}
 		if (test_only("reuse")) {
 			test_reuse();
 			test_reuse_kill9();
 			test_reuse_fault();
+			test_slot_sweep();
 			continue;
 		}
 		test_persist();
@@ -6973,6 +7149,7 @@ int main(void)
 		test_reuse();
 		test_reuse_kill9();
 		test_reuse_fault();
+		test_slot_sweep();
 		test_resize_crash();
 		test_prefetch_lock();
 		test_race_eviction();

@@ -1975,7 +1975,7 @@ static bool wd_carry_move(struct ssd *s, const struct wd_task *t, const struct s
 		struct ssd_entry *e = *pp;
 		e->seq = n->seq;
 		e->generation = n->generation;
-		e->slot = n->slot;
+		ssd_idx_reslot_locked(s, sh, e, n->slot); /* its new slot's list */
 		e->off_512 = n->off_512;
 		e->len_512 = n->len_512;
 		e->flags = n->flags; /* not read at its new place yet */
@@ -4640,6 +4640,15 @@ int ssd_open(struct ssd **out, const struct ssd_config *cfg, int dir_fd, struct 
 	}
 	s->slot_count = (uint32_t)(cfg->capacity / cfg->seg_size);
 	s->segs = kvt_mem_calloc(mem, s->slot_count, sizeof(*s->segs));
+	/* Before any entry: ssd_idx.c "One segment's entries". */
+	for (int i = 0; i < SSD_SHARDS; i++) {
+		s->shards[i].slot_heads = kvt_mem_calloc(mem, s->slot_count,
+							 sizeof(struct ssd_entry *));
+		if (!s->shards[i].slot_heads) {
+			r = -ENOMEM;
+			goto fail;
+		}
+	}
 	s->clear_cap = 64;
 	s->clear_seq = kvt_mem_calloc(mem, s->clear_cap, sizeof(uint64_t));
 	if (cfg->quota)
@@ -4762,6 +4771,11 @@ void ssd_close(struct ssd *s)
 		io_close(s->io);
 	for (int i = 0; i < SSD_SHARDS; i++) {
 		struct ssd_shard *sh = &s->shards[i];
+		if (sh->slot_heads) {
+			ssd_idx_check_slots(s, sh);
+			kvt_mem_free(s->mem, sh->slot_heads,
+				     (size_t)s->slot_count * sizeof(*sh->slot_heads));
+		}
 		if (sh->buckets) {
 			for (uint32_t b = 0; b <= sh->mask; b++) {
 				struct ssd_entry *e = sh->buckets[b], *n;
@@ -4940,6 +4954,13 @@ void ssd_stats(struct ssd *s, kvt_stats_fn fn, void *ctx)
 	fn(ctx, "ssd.evicted_over_budget", AL(s->evicted_over_budget), NULL);
 	fn(ctx, "ssd.evicted_dead", AL(s->evicted_dead), NULL);
 	fn(ctx, "ssd.sealed_records", AL(s->sealed_records), NULL);
+	/* What dropping one segment's index entries cost (ssd_idx.c "One
+	 * segment's entries"). */
+	fn(ctx, "ssd.slot_sweeps", AL(s->slot_sweeps), NULL);
+	fn(ctx, "ssd.slot_sweep_visited", AL(s->slot_sweep_visited), NULL);
+	fn(ctx, "ssd.slot_sweep_ns", AL(s->slot_sweep_ns), NULL);
+	fn(ctx, "ssd.slot_sweep_max_ns", AL(s->slot_sweep_max_ns), NULL);
+	fn(ctx, "ssd.slot_list_errors", AL(s->slot_list_errors), NULL);
 	fn(ctx, "ssd.evicted_to_shared", AL(s->evicted_handed), NULL);
 	fn(ctx, "ssd.checkpoints", AL(s->ckpts), NULL);
 	fn(ctx, "ssd.recovery_ns", s->rec_ns, NULL);

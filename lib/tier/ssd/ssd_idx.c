@@ -24,6 +24,103 @@ struct ssd_entry **ssd_idx_slot(struct ssd_shard *sh, uint64_t h, uint32_t ns,
 	return pp;
 }
 
+/*
+ * One segment's entries.  Each shard keeps, per slot, a doubly linked list
+ * of its entries naming that slot (slot_heads, snext/sprev), so that
+ * dropping or killing one segment's entries (eviction, the end of a
+ * progressive reuse, quarantine) visits those entries -- at most the two
+ * generations a slot holds during a progressive reuse, and the carries
+ * leaving it -- not the whole index under every shard's lock, which at 64
+ * M entries (1 TB of 16 KiB values) took each eviction seconds of CPU and
+ * stalled each shard's gets and puts meanwhile (bench/RESULTS.md,
+ * sweep45).  The invariant, kept under the shard's lock: an entry of sh
+ * is on sh->slot_heads[e->slot]'s list exactly while it is in sh's hash
+ * table and e->slot < slot_count (else on none, both links NULL).  Every
+ * path that enters an entry (ssd_idx_put_locked), takes one out
+ * (ssd_idx_remove_locked) or changes its slot (ssd_idx_reslot_locked: a
+ * carry moving to its new place) keeps it; nothing else writes e->slot of
+ * an entry in the table.  The sweeps of every slot (UINT32_MAX: recovery's
+ * by namespace and seq, a namespace's clear) still walk the whole table.
+ */
+static void slot_link(struct ssd *s, struct ssd_shard *sh, struct ssd_entry *e)
+{
+	struct ssd_entry **head;
+	if (e->slot >= s->slot_count || !sh->slot_heads) {
+		e->snext = NULL;
+		e->sprev = NULL;
+		return;
+	}
+	head = &sh->slot_heads[e->slot];
+	e->snext = *head;
+	if (e->snext)
+		e->snext->sprev = &e->snext;
+	*head = e;
+	e->sprev = head;
+}
+
+static void slot_unlink(struct ssd_entry *e)
+{
+	if (!e->sprev)
+		return;
+	*e->sprev = e->snext;
+	if (e->snext)
+		e->snext->sprev = e->sprev;
+	e->snext = NULL;
+	e->sprev = NULL;
+}
+
+void ssd_idx_reslot_locked(struct ssd *s, struct ssd_shard *sh, struct ssd_entry *e,
+			   uint32_t slot)
+{
+	slot_unlink(e);
+	e->slot = slot;
+	slot_link(s, sh, e);
+}
+
+uint64_t ssd_idx_check_slots(struct ssd *s, struct ssd_shard *sh)
+{
+	uint64_t in_table = 0, unlinked = 0, listed = 0, misplaced = 0, missing, bad;
+	for (uint32_t b = 0; b <= sh->mask; b++)
+		for (struct ssd_entry *e = sh->buckets[b]; e; e = e->hnext)
+			if (e->slot < s->slot_count) {
+				in_table++;
+				unlinked += !e->sprev;
+			}
+	for (uint32_t i = 0; i < s->slot_count; i++)
+		for (struct ssd_entry *e = sh->slot_heads[i]; e; e = e->snext) {
+			listed++;
+			misplaced += e->slot != i;
+		}
+	/* Each entry wrong once: on another slot's list, on none (unlinked,
+	 * or linked but out of reach), or listed and not in the table. */
+	missing = in_table > listed ? in_table - listed : 0;
+	bad = misplaced + (unlinked > missing ? unlinked : missing) +
+	      (listed > in_table ? listed - in_table : 0);
+	if (bad) {
+		AN(s->slot_list_errors, bad);
+		kvt_logf(s->log, KVT_LOG_ERROR,
+			 "ssd: index slot lists wrong: %llu entries, %llu listed, %llu misplaced, "
+			 "%llu unlinked",
+			 (unsigned long long)in_table, (unsigned long long)listed,
+			 (unsigned long long)misplaced, (unsigned long long)unlinked);
+	}
+	return bad;
+}
+
+/* Where e (an entry of sh) is linked in its hash chain.  Locked. */
+static struct ssd_entry **idx_link_of(struct ssd *s, struct ssd_shard *sh,
+				      const struct ssd_entry *e)
+{
+	struct kvt_key k;
+	struct ssd_entry **pp;
+	k.len = e->key_len;
+	memcpy(k.bytes, e->key, e->key_len);
+	pp = &sh->buckets[ssd_hash(s, e->ns, &k) & sh->mask];
+	while (*pp && *pp != e)
+		pp = &(*pp)->hnext;
+	return *pp ? pp : NULL;
+}
+
 static void idx_grow_locked(struct ssd *s, struct ssd_shard *sh)
 {
 	uint32_t old = sh->mask + 1, n = old * 2;
@@ -56,6 +153,7 @@ void ssd_idx_remove_locked(struct ssd *s, struct ssd_shard *sh, struct ssd_entry
 {
 	struct ssd_entry *e = *pp;
 	*pp = e->hnext;
+	slot_unlink(e);
 	sh->count--;
 	if (e->flags & E_DEAD)
 		sh->dead--;
@@ -93,6 +191,7 @@ int ssd_idx_put_locked(struct ssd *s, struct ssd_shard *sh, uint64_t h,
 	*e = *src;
 	e->hnext = NULL;
 	*pp = e;
+	slot_link(s, sh, e);
 	sh->count++;
 	if (!(e->flags & E_PENDING)) {
 		sh->bytes += e->value_len;
@@ -132,24 +231,65 @@ bool ssd_idx_remove_dead(struct ssd *s, uint32_t ns, const struct kvt_key *k)
 	return idx_remove_if(s, ns, k, UINT64_MAX, E_DEAD);
 }
 
+/* What one slot's sweep or kill cost: ssd.slot_sweep_* (ssd.c's stats). */
+static void slot_sweep_note(struct ssd *s, uint64_t visited, uint64_t t0)
+{
+	uint64_t ns = kvt_now_ns() - t0, max = AL(s->slot_sweep_max_ns);
+	A(s->slot_sweeps);
+	AN(s->slot_sweep_visited, visited);
+	AN(s->slot_sweep_ns, ns);
+	while (ns > max && !atomic_compare_exchange_weak(&s->slot_sweep_max_ns, &max, ns))
+		;
+}
+
+/* Does e go in a sweep of ns, slot, gen and below (ssd_idx_sweep)? */
+static bool sweep_takes(const struct ssd_entry *e, uint32_t ns, uint32_t slot, uint64_t gen,
+			uint64_t below)
+{
+	return (ns == KVT_NS_ALL || e->ns == ns) &&
+	       (slot == UINT32_MAX || (e->slot == slot && !(e->flags & E_CARRY))) &&
+	       (gen == 0 || e->generation == gen) && e->seq < below;
+}
+
 /* Remove every entry matching: ns (KVT_NS_ALL: any), slot (UINT32_MAX: any)
  * and generation (0: any), with seq < below.  Returns how many.  A sweep of
  * one slot leaves the entries kept for a carry (E_CARRY): they name the
- * slot they are leaving. */
+ * slot they are leaving.  One slot: its shards' lists of the slot ("One
+ * segment's entries"); any slot (recovery, a namespace's clear): the whole
+ * table. */
 uint64_t ssd_idx_sweep(struct ssd *s, uint32_t ns, uint32_t slot, uint64_t gen, uint64_t below)
 {
-	uint64_t n = 0;
+	uint64_t n = 0, visited = 0, t0 = kvt_now_ns();
+	bool one = slot < s->slot_count;
 	for (int i = 0; i < SSD_SHARDS; i++) {
 		struct ssd_shard *sh = &s->shards[i];
 		pthread_mutex_lock(&sh->lock);
+		if (one && sh->slot_heads) {
+			struct ssd_entry *e = sh->slot_heads[slot], *next;
+			for (; e; e = next) {
+				struct ssd_entry **pp;
+				next = e->snext; /* removing e leaves next linked */
+				visited++;
+				if (e->slot != slot) /* a bug: on another slot's list */
+					A(s->slot_list_errors);
+				if (!sweep_takes(e, ns, slot, gen, below))
+					continue;
+				pp = idx_link_of(s, sh, e);
+				if (!pp) /* not in the table: cannot be (above) */
+					continue;
+				if (!(e->flags & E_PENDING))
+					n++;
+				ssd_idx_remove_locked(s, sh, pp);
+			}
+			pthread_mutex_unlock(&sh->lock);
+			continue;
+		}
 		for (uint32_t b = 0; b <= sh->mask; b++) {
 			struct ssd_entry **pp = &sh->buckets[b];
 			while (*pp) {
 				struct ssd_entry *e = *pp;
-				if ((ns == KVT_NS_ALL || e->ns == ns) &&
-				    (slot == UINT32_MAX ||
-				     (e->slot == slot && !(e->flags & E_CARRY))) &&
-				    (gen == 0 || e->generation == gen) && e->seq < below) {
+				visited++;
+				if (sweep_takes(e, ns, slot, gen, below)) {
 					if (!(e->flags & E_PENDING))
 						n++;
 					ssd_idx_remove_locked(s, sh, pp);
@@ -160,7 +300,28 @@ uint64_t ssd_idx_sweep(struct ssd *s, uint32_t ns, uint32_t slot, uint64_t gen, 
 		}
 		pthread_mutex_unlock(&sh->lock);
 	}
+	if (slot != UINT32_MAX)
+		slot_sweep_note(s, visited, t0);
 	return n;
+}
+
+/* Kill e if it is of slot's generation gen (ssd_idx_kill); whether it was
+ * published.  Locked. */
+static bool idx_kill_one(struct ssd *s, struct ssd_shard *sh, struct ssd_entry *e,
+			 uint32_t slot, uint64_t gen)
+{
+	bool published = false;
+	if (e->slot != slot || e->generation != gen || (e->flags & (E_CARRY | E_DEAD)))
+		return false;
+	if (!(e->flags & E_PENDING)) {
+		sh->bytes -= e->value_len;
+		sh->rec_bytes -= (uint64_t)e->len_512 * SSD_REC_ALIGN;
+		quota_ssd_add(s->cfg.quota, e->ns, e->value_len, false);
+		published = true;
+	}
+	e->flags |= E_PENDING | E_DEAD;
+	sh->dead++;
+	return published;
 }
 
 /*
@@ -173,31 +334,32 @@ uint64_t ssd_idx_sweep(struct ssd *s, uint32_t ns, uint32_t slot, uint64_t gen, 
  * the entries were removed, and a delete answered 0 after the quarantine
  * came back after a kill -9 (test_ssd quarantine_delete_kill9).  Entries
  * kept for a carry out of the slot (E_CARRY) are left, as a sweep leaves
- * them.
+ * them.  The slot's lists, as a sweep of one slot walks them.
  */
 uint64_t ssd_idx_kill(struct ssd *s, uint32_t slot, uint64_t gen)
 {
-	uint64_t n = 0;
+	uint64_t n = 0, visited = 0, t0 = kvt_now_ns();
+	bool one = slot < s->slot_count;
 	for (int i = 0; i < SSD_SHARDS; i++) {
 		struct ssd_shard *sh = &s->shards[i];
 		pthread_mutex_lock(&sh->lock);
-		for (uint32_t b = 0; b <= sh->mask; b++) {
-			for (struct ssd_entry *e = sh->buckets[b]; e; e = e->hnext) {
-				if (e->slot != slot || e->generation != gen ||
-				    (e->flags & (E_CARRY | E_DEAD)))
-					continue;
-				if (!(e->flags & E_PENDING)) {
-					sh->bytes -= e->value_len;
-					sh->rec_bytes -= (uint64_t)e->len_512 * SSD_REC_ALIGN;
-					quota_ssd_add(s->cfg.quota, e->ns, e->value_len, false);
-					n++;
-				}
-				e->flags |= E_PENDING | E_DEAD;
-				sh->dead++;
+		if (one && sh->slot_heads) {
+			for (struct ssd_entry *e = sh->slot_heads[slot]; e; e = e->snext) {
+				visited++;
+				if (e->slot != slot)
+					A(s->slot_list_errors);
+				n += idx_kill_one(s, sh, e, slot, gen);
 			}
+		} else {
+			for (uint32_t b = 0; b <= sh->mask; b++)
+				for (struct ssd_entry *e = sh->buckets[b]; e; e = e->hnext) {
+					visited++;
+					n += idx_kill_one(s, sh, e, slot, gen);
+				}
 		}
 		pthread_mutex_unlock(&sh->lock);
 	}
+	slot_sweep_note(s, visited, t0);
 	return n;
 }
 

@@ -82,11 +82,19 @@ struct ssd_entry {
 	/* E_BATCHED: ssd_value_crc of the value and its identity; else 0.
 	 * It fills the 4 bytes of padding the fields above leave: */
 	uint32_t value_crc;
+	/* Its shard's list of the entries naming its slot (ssd_idx.c "One
+	 * segment's entries"): the next, and the link pointing at it (the
+	 * list's head or the previous entry's snext); both NULL when slot
+	 * is past the tier's slots (never swept by slot). */
+	struct ssd_entry *snext, **sprev;
 };
 /* The SSD index's memory per block: 120 bytes of entry before format 3
- * and after (116 of fields, then value_crc in the padding), plus its
- * share of the shards' bucket arrays. */
-_Static_assert(sizeof(struct ssd_entry) <= 120, "an SSD index entry stays within 120 bytes");
+ * and after (116 of fields, then value_crc in the padding), 136 since
+ * session 45 (the slot list's two links: an eviction visits its
+ * segment's entries, not the index), plus its share of the shards'
+ * bucket arrays and slot heads.  With glibc's malloc the allocation
+ * grows from 128 to 144 bytes (one link alone would cost as much). */
+_Static_assert(sizeof(struct ssd_entry) <= 136, "an SSD index entry stays within 136 bytes");
 
 struct ssd_shard {
 	pthread_mutex_t lock;
@@ -97,6 +105,10 @@ struct ssd_shard {
 	uint64_t bytes;       /* value bytes of published entries */
 	uint64_t rec_bytes;   /* their records' bytes on flash (header, value,
 			       * padding to SSD_REC_ALIGN): ssd.live_record_bytes */
+	/* slot_count heads: the shard's entries naming each slot, linked by
+	 * snext/sprev (ssd_idx.c "One segment's entries").  Set at open
+	 * before any entry exists. */
+	struct ssd_entry **slot_heads;
 } __attribute__((aligned(64)));
 
 struct ssd_seg {
@@ -429,6 +441,14 @@ struct ssd {
 		dropped_promoted, sealed_records, evicted_unread, evicted_over_budget, evicted_dead,
 		room_capped, batches, batched_blocks, batched_carried, carried_in_batches,
 		wd_preempted;
+	/* One segment's index entries dropped or killed (ssd_idx_sweep and
+	 * ssd_idx_kill of one slot): calls, entries looked at, nanoseconds
+	 * in all, and the longest. */
+	_Atomic uint64_t slot_sweeps, slot_sweep_visited, slot_sweep_ns, slot_sweep_max_ns;
+	/* Entries found on a slot's list naming another slot (a sweep, a
+	 * kill), or missing from their list (the close's check): a bug,
+	 * whose entries an eviction would leave behind.  Tests assert 0. */
+	_Atomic uint64_t slot_list_errors;
 	uint64_t rec_ckpt_entries, rec_records, rec_segments, rec_ns, rec_dropped;
 	uint64_t rec_old_format;     /* segments of an older format version, dropped */
 	uint64_t rec_twins_used;     /* walks gone on past a damaged tombstone copy */
@@ -504,6 +524,14 @@ void ssd_idx_remove_locked(struct ssd *s, struct ssd_shard *sh, struct ssd_entry
  * allocating, if given.  0, KVT_EXISTS, -ENOMEM. */
 int ssd_idx_put_locked(struct ssd *s, struct ssd_shard *sh, uint64_t h,
 		       const struct ssd_entry *src, struct ssd_entry **spare);
+/* At close (and a test, sh's lock held): is every entry of sh on its
+ * slot's list, and only those?  Returns the entries wrong, each once, added
+ * to ssd.slot_list_errors and logged (a bug: an eviction would leave
+ * entries behind). */
+uint64_t ssd_idx_check_slots(struct ssd *s, struct ssd_shard *sh);
+/* Move e (an entry of sh) to slot's list and name slot.  Locked. */
+void ssd_idx_reslot_locked(struct ssd *s, struct ssd_shard *sh, struct ssd_entry *e,
+			   uint32_t slot);
 bool ssd_idx_remove_key(struct ssd *s, uint32_t ns, const struct kvt_key *k, uint64_t below);
 /* Remove (ns, k)'s entry if it is dead (E_DEAD); whether it was. */
 bool ssd_idx_remove_dead(struct ssd *s, uint32_t ns, const struct kvt_key *k);

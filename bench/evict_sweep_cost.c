@@ -1,0 +1,206 @@
+/*
+ * evict_sweep_cost.c - what one SSD segment eviction costs the index, and
+ * what it costs the gets beside it (session 45, sweep45: ssd_idx.c "One
+ * segment's entries").  Not built by meson: a one-off measurement kept
+ * with its figures (bench/RESULTS.md, sweep45); built against each tree
+ * compared (both must have the ssd.slot_sweep_* stats, 28a18525 on).
+ *
+ * One store under DIR: DRAM 256M of 4 KiB chunks, an SSD of SEG-byte segments sized to hold
+ * N blocks of VLEN bytes with room to spare, write-through
+ * (ssd.admission=always) into a persistent namespace (never shed: every
+ * block goes down; a put that finds DRAM all pinned by write-downs,
+ * KVT_EFULL, is tried again 200 us later).  Fill: N blocks put and flushed, no segment evicted.
+ * Then, while a putter adds fresh blocks until EVICT segments were evicted
+ * (each one's entries dropped from the index), two readers get a key every
+ * 50 us: one of a key never put (a DRAM miss, then the SSD index's lookup
+ * under its shard's lock), one of a block put in the fill (mostly an SSD
+ * read).  Prints the fill, ssd.slot_sweep_* per eviction (entries looked
+ * at, mean and longest time), and the readers' p50/p99/p99.9/max latency
+ * while evictions run, and how many gets took over 1 and 10 ms.
+ *
+ *   cc -O2 -pthread -Iinclude bench/evict_sweep_cost.c -Lbuild-release -lkvtier \
+ *      -Wl,-rpath,$PWD/build-release -o /tmp/evict_sweep_cost
+ *   /tmp/evict_sweep_cost DIR N [VLEN [SEG [EVICT]]]
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "kvtier.h"
+#include "oneoff.h"
+
+#define READ_GAP_NS 50000ull
+#define LAT_MAX (1u << 22)
+
+struct reader {
+	struct kvt_store *s;
+	uint32_t ns;
+	uint64_t salt, range; /* keys key_of(rand % range, salt) */
+	atomic_bool *stop;
+	uint64_t *lat;
+	size_t n;
+	uint64_t hits;
+};
+
+static void *read_loop(void *arg)
+{
+	struct reader *r = arg;
+	static _Thread_local uint8_t buf[1u << 16];
+	uint64_t x = r->salt * 2654435761u + 1;
+	while (!atomic_load(r->stop) && r->n < LAT_MAX) {
+		struct kvt_key k;
+		uint64_t t0, vl = 0;
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		k = key_of(x % r->range, r->salt);
+		t0 = now_ns();
+		if (kvt_get(r->s, r->ns, &k, buf, sizeof(buf), &vl) == KVT_OK)
+			r->hits++;
+		r->lat[r->n++] = now_ns() - t0;
+		nanosleep(&(struct timespec){ 0, READ_GAP_NS }, NULL);
+	}
+	return NULL;
+}
+
+/* A put; while DRAM is all pinned by write-downs (KVT_EFULL), again. */
+static int put_wait(struct kvt_store *s, uint32_t ns, const struct kvt_key *k, uint8_t *v,
+		    uint64_t vlen)
+{
+	int r;
+	while ((r = kvt_put(s, ns, k, &(struct iovec){ v, vlen }, 1)) == KVT_EFULL)
+		nanosleep(&(struct timespec){ 0, 200000 }, NULL);
+	return r;
+}
+
+static uint64_t stat_of(struct kvt_store *s, const char *name)
+{
+	uint64_t v = 0;
+	if (kvt_store_stat(s, name, &v) < 0) {
+		fprintf(stderr, "no stat %s\n", name);
+		exit(1);
+	}
+	return v;
+}
+
+static void report(const char *name, struct reader *r)
+{
+	size_t over1 = 0, over10 = 0;
+	qsort(r->lat, r->n, sizeof(*r->lat), cmp_u64);
+	if (!r->n)
+		return;
+	for (size_t i = 0; i < r->n; i++) {
+		over1 += r->lat[i] > 1000000;
+		over10 += r->lat[i] > 10000000;
+	}
+	printf("  gets %-7s %8zu (%5.1f %% hits): p50 %6.1f us  p99 %7.1f us  p99.9 %8.1f us  "
+	       "max %8.1f us; %zu over 1 ms, %zu over 10 ms\n",
+	       name, r->n, 100.0 * (double)r->hits / (double)r->n, r->lat[r->n / 2] / 1e3,
+	       r->lat[r->n * 99 / 100] / 1e3, r->lat[r->n * 999 / 1000] / 1e3,
+	       r->lat[r->n - 1] / 1e3, over1, over10);
+}
+
+int main(int argc, char **argv)
+{
+	const char *dir = argc > 1 ? argv[1] : NULL;
+	uint64_t n = argc > 2 ? strtoull(argv[2], NULL, 0) : 0;
+	uint64_t vlen = argc > 3 ? strtoull(argv[3], NULL, 0) : 1024;
+	uint64_t seg = argc > 4 ? strtoull(argv[4], NULL, 0) << 20 : 16u << 20;
+	uint64_t evict = argc > 5 ? strtoull(argv[5], NULL, 0) : 8;
+	struct kvt_ns_desc d = { .model = "evict-sweep-cost", .dtype = "bf16", .layout = "raw",
+				 .block_tokens = 16, .tp_size = 1, .pp_size = 1,
+				 .flags = KVT_NS_PERSISTENT };
+	atomic_bool stop = false;
+	struct reader ra, rp;
+	pthread_t ta, tp;
+	struct kvt_store *s;
+	char cap[32], segs[32];
+	uint8_t *v;
+	uint64_t i, t0, fill_ns, ev0, sw0, vis0, swns0, put2 = 0;
+	uint32_t ns;
+
+	if (!dir || n < 1000 || vlen < 1 || vlen > 65536 || seg < (1u << 20))
+		return fprintf(stderr, "usage: evict_sweep_cost DIR N [VLEN [SEG_MIB [EVICT]]]\n"),
+		       2;
+	/* Room for N blocks (a block takes its value rounded up to 512 and a
+	 * share of its batch header) and 1/8 more, in whole segments. */
+	snprintf(cap, sizeof(cap), "%llu",
+		 (unsigned long long)(((n * ((vlen + 511) / 512 * 512 + 160)) * 9 / 8 / seg + 2) *
+				      seg));
+	snprintf(segs, sizeof(segs), "%llu", (unsigned long long)seg);
+	v = malloc(vlen);
+	ra.lat = calloc(LAT_MAX, sizeof(uint64_t));
+	rp.lat = calloc(LAT_MAX, sizeof(uint64_t));
+	if (!v || !ra.lat || !rp.lat || kvt_store_create(&s) < 0 ||
+	    kvt_store_set_option(s, "path", dir) < 0 ||
+	    kvt_store_set_option(s, "dram.capacity", "256M") < 0 ||
+	    kvt_store_set_option(s, "dram.chunk", "4K") < 0 ||
+	    kvt_store_set_option(s, "ssd.capacity", cap) < 0 ||
+	    kvt_store_set_option(s, "ssd.segment", segs) < 0 ||
+	    kvt_store_set_option(s, "ssd.admission", "always") < 0 ||
+	    kvt_store_set_option(s, "ssd.close_writedown_ms", "0") < 0 ||
+	    kvt_store_set_option(s, "ssd.checkpoint_seals", "1000000") < 0 ||
+	    kvt_store_open(s) < 0 || kvt_ns_register(s, &d, &ns) < 0)
+		return fprintf(stderr, "cannot open a store in %s\n", dir), 1;
+	memset(v, 0x5a, vlen);
+	t0 = now_ns();
+	for (i = 0; i < n; i++) {
+		struct kvt_key k = key_of(i, 0);
+		int r = put_wait(s, ns, &k, v, vlen);
+		if (r != KVT_OK)
+			return fprintf(stderr, "put %llu: %s\n", (unsigned long long)i,
+				       kvt_strerror(r)),
+			       1;
+	}
+	kvt_flush(s);
+	fill_ns = now_ns() - t0;
+	ev0 = stat_of(s, "ssd.segments_evicted");
+	sw0 = stat_of(s, "ssd.slot_sweeps");
+	vis0 = stat_of(s, "ssd.slot_sweep_visited");
+	swns0 = stat_of(s, "ssd.slot_sweep_ns");
+	printf("fill: %llu blocks of %llu B in %.1f s; ssd %s B in %llu slots of %llu MiB; "
+	       "%llu indexed, %llu a segment; %llu evicted\n",
+	       (unsigned long long)n, (unsigned long long)vlen, fill_ns / 1e9, cap,
+	       (unsigned long long)stat_of(s, "ssd.segments"), (unsigned long long)(seg >> 20),
+	       (unsigned long long)stat_of(s, "ssd.blocks"),
+	       (unsigned long long)(stat_of(s, "ssd.sealed_records") /
+				    (stat_of(s, "ssd.segments_sealed") + !stat_of(s, "ssd.segments_sealed"))),
+	       (unsigned long long)ev0);
+	ra = (struct reader){ .s = s, .ns = ns, .salt = 7, .range = n, .stop = &stop,
+			      .lat = ra.lat };
+	rp = (struct reader){ .s = s, .ns = ns, .salt = 0, .range = n, .stop = &stop,
+			      .lat = rp.lat };
+	pthread_create(&ta, NULL, read_loop, &ra);
+	pthread_create(&tp, NULL, read_loop, &rp);
+	t0 = now_ns();
+	while (stat_of(s, "ssd.segments_evicted") < ev0 + evict) {
+		for (uint64_t end = put2 + 1024; put2 < end; put2++) {
+			struct kvt_key k = key_of(put2, 1ull << 40);
+			if (put_wait(s, ns, &k, v, vlen) != KVT_OK)
+				return fprintf(stderr, "put failed\n"), 1;
+		}
+	}
+	atomic_store(&stop, true);
+	pthread_join(ta, NULL);
+	pthread_join(tp, NULL);
+	{
+		uint64_t sw = stat_of(s, "ssd.slot_sweeps") - sw0;
+		uint64_t vis = stat_of(s, "ssd.slot_sweep_visited") - vis0;
+		uint64_t swns = stat_of(s, "ssd.slot_sweep_ns") - swns0;
+		printf("evict: %llu segments in %.1f s (%llu puts); %llu sweeps: %llu entries "
+		       "looked at a sweep, %.3f ms a sweep, longest %.3f ms\n",
+		       (unsigned long long)(stat_of(s, "ssd.segments_evicted") - ev0),
+		       (now_ns() - t0) / 1e9, (unsigned long long)put2, (unsigned long long)sw,
+		       (unsigned long long)(sw ? vis / sw : 0), sw ? swns / 1e6 / (double)sw : 0,
+		       stat_of(s, "ssd.slot_sweep_max_ns") / 1e6);
+	}
+	report("absent", &ra);
+	report("filled", &rp);
+	kvt_store_destroy(s);
+	return 0;
+}
