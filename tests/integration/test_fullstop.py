@@ -67,7 +67,11 @@ def start(kvtierd, d, log, extra=()):
             if m and n:
                 return p, int(m[-1]), int(n[-1])
         if p.poll() is not None:
-            raise SystemExit("kvtierd exited: see " + log)
+            tail = ""
+            for f in (log, log + ".stderr"):
+                if os.path.exists(f):
+                    tail += "".join(open(f).readlines()[-10:])
+            raise SystemExit("kvtierd exited (status %s): %s\n%s" % (p.returncode, log, tail))
         time.sleep(0.05)
     raise SystemExit("kvtierd did not start")
 

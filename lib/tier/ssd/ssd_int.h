@@ -22,6 +22,9 @@
 #include "ssdfmt.h"
 
 #define SSD_SHARDS 16
+/* ssd_close checks a shard's slot lists (ssd_idx_check_slots) up to this
+ * many entries: every test's index, not a large one's stop. */
+#define SSD_CLOSE_CHECK_MAX (1u << 16)
 /* Write-down bytes the writer keeps placed in the log and in flight
  * (ssd.writedown_window, this if unset); the rest of a backlog waits
  * unplaced, so a tombstone passes it (ssd.c "Deletes jump the queue").
