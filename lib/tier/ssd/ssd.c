@@ -4903,6 +4903,8 @@ void ssd_stats(struct ssd *s, kvt_stats_fn fn, void *ctx)
 	fn(ctx, "ssd.slot_sweep_ns", AL(s->slot_sweep_ns), NULL);
 	fn(ctx, "ssd.slot_sweep_max_ns", AL(s->slot_sweep_max_ns), NULL);
 	fn(ctx, "ssd.slot_list_errors", AL(s->slot_list_errors), NULL);
+	fn(ctx, "ssd.idx_grows", AL(s->idx_grows), NULL);
+	fn(ctx, "ssd.idx_grow_max_ns", AL(s->idx_grow_max_ns), NULL);
 	fn(ctx, "ssd.evicted_to_shared", AL(s->evicted_handed), NULL);
 	fn(ctx, "ssd.checkpoints", AL(s->ckpts), NULL);
 	fn(ctx, "ssd.recovery_ns", s->rec_ns, NULL);

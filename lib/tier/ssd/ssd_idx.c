@@ -114,12 +114,23 @@ static struct ssd_entry **idx_link_of(struct ssd *s, struct ssd_shard *sh,
 	return *pp ? pp : NULL;
 }
 
+/* The longest growth under a shard's lock: ssd.idx_grow_max_ns. */
+static void idx_grow_note(struct ssd *s, uint64_t t0)
+{
+	uint64_t ns = kvt_now_ns() - t0, max = AL(s->idx_grow_max_ns);
+	while (ns > max && !atomic_compare_exchange_weak(&s->idx_grow_max_ns, &max, ns))
+		;
+}
+
 static void idx_grow_locked(struct ssd *s, struct ssd_shard *sh)
 {
 	uint32_t old = sh->mask + 1, n = old * 2;
 	struct ssd_entry **nb;
+	uint64_t t0;
 	if (sh->count <= old || n == 0)
 		return;
+	t0 = kvt_now_ns();
+	A(s->idx_grows);
 	nb = kvt_mem_calloc(s->mem, n, sizeof(*nb));
 	if (!nb)
 		return;
@@ -139,6 +150,7 @@ static void idx_grow_locked(struct ssd *s, struct ssd_shard *sh)
 	kvt_mem_free(s->mem, sh->buckets, (size_t)old * sizeof(*nb));
 	sh->buckets = nb;
 	sh->mask = n - 1;
+	idx_grow_note(s, t0);
 }
 
 /* Unlink *pp (an entry of sh) and free it.  Locked. */

@@ -433,6 +433,10 @@ struct ssd {
 	 * kill), or missing from their list (the close's check): a bug,
 	 * whose entries an eviction would leave behind.  Tests assert 0. */
 	_Atomic uint64_t slot_list_errors;
+	/* The index's growth (ssd_idx.c idx_grow_locked): tables doubled,
+	 * and the longest time one put spent growing a shard's table under
+	 * its lock, ns. */
+	_Atomic uint64_t idx_grows, idx_grow_max_ns;
 	uint64_t rec_ckpt_entries, rec_records, rec_segments, rec_ns, rec_dropped;
 	uint64_t rec_old_format;     /* segments of an older format version, dropped */
 	uint64_t rec_twins_used;     /* walks gone on past a damaged tombstone copy */
