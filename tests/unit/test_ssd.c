@@ -5082,12 +5082,13 @@ static void slot_sweep_round(const char *reuse)
  *      both tables; recovery rebuilds the index through the same puts):
  *      every block reads back exact, every deleted one misses, no entry
  *      off its slot's list. */
+/* Room for every block, none evicted: 4 KiB a record at 4096 (test_ssd_4k). */
 static struct kvt_store *idx_grow_open(const char *dir)
 {
 	return t_store_open("path", dir, "dram.capacity", "2M", "dram.chunk", "4K",
-			    "dram.shards", "1", "dram.prefault", "off", "ssd.capacity", "64M",
-			    "ssd.segment", "1M", "ssd.admission", "always", "ssd.io", io_backend,
-			    NULL);
+			    "dram.shards", "1", "dram.prefault", "off", "ssd.capacity",
+			    getenv("KVT_TEST_DIO_ALIGN") ? "256M" : "64M", "ssd.segment", "1M",
+			    "ssd.admission", "always", "ssd.io", io_backend, NULL);
 }
 
 static void test_idx_grow(void)
