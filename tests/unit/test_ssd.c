@@ -5268,6 +5268,79 @@ static void test_slot_list_check(void)
 	free(dir);
 }
 
+/* 15e. The index grows a few chains a put (ssd_idx.c "Index growth"; until
+ *      session 45 a shard's doubling rehashed the whole shard under its
+ *      lock: at 4 M entries up to 460 ms of every get of the shard
+ *      waiting).  20,000 blocks into 16 shards: each table doubles to 2,048
+ *      chains, and no put moves more than a few chains' entries
+ *      (ssd.idx_grow_max_moved; a whole-shard rehash moves over 1,000).
+ *      Deletes and puts again meanwhile, and a close and reopen with
+ *      growths under way (the close's checkpoint and slot-list check walk
+ *      both tables; recovery rebuilds the index through the same puts):
+ *      every block reads back exact, every deleted one misses, no entry
+ *      off its slot's list. */
+/* Room for every block, none evicted: 4 KiB a record at 4096 (test_ssd_4k). */
+static struct kvt_store *idx_grow_open(const char *dir)
+{
+	return t_store_open("path", dir, "dram.capacity", "2M", "dram.chunk", "4K",
+			    "dram.shards", "1", "dram.prefault", "off", "ssd.capacity",
+			    getenv("KVT_TEST_DIO_ALIGN") ? "256M" : "64M", "ssd.segment", "1M",
+			    "ssd.admission", "always", "ssd.io", io_backend, NULL);
+}
+
+static void test_idx_grow(void)
+{
+	char *dir = t_mkdtemp();
+	struct kvt_store *s = idx_grow_open(dir);
+	uint32_t ns = ns_of(s);
+	const uint64_t n = 20000;
+	const size_t len = 200;
+	uint64_t hits = 0, moved;
+
+	for (uint64_t k = 0; k < n; k++) {
+		T_RC(t_put_filled(s, ns, k, len), KVT_OK);
+		if (k % 1000 == 999) { /* a delete; a delete and a put again */
+			struct kvt_key gone = t_key(k - 500), back = t_key(k - 100);
+			T_RC(kvt_delete(s, ns, &gone), KVT_OK);
+			T_RC(kvt_delete(s, ns, &back), KVT_OK);
+			T_RC(t_put_filled(s, ns, k - 100, len), KVT_OK);
+		}
+		if (k % 256 == 255) /* 2 MiB of DRAM: written down before more */
+			T_OK(kvt_flush(s));
+	}
+	T_OK(kvt_flush(s));
+	moved = t_stat(s, "ssd.idx_grow_max_moved");
+	fprintf(stderr, "  idx_grow: %llu doublings, at most %llu entries moved by one put\n",
+		(unsigned long long)t_stat(s, "ssd.idx_grows"), (unsigned long long)moved);
+	T_ASSERT(t_stat(s, "ssd.idx_grows") >= 16 * 5); /* 64 -> 2,048 chains */
+	T_ASSERT(moved > 0);
+	T_LE_INT(moved, 64); /* 8 chains of ~1 entry, not a shard's 1,000+ */
+	T_EQ_U64(t_stat(s, "ssd.slot_list_errors"), 0);
+	T_EQ_U64(t_stat(s, "ssd.segments_evicted"), 0);
+	for (int round = 0; round < 2; round++) {
+		hits = 0;
+		for (uint64_t k = 0; k < n; k++) {
+			int r = t_get_filled(s, ns, k, len);
+			if (k % 1000 == 499 && k + 500 < n)
+				T_RC(r, KVT_MISS);
+			else
+				hits += r == KVT_OK;
+		}
+		fprintf(stderr, "  idx_grow: round %d, %llu of %llu read back\n", round,
+			(unsigned long long)hits, (unsigned long long)(n - n / 1000));
+		T_EQ_U64(hits + t_stat(s, "ssd.writedown_shed"), n - n / 1000);
+		T_EQ_U64(t_stat(s, "ssd.slot_list_errors"), 0);
+		if (round == 0) {
+			kvt_store_destroy(s);
+			s = idx_grow_open(dir);
+			ns = ns_of(s);
+		}
+	}
+	kvt_store_destroy(s);
+	t_rmtree(dir);
+	free(dir);
+}
+
 static void test_slot_sweep(void)
 {
 	slot_sweep_round("progressive");
@@ -7106,6 +7179,7 @@ int main(void)
 		/* KVT_TEST_ONLY=slot_sweep: what an eviction's sweep visits. */
 		if (test_only("slot_sweep")) {
 			test_slot_sweep();
+			test_idx_grow();
 			continue;
 		}
 		if (test_only("reuse")) {
@@ -7150,6 +7224,7 @@ int main(void)
 		test_reuse_kill9();
 		test_reuse_fault();
 		test_slot_sweep();
+		test_idx_grow();
 		test_resize_crash();
 		test_prefetch_lock();
 		test_race_eviction();

@@ -4782,8 +4782,8 @@ void ssd_close(struct ssd *s)
 				     (size_t)s->slot_count * sizeof(*sh->slot_heads));
 		}
 		if (sh->buckets) {
-			for (uint32_t b = 0; b <= sh->mask; b++) {
-				struct ssd_entry *e = sh->buckets[b], *n;
+			for (uint64_t b = 0; b < ssd_idx_chains(sh); b++) {
+				struct ssd_entry *e = *ssd_idx_chain(sh, b), *n;
 				for (; e; e = n) {
 					n = e->hnext;
 					kvt_mem_free(s->mem, e, sizeof(*e));
@@ -4791,6 +4791,9 @@ void ssd_close(struct ssd *s)
 			}
 			kvt_mem_free(s->mem, sh->buckets,
 				     ((size_t)sh->mask + 1) * sizeof(*sh->buckets));
+			if (sh->old) /* a growth under way ("Index growth") */
+				kvt_mem_free(s->mem, sh->old,
+					     ((size_t)sh->old_mask + 1) * sizeof(*sh->old));
 		}
 		pthread_mutex_destroy(&sh->lock);
 	}
@@ -4966,6 +4969,9 @@ void ssd_stats(struct ssd *s, kvt_stats_fn fn, void *ctx)
 	fn(ctx, "ssd.slot_sweep_ns", AL(s->slot_sweep_ns), NULL);
 	fn(ctx, "ssd.slot_sweep_max_ns", AL(s->slot_sweep_max_ns), NULL);
 	fn(ctx, "ssd.slot_list_errors", AL(s->slot_list_errors), NULL);
+	fn(ctx, "ssd.idx_grows", AL(s->idx_grows), NULL);
+	fn(ctx, "ssd.idx_grow_max_ns", AL(s->idx_grow_max_ns), NULL);
+	fn(ctx, "ssd.idx_grow_max_moved", AL(s->idx_grow_max_moved), NULL);
 	fn(ctx, "ssd.evicted_to_shared", AL(s->evicted_handed), NULL);
 	fn(ctx, "ssd.checkpoints", AL(s->ckpts), NULL);
 	fn(ctx, "ssd.recovery_ns", s->rec_ns, NULL);

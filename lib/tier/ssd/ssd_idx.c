@@ -12,10 +12,40 @@
  * Index
  */
 
+/*
+ * Index growth.  A shard's table doubles when its entries outnumber its
+ * chains.  Until 2026-12-07 the doubling rehashed the whole shard at once
+ * under its lock: at 4 M entries (262 k a shard) one took up to 460 ms
+ * here, every get and put of the shard waiting (bench/RESULTS.md, grow45).
+ * Now it is incremental, as Redis's dict: the doubling allocates the new
+ * table and keeps the old one (sh->old), and each put of the shard moves
+ * the next IDX_GROW_STEP chains of the old table into the new one, in
+ * order (sh->old_next), until it is empty and freed.  An entry of hash h
+ * lies in old[h & old_mask] while that chain was not moved (h & old_mask
+ * >= old_next), else in buckets[h & mask]: one chain to look at, one place
+ * to insert (idx_head), both tables' chains for a walk of the whole index
+ * (ssd_idx_chains).  A doubling needs count > mask + 1, so at least
+ * old_mask + 1 puts after the last one began, by which time that one has
+ * moved every chain: two tables at most.  Moving an entry rewrites its
+ * hash link alone, never its slot's list ("One segment's entries").
+ * Recovery builds the index through the same puts.  What a put holds the
+ * lock for: the new table's allocation (zeroed pages; 4 MiB at 262 k
+ * entries a shard) and IDX_GROW_STEP chains' rehash.
+ */
+#define IDX_GROW_STEP 8u
+
+/* Where an entry of hash h lies in sh, or would be inserted.  Locked. */
+static struct ssd_entry **idx_head(struct ssd_shard *sh, uint64_t h)
+{
+	if (sh->old && (uint32_t)(h & sh->old_mask) >= sh->old_next)
+		return &sh->old[h & sh->old_mask];
+	return &sh->buckets[h & sh->mask];
+}
+
 struct ssd_entry **ssd_idx_slot(struct ssd_shard *sh, uint64_t h, uint32_t ns,
 				const struct kvt_key *k)
 {
-	struct ssd_entry **pp = &sh->buckets[h & sh->mask];
+	struct ssd_entry **pp = idx_head(sh, h);
 	for (; *pp; pp = &(*pp)->hnext) {
 		struct ssd_entry *e = *pp;
 		if (e->ns == ns && e->key_len == k->len && memcmp(e->key, k->bytes, k->len) == 0)
@@ -80,8 +110,8 @@ void ssd_idx_reslot_locked(struct ssd *s, struct ssd_shard *sh, struct ssd_entry
 uint64_t ssd_idx_check_slots(struct ssd *s, struct ssd_shard *sh)
 {
 	uint64_t in_table = 0, unlinked = 0, listed = 0, misplaced = 0, missing, bad;
-	for (uint32_t b = 0; b <= sh->mask; b++)
-		for (struct ssd_entry *e = sh->buckets[b]; e; e = e->hnext)
+	for (uint64_t b = 0; b < ssd_idx_chains(sh); b++)
+		for (struct ssd_entry *e = *ssd_idx_chain(sh, b); e; e = e->hnext)
 			if (e->slot < s->slot_count) {
 				in_table++;
 				unlinked += !e->sprev;
@@ -115,37 +145,76 @@ static struct ssd_entry **idx_link_of(struct ssd *s, struct ssd_shard *sh,
 	struct ssd_entry **pp;
 	k.len = e->key_len;
 	memcpy(k.bytes, e->key, e->key_len);
-	pp = &sh->buckets[ssd_hash(s, e->ns, &k) & sh->mask];
+	pp = idx_head(sh, ssd_hash(s, e->ns, &k));
 	while (*pp && *pp != e)
 		pp = &(*pp)->hnext;
 	return *pp ? pp : NULL;
 }
 
-static void idx_grow_locked(struct ssd *s, struct ssd_shard *sh)
+/* The longest growth under a shard's lock, and the most entries one put
+ * moved: ssd.idx_grow_max_ns, ssd.idx_grow_max_moved. */
+static void idx_grow_note(struct ssd *s, uint64_t t0, uint64_t moved)
 {
-	uint32_t old = sh->mask + 1, n = old * 2;
-	struct ssd_entry **nb;
-	if (sh->count <= old || n == 0)
-		return;
-	nb = kvt_mem_calloc(s->mem, n, sizeof(*nb));
-	if (!nb)
-		return;
-	for (uint32_t i = 0; i < old; i++) {
-		struct ssd_entry *e = sh->buckets[i], *next;
+	uint64_t ns = kvt_now_ns() - t0, max = AL(s->idx_grow_max_ns);
+	while (ns > max && !atomic_compare_exchange_weak(&s->idx_grow_max_ns, &max, ns))
+		;
+	max = AL(s->idx_grow_max_moved);
+	while (moved > max && !atomic_compare_exchange_weak(&s->idx_grow_max_moved, &max, moved))
+		;
+}
+
+/* Move the next n chains of the old table into the new one; free it
+ * once empty.  Returns the entries moved.  Locked. */
+static uint64_t idx_grow_step(struct ssd *s, struct ssd_shard *sh, uint32_t n)
+{
+	uint64_t moved = 0;
+	for (; n > 0 && sh->old_next <= sh->old_mask; n--, sh->old_next++) {
+		struct ssd_entry *e = sh->old[sh->old_next], *next;
+		sh->old[sh->old_next] = NULL;
 		for (; e; e = next) {
 			struct kvt_key k;
 			uint64_t h;
 			next = e->hnext;
+			moved++;
 			k.len = e->key_len;
 			memcpy(k.bytes, e->key, e->key_len);
 			h = ssd_hash(s, e->ns, &k);
-			e->hnext = nb[h & (n - 1)];
-			nb[h & (n - 1)] = e;
+			e->hnext = sh->buckets[h & sh->mask];
+			sh->buckets[h & sh->mask] = e;
 		}
 	}
-	kvt_mem_free(s->mem, sh->buckets, (size_t)old * sizeof(*nb));
+	if (sh->old_next > sh->old_mask) {
+		kvt_mem_free(s->mem, sh->old, ((size_t)sh->old_mask + 1) * sizeof(*sh->old));
+		sh->old = NULL;
+		sh->old_mask = sh->old_next = 0;
+	}
+	return moved;
+}
+
+/* After a put: a growth's next step, or a doubling begun ("Index
+ * growth").  Locked. */
+static void idx_grow_locked(struct ssd *s, struct ssd_shard *sh)
+{
+	uint32_t size = sh->mask + 1, n = size * 2;
+	struct ssd_entry **nb;
+	uint64_t t0;
+	if (!sh->old && (sh->count <= size || n == 0))
+		return;
+	t0 = kvt_now_ns();
+	if (sh->old) {
+		idx_grow_note(s, t0, idx_grow_step(s, sh, IDX_GROW_STEP));
+		return;
+	}
+	nb = kvt_mem_calloc(s->mem, n, sizeof(*nb));
+	if (!nb) /* the next put tries again; the chains grow meanwhile */
+		return;
+	A(s->idx_grows);
+	sh->old = sh->buckets;
+	sh->old_mask = sh->mask;
+	sh->old_next = 0;
 	sh->buckets = nb;
 	sh->mask = n - 1;
+	idx_grow_note(s, t0, idx_grow_step(s, sh, IDX_GROW_STEP));
 }
 
 /* Unlink *pp (an entry of sh) and free it.  Locked. */
@@ -284,8 +353,8 @@ uint64_t ssd_idx_sweep(struct ssd *s, uint32_t ns, uint32_t slot, uint64_t gen, 
 			pthread_mutex_unlock(&sh->lock);
 			continue;
 		}
-		for (uint32_t b = 0; b <= sh->mask; b++) {
-			struct ssd_entry **pp = &sh->buckets[b];
+		for (uint64_t b = 0; b < ssd_idx_chains(sh); b++) {
+			struct ssd_entry **pp = ssd_idx_chain(sh, b);
 			while (*pp) {
 				struct ssd_entry *e = *pp;
 				visited++;
@@ -351,8 +420,8 @@ uint64_t ssd_idx_kill(struct ssd *s, uint32_t slot, uint64_t gen)
 				n += idx_kill_one(s, sh, e, slot, gen);
 			}
 		} else {
-			for (uint32_t b = 0; b <= sh->mask; b++)
-				for (struct ssd_entry *e = sh->buckets[b]; e; e = e->hnext) {
+			for (uint64_t b = 0; b < ssd_idx_chains(sh); b++)
+				for (struct ssd_entry *e = *ssd_idx_chain(sh, b); e; e = e->hnext) {
 					visited++;
 					n += idx_kill_one(s, sh, e, slot, gen);
 				}
@@ -401,8 +470,8 @@ void ssd_scan(struct ssd *s, uint32_t ns, void (*fn)(void *ctx, const struct kvt
 	for (int i = 0; i < SSD_SHARDS; i++) {
 		struct ssd_shard *sh = &s->shards[i];
 		pthread_mutex_lock(&sh->lock);
-		for (uint32_t b = 0; b <= sh->mask; b++)
-			for (struct ssd_entry *e = sh->buckets[b]; e; e = e->hnext)
+		for (uint64_t b = 0; b < ssd_idx_chains(sh); b++)
+			for (struct ssd_entry *e = *ssd_idx_chain(sh, b); e; e = e->hnext)
 				if (e->ns == ns && !(e->flags & E_PENDING)) {
 					struct kvt_key k = { .len = e->key_len };
 					memcpy(k.bytes, e->key, k.len);

@@ -103,6 +103,11 @@ struct ssd_shard {
 	pthread_mutex_t lock;
 	struct ssd_entry **buckets;
 	uint32_t mask;
+	/* During a growth (ssd_idx.c "Index growth"): the table being emptied
+	 * into buckets, old_mask + 1 chains, of which those below old_next
+	 * were moved; NULL otherwise. */
+	struct ssd_entry **old;
+	uint32_t old_mask, old_next;
 	uint64_t count;
 	uint64_t dead;        /* of which E_DEAD (not blocks: ssd.blocks) */
 	uint64_t bytes;       /* value bytes of published entries */
@@ -452,6 +457,10 @@ struct ssd {
 	 * kill), or missing from their list (the close's check): a bug,
 	 * whose entries an eviction would leave behind.  Tests assert 0. */
 	_Atomic uint64_t slot_list_errors;
+	/* The index's growth (ssd_idx.c "Index growth"): tables doubled,
+	 * the longest time one put spent growing a shard's table under its
+	 * lock, ns, and the most entries one put moved to a new table. */
+	_Atomic uint64_t idx_grows, idx_grow_max_ns, idx_grow_max_moved;
 	uint64_t rec_ckpt_entries, rec_records, rec_segments, rec_ns, rec_dropped;
 	uint64_t rec_old_format;     /* segments of an older format version, dropped */
 	uint64_t rec_twins_used;     /* walks gone on past a damaged tombstone copy */
@@ -499,6 +508,18 @@ static inline uint64_t ssd_hash(const struct ssd *s, uint32_t ns, const struct k
 static inline struct ssd_shard *shard_of(struct ssd *s, uint64_t h)
 {
 	return &s->shards[(h >> 40) % SSD_SHARDS];
+}
+
+/* A shard's hash chains, both tables' during a growth, for a walk of the
+ * whole index: chains 0 .. ssd_idx_chains() - 1.  Locked. */
+static inline uint64_t ssd_idx_chains(const struct ssd_shard *sh)
+{
+	return (uint64_t)sh->mask + 1 + (sh->old ? (uint64_t)sh->old_mask + 1 - sh->old_next : 0);
+}
+
+static inline struct ssd_entry **ssd_idx_chain(struct ssd_shard *sh, uint64_t i)
+{
+	return i <= sh->mask ? &sh->buckets[i] : &sh->old[sh->old_next + (i - sh->mask - 1)];
 }
 
 static inline uint64_t align4k(uint64_t v)

@@ -92,8 +92,8 @@ int ssd_ckpt_write(struct ssd *s)
 	for (int i = 0; i < SSD_SHARDS; i++) {
 		struct ssd_shard *sh = &s->shards[i];
 		pthread_mutex_lock(&sh->lock);
-		for (uint32_t b = 0; b <= sh->mask; b++) {
-			for (struct ssd_entry *e = sh->buckets[b]; e; e = e->hnext) {
+		for (uint64_t b = 0; b < ssd_idx_chains(sh); b++) {
+			for (struct ssd_entry *e = *ssd_idx_chain(sh, b); e; e = e->hnext) {
 				struct ssd_ckpt_entry ce;
 				if ((e->flags & E_PENDING) && !(e->flags & E_DEAD))
 					continue;
