@@ -2034,6 +2034,7 @@ struct s3d_list {
 	uint32_t part_end;         /* the last part number probed (0: all of them) */
 	bool upload_ok;            /* ListParts: the upload's marker was read */
 	uint32_t fail_part;        /* a test's: this part's read fails (s3d_abort_sweep) */
+	bool swept_again;          /* Abort: its sweep after the marker's delete */
 	struct kvt_key cursor;
 	uint32_t nent, cap;        /* cap = max_keys + 1 */
 	/* A listing's entries in name order: order[i] is the i-th one's
@@ -2907,8 +2908,14 @@ static void s3d_list_parts_answer(struct s3d_req *rq)
 					s3d_list_parts_next, rq);
 		return;
 	}
-	if (rq->op == S3_MPU_ABORT) {
+	if (rq->op == S3_MPU_ABORT && !L->swept_again) {
 		s3d_abort_delete(rq);
+		return;
+	}
+	if (rq->op == S3_MPU_ABORT) {
+		rq->tlen = 0;
+		s3d_answer(rq, 204, NULL, 0, false);
+		s3d_finish(rq);
 		return;
 	}
 	if (rq->op == S3_MPU_COMPLETE) {
@@ -3267,7 +3274,8 @@ static void s3d_step(struct s3d_req *rq)
 		return;
 	case S3_MPU_ABORT:
 		/* PH_PROBE: its marker, then windows of its parts' sweep;
-		 * PH_WRITE: the marker's delete (s3d_abort_sweep) */
+		 * PH_WRITE: the marker's delete, then the sweep once more
+		 * (s3d_abort_sweep) */
 		if (rq->phase == PH_PROBE && rq->list) {
 			s3d_list_parts_answer(rq);
 			return;
@@ -3287,9 +3295,11 @@ static void s3d_step(struct s3d_req *rq)
 			s3d_fail(rq, http, code, msg);
 			return;
 		}
-		rq->tlen = 0;
-		s3d_answer(rq, 204, NULL, 0, false);
-		s3d_finish(rq);
+		/* the parts once more: those whose UploadPart read the marker
+		 * during the first sweep and landed behind it (review45f) */
+		rq->list->swept_again = true;
+		rq->list->part_next = 1;
+		s3d_list_parts_probe(rq);
 		return;
 	case S3_MPU_COMPLETE: {
 		struct s3d_obj ob;

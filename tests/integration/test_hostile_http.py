@@ -72,6 +72,7 @@ s3_pins_range (unread one-byte Range GETs: their whole objects in the pin caps),
 s3_abort_parts (AbortMultipartUpload deletes the upload's parts),
 s3_abort_pipe (an UploadPart pipelined behind an Abort of its upload runs after it),
 s3_abort_retry (an Abort whose part read failed keeps the marker: 503, then retried),
+s3_abort_race (an Abort beside an UploadPart on another connection leaves no part),
 s3_throttle_kept (an address's auth throttle spares its proven connections),
 s3_delete_errors (deletes that failed are not answered deleted),
 s3_complete_pins (CompleteMultipartUploads' pinned parts in the pin caps),
@@ -7155,6 +7156,44 @@ def s3_abort_retry(ph):
 
 
 s3_abort_retry.env = {"KVTD_TEST_S3_SWEEP_FAIL": "2:1"}
+
+
+@phase
+def s3_abort_race(ph):
+    """An Abort on one connection and an UploadPart of the same upload on
+    another, sent at once: whichever order they run in, once the Abort
+    is 204 no part of the upload is left (its DRAM back).  An Abort that
+    swept its parts before deleting its marker (s3b45) let an UploadPart
+    whose marker read came anywhere in the sweep -- 40 windows of part
+    numbers -- land after the sweep had passed its number: 200, then a
+    part no request reaches (review45f, 2026-12-07)."""
+    srv = ph.srv
+    P, ok, sm, req = ph.kit()
+    got = []
+    used0 = srv.metric("kvtier_dram_used_bytes")
+    for i in range(8):
+        key = "/hbkt/arace%d" % i
+        st, _, b = req("POST", key, query="uploads")
+        assert st == 200, (st, b)
+        uid = re.search(rb"<UploadId>([0-9a-f]{32})</UploadId>", b).group(1).decode()
+        a = socket.create_connection(("127.0.0.1", P), source_address=(PROBER, 0))
+        u = socket.create_connection(("127.0.0.1", P), source_address=(PROBER, 0))
+        abort = sm("DELETE", key, query="uploadId=" + uid)
+        part = sm("PUT", key, query="partNumber=1&uploadId=" + uid, body=os.urandom(1 << 20))
+        a.sendall(abort)
+        time.sleep(0.002 * i)
+        u.sendall(part)
+        sa, _, ba = read_answer(a)
+        su, _, bu = read_answer(u)
+        a.close()
+        u.close()
+        got.append((sa, su))
+        ph.expect(sa == 204, "the Abort", i, sa, ba[:200])
+    used1 = srv.metric("kvtier_dram_used_bytes")
+    print("Abort beside an UploadPart of its upload (Abort, UploadPart): %s; DRAM used after "
+          "%+d KiB" % (got, (used1 - used0) / 1024))
+    ph.expect(used1 - used0 <= 512 << 10, "the parts of aborted uploads", used1 - used0, got)
+    ph.probe("Aborts beside UploadParts")
 
 
 @phase
