@@ -2788,7 +2788,11 @@ static void s3d_abort_delete(struct s3d_req *rq)
  * tenant's quotas) until evicted or the bucket was deleted (redhttp:
  * 4 parts of 4 MiB, 16 MiB of DRAM still used after the Abort).  A part
  * whose UploadPart began before the marker went may land after the sweep
- * has passed its number: S3 says the same ("abort again").
+ * has passed its number: S3 says the same ("abort again").  So the part
+ * numbers are swept again once the marker is gone (s3d_step): with the
+ * marker deleted last, an UploadPart on another connection that read it
+ * anywhere in the first sweep landed behind it, 200 and a part left
+ * (review45f, 2026-12-07; test_hostile_http s3_abort_race).
  */
 static _Atomic uint32_t s3d_test_sweeps; /* Aborts the hook below failed */
 
