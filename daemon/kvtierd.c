@@ -1094,6 +1094,11 @@ static int kvtierd_open(struct kvtd_server *srv, struct kvtd_listener *listeners
 			 kvt_strerror(rc));
 		return KVTD_EXIT_FAIL;
 	}
+	if (kvtd_s3_check() < 0) {
+		kvtd_log(KVTD_ERROR, "the S3 op table (daemon/s3d.c s3d_ops) is out of order",
+			 "ops=%d", KVTD_S3_OPS);
+		return KVTD_EXIT_FAIL;
+	}
 	if ((rc = kvtd_s3_buckets_migrate(srv)) < 0) {
 		kvtd_log(KVTD_ERROR, "cannot keep the S3 buckets in the namespace registry",
 			 "error=\"%s\"", kvt_strerror(rc));

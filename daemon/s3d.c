@@ -293,19 +293,7 @@ static bool s3d_b64_equal(const char *b64, const uint8_t *raw, size_t rn)
  * was a miss at once (remote.gets_removed) -- with remote.put_local=never
  * a pipelined PUT then GET was 200 then 404 (5 of 5; test_s3_remote).
  */
-static bool s3d_op_holds(int op)
-{
-	switch (op) {
-	case S3_CREATE_BUCKET:
-	case S3_DELETE_BUCKET:
-	case S3_COPY:
-	case S3_MPU_COMPLETE:
-	case S3_MPU_PART_COPY:
-		return true;
-	default:
-		return false;
-	}
-}
+static bool s3d_op_holds(int op);
 
 static void s3d_hold(struct s3d_req *rq)
 {
@@ -504,21 +492,36 @@ static int s3d_vhost(struct s3d_req *rq)
 }
 
 /*
- * The sub-resources (uploadId, partNumber, uploads, delete) each op takes
- * and needs, a table by op.  A write that carries one not its own is
- * refused: the method and the path chose the op and the rest was
- * ignored, so a request meant as another, or a client's bug, ran as a
- * plainer write: PUT ?uploadId= without partNumber (an UploadPart)
- * replaced the object with the part's bytes, DELETE ?delete or ?uploads
- * of an empty bucket deleted the bucket, DELETE ?partNumber= the object,
- * DELETE ?uploadId=&partNumber= aborted the whole upload, PUT ?uploadId=
- * of a bucket created it (red44b, 2026-12-07).  S3 has no such requests;
+ * What each op is, a table by op (s3d_ops): the sub-resources (uploadId,
+ * partNumber, uploads, delete) it takes and needs, and whether it holds
+ * its connection's pipeline ("Order" above).
+ *
+ * Sub-resources: a write that carries one not its own is refused: the
+ * method and the path chose the op and the rest was ignored, so a
+ * request meant as another, or a client's bug, ran as a plainer write:
+ * PUT ?uploadId= without partNumber (an UploadPart) replaced the object
+ * with the part's bytes, DELETE ?delete or ?uploads of an empty bucket
+ * deleted the bucket, DELETE ?partNumber= the object, DELETE
+ * ?uploadId=&partNumber= aborted the whole upload, PUT ?uploadId= of a
+ * bucket created it (red44b, 2026-12-07).  S3 has no such requests;
  * they are 501 NotImplemented, as another sub-resource is: nothing runs,
  * a body up to S3D_SMALL_MAX is read and dropped (the connection kept), a
  * larger one closes it.  Reads take any (GET ?uploads of a key is the
  * object).  An op without one it needs (an upload's ops without
  * uploadId) is 501 too.  Until s3fix45 (2026-12-07) a switch and an
  * if-chain in s3d_route said the same.
+ *
+ * Holds: an op whose store writes come after a step of its own.  Abort
+ * held nothing until s3b45 (2026-12-07): an UploadPart pipelined behind
+ * it read the marker before the Abort deleted it and wrote its part
+ * after the sweep had passed its number -- 204 then 200, a part no
+ * request could reach (test_hostile_http s3_abort_pipe).  The switch
+ * of s3d_op_holds said which, a second list of ops beside this one.
+ *
+ * One entry an op, in the enum's order, each naming its op: one left
+ * out fails the build (the _Static_assert below), one out of order
+ * fails kvtierd's start (kvtd_s3_check).  Until s3b45 the entries were
+ * designated initializers, and an op left out took no sub-resources.
  */
 enum {
 	S3D_SUB_UPLOAD_ID = 1u << 0,
@@ -528,39 +531,59 @@ enum {
 	S3D_SUB_ANY = 0xfu,
 };
 
-static const struct s3d_op_subres {
-	uint8_t takes, needs;
-} s3d_op_subres[S3__COUNT] = {
-	[S3_NONE] = { S3D_SUB_ANY, 0 },
-	[S3_LIST_BUCKETS] = { S3D_SUB_ANY, 0 },
-	[S3_CREATE_BUCKET] = { 0, 0 },
-	[S3_HEAD_BUCKET] = { S3D_SUB_ANY, 0 },
-	[S3_DELETE_BUCKET] = { 0, 0 },
-	[S3_BUCKET_LOCATION] = { S3D_SUB_ANY, 0 },
-	[S3_PUT] = { 0, 0 },
-	[S3_GET] = { S3D_SUB_ANY, 0 },
-	[S3_HEAD] = { S3D_SUB_ANY, 0 },
-	[S3_DELETE] = { 0, 0 },
-	[S3_DELETE_MANY] = { S3D_SUB_DELETE, S3D_SUB_DELETE },
-	[S3_COPY] = { 0, 0 },
-	[S3_MPU_CREATE] = { S3D_SUB_UPLOADS, S3D_SUB_UPLOADS },
-	[S3_MPU_PART] = { S3D_SUB_UPLOAD_ID | S3D_SUB_PART, S3D_SUB_UPLOAD_ID | S3D_SUB_PART },
-	[S3_MPU_COMPLETE] = { S3D_SUB_UPLOAD_ID, S3D_SUB_UPLOAD_ID },
-	[S3_MPU_ABORT] = { S3D_SUB_UPLOAD_ID, S3D_SUB_UPLOAD_ID },
-	[S3_LIST_V1] = { S3D_SUB_ANY, 0 },
-	[S3_LIST_V2] = { S3D_SUB_ANY, 0 },
-	[S3_MPU_PART_COPY] = { S3D_SUB_UPLOAD_ID | S3D_SUB_PART,
-			       S3D_SUB_UPLOAD_ID | S3D_SUB_PART },
-	[S3_LIST_PARTS] = { S3D_SUB_ANY, S3D_SUB_UPLOAD_ID },
-	[S3_LIST_UPLOADS] = { S3D_SUB_ANY, 0 },
-	[S3_NOT_IMPL] = { S3D_SUB_ANY, 0 },
+#define S3D_UP_PART (S3D_SUB_UPLOAD_ID | S3D_SUB_PART)
+
+static const struct s3d_op_info {
+	uint8_t op;                /* its index (kvtd_s3_check) */
+	uint8_t takes, needs;      /* sub-resources: S3D_SUB_* */
+	bool holds;                /* the heads behind it wait for its answer */
+} s3d_ops[] = {
+	{ S3_NONE, S3D_SUB_ANY, 0, false },
+	{ S3_LIST_BUCKETS, S3D_SUB_ANY, 0, false },
+	{ S3_CREATE_BUCKET, 0, 0, true },
+	{ S3_HEAD_BUCKET, S3D_SUB_ANY, 0, false },
+	{ S3_DELETE_BUCKET, 0, 0, true },
+	{ S3_BUCKET_LOCATION, S3D_SUB_ANY, 0, false },
+	{ S3_PUT, 0, 0, false },
+	{ S3_GET, S3D_SUB_ANY, 0, false },
+	{ S3_HEAD, S3D_SUB_ANY, 0, false },
+	{ S3_DELETE, 0, 0, false },
+	{ S3_DELETE_MANY, S3D_SUB_DELETE, S3D_SUB_DELETE, false },
+	{ S3_COPY, 0, 0, true },
+	{ S3_MPU_CREATE, S3D_SUB_UPLOADS, S3D_SUB_UPLOADS, false },
+	{ S3_MPU_PART, S3D_UP_PART, S3D_UP_PART, false },
+	{ S3_MPU_COMPLETE, S3D_SUB_UPLOAD_ID, S3D_SUB_UPLOAD_ID, true },
+	{ S3_MPU_ABORT, S3D_SUB_UPLOAD_ID, S3D_SUB_UPLOAD_ID, true },
+	{ S3_LIST_V1, S3D_SUB_ANY, 0, false },
+	{ S3_LIST_V2, S3D_SUB_ANY, 0, false },
+	{ S3_MPU_PART_COPY, S3D_UP_PART, S3D_UP_PART, true },
+	{ S3_LIST_PARTS, S3D_SUB_ANY, S3D_SUB_UPLOAD_ID, false },
+	{ S3_LIST_UPLOADS, S3D_SUB_ANY, 0, false },
+	{ S3_NOT_IMPL, S3D_SUB_ANY, 0, false },
 };
 
-/* Does op run with the sub-resources in subs (S3D_SUB_*)?  (s3d_op_subres) */
+_Static_assert(sizeof(s3d_ops) / sizeof(s3d_ops[0]) == S3__COUNT,
+	       "s3d_ops: one entry for each op of enum s3d_op");
+
+int kvtd_s3_check(void)
+{
+	for (unsigned i = 0; i < S3__COUNT; i++)
+		if (s3d_ops[i].op != i)
+			return -1;
+	return 0;
+}
+
+/* Does op run with the sub-resources in subs (S3D_SUB_*)?  (s3d_ops) */
 static bool s3d_subres_ok(int op, unsigned subs)
 {
-	const struct s3d_op_subres *e = &s3d_op_subres[op];
+	const struct s3d_op_info *e = &s3d_ops[op];
 	return (subs & ~(unsigned)e->takes) == 0 && (subs & e->needs) == e->needs;
+}
+
+/* Does op hold the heads behind it until it is answered?  (s3d_ops) */
+static bool s3d_op_holds(int op)
+{
+	return s3d_ops[op].holds;
 }
 
 /*

@@ -541,9 +541,9 @@ static void s3d_item_init(struct s3d_req *rq, struct s3d_item *it, uint32_t op,
  * whole private copy each, 4 at a time a tenant (503 SlowDown past
  * them, doc/security.md "Not yet", 2026-12-04).  A value whose part 0
  * is longer (not an object kvtierd wrote) is KVT_EBUFSMALL: not an
- * object.  The shared and remote tiers are not asked: the owner's HEAD
- * and ListParts reads that miss are asked again where the store has one
- * (s3d_hdr_retry); a grantee's miss there, as its GET.
+ * object.  The shared and remote tiers are not asked: the owner's HEAD,
+ * ListParts and upload-marker reads that miss are asked again where the
+ * store has one (s3d_hdr_again); a grantee's miss there, as its GET.
  */
 static void s3d_item_hdr(struct s3d_item *it, uint8_t *buf)
 {
@@ -651,16 +651,33 @@ int s3d_upload_found(const struct s3d_req *rq, const struct kvt_req *r)
 	return s3d_obj_found(r, rq->key, rq->key_len, &ob);
 }
 
-/* A marker read that missed, once more as a plain part get where the
- * store has a tier below SSD (as s3d_hdr_retry): the marker of an upload
- * made over a remote tier with remote.put_local=never is in the pod
- * only.  True if it went again (the same item, the same completion). */
+/*
+ * A header read (s3d_item_hdr) that missed, asked once more as a plain
+ * part get: the one rule for HEAD's, ListParts' and the upload markers'
+ * of UploadPart and UploadPartCopy.  Where the store has a tier below
+ * SSD (a remote or shared tier: srv->tiers_below), which quiet gets do
+ * not ask and a GET or CompleteMultipartUpload would read from -- the
+ * marker of an upload made over a remote tier with remote.put_local=never
+ * is in the pod only -- and for the bucket's owner: a grantee's miss
+ * stays one, as its GET's ("Quiet reads").  (An upload's marker is
+ * always the signer's: a grant gives no write.)  Until s3b45
+ * (2026-12-07) UploadPart's (s3d_upload_again) and the others'
+ * (s3d_hdr_retry) were two rules, the first without the grant's.
+ */
+static bool s3d_hdr_again(const struct s3d_req *rq, const struct kvt_req *r)
+{
+	return rq->conn->loop->srv->tiers_below && !rq->granted && r->op == KVT_OP_GET &&
+	       (r->flags & KVT_F_QUIET) && r->status == KVT_MISS;
+}
+
+/* UploadPart's marker read (s3d.c s3d_upload_checked), asked again
+ * (s3d_hdr_again).  True if it went (the same item, the same
+ * completion). */
 bool s3d_upload_again(struct s3d_req *rq, struct s3d_item *it)
 {
 	struct kvt_req *r = &it->req;
 
-	if (!rq->conn->loop->srv->tiers_below || r->status != KVT_MISS ||
-	    !(r->flags & KVT_F_QUIET))
+	if (!s3d_hdr_again(rq, r))
 		return false;
 	r->flags = KVT_F_PART;
 	if (kvt_submit(rq->conn->loop->q, &r, 1) == 1)
@@ -669,30 +686,24 @@ bool s3d_upload_again(struct s3d_req *rq, struct s3d_item *it)
 	return false;
 }
 
-/* The owner's header reads that missed (a HEAD's, ListParts'), once more
- * as plain part gets where the store has a tier below SSD (a remote or
- * shared tier: srv->tiers_below), which quiet gets do not ask and a GET
- * or CompleteMultipartUpload would read from.  True if they went
- * (s3d_step runs again once they are back, none of them quiet then).
- * Listings of objects need none: their keys come from the DRAM and SSD
- * indexes (doc/s3.md "Listing"). */
+/* The request's header reads that missed (a HEAD's, ListParts', an
+ * UploadPartCopy's marker), asked again (s3d_hdr_again).  True if they
+ * went (s3d_step runs again once they are back, none of them quiet
+ * then).  Listings of objects need none: their keys come from the DRAM
+ * and SSD indexes (doc/s3.md "Listing"). */
 static bool s3d_hdr_retry(struct s3d_req *rq)
 {
 	struct kvtd_loop *loop = rq->conn->loop;
 	uint32_t n = 0;
 
-	if (!loop->srv->tiers_below || rq->granted)
-		return false;
-	for (uint32_t i = 0; i < rq->n; i++) {
-		const struct kvt_req *r = &rq->items[i].req;
-		n += r->op == KVT_OP_GET && (r->flags & KVT_F_QUIET) && r->status == KVT_MISS;
-	}
+	for (uint32_t i = 0; i < rq->n; i++)
+		n += s3d_hdr_again(rq, &rq->items[i].req);
 	if (n == 0)
 		return false;
 	rq->pending = 1; /* held while submitting */
 	for (uint32_t i = 0; i < rq->n; i++) {
 		struct kvt_req *r = &rq->items[i].req;
-		if (r->op != KVT_OP_GET || !(r->flags & KVT_F_QUIET) || r->status != KVT_MISS)
+		if (!s3d_hdr_again(rq, r))
 			continue;
 		r->flags = KVT_F_PART;
 		rq->pending++;
@@ -2022,6 +2033,8 @@ struct s3d_list {
 	uint32_t part_marker;      /* ListParts: part-number-marker */
 	uint32_t part_end;         /* the last part number probed (0: all of them) */
 	bool upload_ok;            /* ListParts: the upload's marker was read */
+	uint32_t fail_part;        /* a test's: this part's read fails (s3d_abort_sweep) */
+	bool swept_again;          /* Abort: its sweep after the marker's delete */
 	struct kvt_key cursor;
 	uint32_t nent, cap;        /* cap = max_keys + 1 */
 	/* A listing's entries in name order: order[i] is the i-th one's
@@ -2715,16 +2728,16 @@ static void s3d_list_parts_start(struct s3d_req *rq)
 /*
  * AbortMultipartUpload, its marker read (pinned, as Complete reads it):
  * the upload must be the request's key's, else NoSuchUpload, as S3 and
- * as ListParts and Complete answer; then the marker is deleted and the
- * parts swept.  The marker was deleted by id alone: DELETE
+ * as ListParts and Complete answer; then the parts are swept and the
+ * marker deleted (s3d_abort_sweep).  The marker was deleted by id alone: DELETE
  * /b/other?uploadId=U aborted the upload U started for /b/mine
  * (red44b, 2026-12-07; test_hostile_http s3_op_params).
  */
+static void s3d_abort_sweep(struct s3d_req *rq);
+
 static void s3d_abort_marker(struct s3d_req *rq)
 {
-	struct s3d_item *it;
 	struct s3d_obj ob;
-	struct kvt_key k;
 
 	int r = s3d_obj_found(&rq->items[0].req, rq->key, rq->key_len, &ob);
 
@@ -2737,7 +2750,16 @@ static void s3d_abort_marker(struct s3d_req *rq)
 		s3d_store_fail(rq, r);
 		return;
 	}
-	it = s3d_items(rq, 1); /* (the marker's pin given back) */
+	s3d_abort_sweep(rq);
+}
+
+/* Its parts swept, every read answered: the marker goes (s3d_step then
+ * answers 204). */
+static void s3d_abort_delete(struct s3d_req *rq)
+{
+	struct s3d_item *it = s3d_items(rq, 1);
+	struct kvt_key k;
+
 	if (!it) {
 		s3d_fail(rq, 503, "SlowDown", "server out of memory");
 		return;
@@ -2748,25 +2770,48 @@ static void s3d_abort_marker(struct s3d_req *rq)
 }
 
 /*
- * AbortMultipartUpload: its marker deleted, its parts are looked for as
+ * AbortMultipartUpload: its marker read, its parts are looked for as
  * ListParts looks (every part number, a window each loop iteration, in
- * the walk slot s3d_run took) and each found is deleted, before the 204.
+ * the walk slot s3d_run took) and each found is deleted; then the marker
+ * goes and the answer is 204.  A part's read that fails (s3d_read_status
+ * < 0: no memory, the store closing) stops the sweep with 503, the
+ * marker kept, so that the client's retry finishes it; so does a sweep
+ * cut by kvtierd's stop.  Until s3b45 (2026-12-07) the marker went
+ * first and a failed read was skipped: 204, the part left reachable by
+ * no request, and "abort again" 404 NoSuchUpload (test_hostile_http
+ * s3_abort_retry, its failure made by KVTD_TEST_S3_SWEEP_FAIL=N[:K]: the
+ * read of part N fails, ENOMEM, in the first K Aborts or all; read at
+ * each Abort, for tests only).
  * Only the marker went: the parts of an aborted upload -- and of one
  * with parts past the 1023 a Complete takes, which only an Abort ends --
  * were reachable by no request, and held their DRAM and SSD (within the
  * tenant's quotas) until evicted or the bucket was deleted (redhttp:
  * 4 parts of 4 MiB, 16 MiB of DRAM still used after the Abort).  A part
  * whose UploadPart began before the marker went may land after the sweep
- * has passed its number: S3 says the same ("abort again").
+ * has passed its number: S3 says the same ("abort again").  So the part
+ * numbers are swept again once the marker is gone (s3d_step): with the
+ * marker deleted last, an UploadPart on another connection that read it
+ * anywhere in the first sweep landed behind it, 200 and a part left
+ * (review45f, 2026-12-07; test_hostile_http s3_abort_race).
  */
+static _Atomic uint32_t s3d_test_sweeps; /* Aborts the hook below failed */
+
 static void s3d_abort_sweep(struct s3d_req *rq)
 {
+	const char *env = getenv("KVTD_TEST_S3_SWEEP_FAIL");
 	struct s3d_list *L;
 
 	if (!s3d_scan_acquire(rq) || !(L = s3d_list_alloc(rq, 0)))
 		return;
-	L->upload_ok = true; /* (no marker to read: it is gone) */
+	L->upload_ok = true; /* (read: s3d_abort_marker) */
 	L->part_next = 1;
+	if (env) { /* N[:K]: part N's read fails, in the first K Aborts (a test's) */
+		char *end;
+		uint32_t n = (uint32_t)strtoul(env, &end, 10);
+		uint32_t k = *end == ':' ? (uint32_t)strtoul(end + 1, NULL, 10) : 0;
+		if (n && (k == 0 || atomic_fetch_add(&s3d_test_sweeps, 1) < k))
+			L->fail_part = n;
+	}
 	s3d_list_parts_probe(rq);
 }
 
@@ -2828,9 +2873,12 @@ static void s3d_list_parts_answer(struct s3d_req *rq)
 		int pl = snprintf(pname, sizeof(pname), "%s/%u", rq->upload_id, rq->items[i].part_no);
 		const char *name;
 		int st = s3d_read_status(r->status);
-		if (st < 0 && rq->op == S3_LIST_PARTS) {
-			/* a part that is there would be left out (a sweep's
-			 * part stays: abort again, as on S3) */
+		if (L->fail_part && rq->items[i].part_no == L->fail_part)
+			st = -ENOMEM; /* (a test's: s3d_abort_sweep) */
+		if (st < 0 && rq->op != S3_MPU_COMPLETE) {
+			/* a part that is there would be left out of ListParts,
+			 * or left by an Abort (its marker kept: a retry sweeps
+			 * again; a Complete's sweep is best effort) */
 			s3d_store_fail(rq, st);
 			return;
 		}
@@ -2862,6 +2910,10 @@ static void s3d_list_parts_answer(struct s3d_req *rq)
 		else
 			kvtd_aux_submit(rq->conn->loop, rq->in_tstat, s3d_nothing,
 					s3d_list_parts_next, rq);
+		return;
+	}
+	if (rq->op == S3_MPU_ABORT && !L->swept_again) {
+		s3d_abort_delete(rq);
 		return;
 	}
 	if (rq->op == S3_MPU_ABORT) {
@@ -3225,7 +3277,10 @@ static void s3d_step(struct s3d_req *rq)
 		s3d_finish(rq);
 		return;
 	case S3_MPU_ABORT:
-		if (rq->list) { /* a window of its parts' sweep */
+		/* PH_PROBE: its marker, then windows of its parts' sweep;
+		 * PH_WRITE: the marker's delete, then the sweep once more
+		 * (s3d_abort_sweep) */
+		if (rq->phase == PH_PROBE && rq->list) {
 			s3d_list_parts_answer(rq);
 			return;
 		}
@@ -3233,7 +3288,7 @@ static void s3d_step(struct s3d_req *rq)
 			s3d_abort_marker(rq);
 			return;
 		}
-		if (it[0].req.status == KVT_MISS) {
+		if (it[0].req.status == KVT_MISS) { /* (another Abort's meanwhile) */
 			s3d_fail(rq, 404, "NoSuchUpload", "The specified multipart upload does not "
 				 "exist.");
 			return;
@@ -3244,7 +3299,11 @@ static void s3d_step(struct s3d_req *rq)
 			s3d_fail(rq, http, code, msg);
 			return;
 		}
-		s3d_abort_sweep(rq);
+		/* the parts once more: those whose UploadPart read the marker
+		 * during the first sweep and landed behind it (review45f) */
+		rq->list->swept_again = true;
+		rq->list->part_next = 1;
+		s3d_list_parts_probe(rq);
 		return;
 	case S3_MPU_COMPLETE: {
 		struct s3d_obj ob;
