@@ -1652,11 +1652,7 @@ static void s3d_upload_checked(struct s3d_req *rq, int status)
 		r = s3d_put_reserve(rq);
 	} else {
 		rq->close_after = true; /* its body is not read */
-		if (r == KVT_MISS)
-			s3d_fail(rq, 404, "NoSuchUpload", "The specified multipart upload does not "
-				 "exist.");
-		else
-			s3d_store_fail(rq, r);
+		s3d_upload_fail(rq, r);
 		r = -1;
 	}
 	if (r == 1) {

@@ -392,6 +392,8 @@ void s3d_gate_leave(struct s3d_req *rq);
  * fail"). */
 int s3d_read_status(int st);
 void s3d_store_fail(struct s3d_req *rq, int st);
+/* An upload's marker read: KVT_MISS 404 NoSuchUpload, else s3d_store_fail. */
+void s3d_upload_fail(struct s3d_req *rq, int r);
 /* UploadPart's and UploadPartCopy's upload marker: its header read set up
  * in it (not sent), read back as the request key's (0), none or another
  * key's (KVT_MISS) or failed (< 0); asked again of a tier below if it

@@ -606,6 +606,16 @@ void s3d_store_fail(struct s3d_req *rq, int st)
 	s3d_fail(rq, 503, "ServiceUnavailable", m);
 }
 
+/* An upload's marker read that found none (KVT_MISS: 404 NoSuchUpload)
+ * or failed (s3d_store_fail). */
+void s3d_upload_fail(struct s3d_req *rq, int r)
+{
+	if (r == KVT_MISS)
+		s3d_fail(rq, 404, "NoSuchUpload", "The specified multipart upload does not exist.");
+	else
+		s3d_store_fail(rq, r);
+}
+
 /* s3d_obj_check with the read's error kept apart: 0 (the object asked
  * for), KVT_MISS (none, or another name's, or not an object), or the
  * read's error (answer it with s3d_store_fail). */
@@ -2741,13 +2751,8 @@ static void s3d_abort_marker(struct s3d_req *rq)
 
 	int r = s3d_obj_found(&rq->items[0].req, rq->key, rq->key_len, &ob);
 
-	if (r == KVT_MISS) {
-		s3d_fail(rq, 404, "NoSuchUpload", "The specified multipart upload does not "
-			 "exist.");
-		return;
-	}
-	if (r < 0) { /* the upload may well be there: retry (s3d_read_status) */
-		s3d_store_fail(rq, r);
+	if (r != 0) { /* a failed read: the upload may well be there, retry */
+		s3d_upload_fail(rq, r);
 		return;
 	}
 	s3d_abort_sweep(rq);
@@ -2857,11 +2862,7 @@ static void s3d_list_parts_answer(struct s3d_req *rq)
 	if (!L->upload_ok) {
 		int r = s3d_obj_found(&rq->items[0].req, rq->key, rq->key_len, &ob);
 		if (r != 0) {
-			if (r == KVT_MISS)
-				s3d_fail(rq, 404, "NoSuchUpload", "The specified multipart upload "
-					 "does not exist.");
-			else
-				s3d_store_fail(rq, r);
+			s3d_upload_fail(rq, r);
 			return;
 		}
 		L->upload_ok = true;
@@ -3228,11 +3229,7 @@ static void s3d_step(struct s3d_req *rq)
 		if (rq->op == S3_MPU_PART_COPY && s3d_hdr_retry(rq))
 			return;
 		if (rq->op == S3_MPU_PART_COPY && (r = s3d_upload_found(rq, &it[1].req)) != 0) {
-			if (r == KVT_MISS)
-				s3d_fail(rq, 404, "NoSuchUpload", "The specified multipart upload "
-					 "does not exist.");
-			else
-				s3d_store_fail(rq, r);
+			s3d_upload_fail(rq, r);
 			return;
 		}
 		/* items[0]: the source, whose name is in rq->buf */
@@ -3322,11 +3319,7 @@ static void s3d_step(struct s3d_req *rq)
 		/* items[0]: the upload's marker (its name is the object key) */
 		int r = s3d_obj_found(&it[0].req, rq->key, rq->key_len, &ob);
 		if (r != 0) {
-			if (r == KVT_MISS)
-				s3d_fail(rq, 404, "NoSuchUpload", "The specified multipart upload "
-					 "does not exist.");
-			else
-				s3d_store_fail(rq, r);
+			s3d_upload_fail(rq, r);
 			return;
 		}
 		snprintf(rq->ctype, sizeof(rq->ctype), "%s", ob.ctype);
