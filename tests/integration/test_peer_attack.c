@@ -2251,6 +2251,27 @@ static void phase_lane_list(void)
 	tsrv_check_reports(base);
 }
 
+/* The forwarded value of key in namespace ns (its digest), read on c
+ * (logged in as its tenant): there, byte-exact. */
+static void forward_read_back(struct kc *c, const uint8_t ns[PROTO_DIGEST_LEN],
+			      const char *key)
+{
+	uint8_t ns2[PROTO_DIGEST_LEN], *want = malloc(VLEN);
+	struct kc_value v;
+	struct kvt_key k;
+
+	T_ASSERT(want);
+	T_RC(kc_register(c, &desc, ns2, NULL, 0), KVT_OK);
+	T_ASSERT(memcmp(ns, ns2, sizeof(ns2)) == 0);
+	kvt_key_set(&k, key, strlen(key));
+	tsrv_fill(want, VLEN, 7);
+	T_RC(kc_get(c, ns2, &k, 0, 0, 0, 0, &v), KVT_OK);
+	T_EQ_U64(v.len, VLEN);
+	T_ASSERT(v.crc_ok && memcmp(v.bytes, want, VLEN) == 0);
+	kc_value_free(&v);
+	free(want);
+}
+
 /* A lane's connection the member refuses busy (lane_busy in the header).
  * Two real members with --tenant-conns 1 (the tenants file's first
  * tenant, the pod's polls' own, is another); this test holds alice's one
@@ -2269,9 +2290,8 @@ static void phase_lane_busy(void)
 	uint16_t port[2] = { listen_tcp(NULL), listen_tcp(NULL) };
 	const char *const more[] = { "--tenant-conns", "1", "--repair-grace", "600000", NULL };
 	struct tsrv s[2];
-	uint8_t ns[PROTO_DIGEST_LEN], ns2[PROTO_DIGEST_LEN];
+	uint8_t ns[PROTO_DIGEST_LEN];
 	uint64_t end, r0, r1, retried, dropped, conn_busy, fwd;
-	struct kvt_key k;
 	struct kc c;
 	int rc;
 
@@ -2321,20 +2341,7 @@ static void phase_lane_busy(void)
 		}
 	} while (rc != 0 && tsrv_now_ns() < end);
 	T_RC(rc, 0);
-	T_RC(kc_register(&c, &desc, ns2, NULL, 0), KVT_OK);
-	T_ASSERT(memcmp(ns, ns2, sizeof(ns)) == 0);
-	kvt_key_set(&k, "lane-busy", 9);
-	{
-		struct kc_value v;
-		uint8_t *want = malloc(VLEN);
-		T_ASSERT(want);
-		tsrv_fill(want, VLEN, 7);
-		T_RC(kc_get(&c, ns2, &k, 0, 0, 0, 0, &v), KVT_OK);
-		T_EQ_U64(v.len, VLEN);
-		T_ASSERT(v.crc_ok && memcmp(v.bytes, want, VLEN) == 0);
-		kc_value_free(&v);
-		free(want);
-	}
+	forward_read_back(&c, ns, "lane-busy");
 
 	/* the slot held throughout (c): given up after the tries, counted */
 	r0 = stat_of(&s[1], "server.tenant_conns_refused");
@@ -2373,9 +2380,8 @@ static void phase_lane_busy_tenant(void)
 	uint16_t port[2] = { listen_tcp(NULL), listen_tcp(NULL) };
 	const char *const more[] = { "--tenant-conns", "1", "--repair-grace", "600000", NULL };
 	struct tsrv s[2];
-	uint8_t nsa[PROTO_DIGEST_LEN], nsb[PROTO_DIGEST_LEN], ns2[PROTO_DIGEST_LEN];
+	uint8_t nsa[PROTO_DIGEST_LEN], nsb[PROTO_DIGEST_LEN];
 	uint64_t end, fwd, dropped;
-	struct kvt_key k;
 	struct kc c, b;
 
 	snprintf(tenants, sizeof(tenants), "%s/tenants", base);
@@ -2420,20 +2426,7 @@ static void phase_lane_busy_tenant(void)
 	/* bob's second copy there, byte-exact */
 	T_RC(kc_connect_unix(&b, s[1].sock), 0);
 	T_RC(kc_login(&b, "bob", SECRET_BOB), 0);
-	T_RC(kc_register(&b, &desc, ns2, NULL, 0), KVT_OK);
-	T_ASSERT(memcmp(nsb, ns2, sizeof(ns2)) == 0);
-	kvt_key_set(&k, "busy-tenant-bob", 15);
-	{
-		struct kc_value v;
-		uint8_t *want = malloc(VLEN);
-		T_ASSERT(want);
-		tsrv_fill(want, VLEN, 7);
-		T_RC(kc_get(&b, ns2, &k, 0, 0, 0, 0, &v), KVT_OK);
-		T_EQ_U64(v.len, VLEN);
-		T_ASSERT(v.crc_ok && memcmp(v.bytes, want, VLEN) == 0);
-		kc_value_free(&v);
-		free(want);
-	}
+	forward_read_back(&b, nsb, "busy-tenant-bob");
 	kc_close(&b);
 	for (int i = 0; i < 2; i++)
 		T_EQ_INT(tsrv_stop(&s[i]), 0);
