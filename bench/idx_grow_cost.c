@@ -16,7 +16,7 @@
  * under its shard's lock), and the readers' p50/p99/p99.9/max latency
  * and how many gets took over 1 and 10 ms.
  *
- *   cc -O2 -pthread -Iinclude bench/idx_grow_cost.c -Lbuild-release -lkvtier \
+ *   cc -O2 -pthread -Iinclude -Ibuild-release bench/idx_grow_cost.c -Lbuild-release -lkvtier \
  *      -Wl,-rpath,$PWD/build-release -o /tmp/idx_grow_cost
  *   /tmp/idx_grow_cost DIR N [VLEN [SEG_MIB]]
  */
@@ -31,78 +31,7 @@
 
 #include "kvtier.h"
 #include "oneoff.h"
-
-#define READ_GAP_NS 50000ull
-#define LAT_MAX (1u << 22)
-
-struct reader {
-	struct kvt_store *s;
-	uint32_t ns;
-	uint64_t salt, range; /* keys key_of(rand % range, salt) */
-	_Atomic uint64_t *done; /* NULL, or the range: the blocks put so far */
-	atomic_bool *stop;
-	uint64_t *lat;
-	size_t n;
-	uint64_t hits;
-};
-
-static void *read_loop(void *arg)
-{
-	struct reader *r = arg;
-	static _Thread_local uint8_t buf[1u << 16];
-	uint64_t x = r->salt * 2654435761u + 1;
-	while (!atomic_load(r->stop) && r->n < LAT_MAX) {
-		struct kvt_key k;
-		uint64_t t0, vl = 0;
-		x ^= x << 13;
-		x ^= x >> 7;
-		x ^= x << 17;
-		k = key_of(x % (r->done ? atomic_load(r->done) + 1 : r->range), r->salt);
-		t0 = now_ns();
-		if (kvt_get(r->s, r->ns, &k, buf, sizeof(buf), &vl) == KVT_OK)
-			r->hits++;
-		r->lat[r->n++] = now_ns() - t0;
-		nanosleep(&(struct timespec){ 0, READ_GAP_NS }, NULL);
-	}
-	return NULL;
-}
-
-/* A put; while DRAM is all pinned by write-downs (KVT_EFULL), again. */
-static int put_wait(struct kvt_store *s, uint32_t ns, const struct kvt_key *k, uint8_t *v,
-		    uint64_t vlen)
-{
-	int r;
-	while ((r = kvt_put(s, ns, k, &(struct iovec){ v, vlen }, 1)) == KVT_EFULL)
-		nanosleep(&(struct timespec){ 0, 200000 }, NULL);
-	return r;
-}
-
-static uint64_t stat_of(struct kvt_store *s, const char *name)
-{
-	uint64_t v = 0;
-	if (kvt_store_stat(s, name, &v) < 0) {
-		fprintf(stderr, "no stat %s\n", name);
-		exit(1);
-	}
-	return v;
-}
-
-static void report(const char *name, struct reader *r)
-{
-	size_t over1 = 0, over10 = 0;
-	qsort(r->lat, r->n, sizeof(*r->lat), cmp_u64);
-	if (!r->n)
-		return;
-	for (size_t i = 0; i < r->n; i++) {
-		over1 += r->lat[i] > 1000000;
-		over10 += r->lat[i] > 10000000;
-	}
-	printf("  gets %-7s %8zu (%5.1f %% hits): p50 %6.1f us  p99 %7.1f us  p99.9 %8.1f us  "
-	       "max %8.1f us; %zu over 1 ms, %zu over 10 ms\n",
-	       name, r->n, 100.0 * (double)r->hits / (double)r->n, r->lat[r->n / 2] / 1e3,
-	       r->lat[r->n * 99 / 100] / 1e3, r->lat[r->n * 999 / 1000] / 1e3,
-	       r->lat[r->n - 1] / 1e3, over1, over10);
-}
+#include "getlat.h"
 
 int main(int argc, char **argv)
 {
