@@ -107,19 +107,26 @@ def stop(p):
     assert p.wait(timeout=60) == 0, "kvtierd exit status %s" % p.returncode
 
 
-def main():
-    if len(sys.argv) != 3:
-        raise SystemExit(__doc__)
-    kvtierd, kvtier = sys.argv[1], sys.argv[2]
-    base = tempfile.mkdtemp(prefix="kvt-fulldisk-")
+def mount_tmpfs(prefix, mib):
+    """A tmpfs of mib MiB at BASE/fs under a new temp dir BASE: (BASE, mount
+    point); exits 77 (skipped) where mounting is refused."""
+    base = tempfile.mkdtemp(prefix=prefix)
     mnt = os.path.join(base, "fs")
     os.mkdir(mnt)
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=%dm" % FS_MIB, "tmpfs", mnt],
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=%dm" % mib, "tmpfs", mnt],
                        capture_output=True, text=True)
     if r.returncode != 0:
         print("SKIP: cannot mount a tmpfs here (%s): run as root where mounts are allowed"
               % r.stderr.strip())
         sys.exit(77)
+    return base, mnt
+
+
+def main():
+    if len(sys.argv) != 3:
+        raise SystemExit(__doc__)
+    kvtierd, kvtier = sys.argv[1], sys.argv[2]
+    base, mnt = mount_tmpfs("kvt-fulldisk-", FS_MIB)
     p = None
     try:
         d = os.path.join(mnt, "store")

@@ -39,14 +39,12 @@ down first, seconds past the limit).
 """
 import os
 import re
-import signal
 import subprocess
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import test_fulldisk as fd  # noqa: E402  (Resp, stats, settled, val, VAL)
+import test_fulldisk as fd  # noqa: E402  (Resp, settled, stop, mount_tmpfs)
 
 FS_MIB = 24
 NA = 80
@@ -110,24 +108,11 @@ def fill(mnt, path, leave):
     os.close(fdw)
 
 
-def stop(p):
-    p.send_signal(signal.SIGTERM)
-    assert p.wait(timeout=60) == 0, "kvtierd exit status %s" % p.returncode
-
-
 def main():
     if len(sys.argv) != 3:
         raise SystemExit(__doc__)
     kvtierd, kvtier = sys.argv[1], sys.argv[2]
-    base = tempfile.mkdtemp(prefix="kvt-fullstop-")
-    mnt = os.path.join(base, "fs")
-    os.mkdir(mnt)
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=%dm" % FS_MIB, "tmpfs", mnt],
-                       capture_output=True, text=True)
-    if r.returncode != 0:
-        print("SKIP: cannot mount a tmpfs here (%s): run as root where mounts are allowed"
-              % r.stderr.strip())
-        sys.exit(77)
+    base, mnt = fd.mount_tmpfs("kvt-fullstop-", FS_MIB)
     p = None
     try:
         d = os.path.join(mnt, "store")
@@ -140,7 +125,7 @@ def main():
         st = fd.settled(kvtier, nport)
         assert st["ssd.writedown_blocks"] >= NA, st["ssd.writedown_blocks"]
         c.close()
-        stop(p)
+        fd.stop(p)
 
         # 2. The "b" in DRAM only; the disk fills; a graceful stop.
         log = os.path.join(base, "2.log")
@@ -154,7 +139,7 @@ def main():
         filler = os.path.join(mnt, "filler")
         fill(mnt, filler, 2 << 20)
         t0 = time.monotonic()
-        stop(p)
+        fd.stop(p)
         p = None
         print("stop on a full disk: %.2f s" % (time.monotonic() - t0))
         text = open(log).read()
@@ -168,7 +153,7 @@ def main():
         a = sum(c.get(i) for i in range(NA))
         b = [i - 1000 for i in range(1000, 1000 + NB) if c.get(i)]
         c.close()
-        stop(p)
+        fd.stop(p)
         p = None
         print("after the restart: %d of %d a (on the SSD before the stop), %d of %d b "
               "(only in DRAM at the stop): %s" % (a, NA, len(b), NB, b))
@@ -206,10 +191,10 @@ def main():
         os.unlink(filler)
         assert put(kvtier, nport, 100) == 0
         ok.append(100)
-        stop(p)
+        fd.stop(p)
         p, rport, nport = start(kvtierd, d, os.path.join(base, "5.log"))
         back = [i for i in ok if get(kvtier, nport, i)]
-        stop(p)
+        fd.stop(p)
         p = None
         assert back == ok, "answered %s, back after the restart %s" % (ok, back)
         print("registry: ok")
@@ -235,7 +220,7 @@ def main():
                 break
             time.sleep(0.1)
             st = fd.stats(kvtier, nport)
-        stop(p)
+        fd.stop(p)
         print("shared tier: %d written, %d failed" % (st["shared.writes"],
                                                        st["shared.write_errors"]))
         assert st["shared.writes"] > 0 and st["shared.write_errors"] > 0
@@ -249,7 +234,7 @@ def main():
         c = fd.Resp(rport)
         hits = sum(c.get(i) for i in range(2000, 2064))
         c.close()
-        stop(p)
+        fd.stop(p)
         p = None
         print("another server: %d of 64 exact, the rest misses" % hits)
         assert hits == st["shared.writes"]
@@ -270,7 +255,7 @@ def main():
                 c.set(i)
             c.close()
             t0 = time.monotonic()
-            stop(p)
+            fd.stop(p)
             p = None
             took[ms] = time.monotonic() - t0
         print("stop on a slow device: %.2f s with the write-down off, %.2f s with 400 ms"
@@ -288,7 +273,7 @@ def main():
         c = fd.Resp(rport)
         kept = sum(c.get(i) for i in range(3000, 3300))
         c.close()
-        stop(p)
+        fd.stop(p)
         p = None
         print("after the restart: %d of 300 exact, the rest misses" % kept)
         assert kept > 0
