@@ -5077,11 +5077,11 @@ static void slot_sweep_round(const char *reuse)
  *      waiting).  20,000 blocks into 16 shards: each table doubles to 2,048
  *      chains, and no put moves more than a few chains' entries
  *      (ssd.idx_grow_max_moved; a whole-shard rehash moves over 1,000).
- *      Deletes and puts again meanwhile, and a close and reopen with
- *      growths under way (the close's checkpoint and slot-list check walk
- *      both tables; recovery rebuilds the index through the same puts):
- *      every block reads back exact, every deleted one misses, no entry
- *      off its slot's list. */
+ *      Deletes and puts again meanwhile, and a close and reopen
+ *      (recovery rebuilds the index through the same puts): every block
+ *      reads back exact, every deleted one misses, no entry off its slot's
+ *      list.  The close finds no growth under way (1,250 a shard ends the
+ *      one begun at 1,025): idx_grow_ckpt closes mid-growth. */
 /* Room for every block, none evicted: 4 KiB a record at 4096 (test_ssd_4k). */
 static struct kvt_store *idx_grow_open(const char *dir)
 {
