@@ -5152,8 +5152,10 @@ static void test_idx_grow(void)
  *      close's checkpoint walks both tables of most shards.  The reopen
  *      reads the checkpoint alone: it must name every block exactly once
  *      (ssd.recovery_checkpoint_blocks), and each reads back exact.  Twice:
- *      the recovery's own puts leave the shards mid-growth again.  Checked
- *      against a checkpoint walk of the new table alone: blocks lost. */
+ *      the recovery's own puts leave the shards mid-growth again.  Then a
+ *      clear mid-growth: every block a miss, and after a reopen.  Checked
+ *      against a checkpoint walk (blocks lost) and a sweep (blocks left)
+ *      of the new table alone. */
 static void test_idx_grow_ckpt(void)
 {
 	char *dir = t_mkdtemp();
@@ -5187,6 +5189,25 @@ static void test_idx_grow_ckpt(void)
 		T_EQ_U64(hits, blocks);
 		T_EQ_U64(t_stat(s, "ssd.slot_list_errors"), 0);
 	}
+	/* A clear mid-growth (its sweep walks both tables, removing): every
+	 * block gone, and still after a reopen. */
+	T_ASSERT(t_stat(s, "ssd.idx_growing") >= 8);
+	T_ASSERT(kvt_clear(s, ns) > 0);
+	T_OK(kvt_flush(s));
+	T_EQ_U64(t_stat(s, "ssd.blocks"), 0);
+	for (int round = 0; round < 2; round++) {
+		uint64_t hits = 0;
+		for (uint64_t k = 0; k < n; k++)
+			hits += t_get_filled(s, ns, k, len) == KVT_OK;
+		T_EQ_U64(hits, 0);
+		if (round == 0) {
+			kvt_store_destroy(s);
+			s = idx_grow_open(dir);
+			ns = ns_of(s);
+			T_EQ_U64(t_stat(s, "ssd.blocks"), 0);
+		}
+	}
+	T_EQ_U64(t_stat(s, "ssd.slot_list_errors"), 0);
 	kvt_store_destroy(s);
 	t_rmtree(dir);
 	free(dir);
