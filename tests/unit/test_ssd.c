@@ -5274,11 +5274,11 @@ static void test_slot_list_check(void)
  *      waiting).  20,000 blocks into 16 shards: each table doubles to 2,048
  *      chains, and no put moves more than a few chains' entries
  *      (ssd.idx_grow_max_moved; a whole-shard rehash moves over 1,000).
- *      Deletes and puts again meanwhile, and a close and reopen with
- *      growths under way (the close's checkpoint and slot-list check walk
- *      both tables; recovery rebuilds the index through the same puts):
- *      every block reads back exact, every deleted one misses, no entry
- *      off its slot's list. */
+ *      Deletes and puts again meanwhile, and a close and reopen
+ *      (recovery rebuilds the index through the same puts): every block
+ *      reads back exact, every deleted one misses, no entry off its slot's
+ *      list.  The close finds no growth under way (1,250 a shard ends the
+ *      one begun at 1,025): idx_grow_ckpt closes mid-growth. */
 /* Room for every block, none evicted: 4 KiB a record at 4096 (test_ssd_4k). */
 static struct kvt_store *idx_grow_open(const char *dir)
 {
@@ -5331,11 +5331,80 @@ static void test_idx_grow(void)
 		T_EQ_U64(hits + t_stat(s, "ssd.writedown_shed"), n - n / 1000);
 		T_EQ_U64(t_stat(s, "ssd.slot_list_errors"), 0);
 		if (round == 0) {
+			fprintf(stderr, "  idx_grow: %llu shards growing at the close\n",
+				(unsigned long long)t_stat(s, "ssd.idx_growing"));
 			kvt_store_destroy(s);
 			s = idx_grow_open(dir);
 			ns = ns_of(s);
 		}
 	}
+	kvt_store_destroy(s);
+	t_rmtree(dir);
+	free(dir);
+}
+
+/* 15f. A checkpoint written while the shards' tables are being doubled
+ *      (review45g): 17,600 blocks, 1,100 a shard, stop each shard between
+ *      its doubling at 1,025 entries and its end 128 puts later, so the
+ *      close's checkpoint walks both tables of most shards.  The reopen
+ *      reads the checkpoint alone: it must name every block exactly once
+ *      (ssd.recovery_checkpoint_blocks), and each reads back exact.  Twice:
+ *      the recovery's own puts leave the shards mid-growth again.  Then a
+ *      clear mid-growth: every block a miss, and after a reopen.  Checked
+ *      against a checkpoint walk (blocks lost) and a sweep (blocks left)
+ *      of the new table alone. */
+static void test_idx_grow_ckpt(void)
+{
+	char *dir = t_mkdtemp();
+	struct kvt_store *s = idx_grow_open(dir);
+	uint32_t ns = ns_of(s);
+	const uint64_t n = 17600;
+	const size_t len = 200;
+
+	for (uint64_t k = 0; k < n; k++) {
+		T_RC(t_put_filled(s, ns, k, len), KVT_OK);
+		if (k % 256 == 255)
+			T_OK(kvt_flush(s));
+	}
+	T_OK(kvt_flush(s));
+	for (int round = 0; round < 2; round++) {
+		uint64_t growing = t_stat(s, "ssd.idx_growing"), hits = 0;
+		uint64_t blocks = t_stat(s, "ssd.blocks");
+		fprintf(stderr, "  idx_grow_ckpt: round %d, %llu shards growing at the close\n",
+			round, (unsigned long long)growing);
+		T_ASSERT(growing >= 8); /* ~93% of shards: 1,100 +- 32 in [1,025, 1,153) */
+		T_EQ_U64(t_stat(s, "ssd.segments_evicted"), 0);
+		if (round == 0) /* a write-down shed is a block not kept, not lost */
+			T_EQ_U64(blocks + t_stat(s, "ssd.writedown_shed"), n);
+		kvt_store_destroy(s);
+		s = idx_grow_open(dir);
+		ns = ns_of(s);
+		T_EQ_U64(t_stat(s, "ssd.recovery_checkpoint_blocks"), blocks);
+		T_EQ_U64(t_stat(s, "ssd.blocks"), blocks);
+		for (uint64_t k = 0; k < n; k++)
+			hits += t_get_filled(s, ns, k, len) == KVT_OK;
+		T_EQ_U64(hits, blocks);
+		T_EQ_U64(t_stat(s, "ssd.slot_list_errors"), 0);
+	}
+	/* A clear mid-growth (its sweep walks both tables, removing): every
+	 * block gone, and still after a reopen. */
+	T_ASSERT(t_stat(s, "ssd.idx_growing") >= 8);
+	T_ASSERT(kvt_clear(s, ns) > 0);
+	T_OK(kvt_flush(s));
+	T_EQ_U64(t_stat(s, "ssd.blocks"), 0);
+	for (int round = 0; round < 2; round++) {
+		uint64_t hits = 0;
+		for (uint64_t k = 0; k < n; k += 8) /* ssd.blocks above: all */
+			hits += t_get_filled(s, ns, k, len) == KVT_OK;
+		T_EQ_U64(hits, 0);
+		if (round == 0) {
+			kvt_store_destroy(s);
+			s = idx_grow_open(dir);
+			ns = ns_of(s);
+			T_EQ_U64(t_stat(s, "ssd.blocks"), 0);
+		}
+	}
+	T_EQ_U64(t_stat(s, "ssd.slot_list_errors"), 0);
 	kvt_store_destroy(s);
 	t_rmtree(dir);
 	free(dir);
@@ -7180,6 +7249,7 @@ int main(void)
 		if (test_only("slot_sweep")) {
 			test_slot_sweep();
 			test_idx_grow();
+			test_idx_grow_ckpt();
 			continue;
 		}
 		if (test_only("reuse")) {
@@ -7225,6 +7295,7 @@ int main(void)
 		test_reuse_fault();
 		test_slot_sweep();
 		test_idx_grow();
+		test_idx_grow_ckpt();
 		test_resize_crash();
 		test_prefetch_lock();
 		test_race_eviction();

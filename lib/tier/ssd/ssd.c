@@ -4850,7 +4850,7 @@ uint64_t ssd_room_bytes(struct ssd *s)
 void ssd_stats(struct ssd *s, kvt_stats_fn fn, void *ctx)
 {
 	uint64_t blocks = 0, bytes = 0, rec_bytes = 0, log_bytes = 0, used_slots = 0, wd_bytes,
-		 inflight, placed, parked;
+		 inflight, placed, parked, growing = 0;
 	double bps;
 	bool measured, degraded, lost;
 
@@ -4859,6 +4859,7 @@ void ssd_stats(struct ssd *s, kvt_stats_fn fn, void *ctx)
 		blocks += s->shards[i].count - s->shards[i].dead;
 		bytes += s->shards[i].bytes;
 		rec_bytes += s->shards[i].rec_bytes;
+		growing += s->shards[i].old != NULL;
 		pthread_mutex_unlock(&s->shards[i].lock);
 	}
 	pthread_mutex_lock(&s->seg_lock);
@@ -4972,6 +4973,7 @@ void ssd_stats(struct ssd *s, kvt_stats_fn fn, void *ctx)
 	fn(ctx, "ssd.idx_grows", AL(s->idx_grows), NULL);
 	fn(ctx, "ssd.idx_grow_max_ns", AL(s->idx_grow_max_ns), NULL);
 	fn(ctx, "ssd.idx_grow_max_moved", AL(s->idx_grow_max_moved), NULL);
+	fn(ctx, "ssd.idx_growing", growing, NULL);
 	fn(ctx, "ssd.evicted_to_shared", AL(s->evicted_handed), NULL);
 	fn(ctx, "ssd.checkpoints", AL(s->ckpts), NULL);
 	fn(ctx, "ssd.recovery_ns", s->rec_ns, NULL);
