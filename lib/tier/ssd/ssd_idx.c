@@ -286,6 +286,12 @@ static bool idx_remove_if(struct ssd *s, uint32_t ns, const struct kvt_key *k, u
 		ssd_idx_remove_locked(s, sh, pp);
 		found = true;
 	}
+	/* A growth under way takes a step on a delete too (as Redis's dict
+	 * does): a shard that only deletes after a doubling began no longer
+	 * keeps the old table, a third of its chains' memory (review45g).
+	 * Not in the walks' removals: they iterate the tables. */
+	if (sh->old)
+		idx_grow_note(s, kvt_now_ns(), idx_grow_step(s, sh, IDX_GROW_STEP));
 	pthread_mutex_unlock(&sh->lock);
 	return found;
 }
