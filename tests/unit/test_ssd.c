@@ -5353,6 +5353,18 @@ static void test_idx_grow(void)
  *      clear mid-growth: every block a miss, and after a reopen.  Checked
  *      against a checkpoint walk (blocks lost) and a sweep (blocks left)
  *      of the new table alone. */
+/* idx_grow_ckpt's fill: n blocks of len bytes, flushed every 256, most
+ * shards left mid-growth. */
+static void idx_grow_fill(struct kvt_store *s, uint32_t ns, uint64_t n, size_t len)
+{
+	for (uint64_t k = 0; k < n; k++) {
+		T_RC(t_put_filled(s, ns, k, len), KVT_OK);
+		if (k % 256 == 255)
+			T_OK(kvt_flush(s));
+	}
+	T_OK(kvt_flush(s));
+}
+
 static void test_idx_grow_ckpt(void)
 {
 	char *dir = t_mkdtemp();
@@ -5361,12 +5373,7 @@ static void test_idx_grow_ckpt(void)
 	const uint64_t n = 17600;
 	const size_t len = 200;
 
-	for (uint64_t k = 0; k < n; k++) {
-		T_RC(t_put_filled(s, ns, k, len), KVT_OK);
-		if (k % 256 == 255)
-			T_OK(kvt_flush(s));
-	}
-	T_OK(kvt_flush(s));
+	idx_grow_fill(s, ns, n, len);
 	for (int round = 0; round < 2; round++) {
 		uint64_t growing = t_stat(s, "ssd.idx_growing"), hits = 0;
 		uint64_t blocks = t_stat(s, "ssd.blocks");
@@ -5424,12 +5431,7 @@ static void test_idx_grow_delete(void)
 	const size_t len = 200;
 	uint64_t hits = 0, growing;
 
-	for (uint64_t k = 0; k < n; k++) {
-		T_RC(t_put_filled(s, ns, k, len), KVT_OK);
-		if (k % 256 == 255)
-			T_OK(kvt_flush(s));
-	}
-	T_OK(kvt_flush(s));
+	idx_grow_fill(s, ns, n, len);
 	growing = t_stat(s, "ssd.idx_growing");
 	T_ASSERT(growing >= 8);
 	for (uint64_t k = 0; k < n; k += 4) {
