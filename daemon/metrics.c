@@ -426,6 +426,15 @@ static void metrics_repair(void *ctx, const char *name, uint64_t v)
 		{ "repair.lane_conn_busy", "kvtier_repair_lane_conn_busy_total", "counter",
 		  "forward lane connections a member refused busy (--tenant-conns, "
 		  "--max-conns): their copies put back in the lane" },
+		{ "repair.pass_conn_busy", "kvtier_repair_pass_conn_busy_total", "counter",
+		  "healing pass connections a member refused busy (--tenant-conns, "
+		  "--max-conns): no error, the pass run again" },
+		{ "repair.lane_resent", "kvtier_repair_lane_resent_total", "counter",
+		  "forward lane batches sent again on a new connection: the kept one was "
+		  "found closed before any answer" },
+		{ "repair.lane_keep_refused", "kvtier_repair_lane_keep_refused_total", "counter",
+		  "forward lane connections closed after a batch: --max-memory had no room "
+		  "to keep them" },
 		{ "repair.copies_clamped", "kvtier_repair_copies_clamped_total", "counter",
 		  "placed puts that asked more copies than --max-copies: kept on that many" },
 		{ "repair.untracked", "kvtier_repair_untracked_total", "counter",

@@ -175,6 +175,7 @@ static int peer_fill(struct kvtd_peer *p, size_t want, int64_t since)
 			r = tlsio_read(p->ssl, p->rbuf + p->rlen, p->rcap - p->rlen, &tw);
 			if (r > 0) {
 				p->rlen += (size_t)r;
+				p->in_bytes += (uint64_t)r;
 				return 0;
 			}
 			if (r == 0 || errno != EAGAIN)
@@ -194,6 +195,7 @@ static int peer_fill(struct kvtd_peer *p, size_t want, int64_t since)
 		if (r <= 0)
 			return r == 0 ? -ECONNRESET : -errno;
 		p->rlen += (size_t)r;
+		p->in_bytes += (uint64_t)r;
 		return 0;
 	}
 }

@@ -33,6 +33,9 @@ struct kvtd_peer {
 				  * (or the last final one): PEER_TIMEOUT_MS */
 	uint64_t answer_ms;      /* ... since the last final answer: PEER_ANSWER_MS */
 	unsigned more_frames;    /* MORE frames since then: PEER_MORE_MAX */
+	uint64_t in_bytes;       /* bytes read from the member since the open (repair.c:
+				  * a kept connection found closed before any of a
+				  * batch's answer came is opened again) */
 	uint8_t *rbuf;
 	size_t rcap, rlen, used;
 	struct proto_frame resp; /* the last response, in rbuf */

@@ -70,6 +70,7 @@
 #include "repair.h"
 #include "placement.h"
 #include "tlsio.h"
+#include "tlsmem.h"
 
 #include <openssl/crypto.h>
 
@@ -232,6 +233,14 @@ struct kvtd_repair {
 	 * in the lane as copies refused busy) */
 	uint64_t lane_idle_ns;
 	_Atomic uint64_t lane_connects, lane_reused, lane_conn_busy;
+	/* pass workers' connections a member refused busy (its
+	 * --tenant-conns, --max-conns): not counted in errors, the pass run
+	 * again ("a pass's, refused busy": repair_peer) */
+	_Atomic uint64_t pass_conn_busy;
+	/* lanes' batches sent again on a new connection (their kept one
+	 * found closed before any answer), kept connections closed for want
+	 * of --max-memory ("A lane's connection") */
+	_Atomic uint64_t lane_resent, lane_keep_refused;
 };
 
 /*
@@ -677,6 +686,12 @@ struct rpeer {
 	 * tenant's were dropped after 3 tries for the first one's full
 	 * --tenant-conns). */
 	char busy_tenant[PROTO_TENANT_MAX + 1];
+	/* A lane's kept connection ("A lane's connection" below): reused for
+	 * this batch (reuse_in: its p.in_bytes then), and found closed before
+	 * a byte of an answer came in this batch (stale: the batch is sent
+	 * again on a new connection, once) */
+	bool reused, stale;
+	uint64_t reuse_in;
 };
 
 struct rpass {
@@ -828,6 +843,19 @@ static bool repair_busy_now(struct kvtd_repair *rp)
 
 static void repair_conn_lost(struct rpass *ps, struct rpeer *r, int rc)
 {
+	/* A lane's kept connection the member closed between the reuse
+	 * check and this batch (its --idle-timeout, a restart): the send
+	 * failed (EPIPE), or the socket was reset or at EOF, before a byte
+	 * of any answer came and with no PUT in flight -- nothing of the
+	 * batch was taken there, so it is sent again on a new connection
+	 * (repair_lane_main), not counted as lost */
+	if (ps->fwd && r->reused && r->p.in_bytes == r->reuse_in && !r->fl_n &&
+	    (rc == -EPIPE || rc == -ECONNRESET)) {
+		kvtd_log(KVTD_INFO, "repair: a lane's kept connection was closed; again",
+			 "member=%s error=%d", r->p.addr, rc);
+		r->stale = true;
+		rc = -ECANCELED; /* (counted by the lane: repair.lane_resent) */
+	}
 	/* -ECANCELED: the server stops, or the pass is cut (repair.cut says
 	 * so; the next pass redoes its work) -- no member failed */
 	if (rc != -ECANCELED) {
@@ -969,7 +997,7 @@ static struct rpeer *repair_peer(struct rpass *ps, unsigned i, uint32_t ns, cons
 					 ps->rp->srv->cfg.peer_connect_ms,
 					 ps->rp->srv->tls_peer_ctx, ps->stop_fd);
 		OPENSSL_cleanse(secret, sizeof(secret));
-		if (rc == KVT_EBUSY && ps->busy) {
+		if (rc == KVT_EBUSY && ps->fwd && ps->busy) {
 			/* a lane's, refused busy (the tenant's --tenant-conns
 			 * there, its --max-conns): the batch's copies not sent
 			 * go back in the lane as copies refused busy
@@ -978,10 +1006,22 @@ static struct rpeer *repair_peer(struct rpass *ps, unsigned i, uint32_t ns, cons
 				 "member=%s tenant=%s", ps->m[i].addr, tenant);
 			atomic_fetch_add(&ps->rp->lane_conn_busy, 1);
 			r->conn_busy = true;
-			if (ps->fwd)
-				snprintf(r->busy_tenant, sizeof(r->busy_tenant), "%s", tenant);
-			else
-				r->failed = true;
+			snprintf(r->busy_tenant, sizeof(r->busy_tenant), "%s", tenant);
+			return NULL;
+		}
+		if (rc == KVT_EBUSY && !ps->fwd) {
+			/* A pass's, refused busy: a live member saying wait,
+			 * not one out of reach.  Nothing more is sent to it
+			 * in this pass and the pass is run again (its work
+			 * is not done), but no error is counted and nothing
+			 * says it cannot be reached (repair.pass_conn_busy;
+			 * it was "cannot reach a member" and repair.errors:
+			 * test_peer_attack `pass_busy`). */
+			kvtd_log(KVTD_INFO, "repair: a member refused a pass's connection busy",
+				 "member=%s tenant=%s", ps->m[i].addr, tenant);
+			atomic_fetch_add(&ps->rp->pass_conn_busy, 1);
+			r->failed = true;
+			ps->retry = true;
 			return NULL;
 		}
 		if (rc < 0) {
@@ -994,6 +1034,7 @@ static struct rpeer *repair_peer(struct rpass *ps, unsigned i, uint32_t ns, cons
 			return NULL;
 		}
 		r->open = true;
+		r->reused = false; /* a new one */
 		if (ps->fwd)
 			atomic_fetch_add(&ps->rp->lane_connects, 1);
 	}
@@ -2098,6 +2139,45 @@ static bool repair_peer_reusable(const struct rpeer *r)
 	return poll(&pf, 1, 0) == 0;
 }
 
+/* What a kept connection holds (charged to --max-memory while kept):
+ * its read buffer and, over TLS, the SSL's established state, write
+ * buffer and a read buffer (tlsmem.h, as a client connection's). */
+static uint64_t repair_conn_bytes(const struct kvtd_peer *p)
+{
+	return (uint64_t)p->rcap + (p->ssl ? (uint64_t)TLS_SSL_MEM + TLS_RBUF : 0);
+}
+
+/* The lane's connection r closed if open, its charge (*charged) given
+ * back. */
+static void repair_lane_close(struct kvtd_repair *rp, struct rpeer *r, uint64_t *charged)
+{
+	if (r->open)
+		kvtd_peer_close(&r->p);
+	r->open = false;
+	kvtd_mem_uncharge(rp->srv, *charged);
+	*charged = 0;
+}
+
+/* May the lane keep its open connection r after a batch?  Its buffers
+ * and TLS state are charged to --max-memory (*charged: what is, brought
+ * to what it holds now); no room: false (it is closed, as a client's
+ * connection is refused its buffers). */
+static bool repair_lane_keep(struct kvtd_repair *rp, struct rpeer *r, uint64_t *charged)
+{
+	uint64_t want = repair_conn_bytes(&r->p);
+
+	if (want > *charged) {
+		if (!kvtd_mem_charge(rp->srv, want - *charged, false)) {
+			atomic_fetch_add(&rp->lane_keep_refused, 1);
+			return false;
+		}
+	} else {
+		kvtd_mem_uncharge(rp->srv, *charged - want);
+	}
+	*charged = want;
+	return true;
+}
+
 /* A lane's thread: its copies, a batch at a time, on one connection while
  * it stays healthy ("A lane's connection" above), until none wait for
  * lane_idle_ns (or the server stops). */
@@ -2110,6 +2190,7 @@ static void *repair_lane_main(void *arg)
 			    .stop_fd = rp->stop_fd };
 	struct rpeer peer;
 	uint64_t conn_epoch = 0, idle_since = kvtd_now_ns();
+	uint64_t conn_charged = 0; /* the kept connection's charge (repair_lane_keep) */
 
 	memset(&peer, 0, sizeof(peer));
 	peer.p.fd = -1;
@@ -2125,8 +2206,7 @@ static void *repair_lane_main(void *arg)
 			rp->lanes_ended++;
 			pthread_cond_signal(&rp->cond);
 			pthread_mutex_unlock(&rp->lock);
-			if (peer.open)
-				kvtd_peer_close(&peer.p);
+			repair_lane_close(rp, &peer, &conn_charged);
 			return NULL;
 		}
 		if (!ln->n) {
@@ -2154,18 +2234,17 @@ static void *repair_lane_main(void *arg)
 		pthread_mutex_unlock(&rp->lock);
 
 		if (peer.open && (repair_epoch(rp) != conn_epoch || !repair_peer_reusable(&peer) ||
-				  strcmp(peer.p.addr, m.addr) != 0)) {
-			kvtd_peer_close(&peer.p);
-			peer.open = false;
-		}
+				  strcmp(peer.p.addr, m.addr) != 0))
+			repair_lane_close(rp, &peer, &conn_charged);
 		if (peer.open) {
 			atomic_fetch_add(&rp->lane_reused, 1);
+			peer.reused = true;
+			peer.reuse_in = peer.p.in_bytes;
 		} else {
 			memset(&peer, 0, sizeof(peer));
 			peer.p.fd = -1;
 			conn_epoch = repair_epoch(rp); /* (before it opens) */
 		}
-		peer.busy_tenant[0] = '\0';
 		ps.peers = &peer;
 		ps.retry = false;
 		ps.batch = q;
@@ -2174,14 +2253,35 @@ static void *repair_lane_main(void *arg)
 			atomic_fetch_add(&rp->errors, 1);
 		} else {
 			qsort(q, n, sizeof(*q), rent_cmp); /* a namespace's together */
-			repair_member(&ps, 0, q, n, NULL, NULL);
+			/* Once again on a new connection if the kept one was
+			 * found closed before any answer came (stale: the
+			 * member closed it just after the reuse check).  Only
+			 * then: no byte of an answer read, no PUT in flight --
+			 * what went out was NS_REGISTER or EXISTS, which change
+			 * nothing there; and a lane's PUTs (PLACED|REPAIR of
+			 * immutable values) would be no-ops again anyway. */
+			for (int again = 0; again < 2; again++) {
+				peer.busy_tenant[0] = '\0';
+				peer.stale = false;
+				repair_member(&ps, 0, q, n, NULL, NULL);
+				if (!peer.stale || again)
+					break;
+				atomic_fetch_add(&rp->lane_resent, 1);
+				repair_lane_close(rp, &peer, &conn_charged);
+				memset(&peer, 0, sizeof(peer));
+				peer.p.fd = -1;
+				conn_epoch = repair_epoch(rp);
+				if (ps.busy)
+					memset(ps.busy, 0, n);
+			}
 			kvt_queue_destroy(ps.q);
 			ps.q = NULL;
 		}
-		if (peer.open && (peer.failed || rp->lane_idle_ns == 0)) {
-			kvtd_peer_close(&peer.p);
-			peer.open = false;
-		}
+		if (peer.open && (peer.failed || rp->lane_idle_ns == 0 ||
+				  !repair_lane_keep(rp, &peer, &conn_charged)))
+			repair_lane_close(rp, &peer, &conn_charged);
+		if (!peer.open)
+			repair_lane_close(rp, &peer, &conn_charged); /* (its charge) */
 		atomic_fetch_add(&rp->fwd_passes, 1);
 		if (ps.busy)
 			repair_lane_busy(rp, ln, q, ps.busy, n);
@@ -2657,6 +2757,9 @@ void kvtd_repair_stats(struct kvtd_server *srv,
 	fn(ctx, "repair.lane_connects", atomic_load(&rp->lane_connects));
 	fn(ctx, "repair.lane_reused", atomic_load(&rp->lane_reused));
 	fn(ctx, "repair.lane_conn_busy", atomic_load(&rp->lane_conn_busy));
+	fn(ctx, "repair.pass_conn_busy", atomic_load(&rp->pass_conn_busy));
+	fn(ctx, "repair.lane_resent", atomic_load(&rp->lane_resent));
+	fn(ctx, "repair.lane_keep_refused", atomic_load(&rp->lane_keep_refused));
 	fn(ctx, "repair.untracked", atomic_load(&rp->untracked));
 	fn(ctx, "repair.tenant_capped", atomic_load(&rp->tenant_capped));
 	fn(ctx, "repair.forward_tenant_dropped", atomic_load(&rp->fwd_tenant_dropped));
