@@ -78,7 +78,8 @@
  *              the slow one, 3 s here)
  *   fwd_lane   a static pod of three, the fake reading a 16 MiB forward
  *              slowly: two 4 KiB forwards put after it reach the healthy
- *              member within 1 s (a forward pass waited for its slowest
+ *              member within 4 times the same forward alone (measured
+ *              first) and a second (a forward pass waited for its slowest
  *              member: 7,160 ms); the fake's lane, at 4 KiB
  *              (KVTD_TEST_LANE_BYTES), drops the second's copy, counted
  *   fwd_heal   the same pod, a healing pass sending the fake a 16 MiB
@@ -87,10 +88,13 @@
  *              passes: ~7 s, the fake given up)
  *   fwd_busy   the server and the fake, which refuses the first two PUT
  *              items KVT_EBUSY (its reservation full): the forward is
- *              stored there within 2.5 s, sent again twice (the refused
+ *              stored there within the delays twice and 10 times a
+ *              forward stored at once, sent again twice (the refused
  *              copy was lost until the member list changed); a copy
  *              always refused is given up after 3 more sends, counted;
- *              a stop during the lane's 400 ms delay exits within 250 ms
+ *              a stop during the lane's 400 ms delay exits within twice
+ *              a plain server's stop and 190 ms (it waited the delay
+ *              out)
  *   fwd_busy_hol the same, a copy always refused: a copy of another key
  *              forwarded 10 ms after its third refusal is stored within
  *              200 ms, before the refused copy is due again (400 ms; the
@@ -107,7 +111,8 @@
  *              and the new list's pass waited for it)
  *   frame_busy the same, the fake refusing the first two PUT frames
  *              KVT_EBUSY as a whole (the request's op, no items): the
- *              forward stored within 2.5 s, sent again twice, no error
+ *              forward stored within fwd_busy's bound, sent again twice,
+ *              no error
  *              (the answer was read as one of no items: lost, uncounted)
  *   busy_dup   heal_busy's server, the fake answering the pass's PUT with
  *              its one item refused busy in 30 frames of MORE, then the
@@ -146,6 +151,18 @@
  *              there within 30 s (the lane waited holding the bucket's
  *              lock, which the repair thread takes between passes: every
  *              forward, and the next pass, waited with it)
+ *   pass_busy  lane_busy's pod: a healing pass's connection refused busy
+ *              (alice's --tenant-conns held): no repair.errors, no "cannot
+ *              reach a member", counted in repair.pass_conn_busy; the pass
+ *              run again copies the block once the slot is free (it was
+ *              an error, logged as a member out of reach)
+ *   lane_stale the server and a fake storing every copy, which closes the
+ *              lane's kept connection as the next batch's EXISTS comes:
+ *              the batch sent again on a new connection, once, stored,
+ *              no error (it was lost: an error, until a list change)
+ *   lane_mem   the same fake: a lane's kept connection charged to
+ *              --max-memory (server.mem_used 64 KiB and more above its
+ *              figure once closed; it was the same)
  *   lane_bench a measurement, no test runs it (bench/RESULTS.md "Session 45:
  *              a lane's connection"): lane batches/s with a connection a
  *              batch and kept, TLS off and on
@@ -250,6 +267,8 @@ static struct {
 	 * lane's, not the poll's STATS), and of them those the server closed */
 	_Atomic unsigned data_conns, data_closed;
 	_Atomic uint64_t data_closed_ns; /* ... when the last was */
+	_Atomic bool drop_exists;    /* lane_stale: close at the next EXISTS, unanswered */
+	_Atomic unsigned dropped;    /* ... connections so closed */
 } F = { .lfd = -1, .lfd_left = -1 };
 
 /* Each connection on a thread of its own (the poll phases, fwd_batch). */
@@ -607,6 +626,12 @@ static void fk_serve(int fd, int role)
 			if (!fk_stats(fd, &f, false))
 				break;
 		} else if (f.op == PROTO_OP_BYE) {
+			break;
+		} else if (f.op == PROTO_OP_EXISTS && atomic_exchange(&F.drop_exists, false)) {
+			/* lane_stale: the member closes the kept connection as
+			 * the next batch's question comes (what the server
+			 * sees of a close just after its reuse check) */
+			atomic_fetch_add(&F.dropped, 1);
 			break;
 		} else if (fk_busy() && (f.op == PROTO_OP_EXISTS || f.op == PROTO_OP_PUT)) {
 			if (!fk_busy_answer(fd, &f))
@@ -1051,6 +1076,8 @@ static void phase_more_stall(void)
 
 /* Does the log at path hold the line naming what? */
 static bool log_says(const char *path, const char *what);
+static uint64_t anchor_of(char (*names)[32], unsigned n, const char *const *want,
+			  unsigned copies, uint64_t from);
 
 /* A member that takes the forward slowly (slow_read in the header). */
 static void phase_slow_read(void)
@@ -1447,25 +1474,34 @@ static void fwd_wait(struct kc *c, const uint8_t *ns, const char *const *key, un
  * first forward's 16 MiB PUT as slow_read does (~466 KiB/s).  Alice's
  * 16 MiB block, then two of 4 KiB, all copies 3, to s[0], each put once
  * the one before is on s[1], the healthy member: each 4 KiB one must be
- * there within LANE_BOUND_MS of its put -- one pass over the queue was
+ * there within lane_bound_ms of its put -- one pass over the queue was
  * done when its slowest worker was, so the 4 KiB blocks waited for the
  * fake to be given up (7,160 ms); the 16 MiB one, which no lane made
- * faster, within LANE_BIG_BOUND_MS (287-670 ms under ASan, 1,649-3,470
- * under TSan at load 7-9: LANE_BOUND_MS failed it).  The members run
+ * faster, within lane_bound_ms of its own baseline (287-670 ms under
+ * ASan, 1,649-3,470 under TSan at load 7-9).  The baselines are measured
+ * first in the same run: the same two sizes forwarded to s[1] alone (copies
+ * 2, placed on s[0] and s[1]: the fake not involved).  The bounds were
+ * 1,500 and 6,000 ms, fixed, until session 46.  The members run
  * with KVTD_TEST_LANE_BYTES 4096: the fake's lane, its thread held in the 16 MiB send, keeps the
  * first 4 KiB copy and drops the second (repair.forward_member_dropped),
  * which s[1] is sent all the same. */
-#define LANE_BOUND_MS 1500
-#define LANE_BIG_BOUND_MS 6000 /* under the fake's ~7 s */
+/* Four times the uncontended forward and a second: under the ~5 s a
+ * 4 KiB forward waited for the slow member before the lanes */
+static uint64_t lane_bound_ms(uint64_t base_ms)
+{
+	return 4 * base_ms + 1000;
+}
+
 static void phase_fwd_lane(void)
 {
-	char tenants[700], members[120], sub[2][600];
+	char tenants[700], members[120], sub[2][600], names[3][32], s0[32], s1[32];
 	uint16_t fp = listen_tcp(&F.lfd);
 	uint16_t port[2] = { listen_tcp(NULL), listen_tcp(NULL) };
 	struct tsrv s[2];
 	uint8_t ns[PROTO_DIGEST_LEN], ns2[PROTO_DIGEST_LEN];
 	const char *const key[3] = { "big", "small", "small2" };
-	uint64_t t0[3], ms[3], dropped = 0, member_dropped = 0;
+	const char *const base_key[2] = { "base-big", "base-small" };
+	uint64_t t0[3], ms[3], base_ms[2], dropped = 0, member_dropped = 0;
 	struct kc c;
 
 	fake_start(M_SLOW_READ, tenants, "root " SECRET_ROOT " admin\n");
@@ -1476,6 +1512,23 @@ static void phase_fwd_lane(void)
 	T_RC(kc_connect_unix(&c, s[1].sock), 0);
 	T_RC(kc_login(&c, "alice", SECRET_ALICE), 0);
 	T_RC(kc_register(&c, &desc, ns2, NULL, 0), KVT_OK);
+	/* the baselines: each size to s[1] alone (the fake not in their top) */
+	snprintf(s0, sizeof(s0), "127.0.0.1:%u", port[0]);
+	snprintf(s1, sizeof(s1), "127.0.0.1:%u", port[1]);
+	snprintf(names[0], 32, "%s", s0);
+	snprintf(names[1], 32, "%s", s1);
+	snprintf(names[2], 32, "127.0.0.1:%u", fp);
+	fwd_anchor = anchor_of(names, 3, (const char *const[]){ s0, s1 }, 2, 1);
+	for (int i = 0; i < 2; i++) {
+		uint64_t b0 = tsrv_now_ns();
+		vlen = i ? VLEN : SLOW_VLEN;
+		forward_put_key(&s[0], ns, base_key[i], 2);
+		T_ASSERT(memcmp(ns, ns2, sizeof(ns)) == 0);
+		fwd_wait(&c, ns2, &base_key[i], 1, &b0, &base_ms[i]);
+		T_ASSERT(base_ms[i] != UINT64_MAX);
+	}
+	fwd_anchor = 1;
+	T_EQ_INT(atomic_load(&F.lie_ns), 0); /* (the fake sent nothing yet) */
 	for (int i = 0; i < 3; i++) {
 		/* each once the last is there: s[1]'s lane has room (its
 		 * thread sends the 16 MiB meanwhile) */
@@ -1493,16 +1546,18 @@ static void phase_fwd_lane(void)
 			  true, &member_dropped), 0);
 	printf("fwd_lane: beside a member reading a 16 MiB forward at ~466 KiB/s: on the "
 	       "healthy member the 16 MiB block in %" PRIu64 " ms, the 4 KiB ones put after "
-	       "it in %" PRIu64 " and %" PRIu64 " ms (bounds %d, %d; the slow member given up: "
+	       "it in %" PRIu64 " and %" PRIu64 " ms (bounds %" PRIu64 ", %" PRIu64 ": alone "
+	       "they took %" PRIu64 " and %" PRIu64 " ms; the slow member given up: "
 	       "%s); %" PRIu64 " copy dropped at the slow member's lane (%" PRIu64 " forwards "
-	       "dropped)\n", ms[0], ms[1], ms[2], LANE_BIG_BOUND_MS, LANE_BOUND_MS,
+	       "dropped)\n", ms[0], ms[1], ms[2], lane_bound_ms(base_ms[0]),
+	       lane_bound_ms(base_ms[1]), base_ms[0], base_ms[1],
 	       log_says(s[0].log, "repair: lost a member") ? "yes" : "no", member_dropped,
 	       dropped);
 	for (int i = 0; i < 3; i++) /* (not there: T_LE_INT would take it for -1) */
 		T_ASSERT(ms[i] != UINT64_MAX);
-	T_LE_INT(ms[0], LANE_BIG_BOUND_MS);
+	T_LE_INT(ms[0], lane_bound_ms(base_ms[0]));
 	for (int i = 1; i < 3; i++)
-		T_LE_INT(ms[i], LANE_BOUND_MS);
+		T_LE_INT(ms[i], lane_bound_ms(base_ms[1]));
 	T_ASSERT(atomic_load(&F.lie_ns) != 0); /* the slow member was sent the big one */
 	T_GE_INT(member_dropped, 1);
 	T_EQ_U64(dropped, member_dropped);
@@ -1742,28 +1797,44 @@ static uint64_t anchor_of(char (*names)[32], unsigned n, const char *const *want
  * it began reading; logged and counted first).  The claim is that order
  * of events, not a time: a bound of the grace + 3 s, fixed, failed on a
  * loaded machine and said nothing the order does not (session 45). */
-static void phase_heal_cut(void)
+/* heal_cut's pod of four (heal_cut, pace_cut): s[0] and s[1] (sub: their
+ * bases), the slow fake (M_HEAL_CUT: slow_read's reader) and a second
+ * address of the fake that answers the poll "left" once told to, the
+ * members started with the options of more; their addresses in addr, in
+ * that order: s[0], s[1], the slow fake, the leaving one. */
+static void heal_cut_pod(struct tsrv s[2], char sub[2][600], char addr[4][32],
+			 const char *const *more)
 {
-	char tenants[700], members[160], sub[2][600], names[4][32], slow[32], gone[32];
-	char s0[32], s1[32], three[3][32];
+	char tenants[700], members[160];
 	uint16_t fp = listen_tcp(&F.lfd), lp = listen_tcp(&F.lfd_left);
 	uint16_t port[2] = { listen_tcp(NULL), listen_tcp(NULL) };
+	const uint16_t all[4] = { port[0], port[1], fp, lp };
+
+	for (int i = 0; i < 4; i++)
+		snprintf(addr[i], 32, "127.0.0.1:%u", all[i]);
+	fake_start(M_HEAL_CUT, tenants, "root " SECRET_ROOT " admin\n");
+	members_of(members, sizeof(members), all, 4);
+	pod_start(s, sub, port, members, tenants, more);
+}
+
+static void phase_heal_cut(void)
+{
+	char sub[2][600], addr[4][32], names[4][32], three[3][32];
 	const char *const more[] = { "--repair-grace", HEAL_GRACE, NULL };
+	const char *s1, *s0, *slow, *gone;
 	struct tsrv s[2];
 	uint8_t ns[PROTO_DIGEST_LEN], ns2[PROTO_DIGEST_LEN];
 	uint64_t a_big, a_small, t0, ms, end, left, cut = 0, errors = 0;
 	bool lost;
 	struct kc c;
 
-	snprintf(s0, sizeof(s0), "127.0.0.1:%u", port[0]);
-	snprintf(s1, sizeof(s1), "127.0.0.1:%u", port[1]);
-	snprintf(slow, sizeof(slow), "127.0.0.1:%u", fp);
-	snprintf(gone, sizeof(gone), "127.0.0.1:%u", lp);
-	memcpy(names[0], s0, 32);
-	memcpy(names[1], s1, 32);
-	memcpy(names[2], slow, 32);
-	memcpy(names[3], gone, 32);
-	memcpy(three, names, sizeof(three));
+	heal_cut_pod(s, sub, addr, more);
+	s0 = addr[0];
+	s1 = addr[1];
+	slow = addr[2];
+	gone = addr[3];
+	memcpy(names, addr, sizeof(names)); /* (anchor_of sorts them) */
+	memcpy(three, addr, sizeof(three));
 	a_big = anchor_of(names, 4, (const char *const[]){ s0, slow }, 2, 1);
 	/* the small one on the leaving member, and on s[1] once it is gone */
 	for (a_small = 1;; a_small++) {
@@ -1771,9 +1842,6 @@ static void phase_heal_cut(void)
 		if (anchor_of(three, 3, (const char *const[]){ s1 }, 1, a_small) == a_small)
 			break;
 	}
-	fake_start(M_HEAL_CUT, tenants, "root " SECRET_ROOT " admin\n");
-	members_of(members, sizeof(members), (const uint16_t[]){ port[0], port[1], fp, lp }, 4);
-	pod_start(s, sub, port, members, tenants, more);
 	fwd_flags = PROTO_IF_PLACED;
 	vlen = SLOW_VLEN;
 	fwd_anchor = a_big;
@@ -1831,20 +1899,49 @@ static void phase_heal_cut(void)
 /* A forwarded copy the member refuses busy (fwd_busy in the header).
  * The server and the fake, which answers the first BUSY_REFUSE PUT items
  * KVT_EBUSY (its reservation full) and stores the next: alice's 4 KiB
- * forward must be stored there within BUSY_BOUND_MS, sent again twice
+ * forward must be stored there within busy_bound_ms (below), sent again twice
  * (a refused copy was counted as an error and lost until the member
  * list changed).  Then one the fake always refuses: given up after
  * REPAIR_BUSY_TRIES (3) more sends, counted. */
-#define BUSY_BOUND_MS 2500 /* 100 + 200 ms of delay, and the sends */
+#define BUSY_DELAYS_MS 300 /* repair.c's delays before the second and third sends */
 #define BUSY_TRIES 3u      /* repair.c's REPAIR_BUSY_TRIES */
-/* A stop during the lane's 400 ms delay, a copy queued: its exit (the
- * delay waited out: 380 ms and more) */
-#define BUSY_STOP_MS 250
+/* The bound on a copy refused busy twice, against the same forward
+ * stored at once in the same run (base_ms: the machine's load): the
+ * delays twice over and ten such sends.  It was 2,500 ms, fixed (session
+ * 46); the defect it guards is the copy lost (never stored). */
+static uint64_t busy_bound_ms(uint64_t base_ms)
+{
+	return 2 * BUSY_DELAYS_MS + 10 * base_ms;
+}
+
+/* The baseline: a forward of key the busy fake stores at once (its
+ * refusals spent), ms from its put to its store. */
+static uint64_t busy_base_ms(const char *key)
+{
+	uint8_t ns[PROTO_DIGEST_LEN];
+	unsigned ok = atomic_load(&F.busy_ok);
+	uint64_t t0 = tsrv_now_ns(), end = t0 + 10000000000ull;
+
+	forward_put_key(&srv, ns, key, 2);
+	while (atomic_load(&F.busy_ok) == ok && tsrv_now_ns() < end)
+		tsrv_sleep_ms(1);
+	T_EQ_INT(atomic_load(&F.busy_ok), ok + 1);
+	return (tsrv_now_ns() - t0) / 1000000;
+}
+
+/* A stop during the lane's 400 ms delay, a copy queued: its exit within
+ * twice the stop of a plain server in the same run and half that delay
+ * (the delay waited out: 380 ms and more; it was 250 ms, fixed).  (A
+ * server with --members of itself and an address nobody listens on took
+ * 89-101 ms to stop: no baseline for the 400 ms.) */
+#define BUSY_STOP_SLACK_MS 190
 static void phase_fwd_busy(void)
 {
 	uint8_t ns[PROTO_DIGEST_LEN];
-	uint64_t t0, end, ms, retried = 0, dropped = 0, fwd_dropped = 0;
+	uint64_t t0, end, ms, base_ms, base_stop, retried = 0, dropped = 0, fwd_dropped = 0;
 	unsigned refused;
+	char dir[700];
+	struct tsrv plain;
 
 	pod_fake("fwd_busy", M_FWD_BUSY, "root " SECRET_ROOT " admin\n", NULL);
 	t0 = tsrv_now_ns();
@@ -1852,11 +1949,12 @@ static void phase_fwd_busy(void)
 	ms = busy_stored_ms(t0);
 	T_RC(kc_stat_once(0, srv.sock, "root", SECRET_ROOT, "repair.forward_busy_retried",
 			  true, &retried), 0);
-	printf("fwd_busy: a copy refused busy %u times stored after %" PRIu64 " ms (bound %d), "
-	       "%" PRIu64 " sent again\n", atomic_load(&F.busy_refused), ms, BUSY_BOUND_MS,
-	       retried);
-	T_ASSERT(ms != UINT64_MAX); /* (T_LE_INT would take it for -1) */
-	T_LE_INT(ms, BUSY_BOUND_MS);
+	T_ASSERT(ms != UINT64_MAX); /* stored at all (the old defect: lost) */
+	base_ms = busy_base_ms("busy-baseline");
+	printf("fwd_busy: a copy refused busy %u times stored after %" PRIu64 " ms (bound %"
+	       PRIu64 ": one stored at once took %" PRIu64 " ms), %" PRIu64 " sent again\n",
+	       atomic_load(&F.busy_refused), ms, busy_bound_ms(base_ms), base_ms, retried);
+	T_LE_INT(ms, busy_bound_ms(base_ms));
 	T_EQ_INT(atomic_load(&F.busy_refused), BUSY_REFUSE);
 	T_EQ_U64(retried, BUSY_REFUSE);
 
@@ -1881,7 +1979,7 @@ static void phase_fwd_busy(void)
 	T_EQ_U64(dropped, 1);
 	T_EQ_U64(retried, BUSY_REFUSE + BUSY_TRIES);
 	T_EQ_INT(atomic_load(&F.busy_refused), BUSY_REFUSE + 1 + BUSY_TRIES);
-	T_EQ_INT(atomic_load(&F.busy_ok), 1);
+	T_EQ_INT(atomic_load(&F.busy_ok), 2); /* (and the baseline's) */
 	T_EQ_U64(fwd_dropped, 0); /* (the queue's, not the member's refusals) */
 
 	/* again, stopped 20 ms into the 400 ms delay after its third
@@ -1895,9 +1993,15 @@ static void phase_fwd_busy(void)
 	tsrv_sleep_ms(20);
 	fake_stop();
 	ms = stop_timed(&srv);
-	printf("fwd_busy: stopped during the lane's delay: exited in %" PRIu64 " ms (bound %d)\n",
-	       ms, BUSY_STOP_MS);
-	T_LE_INT(ms, BUSY_STOP_MS);
+	tsrv_check_reports(base);
+	/* the baseline: a plain server's stop */
+	snprintf(dir, sizeof(dir), "%s/fwd_busy_plain", base);
+	tsrv_start(&plain, bin, base, dir, NULL, (const char *[]){ "--ssd", "0", NULL });
+	base_stop = stop_timed(&plain);
+	printf("fwd_busy: stopped during the lane's delay: exited in %" PRIu64 " ms (bound %"
+	       PRIu64 ": a plain server's stop took %" PRIu64 " ms)\n", ms,
+	       2 * base_stop + BUSY_STOP_SLACK_MS, base_stop);
+	T_LE_INT(ms, 2 * base_stop + BUSY_STOP_SLACK_MS);
 	tsrv_check_reports(base);
 }
 
@@ -1996,23 +2100,24 @@ static void phase_heal_busy(void)
 /* A PUT refused busy as a whole (frame_busy in the header): the fake
  * answers the first BUSY_REFUSE PUT frames KVT_EBUSY, the request's op
  * with no items (doc/protocol.md, level 2): the forward must be stored
- * within BUSY_BOUND_MS, sent again as an item refused busy is, and no
+ * within busy_bound_ms, sent again as an item refused busy is, and no
  * error counted (the answer was read as one of no items: the copy lost,
  * nothing counted). */
 static void phase_frame_busy(void)
 {
 	uint8_t ns[PROTO_DIGEST_LEN];
-	uint64_t t0, ms, retried = 0, errors = 0;
+	uint64_t t0, ms, base_ms, retried = 0, errors = 0;
 
 	pod_fake("frame_busy", M_FRAME_BUSY, "root " SECRET_ROOT " admin\n", NULL);
 	t0 = tsrv_now_ns();
 	forward_put_key(&srv, ns, "frame-busy", 2);
 	ms = busy_stored_ms(t0);
+	T_ASSERT(ms != UINT64_MAX); /* stored at all (the old defect: lost) */
+	base_ms = busy_base_ms("frame-baseline");
 	printf("frame_busy: a copy whose PUT was refused busy as a whole %u times stored "
-	       "after %" PRIu64 " ms (bound %d)\n", atomic_load(&F.busy_refused), ms,
-	       BUSY_BOUND_MS);
-	T_ASSERT(ms != UINT64_MAX); /* (T_LE_INT would take it for -1) */
-	T_LE_INT(ms, BUSY_BOUND_MS);
+	       "after %" PRIu64 " ms (bound %" PRIu64 ": one stored at once took %" PRIu64
+	       " ms)\n", atomic_load(&F.busy_refused), ms, busy_bound_ms(base_ms), base_ms);
+	T_LE_INT(ms, busy_bound_ms(base_ms));
 	T_EQ_INT(atomic_load(&F.busy_refused), BUSY_REFUSE);
 	T_RC(kc_stat_once(0, srv.sock, "root", SECRET_ROOT, "repair.forward_busy_retried",
 			  false, &retried), 0);
@@ -2448,28 +2553,16 @@ static void phase_lane_busy_tenant(void)
 #define PACE_CUT_WAIT_MS 30000ull
 static void phase_pace_cut(void)
 {
-	char tenants[700], members[160], sub[2][600], names[4][32], slow[32], gone[32];
-	char s0[32], s1[32];
-	uint16_t fp = listen_tcp(&F.lfd), lp = listen_tcp(&F.lfd_left);
-	uint16_t port[2] = { listen_tcp(NULL), listen_tcp(NULL) };
+	char sub[2][600], addr[4][32], names[4][32];
 	const char *const more[] = { "--repair-grace", HEAL_GRACE, "--repair-rate", "1K",
 				     "--repair-idle-rate", "1K", NULL };
 	struct tsrv s[2];
 	uint8_t ns[PROTO_DIGEST_LEN];
 	uint64_t a, end, left, passes = 0, held = 0;
 
-	snprintf(s0, sizeof(s0), "127.0.0.1:%u", port[0]);
-	snprintf(s1, sizeof(s1), "127.0.0.1:%u", port[1]);
-	snprintf(slow, sizeof(slow), "127.0.0.1:%u", fp);
-	snprintf(gone, sizeof(gone), "127.0.0.1:%u", lp);
-	memcpy(names[0], s0, 32);
-	memcpy(names[1], s1, 32);
-	memcpy(names[2], slow, 32);
-	memcpy(names[3], gone, 32);
-	a = anchor_of(names, 4, (const char *const[]){ s0, s1 }, 2, 1);
-	fake_start(M_HEAL_CUT, tenants, "root " SECRET_ROOT " admin\n");
-	members_of(members, sizeof(members), (const uint16_t[]){ port[0], port[1], fp, lp }, 4);
-	pod_start(s, sub, port, members, tenants, more);
+	heal_cut_pod(s, sub, addr, more);
+	memcpy(names, addr, sizeof(names)); /* (anchor_of sorts them) */
+	a = anchor_of(names, 4, (const char *const[]){ addr[0], addr[1] }, 2, 1);
 	fwd_flags = PROTO_IF_PLACED;
 	vlen = 1u << 20;
 	fwd_anchor = a;
@@ -3007,6 +3100,150 @@ static void phase_tls_eku(void)
 	       "certificates: warned at start\n");
 }
 
+/* A healing pass's connection the member refuses busy (pass_busy in the
+ * header).  lane_busy's pod, --repair-grace HEAL_BUSY_GRACE: s[0]'s first
+ * pass copies alice's block (placed, not forwarded) to s[1], where this
+ * test holds alice's one connection (--tenant-conns 1): the pass's
+ * connection is refused KVT_EBUSY at AUTH.  That is a live member saying
+ * wait: no repair.errors, no "cannot reach a member", counted in
+ * repair.pass_conn_busy; and once the slot is let go, the pass run again
+ * copies the block (it was counted as an error and logged as a member out
+ * of reach). */
+static void phase_pass_busy(void)
+{
+	char tenants[700], members[80], sub[2][600];
+	uint16_t port[2] = { listen_tcp(NULL), listen_tcp(NULL) };
+	const char *const more[] = { "--tenant-conns", "1", "--repair-grace", HEAL_BUSY_GRACE,
+				     NULL };
+	struct tsrv s[2];
+	uint8_t ns[PROTO_DIGEST_LEN];
+	uint64_t end, r0, r1, busy, errors, copied = 0;
+	bool unreachable;
+	struct kc c;
+
+	snprintf(tenants, sizeof(tenants), "%s/tenants", base);
+	tsrv_write_file(NULL, tenants,
+			"pod secret-of-the-pod-0123456789 tenant\nroot " SECRET_ROOT " admin\n"
+			"alice " SECRET_ALICE " tenant\n");
+	snprintf(members, sizeof(members), "127.0.0.1:%u,127.0.0.1:%u", port[0], port[1]);
+	pod_start(s, sub, port, members, tenants, more);
+	T_RC(kc_connect_unix(&c, s[1].sock), 0);
+	T_RC(kc_login(&c, "alice", SECRET_ALICE), 0);
+	r0 = stat_of(&s[1], "server.tenant_conns_refused");
+	fwd_flags = PROTO_IF_PLACED;
+	forward_put_key(&s[0], ns, "pass-busy", 2);
+	fwd_flags = PROTO_IF_PLACED | PROTO_IF_FORWARD;
+	end = tsrv_now_ns() + 20000000000ull;
+	while ((r1 = stat_of(&s[1], "server.tenant_conns_refused")) == r0 &&
+	       tsrv_now_ns() < end)
+		tsrv_sleep_ms(5);
+	T_GE_INT(r1, r0 + 1); /* the pass's connection refused */
+	tsrv_sleep_ms(50);    /* (its refusal taken by the pass) */
+	errors = stat_of(&s[0], "repair.errors");
+	unreachable = log_says(s[0].log, "repair: cannot reach a member");
+	busy = stat_of(&s[0], "repair.pass_conn_busy");
+	printf("pass_busy: a pass's connection refused busy (--tenant-conns 1): "
+	       "repair.errors %" PRIu64 ", \"cannot reach\" logged: %s, "
+	       "repair.pass_conn_busy %" PRIu64 "\n", errors, unreachable ? "yes" : "no",
+	       busy);
+	T_EQ_U64(errors, 0);
+	T_ASSERT(!unreachable);
+	T_GE_INT(busy, 1);
+	/* let go: the pass run again copies it */
+	kc_close(&c);
+	end = tsrv_now_ns() + 20000000000ull;
+	while ((copied = stat_of(&s[0], "repair.copied")) == 0 && tsrv_now_ns() < end)
+		tsrv_sleep_ms(20);
+	printf("pass_busy: once let go, copied %" PRIu64 " (refused %" PRIu64 " times in all), "
+	       "errors %" PRIu64 "\n", copied, stat_of(&s[0], "repair.pass_conn_busy"),
+	       stat_of(&s[0], "repair.errors"));
+	T_EQ_U64(copied, 1);
+	T_EQ_U64(stat_of(&s[0], "repair.errors"), 0);
+	T_RC(kc_connect_unix(&c, s[1].sock), 0);
+	T_RC(kc_login(&c, "alice", SECRET_ALICE), 0);
+	forward_read_back(&c, ns, "pass-busy");
+	kc_close(&c);
+	for (int i = 0; i < 2; i++)
+		T_EQ_INT(tsrv_stop(&s[i]), 0);
+	for (int i = 0; i < 2; i++)
+		tsrv_check_reports(sub[i]);
+}
+
+/* A lane's kept connection the member closes just after the server's
+ * reuse check (lane_stale in the header).  The server and the fake
+ * storing every copy, KVTD_TEST_LANE_IDLE_MS STALE_IDLE_MS: a forward
+ * stored, then the fake closes the kept connection when the next batch's
+ * EXISTS arrives, unanswered (the server's check saw nothing readable: to
+ * it, a close just after the check).  The batch must be sent again on a
+ * new connection, once (no byte of an answer was read, nothing but the
+ * EXISTS went out) and stored, no error (it was lost: repair.errors 1,
+ * the copy on no member until the next list change's pass). */
+#define STALE_IDLE_MS "10000"
+static void phase_lane_stale(void)
+{
+	const char *const opts[] = { "--repair-grace", "600000", NULL };
+	uint64_t resent, errors;
+
+	T_OK(setenv("KVTD_TEST_LANE_IDLE_MS", STALE_IDLE_MS, 1));
+	pod_fake("lane_stale", M_LANE, "root " SECRET_ROOT " admin\n", opts);
+	T_OK(unsetenv("KVTD_TEST_LANE_IDLE_MS"));
+	lane_put_stored("stale-0", 1);
+	atomic_store(&F.drop_exists, true);
+	forward_put_key(&srv, (uint8_t[PROTO_DIGEST_LEN]){ 0 }, "stale-1", 2);
+	{
+		uint64_t end = tsrv_now_ns() + 10000000000ull;
+		while (atomic_load(&F.busy_ok) < 2 && tsrv_now_ns() < end)
+			tsrv_sleep_ms(2);
+	}
+	resent = stat_of(&srv, "repair.lane_resent");
+	errors = stat_of(&srv, "repair.errors");
+	printf("lane_stale: the kept connection closed as the next batch came: stored %u of 2, "
+	       "closed %u, on %u connection(s); repair.lane_resent %" PRIu64
+	       ", repair.errors %" PRIu64 "\n", atomic_load(&F.busy_ok),
+	       atomic_load(&F.dropped), atomic_load(&F.data_conns), resent, errors);
+	T_EQ_INT(atomic_load(&F.dropped), 1);
+	T_EQ_INT(atomic_load(&F.busy_ok), 2);
+	T_EQ_U64(errors, 0);
+	T_EQ_U64(resent, 1);
+	T_EQ_INT(atomic_load(&F.data_conns), 2);
+	T_EQ_U64(stat_of(&srv, "repair.forwarded"), 2);
+	stop();
+	tsrv_check_reports(base);
+}
+
+/* A lane's kept connection charged to --max-memory (lane_mem in the
+ * header).  The server and the fake storing every copy,
+ * KVTD_TEST_LANE_IDLE_MS MEM_IDLE_MS: a forward stored, its connection
+ * kept; server.mem_used then, and once the server closed it idle: the
+ * kept connection's read buffer (64 KiB at least) must be the difference
+ * (it was charged nothing: the same figure). */
+#define MEM_IDLE_MS "3000"
+static void phase_lane_mem(void)
+{
+	const char *const opts[] = { "--repair-grace", "600000", NULL };
+	uint64_t kept, idle, end;
+
+	T_OK(setenv("KVTD_TEST_LANE_IDLE_MS", MEM_IDLE_MS, 1));
+	pod_fake("lane_mem", M_LANE, "root " SECRET_ROOT " admin\n", opts);
+	T_OK(unsetenv("KVTD_TEST_LANE_IDLE_MS"));
+	lane_put_stored("mem-0", 1);
+	tsrv_sleep_ms(50); /* (the batch's end: its arrays given back) */
+	kept = stat_of(&srv, "server.mem_used");
+	T_EQ_INT(atomic_load(&F.data_closed), 0); /* still kept */
+	end = tsrv_now_ns() + 20000000000ull;
+	while (!atomic_load(&F.data_closed) && tsrv_now_ns() < end)
+		tsrv_sleep_ms(10);
+	T_EQ_INT(atomic_load(&F.data_closed), 1);
+	tsrv_sleep_ms(50);
+	idle = stat_of(&srv, "server.mem_used");
+	printf("lane_mem: server.mem_used %" PRIu64 " with the lane's connection kept, %" PRIu64
+	       " once closed: %" PRId64 " bytes charged for it\n", kept, idle,
+	       (int64_t)(kept - idle));
+	T_GE_INT(kept, idle + 65536);
+	stop();
+	tsrv_check_reports(base);
+}
+
 static const struct tsrv_phase phases[] = {
 	{ "tls_pod", phase_tls_pod },
 	{ "tls_drain", phase_tls_drain },
@@ -3038,6 +3275,9 @@ static const struct tsrv_phase phases[] = {
 	{ "lane_busy", phase_lane_busy },
 	{ "lane_busy_tenant", phase_lane_busy_tenant },
 	{ "pace_cut", phase_pace_cut },
+	{ "pass_busy", phase_pass_busy },
+	{ "lane_stale", phase_lane_stale },
+	{ "lane_mem", phase_lane_mem },
 	{ "lane_pace", phase_lane_pace },
 	{ "lane_bench", phase_lane_bench }, /* a measurement: no test runs it */
 };
