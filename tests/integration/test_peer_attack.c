@@ -164,6 +164,10 @@
  *   lane_mem   the same fake: a lane's kept connection charged to
  *              --max-memory (server.mem_used 64 KiB and more above its
  *              figure once closed; it was the same)
+ *   lane_keep  the same fake, --max-memory 1M, this test holding all of
+ *              the budget but 40 KiB (a PUT's table declared, not sent):
+ *              a forward stored, its connection closed after the batch,
+ *              not kept (repair.lane_keep_refused; kept until idle)
  *   lane_bench a measurement, no test runs it (bench/RESULTS.md "Session 45:
  *              a lane's connection"): lane batches/s with a connection a
  *              batch and kept, TLS off and on
@@ -3251,6 +3255,75 @@ static void phase_lane_mem(void)
 	tsrv_check_reports(base);
 }
 
+/* A lane's connection not kept when --max-memory has no room for it
+ * (lane_keep in the header).  The server with --max-memory 1M and the
+ * fake storing every copy, KVTD_TEST_LANE_IDLE_MS KEEP_IDLE_MS: a placed
+ * put (not forwarded) first, so that the repair table is there; then this
+ * test holds a PUT whose table it declares and never sends, so that the
+ * server's read buffer for it is charged (loop.c: growth past
+ * KVTD_RBUF_MIN; as bob: as alice, her share of the input budget is
+ * over and her forward refused) and KEEP_ROOM bytes of the budget stay
+ * free -- room for
+ * a batch's arrays, not for a kept connection's 64 KiB read buffer.  A
+ * forward must be stored all the same, and its connection closed after
+ * its batch rather than kept (repair.lane_keep_refused; it was kept,
+ * outside the budget, until the idle time). */
+#define KEEP_IDLE_MS "10000"
+#define KEEP_ROOM (40u << 10)
+static void phase_lane_keep(void)
+{
+	const char *const opts[] = { "--repair-grace", "600000", "--max-memory", "1M", NULL };
+	uint8_t ns[PROTO_DIGEST_LEN], h[PROTO_HDR_LEN + 1] = { 0 };
+	struct proto_frame f = { .op = PROTO_OP_PUT, .item_count = 1, .tag = 1 };
+	uint64_t used0, used1, end, refused, t_ok;
+	struct kc a;
+
+	T_OK(setenv("KVTD_TEST_LANE_IDLE_MS", KEEP_IDLE_MS, 1));
+	pod_fake("lane_keep", M_LANE, "root " SECRET_ROOT " admin\nbob " SECRET_BOB " tenant\n",
+		 opts);
+	T_OK(unsetenv("KVTD_TEST_LANE_IDLE_MS"));
+	fwd_flags = PROTO_IF_PLACED;
+	forward_put_key(&srv, ns, "keep-warm", 2); /* the table made: tracked */
+	fwd_flags = PROTO_IF_PLACED | PROTO_IF_FORWARD;
+	used0 = stat_of(&srv, "server.mem_used");
+	T_ASSERT(used0 + KEEP_ROOM + (64u << 10) < (1u << 20));
+	/* the read buffer grows to the frame's header and table, 4 KiB
+	 * rounded, charged past its first 64 KiB */
+	f.table_len = ((1u << 20) - used0 - KEEP_ROOM + (64u << 10)) / 4096 * 4096 -
+		      PROTO_HDR_LEN;
+	T_RC(kc_connect_unix(&a, srv.sock), 0);
+	T_RC(kc_login(&a, "bob", SECRET_BOB), 0); /* (alice's share of the budget free) */
+	f.version = a.version;
+	kc_raw_frame(h, &f, NULL);
+	T_RC(kc_send(&a, h, sizeof(h)), 0);
+	end = tsrv_now_ns() + 10000000000ull;
+	while ((used1 = stat_of(&srv, "server.mem_used")) < used0 + (256u << 10) &&
+	       tsrv_now_ns() < end)
+		tsrv_sleep_ms(5);
+	printf("lane_keep: server.mem_used %" PRIu64 " before, %" PRIu64 " with a table of %"
+	       PRIu64 " bytes declared: %" PRIu64 " bytes of the budget free\n", used0, used1,
+	       f.table_len, (1u << 20) - used1);
+	T_ASSERT(used1 <= (1u << 20) - (16u << 10) && used1 + (64u << 10) > (1u << 20));
+	lane_put_stored("keep-0", 1);
+	t_ok = atomic_load(&F.busy_ok_ns);
+	end = tsrv_now_ns() + 20000000000ull;
+	while (!atomic_load(&F.data_closed) && tsrv_now_ns() < end)
+		tsrv_sleep_ms(5);
+	refused = stat_of(&srv, "repair.lane_keep_refused");
+	printf("lane_keep: the forward stored, its connection closed %" PRId64 " ms after "
+	       "(idle time %s ms); repair.lane_keep_refused %" PRIu64 "\n",
+	       atomic_load(&F.data_closed) ? (int64_t)(atomic_load(&F.data_closed_ns) - t_ok) /
+						     1000000 : -1, KEEP_IDLE_MS, refused);
+	T_EQ_U64(refused, 1);
+	T_EQ_INT(atomic_load(&F.data_closed), 1);
+	/* closed after its batch, not after the idle time */
+	T_LE_INT((atomic_load(&F.data_closed_ns) - t_ok) / 1000000, atoi(KEEP_IDLE_MS) / 2);
+	T_EQ_U64(stat_of(&srv, "repair.errors"), 0);
+	kc_close(&a);
+	stop();
+	tsrv_check_reports(base);
+}
+
 static const struct tsrv_phase phases[] = {
 	{ "tls_pod", phase_tls_pod },
 	{ "tls_drain", phase_tls_drain },
@@ -3285,6 +3358,7 @@ static const struct tsrv_phase phases[] = {
 	{ "pass_busy", phase_pass_busy },
 	{ "lane_stale", phase_lane_stale },
 	{ "lane_mem", phase_lane_mem },
+	{ "lane_keep", phase_lane_keep },
 	{ "lane_pace", phase_lane_pace },
 	{ "lane_bench", phase_lane_bench }, /* a measurement: no test runs it */
 };
