@@ -1050,6 +1050,17 @@ static struct rpeer *repair_peer(struct rpass *ps, unsigned i, uint32_t ns, cons
 	if (repair_settle(ps, r, 0) < 0)
 		return NULL;
 	rc = kvtd_peer_register(&r->p, canon, canon_len, r->digest[r->ns_n]);
+	if (rc == -EPIPE || rc == -ECONNRESET) {
+		/* The connection lost, not the namespace refused: closed,
+		 * the member given up for this pass -- and a lane's kept
+		 * connection found closed at this first question is sent
+		 * again (repair_conn_lost).  It was "namespace refused",
+		 * the connection left open and not failed: each later
+		 * namespace of the batch tried on it, and a lane kept it
+		 * (test_peer_attack `lane_stale_ns`, review46a). */
+		repair_conn_lost(ps, r, rc);
+		return NULL;
+	}
 	if (rc != KVT_OK) {
 		if (rc != -ECANCELED) /* else the server stops: no refusal */
 			kvtd_log(KVTD_WARN, "repair: namespace refused by a member",

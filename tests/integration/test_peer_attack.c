@@ -161,6 +161,10 @@
  *              lane's kept connection as the next batch's EXISTS comes:
  *              the batch sent again on a new connection, once, stored,
  *              no error (it was lost: an error, until a list change)
+ *   lane_stale_ns  lane_stale, the next batch in another namespace of
+ *              the same tenant: the fake closes at its NS_REGISTER; sent
+ *              again all the same (it was "namespace refused", an error,
+ *              the copy lost)
  *   lane_mem   the same fake: a lane's kept connection charged to
  *              --max-memory (server.mem_used 64 KiB and more above its
  *              figure once closed; it was the same)
@@ -274,6 +278,7 @@ static struct {
 	_Atomic uint64_t data_closed_ns; /* ... when the last was */
 	_Atomic bool drop_exists;    /* lane_stale: close at the next EXISTS, unanswered */
 	_Atomic unsigned dropped;    /* ... connections so closed */
+	_Atomic bool drop_register;  /* lane_stale_ns: close at the next NS_REGISTER */
 } F = { .lfd = -1, .lfd_left = -1 };
 
 /* Each connection on a thread of its own (the poll phases, fwd_batch). */
@@ -638,6 +643,13 @@ static void fk_serve(int fd, int role)
 			 * sees of a close just after its reuse check) */
 			atomic_fetch_add(&F.dropped, 1);
 			break;
+		} else if (f.op == PROTO_OP_NS_REGISTER && atomic_load(&F.drop_register) &&
+			   atomic_load(&F.data_conns) > 0 && atomic_exchange(&F.drop_register, false)) {
+			/* lane_stale_ns: the same, the next batch in a
+			 * namespace new to the kept connection (its first
+			 * question an NS_REGISTER, not an EXISTS) */
+			atomic_fetch_add(&F.dropped, 1);
+			break;
 		} else if (fk_busy() && (f.op == PROTO_OP_EXISTS || f.op == PROTO_OP_PUT)) {
 			if (!fk_busy_answer(fd, &f))
 				break;
@@ -859,6 +871,8 @@ static void pod_stop(struct tsrv s[2], char sub[2][600])
 
 /* Alice's one PLACED|FORWARD put of copies to the server s: key, vlen
  * bytes of seed 7; its namespace's digest in ns. */
+static const struct kvt_ns_desc *fwd_desc = &desc; /* ... its namespace */
+
 static void forward_put_as(const struct tsrv *s, uint8_t ns[PROTO_DIGEST_LEN],
 			   const char *key, uint8_t copies, const char *tenant,
 			   const char *secret)
@@ -877,7 +891,7 @@ static void forward_put_as(const struct tsrv *s, uint8_t ns[PROTO_DIGEST_LEN],
 	crc[0] = kvt_crc32c(0, val, vlen);
 	T_RC(kc_connect_unix(&c, s->sock), 0);
 	T_RC(kc_login(&c, tenant, secret), 0);
-	T_RC(kc_register(&c, &desc, ns, NULL, 0), KVT_OK);
+	T_RC(kc_register(&c, fwd_desc, ns, NULL, 0), KVT_OK);
 	kvt_key_set(&it.key, key, strlen(key));
 	it.flags = fwd_flags;
 	it.anchor = fwd_anchor;
@@ -3222,6 +3236,48 @@ static void phase_lane_stale(void)
 	tsrv_check_reports(base);
 }
 
+/* lane_stale with the next batch in another namespace of the same
+ * tenant (lane_stale_ns in the header): the kept connection's first
+ * question is then an NS_REGISTER, and the fake closes at it.  The
+ * batch must be sent again on a new connection all the same (review46a:
+ * the registration's failure was "namespace refused by a member",
+ * repair.errors 1, the copy lost, and the dead connection kept and
+ * charged as a healthy one). */
+static void phase_lane_stale_ns(void)
+{
+	const char *const opts[] = { "--repair-grace", "600000", NULL };
+	const struct kvt_ns_desc other = { .model = "peer-attack-other", .dtype = "bf16",
+					   .layout = "vllm-flash-nhd", .block_tokens = 16,
+					   .tp_size = 1, .pp_size = 1 };
+	uint8_t ns[PROTO_DIGEST_LEN];
+	uint64_t resent, errors, end;
+
+	T_OK(setenv("KVTD_TEST_LANE_IDLE_MS", STALE_IDLE_MS, 1));
+	pod_fake("lane_stale_ns", M_LANE, "root " SECRET_ROOT " admin\n", opts);
+	T_OK(unsetenv("KVTD_TEST_LANE_IDLE_MS"));
+	lane_put_stored("stale-ns-0", 1);
+	atomic_store(&F.drop_register, true);
+	fwd_desc = &other;
+	forward_put_key(&srv, ns, "stale-ns-1", 2);
+	fwd_desc = &desc;
+	end = tsrv_now_ns() + 10000000000ull;
+	while (atomic_load(&F.busy_ok) < 2 && tsrv_now_ns() < end)
+		tsrv_sleep_ms(2);
+	resent = stat_of(&srv, "repair.lane_resent");
+	errors = stat_of(&srv, "repair.errors");
+	printf("lane_stale_ns: the kept connection closed at the next batch's NS_REGISTER: "
+	       "stored %u of 2, closed %u, on %u connection(s); repair.lane_resent %" PRIu64
+	       ", repair.errors %" PRIu64 "\n", atomic_load(&F.busy_ok),
+	       atomic_load(&F.dropped), atomic_load(&F.data_conns), resent, errors);
+	T_EQ_INT(atomic_load(&F.dropped), 1);
+	T_EQ_INT(atomic_load(&F.busy_ok), 2);
+	T_EQ_U64(errors, 0);
+	T_EQ_U64(resent, 1);
+	T_EQ_INT(atomic_load(&F.data_conns), 2);
+	stop();
+	tsrv_check_reports(base);
+}
+
 /* A lane's kept connection charged to --max-memory (lane_mem in the
  * header).  The server and the fake storing every copy,
  * KVTD_TEST_LANE_IDLE_MS MEM_IDLE_MS: a forward stored, its connection
@@ -3357,6 +3413,7 @@ static const struct tsrv_phase phases[] = {
 	{ "pace_cut", phase_pace_cut },
 	{ "pass_busy", phase_pass_busy },
 	{ "lane_stale", phase_lane_stale },
+	{ "lane_stale_ns", phase_lane_stale_ns },
 	{ "lane_mem", phase_lane_mem },
 	{ "lane_keep", phase_lane_keep },
 	{ "lane_pace", phase_lane_pace },
