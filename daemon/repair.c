@@ -657,6 +657,7 @@ bool kvtd_repair_refused(struct kvtd_server *srv, uint32_t ns, uint32_t group,
 #define REPAIR_FRAME_ITEMS 256u
 #define REPAIR_WINDOW 2u
 #define REPAIR_WORKERS 8u /* members copied to at once */
+#define REPAIR_PASS_BUSY_MAX 4u /* a pass's connections a member refuses busy: then given up */
 
 struct rflight {
 	uint64_t tag;
@@ -679,13 +680,15 @@ struct rpeer {
 	uint8_t *ex_have;     /* its answers by index: 1 held (or not to send) */
 	bool conn_busy;       /* its connection refused KVT_EBUSY (the member's
 			       * --tenant-conns or --max-conns) */
-	/* A lane's: the tenant whose connection the member refused busy in
-	 * this batch (empty: none).  That tenant's copies go back in the
-	 * lane; the batch goes on with the other tenants' (before
+	/* The tenant whose connection the member refused busy in this
+	 * batch or pass (empty: none).  A lane's: that tenant's copies go
+	 * back in the lane; a pass's: left to the pass run again.  Either
+	 * goes on with the other tenants' (before
 	 * review45b's note, every later copy was marked busy, and another
 	 * tenant's were dropped after 3 tries for the first one's full
 	 * --tenant-conns). */
 	char busy_tenant[PROTO_TENANT_MAX + 1];
+	unsigned busy_n;      /* a pass's: its connections refused busy */
 	/* A lane's kept connection ("A lane's connection" below): reused for
 	 * this batch (reuse_in: its p.in_bytes then), and found closed before
 	 * a byte of an answer came in this batch (stale: the batch is sent
@@ -972,7 +975,7 @@ static struct rpeer *repair_peer(struct rpass *ps, unsigned i, uint32_t ns, cons
 	int rc;
 	if (r->failed)
 		return NULL;
-	if (ps->fwd && r->busy_tenant[0] && strcmp(r->busy_tenant, tenant) == 0) {
+	if (r->busy_tenant[0] && strcmp(r->busy_tenant, tenant) == 0) {
 		r->conn_busy = true;
 		return NULL;
 	}
@@ -1011,17 +1014,27 @@ static struct rpeer *repair_peer(struct rpass *ps, unsigned i, uint32_t ns, cons
 		}
 		if (rc == KVT_EBUSY && !ps->fwd) {
 			/* A pass's, refused busy: a live member saying wait,
-			 * not one out of reach.  Nothing more is sent to it
-			 * in this pass and the pass is run again (its work
-			 * is not done), but no error is counted and nothing
-			 * says it cannot be reached (repair.pass_conn_busy;
-			 * it was "cannot reach a member" and repair.errors:
-			 * test_peer_attack `pass_busy`). */
+			 * not one out of reach.  Nothing more of that
+			 * tenant's is sent to it in this pass and the pass is
+			 * run again (its work is not done), but no error is
+			 * counted and nothing says it cannot be reached
+			 * (repair.pass_conn_busy; it was "cannot reach a
+			 * member" and repair.errors: test_peer_attack
+			 * `pass_busy`).  The other tenants' blocks go on
+			 * (busy_tenant, as a lane's): giving the member up
+			 * let one tenant holding its --tenant-conns there
+			 * keep every other tenant's copies from it, pass
+			 * after pass (`pass_busy_tenant`, review46a). */
 			kvtd_log(KVTD_INFO, "repair: a member refused a pass's connection busy",
 				 "member=%s tenant=%s", ps->m[i].addr, tenant);
 			atomic_fetch_add(&ps->rp->pass_conn_busy, 1);
-			r->failed = true;
+			snprintf(r->busy_tenant, sizeof(r->busy_tenant), "%s", tenant);
 			ps->retry = true;
+			/* (its --max-conns full refuses every tenant: the
+			 * member given up after a few, not a connect a
+			 * namespace) */
+			if (++r->busy_n >= REPAIR_PASS_BUSY_MAX)
+				r->failed = true;
 			return NULL;
 		}
 		if (rc < 0) {

@@ -157,6 +157,9 @@
  *              reach a member", counted in repair.pass_conn_busy; the pass
  *              run again copies the block once the slot is free (it was
  *              an error, logged as a member out of reach)
+ *   pass_busy_tenant  pass_busy with bob's block too: copied while
+ *              alice's slot is held (the pass gave the member up at
+ *              alice's refusal: bob's copy waited on her, pass after pass)
  *   lane_stale the server and a fake storing every copy, which closes the
  *              lane's kept connection as the next batch's EXISTS comes:
  *              the batch sent again on a new connection, once, stored,
@@ -3194,6 +3197,63 @@ static void phase_pass_busy(void)
 	pod_members_stop(s, sub);
 }
 
+/* A pass's connection refused busy for one tenant only
+ * (pass_busy_tenant in the header).  pass_busy's pod with bob too: s[0]
+ * holds a placed block of alice's (her namespace registered first: the
+ * pass's first) and one of bob's, both due at s[1], where this test
+ * holds alice's one connection.  Bob's block must be copied while
+ * alice's slot stays held, no error counted, and alice's once it is let
+ * go (the pass gave s[1] up at alice's refusal: bob's copy waited on
+ * alice, pass after pass, every second, for as long as she held it). */
+static void phase_pass_busy_tenant(void)
+{
+	char tenants[700], members[80], sub[2][600];
+	uint16_t port[2] = { listen_tcp(NULL), listen_tcp(NULL) };
+	const char *const more[] = { "--tenant-conns", "1", "--repair-grace", HEAL_BUSY_GRACE,
+				     NULL };
+	struct tsrv s[2];
+	uint8_t nsa[PROTO_DIGEST_LEN], nsb[PROTO_DIGEST_LEN];
+	uint64_t end, copied = 0, busy;
+	struct kc c;
+
+	snprintf(tenants, sizeof(tenants), "%s/tenants", base);
+	tsrv_write_file(NULL, tenants,
+			"pod secret-of-the-pod-0123456789 tenant\nroot " SECRET_ROOT " admin\n"
+			"alice " SECRET_ALICE " tenant\nbob " SECRET_BOB " tenant\n");
+	snprintf(members, sizeof(members), "127.0.0.1:%u,127.0.0.1:%u", port[0], port[1]);
+	pod_start(s, sub, port, members, tenants, more);
+	T_RC(kc_connect_unix(&c, s[1].sock), 0);
+	T_RC(kc_login(&c, "alice", SECRET_ALICE), 0);
+	fwd_flags = PROTO_IF_PLACED;
+	forward_put_key(&s[0], nsa, "pass-busy-alice", 2);
+	forward_put_as(&s[0], nsb, "pass-busy-bob", 2, "bob", SECRET_BOB);
+	fwd_flags = PROTO_IF_PLACED | PROTO_IF_FORWARD;
+	end = tsrv_now_ns() + 20000000000ull;
+	while ((copied = stat_of(&s[0], "repair.copied")) == 0 && tsrv_now_ns() < end)
+		tsrv_sleep_ms(20);
+	busy = stat_of(&s[0], "repair.pass_conn_busy");
+	printf("pass_busy_tenant: alice's connection refused busy at s[1] (%" PRIu64
+	       " times): copied %" PRIu64 " while she held it, repair.errors %" PRIu64 "\n",
+	       busy, copied, stat_of(&s[0], "repair.errors"));
+	T_EQ_U64(copied, 1); /* bob's */
+	T_GE_INT(busy, 1);
+	T_EQ_U64(stat_of(&s[0], "repair.errors"), 0);
+	kc_close(&c);
+	end = tsrv_now_ns() + 20000000000ull;
+	while ((copied = stat_of(&s[0], "repair.copied")) < 2 && tsrv_now_ns() < end)
+		tsrv_sleep_ms(20);
+	T_EQ_U64(copied, 2);
+	/* the pass over (its connections closed: one each at s[1]) */
+	end = tsrv_now_ns() + 20000000000ull;
+	while (stat_of(&s[0], "repair.pending") && tsrv_now_ns() < end)
+		tsrv_sleep_ms(20);
+	T_EQ_U64(stat_of(&s[0], "repair.pending"), 0);
+	read_back_at(&s[1], "bob", SECRET_BOB, nsb, "pass-busy-bob");
+	read_back_at(&s[1], "alice", SECRET_ALICE, nsa, "pass-busy-alice");
+	T_EQ_U64(stat_of(&s[0], "repair.errors"), 0);
+	pod_members_stop(s, sub);
+}
+
 /* A lane's kept connection the member closes just after the server's
  * reuse check (lane_stale in the header).  The server and the fake
  * storing every copy, KVTD_TEST_LANE_IDLE_MS STALE_IDLE_MS: a forward
@@ -3412,6 +3472,7 @@ static const struct tsrv_phase phases[] = {
 	{ "lane_busy_tenant", phase_lane_busy_tenant },
 	{ "pace_cut", phase_pace_cut },
 	{ "pass_busy", phase_pass_busy },
+	{ "pass_busy_tenant", phase_pass_busy_tenant },
 	{ "lane_stale", phase_lane_stale },
 	{ "lane_stale_ns", phase_lane_stale_ns },
 	{ "lane_mem", phase_lane_mem },
