@@ -58,6 +58,12 @@ void s3d_key(struct kvt_key *k, char tag, const void *p, size_t len)
 	k->len = 1 + SHA256_DIGEST_LENGTH;
 }
 
+/* An upload's marker: 'u' + SHA-256(uploadId). */
+static void s3d_upload_key(struct kvt_key *k, const struct s3d_req *rq)
+{
+	s3d_key(k, 'u', rq->upload_id, strlen(rq->upload_id));
+}
+
 void s3d_part_key(struct kvt_key *k, const char *upload_id, uint32_t part)
 {
 	char b[64];
@@ -332,6 +338,22 @@ static bool s3d_read_at(const struct kvt_req *r, uint64_t off, void *out, size_t
 	return true;
 }
 
+/* The fixed fields of a header's S3D_HDR_LEN bytes (the layout above):
+ * false if h is no object header (magic, version).  The one decoder of
+ * s3d_obj_check and s3d_hdr_parse. */
+static bool s3d_hdr_fields(const uint8_t *h, struct s3d_obj *ob)
+{
+	if (memcmp(h, "KVS3", 4) != 0 || s3d_get32(h + 4) != 1)
+		return false;
+	ob->len = s3d_get64(h + 8);
+	ob->mtime_ms = s3d_get64(h + 16);
+	ob->crc = s3d_get32(h + 24);
+	ob->name_len = s3d_get32(h + 28);
+	ob->ctype_len = s3d_get32(h + 32);
+	ob->nparts = s3d_get32(h + 36);
+	return true;
+}
+
 /* Parse and check a value's header (a pinned value, or its part 0 read
  * alone) against the expected name: true if it is the object asked
  * for. */
@@ -341,15 +363,8 @@ static bool s3d_obj_check(const struct kvt_req *r, const void *name, size_t name
 	uint8_t h[S3D_HDR_LEN];
 	uint8_t nb[S3D_KEY_MAX];
 
-	if (r->status != KVT_OK || !s3d_read_at(r, 0, h, sizeof(h)) || memcmp(h, "KVS3", 4) != 0 ||
-	    s3d_get32(h + 4) != 1)
+	if (r->status != KVT_OK || !s3d_read_at(r, 0, h, sizeof(h)) || !s3d_hdr_fields(h, ob))
 		return false;
-	ob->len = s3d_get64(h + 8);
-	ob->mtime_ms = s3d_get64(h + 16);
-	ob->crc = s3d_get32(h + 24);
-	ob->name_len = s3d_get32(h + 28);
-	ob->ctype_len = s3d_get32(h + 32);
-	ob->nparts = s3d_get32(h + 36);
 	if (ob->name_len != name_len || ob->name_len > S3D_KEY_MAX || ob->ctype_len > S3D_CTYPE_MAX)
 		return false;
 	ob->data_off = S3D_HDR_LEN + (uint64_t)ob->name_len + ob->ctype_len;
@@ -508,6 +523,25 @@ static void s3d_item_init(struct s3d_req *rq, struct s3d_item *it, uint32_t op,
 	it->req.user_data = (uint64_t)(uintptr_t)it | S3D_UD;
 }
 
+/* A request's one library request, on its object ('o': rq->key) or its
+ * upload's marker ('u'), op set; NULL: no memory, rq answered 503. */
+static struct s3d_item *s3d_item_one(struct s3d_req *rq, uint32_t op, char tag)
+{
+	struct s3d_item *it = s3d_items(rq, 1);
+	struct kvt_key k;
+
+	if (!it) {
+		s3d_fail(rq, 503, "SlowDown", "server out of memory");
+		return NULL;
+	}
+	if (tag == 'u')
+		s3d_upload_key(&k, rq);
+	else
+		s3d_key(&k, tag, rq->key, rq->key_len);
+	s3d_item_init(rq, it, op, &k);
+	return it;
+}
+
 /*
  * Header reads: HeadObject, and every header a listing reads
  * (ListObjects(V2), ListMultipartUploads, ListParts), need only the
@@ -647,7 +681,7 @@ void s3d_upload_item(struct s3d_req *rq, struct s3d_item *it)
 {
 	struct kvt_key k;
 
-	s3d_key(&k, 'u', rq->upload_id, strlen(rq->upload_id));
+	s3d_upload_key(&k, rq);
 	s3d_item_init(rq, it, KVT_OP_GET, &k);
 	s3d_item_hdr(it, rq->hdrbuf);
 }
@@ -1170,6 +1204,18 @@ void s3d_put_ok(struct s3d_req *rq)
 	s3d_finish(rq);
 }
 
+/* A multipart answer's document begun: root, then its Bucket and Key
+ * (Initiate, Complete, ListParts). */
+static void s3d_xml_upload_head(struct s3d_req *rq, const char *root)
+{
+	s3d_xml_begin(rq, root);
+	s3d_text(rq, "<Bucket>", 8);
+	s3d_xml_str(rq, rq->bucket, strlen(rq->bucket));
+	s3d_text(rq, "</Bucket><Key>", 14);
+	s3d_xml_str(rq, rq->key, rq->key_len);
+	s3d_text(rq, "</Key>", 6);
+}
+
 /* ---- assembling an object from pinned sources (Complete, Copy) -------- */
 
 /* items[0..n) hold pinned sources (their data at data_off); build the
@@ -1188,12 +1234,8 @@ static void s3d_complete_answer(struct s3d_req *rq)
 		s3d_xml_str(rq, rq->etag, strlen(rq->etag));
 		s3d_printf(rq, "</ETag></%s>\n", root);
 	} else {
-		s3d_xml_begin(rq, "CompleteMultipartUploadResult");
-		s3d_text(rq, "<Bucket>", 8);
-		s3d_xml_str(rq, rq->bucket, strlen(rq->bucket));
-		s3d_text(rq, "</Bucket><Key>", 14);
-		s3d_xml_str(rq, rq->key, rq->key_len);
-		s3d_text(rq, "</Key><ETag>", 12);
+		s3d_xml_upload_head(rq, "CompleteMultipartUploadResult");
+		s3d_text(rq, "<ETag>", 6);
 		s3d_xml_str(rq, rq->etag, strlen(rq->etag));
 		s3d_text(rq, "</ETag></CompleteMultipartUploadResult>\n", 40);
 	}
@@ -1208,7 +1250,7 @@ static void s3d_complete_done(struct s3d_req *rq)
 {
 	if (rq->op == S3_MPU_COMPLETE) {
 		struct kvt_key pk;
-		s3d_key(&pk, 'u', rq->upload_id, strlen(rq->upload_id));
+		s3d_upload_key(&pk, rq);
 		s3d_fire_delete(rq->conn, rq->ns, &pk);
 		if (s3d_complete_sweep(rq))
 			return; /* answered once its parts are swept */
@@ -2261,14 +2303,8 @@ static void s3d_list_add(struct s3d_list *L, const char *name, size_t len, bool 
 static const char *s3d_hdr_parse(const uint8_t *h, size_t n, uint64_t value_len,
 				 struct s3d_obj *ob)
 {
-	if (n < S3D_HDR_LEN || memcmp(h, "KVS3", 4) != 0 || s3d_get32(h + 4) != 1)
+	if (n < S3D_HDR_LEN || !s3d_hdr_fields(h, ob))
 		return NULL;
-	ob->len = s3d_get64(h + 8);
-	ob->mtime_ms = s3d_get64(h + 16);
-	ob->crc = s3d_get32(h + 24);
-	ob->name_len = s3d_get32(h + 28);
-	ob->ctype_len = s3d_get32(h + 32);
-	ob->nparts = s3d_get32(h + 36);
 	if (ob->name_len > S3D_KEY_MAX || ob->ctype_len > S3D_CTYPE_MAX ||
 	    S3D_HDR_LEN + (uint64_t)ob->name_len > n ||
 	    S3D_HDR_LEN + (uint64_t)ob->name_len + ob->ctype_len + ob->len != value_len)
@@ -2698,7 +2734,7 @@ static void s3d_list_parts_probe(struct s3d_req *rq)
 		return;
 	}
 	if (extra) {
-		s3d_key(&k, 'u', rq->upload_id, strlen(rq->upload_id));
+		s3d_upload_key(&k, rq);
 		s3d_item_init(rq, &it[0], KVT_OP_GET, &k);
 		s3d_item_hdr(&it[0], rq->hdrbuf);
 	}
@@ -2805,7 +2841,7 @@ static uintptr_t s3d_abort_key(const struct s3d_req *rq)
 	struct kvt_key k;
 	uint64_t h;
 
-	s3d_key(&k, 'u', rq->upload_id, strlen(rq->upload_id));
+	s3d_upload_key(&k, rq);
 	memcpy(&h, k.bytes + 1, sizeof(h));
 	return (uintptr_t)((h ^ rq->ns) << 2 | S3D_GATE_ABORT);
 }
@@ -2994,16 +3030,8 @@ static void s3d_abort_marker(struct s3d_req *rq)
  * (s3d_step then sweeps again, and answers 204). */
 static void s3d_abort_delete(struct s3d_req *rq)
 {
-	struct s3d_item *it = s3d_items(rq, 1);
-	struct kvt_key k;
-
-	if (!it) {
-		s3d_fail(rq, 503, "SlowDown", "server out of memory");
-		return;
-	}
-	s3d_key(&k, 'u', rq->upload_id, strlen(rq->upload_id));
-	s3d_item_init(rq, it, KVT_OP_DELETE, &k);
-	s3d_submit(rq, PH_WRITE);
+	if (s3d_item_one(rq, KVT_OP_DELETE, 'u'))
+		s3d_submit(rq, PH_WRITE);
 }
 
 /* CompleteMultipartUpload, its object committed: the parts it did not
@@ -3069,12 +3097,8 @@ static void s3d_list_parts_answer(struct s3d_req *rq)
 	}
 	trunc = L->nent > L->max_keys;
 	n = trunc ? L->max_keys : L->nent;
-	s3d_xml_begin(rq, "ListPartsResult");
-	s3d_text(rq, "<Bucket>", 8);
-	s3d_xml_str(rq, rq->bucket, strlen(rq->bucket));
-	s3d_text(rq, "</Bucket><Key>", 14);
-	s3d_xml_str(rq, rq->key, rq->key_len);
-	s3d_printf(rq, "</Key><UploadId>%s</UploadId><PartNumberMarker>%u</PartNumberMarker>",
+	s3d_xml_upload_head(rq, "ListPartsResult");
+	s3d_printf(rq, "<UploadId>%s</UploadId><PartNumberMarker>%u</PartNumberMarker>",
 		   rq->upload_id, L->part_marker);
 	if (trunc && n)
 		s3d_printf(rq, "<NextPartNumberMarker>%u</NextPartNumberMarker>", L->ent[n - 1].len);
@@ -3131,8 +3155,6 @@ static void s3d_delete_bucket_scanned(struct s3d_req *rq, int64_t left)
  */
 static void s3d_complete_recheck(struct s3d_req *rq)
 {
-	struct s3d_item *it;
-	struct kvt_key k;
 	int st = 0;
 
 	if (rq->phase == PH_RECHECK)
@@ -3150,16 +3172,25 @@ static void s3d_complete_recheck(struct s3d_req *rq)
 			 "found.");
 		return;
 	}
-	if (!(it = s3d_items(rq, 1))) { /* (the parts read unpinned) */
-		s3d_fail(rq, 503, "SlowDown", "server out of memory");
-		return;
-	}
-	s3d_key(&k, 'u', rq->upload_id, strlen(rq->upload_id));
-	s3d_item_init(rq, it, KVT_OP_EXISTS, &k);
-	s3d_submit(rq, PH_RECHECK);
+	if (s3d_item_one(rq, KVT_OP_EXISTS, 'u')) /* (the parts read unpinned) */
+		s3d_submit(rq, PH_RECHECK);
 }
 
 /* ---- the step after each phase ---------------------------------------- */
+
+/* Complete, Copy, UploadPartCopy: the phases of their assembly (the
+ * object's DELETE + PUT back, a replaced object's DELETE back).  false:
+ * another phase. */
+static bool s3d_assembly_step(struct s3d_req *rq)
+{
+	if (rq->phase == PH_WRITE)
+		s3d_assemble_written(rq);
+	else if (rq->phase == PH_ASSEMBLE_DEL)
+		s3d_assemble(rq);
+	else
+		return false;
+	return true;
+}
 
 /*
  * Deletes that stay deleted (doc/kvtierd.md "Durability of deletes"): a
@@ -3394,14 +3425,8 @@ static void s3d_step(struct s3d_req *rq)
 	case S3_COPY: {
 		struct s3d_obj ob;
 		int r;
-		if (rq->phase == PH_WRITE) {
-			s3d_assemble_written(rq);
+		if (s3d_assembly_step(rq))
 			return;
-		}
-		if (rq->phase == PH_ASSEMBLE_DEL) {
-			s3d_assemble(rq);
-			return;
-		}
 		/* UploadPartCopy: items[1], its upload's marker, the key's
 		 * (s3d_upload_item; a quiet miss asked again below) */
 		if (rq->op == S3_MPU_PART_COPY && s3d_hdr_retry(rq))
@@ -3441,12 +3466,8 @@ static void s3d_step(struct s3d_req *rq)
 			s3d_fail(rq, 503, "SlowDown", kvt_strerror(it[0].req.status));
 			return;
 		}
-		s3d_xml_begin(rq, "InitiateMultipartUploadResult");
-		s3d_text(rq, "<Bucket>", 8);
-		s3d_xml_str(rq, rq->bucket, strlen(rq->bucket));
-		s3d_text(rq, "</Bucket><Key>", 14);
-		s3d_xml_str(rq, rq->key, rq->key_len);
-		s3d_printf(rq, "</Key><UploadId>%s</UploadId></InitiateMultipartUploadResult>\n",
+		s3d_xml_upload_head(rq, "InitiateMultipartUploadResult");
+		s3d_printf(rq, "<UploadId>%s</UploadId></InitiateMultipartUploadResult>\n",
 			   rq->upload_id);
 		s3d_xml_answer(rq, 200);
 		s3d_finish(rq);
@@ -3488,14 +3509,8 @@ static void s3d_step(struct s3d_req *rq)
 			s3d_complete_recheck(rq);
 			return;
 		}
-		if (rq->phase == PH_WRITE) {
-			s3d_assemble_written(rq);
+		if (s3d_assembly_step(rq))
 			return;
-		}
-		if (rq->phase == PH_ASSEMBLE_DEL) {
-			s3d_assemble(rq);
-			return;
-		}
 		/* items[0]: the upload's marker (its name is the object key); an
 		 * Abort of it in progress here is as if it were done ("Sweeps") */
 		int r = s3d_obj_found(&it[0].req, rq->key, rq->key_len, &ob);
@@ -3637,7 +3652,7 @@ static void s3d_complete_start(struct s3d_req *rq)
 		s3d_fail(rq, 503, "SlowDown", "server out of memory");
 		return;
 	}
-	s3d_key(&k, 'u', rq->upload_id, strlen(rq->upload_id));
+	s3d_upload_key(&k, rq);
 	s3d_item_init(rq, &it[0], KVT_OP_GET_PINNED, &k);
 	for (uint32_t i = 0; i < count; i++) {
 		size_t pend, inner;
@@ -3821,20 +3836,14 @@ void s3d_run(struct s3d_req *rq)
 	case S3_HEAD:
 		/* its header alone, quietly, the owner's as a grantee's
 		 * ("Header reads") */
-		it = s3d_items(rq, 1);
-		if (!it)
-			break;
-		s3d_key(&k, 'o', rq->key, rq->key_len);
-		s3d_item_init(rq, it, KVT_OP_GET, &k);
+		if (!(it = s3d_item_one(rq, KVT_OP_GET, 'o')))
+			return;
 		s3d_item_hdr(it, rq->hdrbuf);
 		s3d_submit(rq, PH_PROBE);
 		return;
 	case S3_GET:
-		it = s3d_items(rq, 1);
-		if (!it)
-			break;
-		s3d_key(&k, 'o', rq->key, rq->key_len);
-		s3d_item_init(rq, it, KVT_OP_GET_PINNED, &k);
+		if (!(it = s3d_item_one(rq, KVT_OP_GET_PINNED, 'o')))
+			return;
 		/* another tenant's bytes leave no trace in the cache state
 		 * (doc/security.md, "Cross-tenant probing"), as native reads */
 		if (rq->granted) {
@@ -3845,11 +3854,8 @@ void s3d_run(struct s3d_req *rq)
 		s3d_submit(rq, PH_PROBE);
 		return;
 	case S3_DELETE:
-		it = s3d_items(rq, 1);
-		if (!it)
-			break;
-		s3d_key(&k, 'o', rq->key, rq->key_len);
-		s3d_item_init(rq, it, KVT_OP_DELETE, &k);
+		if (!s3d_item_one(rq, KVT_OP_DELETE, 'o'))
+			return;
 		s3d_hold_write(rq); /* until it is applied (s3d.c "Order") */
 		s3d_submit(rq, PH_WRITE);
 		return;
@@ -3868,11 +3874,8 @@ void s3d_run(struct s3d_req *rq)
 			return;
 		}
 		sigv4_hex(rnd, sizeof(rnd), rq->upload_id);
-		it = s3d_items(rq, 1);
-		if (!it)
-			break;
-		s3d_key(&k, 'u', rq->upload_id, strlen(rq->upload_id));
-		s3d_item_init(rq, it, KVT_OP_PUT, &k);
+		if (!(it = s3d_item_one(rq, KVT_OP_PUT, 'u')))
+			return;
 		rq->hdr_len = s3d_obj_header(rq->hdrbuf, 0, 0, rq->key, rq->key_len, rq->ctype, 0);
 		memcpy(rq->hdrbuf + 40, rnd, sizeof(rnd)); /* the upload id, for listings */
 		it->iov[0] = (struct iovec){ rq->hdrbuf, rq->hdr_len };
@@ -3887,14 +3890,10 @@ void s3d_run(struct s3d_req *rq)
 		 * Abort refused for one changes nothing */
 		if (!s3d_scan_acquire(rq))
 			return;
-		it = s3d_items(rq, 1);
-		if (!it)
-			break;
 		/* its marker read first: the upload must be the key's, as
 		 * ListParts and Complete check (s3d_abort_marker) */
-		s3d_key(&k, 'u', rq->upload_id, strlen(rq->upload_id));
-		s3d_item_init(rq, it, KVT_OP_GET_PINNED, &k);
-		s3d_submit(rq, PH_PROBE);
+		if (s3d_item_one(rq, KVT_OP_GET_PINNED, 'u'))
+			s3d_submit(rq, PH_PROBE);
 		return;
 	case S3_MPU_COMPLETE:
 		s3d_complete_start(rq);
