@@ -1191,12 +1191,48 @@ void s3d_put_buffered(struct s3d_req *rq, const struct kvt_key *k)
 	s3d_submit(rq, PH_WRITE);
 }
 
+/*
+ * UploadPart, UploadPartCopy: the part is stored.  Its upload's marker
+ * was read at its head (beside its source); an Abort may have deleted it
+ * since and swept past this part number, the part then left where no
+ * request reaches it (1 of 8 UploadParts of 1 MiB sent beside an Abort
+ * in some runs once the sweeps took presence from the index, s3x46: they
+ * got faster than a body).  So the marker's presence is asked once more
+ * (KVT_OP_EXISTS, PH_RECHECK): gone, the part goes too and the answer is
+ * 404 NoSuchUpload; there, an Abort deletes the part after -- its second
+ * sweep begins after the marker's delete ("Sweeps").  A presence that
+ * failed answers as before (200).  true: the recheck is under way, or
+ * the request answered.
+ */
+static bool s3d_part_recheck(struct s3d_req *rq)
+{
+	struct kvt_key k;
+	int st;
+
+	if (rq->op != S3_MPU_PART && rq->op != S3_MPU_PART_COPY)
+		return false;
+	if (rq->phase != PH_RECHECK) {
+		if (s3d_item_one(rq, KVT_OP_EXISTS, 'u'))
+			s3d_submit(rq, PH_RECHECK);
+		return true;
+	}
+	st = s3d_read_status(rq->items[0].req.status);
+	if (st != KVT_MISS)
+		return false;
+	s3d_part_key(&k, rq->upload_id, rq->part_no);
+	s3d_fire_delete(rq->conn, rq->ns, &k);
+	s3d_upload_fail(rq, KVT_MISS);
+	return true;
+}
+
 void s3d_put_ok(struct s3d_req *rq)
 {
 	char extra[256], crcb[16];
 	uint8_t be[4] = { (uint8_t)(rq->obj_crc >> 24), (uint8_t)(rq->obj_crc >> 16),
 			  (uint8_t)(rq->obj_crc >> 8), (uint8_t)rq->obj_crc };
 
+	if (s3d_part_recheck(rq))
+		return;
 	s3d_b64(be, 4, crcb);
 	snprintf(extra, sizeof(extra), "ETag: %s\r\nx-amz-checksum-crc32c: %s\r\n", rq->etag, crcb);
 	rq->tlen = 0;
@@ -1226,6 +1262,8 @@ static void s3d_complete_answer(struct s3d_req *rq)
 {
 	char lm[40];
 
+	if (s3d_part_recheck(rq))
+		return;
 	if (rq->op == S3_COPY || rq->op == S3_MPU_PART_COPY) {
 		const char *root = rq->op == S3_COPY ? "CopyObjectResult" : "CopyPartResult";
 		s3d_iso_date(lm, sizeof(lm), s3d_unix_ms());
@@ -3333,6 +3371,10 @@ static void s3d_step(struct s3d_req *rq)
 		return;
 	case S3_PUT:
 	case S3_MPU_PART:
+		if (rq->phase == PH_RECHECK) { /* UploadPart's marker once more */
+			s3d_put_ok(rq);
+			return;
+		}
 		/* PH_WRITE: items are DELETE, PUT */
 		if (rq->n == 2 && it[1].req.status < 0 && it[1].req.status != -ECANCELED) {
 			int st = it[1].req.status;
@@ -3425,6 +3467,10 @@ static void s3d_step(struct s3d_req *rq)
 	case S3_COPY: {
 		struct s3d_obj ob;
 		int r;
+		if (rq->phase == PH_RECHECK) { /* UploadPartCopy's marker once more */
+			s3d_complete_answer(rq);
+			return;
+		}
 		if (s3d_assembly_step(rq))
 			return;
 		/* UploadPartCopy: items[1], its upload's marker, the key's

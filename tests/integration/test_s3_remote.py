@@ -223,19 +223,29 @@ def main():
         # refuses it (s3ops.c s3d_abort_marker), the upload kept
         st, _, b = request(cold.port, "DELETE", "/rbkt/other", query=[("uploadId", uid)])
         assert st == 404 and b"NoSuchUpload" in b, ("another key's Abort", st, b[:300])
-        # its parts are in the pod only (put_local=never): the Abort's
-        # sweep asks the pod for them (KVT_OP_EXISTS) and its deletes reach
-        # it.  Until s3x46 (2026-12-07) the sweep read the node's tiers
-        # alone (quiet reads): the marker went, both parts stayed in the pod
-        pod0 = pod.metric("kvtier_dram_blocks")
         st, _, b = request(cold.port, "DELETE", "/rbkt/toobig", query=[("uploadId", uid)])
         assert st == 204, ("the upload kept: aborted", st, b[:300])
+        st, _, b = request(cold.port, "DELETE", "/rbkt/toobig", query=[("uploadId", uid)])
+        assert st == 404 and b"NoSuchUpload" in b, ("a second Abort", st, b[:300])
+        # parts in the pod only (put_local=never; never read on the node):
+        # the Abort's sweep asks the pod for them (KVT_OP_EXISTS) and its
+        # deletes reach it.  Until s3x46 (2026-12-07) the sweep read the
+        # node's tiers alone (quiet reads): the marker went, both parts
+        # stayed in the pod
+        st, _, b = request(cold.port, "POST", "/rbkt/aborted", query=[("uploads", "")])
+        assert st == 200, ("CreateMultipartUpload", st, b[:300])
+        uid = re.search(rb"<UploadId>([^<]+)</UploadId>", b).group(1).decode()
+        for n in (1, 2):
+            st, _, b = request(cold.port, "PUT", "/rbkt/aborted", body=b"part%d" % n,
+                               query=[("partNumber", str(n)), ("uploadId", uid)])
+            assert st == 200, ("UploadPart", n, st, b[:300])
+        pod0 = pod.metric("kvtier_dram_blocks")
+        st, _, b = request(cold.port, "DELETE", "/rbkt/aborted", query=[("uploadId", uid)])
+        assert st == 204, ("the Abort", st, b[:300])
         pod1 = pod_settled(pod, pod0 - 3)
         print("an Abort on a node with put_local=never: the pod's blocks %+d (its marker "
               "and 2 parts)" % (pod1 - pod0))
         assert pod1 == pod0 - 3, ("the aborted upload's parts left in the pod", pod0, pod1)
-        st, _, b = request(cold.port, "DELETE", "/rbkt/toobig", query=[("uploadId", uid)])
-        assert st == 404 and b"NoSuchUpload" in b, ("a second Abort", st, b[:300])
         # a Complete's sweep of the parts it did not list, there too:
         # parts 2 and 3 go from the pod (they stayed until s3x46)
         pod0 = pod.metric("kvtier_dram_blocks")
