@@ -393,6 +393,14 @@ def http(port, data, timeout=5.0, src=None):
     return st, hd, body
 
 
+def s3_upload(req, key):
+    """CreateMultipartUpload of key with a phase's req (Phase.kit): the
+    upload id, 32 hex digits."""
+    st, _, b = req("POST", key, query="uploads")
+    assert st == 200, (st, b)
+    return re.search(rb"<UploadId>([0-9a-f]{32})</UploadId>", b).group(1).decode()
+
+
 def code_of(body):
     m = re.search(rb"<Code>([^<]*)</Code>", body)
     return m.group(1).decode() if m else None
@@ -6653,9 +6661,7 @@ def s3_write_conds(ph):
     P, ok, sm, req = ph.kit()
     st, _, b = req("PUT", "/hbkt/o", body=b"v1")
     assert st == 200, (st, b)
-    st, _, b = req("POST", "/hbkt/mpw", query="uploads")
-    assert st == 200, (st, b)
-    uid = re.search(rb"<UploadId>([0-9a-f]{32})</UploadId>", b).group(1).decode()
+    uid = s3_upload(req, "/hbkt/mpw")
     st, _, b = req("PUT", "/hbkt/mpw", query="partNumber=1&uploadId=" + uid, body=b"part")
     assert st == 200, (st, b)
     xml = ("<CompleteMultipartUpload><Part><PartNumber>1</PartNumber></Part>"
@@ -6703,9 +6709,7 @@ def s3_op_params(ph):
     assert st == 200, (st, b)
     st, _, b = req("PUT", "/ebkt")
     assert st == 200, (st, b)
-    st, _, b = req("POST", "/hbkt/mpo", query="uploads")
-    assert st == 200, (st, b)
-    uid = re.search(rb"<UploadId>([0-9a-f]{32})</UploadId>", b).group(1).decode()
+    uid = s3_upload(req, "/hbkt/mpo")
     st, _, b = req("PUT", "/hbkt/mpo", query="partNumber=1&uploadId=" + uid, body=b"part")
     assert st == 200, (st, b)
     xml = ("<CompleteMultipartUpload><Part><PartNumber>1</PartNumber></Part>"
@@ -6817,9 +6821,7 @@ def s3_upload_key(ph):
     reads at most once (400 InvalidArgument): uploadId and partNumber were
     taken last, a listing's prefix and max-keys first."""
     P, ok, sm, req = ph.kit()
-    st, _, b = req("POST", "/hbkt/mine", query="uploads")
-    assert st == 200, (st, b)
-    uid = re.search(rb"<UploadId>([0-9a-f]{32})</UploadId>", b).group(1).decode()
+    uid = s3_upload(req, "/hbkt/mine")
     u = "uploadId=" + uid
     st, _, b = req("PUT", "/hbkt/mine", query="partNumber=1&" + u, body=b"mine-1")
     assert st == 200, ("UploadPart of the upload's key", st, b)
@@ -7098,9 +7100,7 @@ def s3_abort_pipe(ph):
     got = []
     for i in range(5):
         key = "/hbkt/apipe%d" % i
-        st, _, b = req("POST", key, query="uploads")
-        assert st == 200, (st, b)
-        uid = re.search(rb"<UploadId>([0-9a-f]{32})</UploadId>", b).group(1).decode()
+        uid = s3_upload(req, key)
         st, _, b = req("PUT", key, query="partNumber=1&uploadId=" + uid, body=b"p1")
         assert st == 200, (st, b)
         s = socket.create_connection(("127.0.0.1", P), source_address=(PROBER, 0))
@@ -7129,9 +7129,7 @@ def s3_abort_retry(ph):
     held), and the retry 404 NoSuchUpload."""
     srv = ph.srv
     P, ok, sm, req = ph.kit()
-    st, _, b = req("POST", "/hbkt/aretry", query="uploads")
-    assert st == 200, (st, b)
-    uid = re.search(rb"<UploadId>([0-9a-f]{32})</UploadId>", b).group(1).decode()
+    uid = s3_upload(req, "/hbkt/aretry")
     used0 = srv.metric("kvtier_dram_used_bytes")
     for pn in (1, 2, 3):
         st, _, b = req("PUT", "/hbkt/aretry", query="partNumber=%d&uploadId=%s" % (pn, uid),
@@ -7173,9 +7171,7 @@ def s3_abort_race(ph):
     used0 = srv.metric("kvtier_dram_used_bytes")
     for i in range(8):
         key = "/hbkt/arace%d" % i
-        st, _, b = req("POST", key, query="uploads")
-        assert st == 200, (st, b)
-        uid = re.search(rb"<UploadId>([0-9a-f]{32})</UploadId>", b).group(1).decode()
+        uid = s3_upload(req, key)
         a = socket.create_connection(("127.0.0.1", P), source_address=(PROBER, 0))
         u = socket.create_connection(("127.0.0.1", P), source_address=(PROBER, 0))
         abort = sm("DELETE", key, query="uploadId=" + uid)
@@ -7210,9 +7206,7 @@ def s3_abort_slow_part(ph):
     got = []
     for i in range(2):
         key = "/hbkt/aslow%d" % i
-        st, _, b = req("POST", key, query="uploads")
-        assert st == 200, (st, b)
-        uid = re.search(rb"<UploadId>([0-9a-f]{32})</UploadId>", b).group(1).decode()
+        uid = s3_upload(req, key)
         msg = sm("PUT", key, query="partNumber=1&uploadId=" + uid, body=os.urandom(1 << 20))
         used0 = srv.metric("kvtier_dram_used_bytes")
         u = socket.create_connection(("127.0.0.1", P), source_address=(PROBER, 0))
@@ -7248,9 +7242,7 @@ def s3_sweep_index(ph):
     made here: kvtierd has no I/O fault to inject.)"""
     srv = ph.srv
     P, ok, sm, req = ph.kit()
-    st, _, b = req("POST", "/hbkt/swidx", query="uploads")
-    assert st == 200, (st, b)
-    uid = re.search(rb"<UploadId>([0-9a-f]{32})</UploadId>", b).group(1).decode()
+    uid = s3_upload(req, "/hbkt/swidx")
     for pn in (1, 2, 3):
         st, _, b = req("PUT", "/hbkt/swidx", query="partNumber=%d&uploadId=%s" % (pn, uid),
                        body=bytes([pn]) * (1 << 20))
@@ -7310,9 +7302,7 @@ def s3_complete_abort(ph):
     got = []
     for i in range(2):
         key = "/hbkt/cabort%d" % i
-        st, _, b = req("POST", key, query="uploads")
-        assert st == 200, (st, b)
-        uid = re.search(rb"<UploadId>([0-9a-f]{32})</UploadId>", b).group(1).decode()
+        uid = s3_upload(req, key)
         st, _, b = req("PUT", key, query="partNumber=1&uploadId=" + uid, body=b"part %d" % i)
         assert st == 200, (st, b)
         a = socket.create_connection(("127.0.0.1", P), source_address=(PROBER, 0))
@@ -7328,9 +7318,7 @@ def s3_complete_abort(ph):
         ph.case("the Complete again", sm("POST", key, query="uploadId=" + uid, body=xml),
                 404, "NoSuchUpload", close=False, then=ok)
     print("Complete during an Abort of its upload (status, code, the Abort's): %s" % got)
-    st, _, b = req("POST", "/hbkt/cabort", query="uploads")
-    assert st == 200, (st, b)
-    uid = re.search(rb"<UploadId>([0-9a-f]{32})</UploadId>", b).group(1).decode()
+    uid = s3_upload(req, "/hbkt/cabort")
     ph.case("a Complete of a part never sent", sm("POST", "/hbkt/cabort",
                                                   query="uploadId=" + uid, body=xml),
             400, "InvalidPart", close=False, then=ok)
@@ -7532,9 +7520,7 @@ def s3_complete_pins(ph):
     P, ok, sm, req = ph.kit()
     ups = []
     for i in range(CP_UPLOADS):
-        st, _, b = req("POST", "/hbkt/cp%d" % i, query="uploads")
-        assert st == 200, (st, b)
-        uid = re.search(rb"<UploadId>([0-9a-f]{32})</UploadId>", b).group(1).decode()
+        uid = s3_upload(req, "/hbkt/cp%d" % i)
         data = b""
         for pn in range(1, CP_PARTS + 1):
             part = bytes([64 + 4 * i + pn]) * CP_PART
@@ -7571,9 +7557,7 @@ def s3_complete_pins(ph):
     # a Complete of 33 MiB (past her 32) on a fresh connection goes ahead
     # only while she pins nothing, and is refused 503 if any of it stayed.
     def upload(key, sizes):
-        st, _, b = req("POST", key, query="uploads")
-        assert st == 200, (st, b)
-        uid = re.search(rb"<UploadId>([0-9a-f]{32})</UploadId>", b).group(1).decode()
+        uid = s3_upload(req, key)
         for pn, size in enumerate(sizes, 1):
             st, _, b = req("PUT", key, query="partNumber=%d&uploadId=%s" % (pn, uid),
                            body=bytes([96 + pn]) * size)
