@@ -2844,8 +2844,8 @@ static void s3d_list_parts_start(struct s3d_req *rq)
  * miss there (doc/ssd.md "Reads: one part, quietly"), the part skipped
  * and left, and the remote and shared tiers were not asked, so an Abort
  * on a node with remote.put_local=never left every part in the pod
- * (test_s3_remote: 4 parts of 1 MiB, the pod's DRAM still +4 MiB after
- * the 204; 0 now).
+ * (test_s3_remote: an Abort of 2 parts took the pod's blocks -1, the
+ * marker alone; -3 now).
  *
  * The deletes of a window are waited for (PH_SWEEP_DEL) before the next:
  * an Abort's that fails (a tier's refusal, no memory: s3d_delete_outcome)
