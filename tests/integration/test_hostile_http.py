@@ -7294,30 +7294,59 @@ def s3_complete_abort(ph):
     window of part numbers, part 1 deleted, its marker still there) is
     404 NoSuchUpload, as S3 answers it, and the Abort 204.  Until s3x46
     (2026-12-07) it was 400 InvalidPart: the marker read, the part gone.
-    A Complete missing a part of an upload nobody aborts stays 400
-    InvalidPart."""
+    (First, an Abort that failed, 503, gives its entry back: a Complete
+    after it is 200.)  So is one whose parts are all still there (part 300, past the
+    Abort's first window): the Abort's entry in the gate table found
+    beside the marker (review46b, 2026-12-07: that branch untested; taken
+    out, the Complete was 200 and the Abort 404).  The Complete is sent
+    once the Abort's first window deleted part 1 (kvtier_dram_blocks -1),
+    not after a fixed sleep.  A Complete missing a part of an upload
+    nobody aborts stays 400 InvalidPart."""
+    srv = ph.srv
     P, ok, sm, req = ph.kit()
-    xml = b"<CompleteMultipartUpload><Part><PartNumber>1</PartNumber></Part>" \
-          b"</CompleteMultipartUpload>"
+    # The first Abort's sweep fails (KVTD_TEST_S3_SWEEP_FAIL=1:1, part 1's
+    # presence): 503, the upload kept -- and the Abort's entry given back,
+    # so that the Complete after it is 200, not 404 (review46b)
+    uid = s3_upload(req, "/hbkt/cafail")
+    st, _, b = req("PUT", "/hbkt/cafail", query="partNumber=1&uploadId=" + uid,
+                   body=b"the part kept")
+    assert st == 200, (st, b)
+    ph.case("an Abort whose sweep failed", sm("DELETE", "/hbkt/cafail", query="uploadId=" + uid),
+            503, "SlowDown", close=False, then=ok)
+    ph.case("the Complete after it", sm("POST", "/hbkt/cafail", query="uploadId=" + uid,
+                                        body=b"<CompleteMultipartUpload><Part><PartNumber>1"
+                                        b"</PartNumber></Part></CompleteMultipartUpload>"),
+            200, close=False, then=ok)
+    st, _, b = req("GET", "/hbkt/cafail")
+    ph.expect(st == 200 and b == b"the part kept", "the object completed", st, b[:200])
     got = []
-    for i in range(2):
+    for i, (parts, listed) in enumerate((((1,), 1), ((1,), 1), ((1, 300), 300))):
+        xml = b"<CompleteMultipartUpload><Part><PartNumber>%d</PartNumber></Part>" \
+              b"</CompleteMultipartUpload>" % listed
         key = "/hbkt/cabort%d" % i
         uid = s3_upload(req, key)
-        st, _, b = req("PUT", key, query="partNumber=1&uploadId=" + uid, body=b"part %d" % i)
-        assert st == 200, (st, b)
+        for pn in parts:
+            st, _, b = req("PUT", key, query="partNumber=%d&uploadId=%s" % (pn, uid),
+                           body=b"part %d.%d" % (i, pn))
+            assert st == 200, (st, b)
+        blocks0 = srv.metric("kvtier_dram_blocks")
         a = socket.create_connection(("127.0.0.1", P), source_address=(PROBER, 0))
         a.sendall(sm("DELETE", key, query="uploadId=" + uid))
-        time.sleep(0.3)  # its first window swept: part 1 gone, the marker not yet
+        end = time.monotonic() + 20  # its first window swept: part 1 gone, the marker not yet
+        while srv.metric("kvtier_dram_blocks") >= blocks0 and time.monotonic() < end:
+            time.sleep(0.01)
         st, _, b = req("POST", key, query="uploadId=" + uid, body=xml)
         sa, _, ba = read_answer(a, timeout=20)
         a.close()
-        got.append((st, code_of(b), sa))
+        got.append((listed, st, code_of(b), sa))
         ph.expect(st == 404 and code_of(b) == "NoSuchUpload",
                   "a Complete beside the Abort of its upload", i, st, b[:200])
         ph.expect(sa == 204, "the Abort", i, sa, ba[:200])
         ph.case("the Complete again", sm("POST", key, query="uploadId=" + uid, body=xml),
                 404, "NoSuchUpload", close=False, then=ok)
-    print("Complete during an Abort of its upload (status, code, the Abort's): %s" % got)
+        ph.case("no object", sm("GET", key), 404, "NoSuchKey", close=False, then=ok)
+    print("Complete during an Abort of its upload (part listed, status, code, the Abort's): %s"
+          % got)
     uid = s3_upload(req, "/hbkt/cabort")
     ph.case("a Complete of a part never sent", sm("POST", "/hbkt/cabort",
                                                   query="uploadId=" + uid, body=xml),
@@ -7325,7 +7354,8 @@ def s3_complete_abort(ph):
     ph.probe("Completes beside Aborts")
 
 
-s3_complete_abort.env = {"KVTD_TEST_S3_SWEEP_PAUSE_MS": "1500"}
+s3_complete_abort.env = {"KVTD_TEST_S3_SWEEP_PAUSE_MS": "1500",
+                         "KVTD_TEST_S3_SWEEP_FAIL": "1:1"}
 
 
 @phase
