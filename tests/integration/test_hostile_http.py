@@ -89,6 +89,7 @@ import hashlib
 import hmac
 import os
 import re
+import select
 import signal
 import socket
 import subprocess
@@ -7224,6 +7225,63 @@ def s3_abort_slow_part(ph):
         ph.expect(used1 - used0 <= 256 << 10, "its DRAM", i, used1 - used0)
     print("UploadPart landing after an Abort of its upload (status, code, DRAM KiB): %s" % got)
     ph.probe("parts landing after an Abort")
+
+
+@phase
+def s3_abort_part_copy(ph):
+    """An UploadPartCopy whose marker and source were read, parked for
+    write-down room (an 8 MiB PUT ahead of it in an 8 MiB write-down
+    queue, its writer slowed to 1.5 s a write) while an Abort of its
+    upload runs whole (204), then stored: it reads the marker once more
+    and, gone, deletes its part and is 404 NoSuchUpload, the part's 4 MiB
+    of DRAM given back.  s3x46's recheck (s3ops.c s3d_part_recheck) was
+    tested with UploadPart only; without it the copy was 200 and its part
+    stayed where no request reaches it (review46b, 2026-12-07: 4 MiB of
+    DRAM held).  Should the Abort not be answered while the copy waits,
+    the copy is stored before the marker goes and the Abort's second
+    sweep deletes it: no part left either way."""
+    srv = ph.srv
+    P, ok, sm, req = ph.kit()
+    st, _, b = http(P, sm("PUT", "/hbkt/pcsrc", body=os.urandom(4 << 20)), src=PROBER,
+                    timeout=20)
+    assert st == 200, (st, b[:200])
+    uid = s3_upload(req, "/hbkt/pcdst")
+    srv.written_down()
+    st, _, b = http(P, sm("PUT", "/hbkt/pcfill", body=b"f" * (8 << 20)), src=PROBER,
+                    timeout=20)
+    assert st == 200, (st, b[:200])
+    parked0 = srv.metric("kvtier_server_put_parked_total")
+    used0 = srv.metric("kvtier_dram_used_bytes")
+    c = socket.create_connection(("127.0.0.1", P), source_address=(PROBER, 0))
+    c.sendall(sm("PUT", "/hbkt/pcdst", query="partNumber=1&uploadId=" + uid,
+                 extra={"x-amz-copy-source": "/hbkt/pcsrc"}))
+    end = time.monotonic() + 10
+    while srv.metric("kvtier_server_put_parked_total") == parked0 and time.monotonic() < end:
+        time.sleep(0.01)
+    parked = srv.metric("kvtier_server_put_parked_total") - parked0
+    st, _, b = http(P, sm("DELETE", "/hbkt/pcdst", query="uploadId=" + uid), src=PROBER,
+                    timeout=20)
+    waiting = not select.select([c], [], [], 0)[0]  # the copy still unanswered
+    sc, _, bc = read_answer(c, timeout=20)
+    c.close()
+    srv.written_down()
+    used1 = srv.metric("kvtier_dram_used_bytes")
+    print("UploadPartCopy parked %d, an Abort of its upload meanwhile: %d; the copy %d %s "
+          "(answered after the Abort: %s); DRAM %+d KiB" % (
+              parked, st, sc, code_of(bc), waiting, (used1 - used0) / 1024))
+    ph.expect(parked >= 1, "the copy parked (the case under test)", parked)
+    ph.expect(st == 204, "the Abort", st, b[:200])
+    if waiting:
+        ph.expect(sc == 404 and code_of(bc) == "NoSuchUpload", "the copy stored after the Abort",
+                  sc, bc[:200])
+    ph.expect(used1 - used0 <= 1 << 20, "its part left", used1 - used0)
+    ph.cases += 1
+    ph.probe("an UploadPartCopy landing after an Abort")
+
+
+s3_abort_part_copy.extra = ["--ssd", "256M", "--set", "ssd.segment=16M",
+                            "--set", "ssd.writedown_max=8M",
+                            "--set", "ssd.debug_write_delay_ms=1500"]
 
 
 @phase
