@@ -110,7 +110,7 @@ const struct kvtd_counter_def kvtd_counter_defs[] = {
 	  offsetof(struct kvtd_server, mem_used), KVTD_CTR_ATOMIC_U64, 2 },
 	{ "server.s3_header_reads_mem", "kvtier_server_s3_header_reads_bytes", "gauge",
 	  "of them, what S3 listings' header reads in flight may hold in the store",
-	  offsetof(struct kvtd_server, s3_hdr_charged), KVTD_CTR_ATOMIC_U64, 2 },
+	  offsetof(struct kvtd_server, s3.hdr_charged), KVTD_CTR_ATOMIC_U64, 2 },
 	{ "server.mem_max", "kvtier_server_memory_limit_bytes", "gauge", "--max-memory",
 	  offsetof(struct kvtd_server, cfg.max_memory), KVTD_CTR_U64, 2 },
 	{ "server.bytes_in", "kvtier_server_bytes_in_total", "counter",

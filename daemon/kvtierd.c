@@ -1251,7 +1251,7 @@ static void kvtierd_close(struct kvtd_server *srv, int sfd)
 	kvtd_auth_shutdown();
 	kvtd_metrics_free(srv);
 	kvtd_tenant_ns_free(srv);
-	kvtd_s3_gate_free(srv);
+	kvtd_s3_free(srv);
 	kvtd_resp_wseq_free(srv);
 	kvtd_expiry_free(srv);
 	kvtd_tls_free(srv);
@@ -1278,7 +1278,7 @@ int main(int argc, char **argv)
 		return KVTD_EXIT_FAIL;
 	}
 	srv->listeners = listeners;
-	kvtd_s3_gate_init(srv);
+	kvtd_s3_init(srv);
 	kvtd_resp_wseq_init(srv);
 	(void)kvtd_expiry_init(srv); /* none: values expire when read */
 	exit_code = kvtierd_open(srv, listeners, &sfd);

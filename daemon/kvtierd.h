@@ -860,6 +860,31 @@ struct kvtd_resp_wseq {
 	_Atomic uint64_t finished;
 };
 
+/*
+ * The S3 listener's server-wide state (s3ops.c, s3reply.c; made by
+ * kvtd_s3_init before any request, with or without --s3).
+ */
+struct kvtd_s3 {
+	/* Of mem_used: S3 header reads in flight (s3ops.c "Header reads"),
+	 * KVT_PART_QUIET_MEM each */
+	_Atomic uint64_t hdr_charged;
+	/* S3 listings walking the store of tenants without counters (s3ops.c) */
+	_Atomic uint32_t scans_untracked;
+	/* S3 writes in progress and DeleteBuckets, by bucket namespace, and
+	 * AbortMultipartUploads in progress, by upload (s3ops.c "DeleteBucket
+	 * against the bucket's writes", "Sweeps") */
+	pthread_mutex_t gate_lock;
+	struct kvtd_pinset gate; /* (gate_lock) */
+	_Atomic uint64_t create_word; /* the last CreateBucket's word (s3ops.c) */
+	/* Tests' hooks, read from the environment once, by kvtd_s3_init
+	 * (s3ops.c "Sweeps"): KVTD_TEST_S3_SWEEP_FAIL=N[:K], part N's
+	 * presence fails (ENOMEM) in the first K Aborts' sweeps (0: all);
+	 * KVTD_TEST_S3_SWEEP_PAUSE_MS=M, an Abort's first sweep waits M ms
+	 * on the aux thread after its first window.  0: none. */
+	uint32_t test_sweep_fail_part, test_sweep_fail_aborts, test_sweep_pause_ms;
+	_Atomic uint32_t test_sweeps_failed; /* Aborts the first hook failed */
+};
+
 struct kvtd_server {
 	struct kvtd_config cfg;
 	struct kvt_store *store;
@@ -888,16 +913,7 @@ struct kvtd_server {
 	/* Bytes charged against cfg.max_memory (loop.c "Limits"); relaxed
 	 * atomic, any loop */
 	_Atomic uint64_t mem_used;
-	/* Of it: S3 header reads in flight (s3ops.c "Header reads"),
-	 * KVT_PART_QUIET_MEM each */
-	_Atomic uint64_t s3_hdr_charged;
-	/* S3 listings walking the store of tenants without counters (s3ops.c) */
-	_Atomic uint32_t s3_scans_untracked;
-	/* S3 writes in progress and DeleteBuckets, by bucket namespace
-	 * (s3ops.c "DeleteBucket against the bucket's writes") */
-	pthread_mutex_t s3_gate_lock;
-	struct kvtd_pinset s3_gate; /* (s3_gate_lock) */
-	_Atomic uint64_t s3_create_word; /* the last CreateBucket's word (s3ops.c) */
+	struct kvtd_s3 s3;        /* the S3 listener's (s3ops.c) */
 	/* RESP's writes by stripe of keys, for the delete of an expired value
 	 * a read found (respd.c "Expiry") */
 	struct kvtd_resp_wseq resp_wseq[KVTD_RESP_WSEQ];
@@ -1523,11 +1539,12 @@ unsigned kvtd_expiry_due(struct kvtd_server *srv, uint64_t now_ms, uint32_t *ns,
 /* The earliest entry's expiry (Unix ms), 0 with none; any thread. */
 uint64_t kvtd_expiry_next_ms(const struct kvtd_server *srv);
 
-/* s3ops.c: the table of the S3 buckets' writes and DeleteBuckets in
- * progress (srv->s3_gate: s3ops.c "DeleteBucket against the bucket's
- * writes"), made before any request; freed at exit. */
-void kvtd_s3_gate_init(struct kvtd_server *srv);
-void kvtd_s3_gate_free(struct kvtd_server *srv);
+/* s3ops.c: the S3 listener's state (srv->s3: the table of the S3
+ * buckets' writes and DeleteBuckets in progress, s3ops.c "DeleteBucket
+ * against the bucket's writes"; the tests' hooks), made before any
+ * request; freed at exit. */
+void kvtd_s3_init(struct kvtd_server *srv);
+void kvtd_s3_free(struct kvtd_server *srv);
 /* s3ops.c: at start, before any request, with or without --s3: a bucket
  * an older kvtierd created exists while its marker block (key "B": 8
  * bytes, its creation time) does; keep each such bucket whose marker is

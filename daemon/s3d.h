@@ -86,7 +86,13 @@ enum s3d_payload {
 enum s3d_sink { SK_NONE = 0, SK_RESV, SK_BUF, SK_DISCARD };
 
 /* What the store requests of a request are for (its phase). */
-enum { PH_NONE = 0, PH_PROBE, PH_WRITE, PH_ASSEMBLE_DEL, PH_DURABLE, PH_DONE };
+enum {
+	PH_NONE = 0, PH_PROBE, PH_WRITE, PH_ASSEMBLE_DEL, PH_DURABLE,
+	PH_SWEEP,     /* Abort, Complete: a window of its parts' presence (s3ops.c "Sweeps") */
+	PH_SWEEP_DEL, /* ... the deletes of those present */
+	PH_RECHECK,   /* Complete: its marker again, a listed part missing */
+	PH_DONE
+};
 
 enum s3d_ck { CK_CRC32C = 0, CK_CRC32, CK_SHA256, CK_MD5, CK__COUNT };
 
@@ -217,8 +223,14 @@ struct s3d_req {
 	struct s3d_list *list;     /* ListObjects(V2): its state, one allocation (owned) */
 	_Atomic uint32_t *scan_slot; /* its tenant's walks in progress, while it holds
 				      * one (s3ops.c "Walks of the store") */
-	uintptr_t gate_at;         /* its bucket's entry it holds in srv->s3_gate, or 0
+	uintptr_t gate_at;         /* its bucket's entry it holds in srv->s3.gate, or 0
 				    * (s3ops.c "DeleteBucket against the bucket's writes") */
+	uintptr_t abort_at;        /* Abort: its upload's entry it holds there, or 0 */
+	/* Abort, Complete: the sweep of its upload's part numbers (s3ops.c
+	 * "Sweeps"): the next to look for, the last */
+	uint32_t sweep_next, sweep_end;
+	uint32_t sweep_fail;       /* a test's: this part's presence fails */
+	bool swept_again;          /* Abort: its sweep after the marker's delete */
 	uint64_t gate_word;        /* its bucket's word when its head was taken
 				    * (s3d_gate_receive) */
 	/* an error decided before the body was read: answered after it */

@@ -462,19 +462,23 @@ void s3d_scan_release(struct s3d_req *rq)
 }
 
 /* (Taken by s3ops.c's s3d_gate_write and DeleteBucket: its bucket's
- * entry in srv->s3_gate, s3ops.c "DeleteBucket against the bucket's
- * writes".) */
+ * entry in srv->s3.gate, s3ops.c "DeleteBucket against the bucket's
+ * writes"; by an Abort: its upload's, s3ops.c "Sweeps".) */
 void s3d_gate_leave(struct s3d_req *rq)
 {
 	struct kvtd_server *srv = rq->conn->loop->srv;
 	uint64_t len;
 
-	if (!rq->gate_at)
+	if (!rq->gate_at && !rq->abort_at)
 		return;
-	pthread_mutex_lock(&srv->s3_gate_lock);
-	(void)kvtd_pinset_drop(&srv->s3_gate, rq->gate_at, &len);
-	pthread_mutex_unlock(&srv->s3_gate_lock);
+	pthread_mutex_lock(&srv->s3.gate_lock);
+	if (rq->gate_at)
+		(void)kvtd_pinset_drop(&srv->s3.gate, rq->gate_at, &len);
+	if (rq->abort_at)
+		(void)kvtd_pinset_drop(&srv->s3.gate, rq->abort_at, &len);
+	pthread_mutex_unlock(&srv->s3.gate_lock);
 	rq->gate_at = 0;
+	rq->abort_at = 0;
 }
 
 void s3d_tenant_charge(struct s3d_req *rq, uint64_t n)

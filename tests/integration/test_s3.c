@@ -129,47 +129,6 @@ static uint32_t ns_persistent(struct kvt_store *s)
 static const size_t sizes[] = { 1, 5000, 4096, (1u << 20) + 123, (UINT64_C(12) << 20) + 5 };
 #define NSIZES (sizeof(sizes) / sizeof(sizes[0]))
 
-static void put_block(struct kvt_store *s, uint32_t ns, uint64_t i, size_t len)
-{
-	uint8_t *b = malloc(len);
-	struct kvt_key k = t_key(i);
-	t_fill(b, len, i);
-	if (len >= 3) {
-		struct iovec p[3] = { { b, len / 3 }, { b + len / 3, len / 3 },
-				      { b + 2 * (len / 3), len - 2 * (len / 3) } };
-		T_RC(kvt_put(s, ns, &k, p, 3), KVT_OK);
-	} else {
-		struct iovec p = { b, len };
-		T_RC(kvt_put(s, ns, &k, &p, 1), KVT_OK);
-	}
-	free(b);
-}
-
-/* Get key i: its status; on KVT_OK the bytes must be exact and come from
- * tier want_tier. */
-static int get_block(struct kvt_store *s, uint32_t ns, uint64_t i, size_t len, uint32_t want_tier)
-{
-	uint8_t *b = malloc(len + 1), *want = malloc(len);
-	struct kvt_key k = t_key(i);
-	struct iovec io = { b, len + 1 };
-	struct kvt_req r = { .op = KVT_OP_GET, .ns = ns, .key = k, .iov = &io, .iov_count = 1 };
-	struct kvt_req *rp = &r, *done;
-	struct kvt_queue *q;
-	T_OK(kvt_queue_create(s, &q));
-	T_RC(kvt_submit(q, &rp, 1), 1);
-	T_RC(kvt_queue_wait(q, &done, 1, 30000), 1);
-	if (r.status == KVT_OK) {
-		T_EQ_U64(r.length, len);
-		T_EQ_INT(r.tier, want_tier);
-		t_fill(want, len, i);
-		T_EQ_MEM(b, want, len);
-	}
-	T_OK(kvt_queue_destroy(q));
-	free(b);
-	free(want);
-	return r.status;
-}
-
 /* One store writes, another (other credentials source) reads, looks up,
  * deletes; a restart of everything keeps the blocks; clear empties. */
 static void test_store_two_and_restart(void)
@@ -180,7 +139,7 @@ static void test_store_two_and_restart(void)
 	uint8_t tiers[NSIZES + 1];
 
 	for (size_t i = 0; i < NSIZES; i++)
-		put_block(a, na, i, sizes[i]);
+		t_put_thirds(a, na, i, sizes[i]);
 	T_OK(kvt_flush(a));
 	T_EQ_U64(t_stat(a, "shared.writes"), NSIZES);
 	T_EQ_U64(t_stat(a, "shared.wd_shed"), 0);
@@ -196,9 +155,9 @@ static void test_store_two_and_restart(void)
 	T_RC(kvt_exists(b, nb, &keys[1]), KVT_OK);
 	T_RC(kvt_exists(b, nb, &keys[NSIZES]), KVT_MISS);
 	for (size_t i = 0; i < NSIZES; i++)
-		T_RC(get_block(b, nb, i, sizes[i], KVT_TIER_SHARED), KVT_OK);
+		T_RC(t_get_tier(b, nb, i, sizes[i], KVT_TIER_SHARED, 30000), KVT_OK);
 	T_EQ_U64(t_stat(b, "shared.hits"), NSIZES);
-	T_RC(get_block(b, nb, 3, sizes[3], KVT_TIER_DRAM), KVT_OK); /* promoted */
+	T_RC(t_get_tier(b, nb, 3, sizes[3], KVT_TIER_DRAM, 30000), KVT_OK); /* promoted */
 	/* Delete through b: gone for a third store. */
 	T_RC(kvt_delete(b, nb, &keys[2]), KVT_OK);
 	kvt_store_destroy(a);
@@ -209,7 +168,7 @@ static void test_store_two_and_restart(void)
 	nc = ns_persistent(c);
 	/* A put of a block already in the bucket: If-None-Match or the same
 	 * bytes again, never an error. */
-	put_block(c, nc, 0, sizes[0]);
+	t_put_thirds(c, nc, 0, sizes[0]);
 	T_OK(kvt_flush(c));
 	T_EQ_U64(t_stat(c, "shared.write_errors"), 0);
 	T_EQ_U64(t_stat(c, "shared.wd_done"), 1);
@@ -217,7 +176,8 @@ static void test_store_two_and_restart(void)
 		t_stat(c, "shared.write_exists") ? "412 (If-None-Match honoured)"
 						   : "written again (If-None-Match ignored)");
 	for (size_t i = 1; i < NSIZES; i++)
-		T_RC(get_block(c, nc, i, sizes[i], KVT_TIER_SHARED), i == 2 ? KVT_MISS : KVT_OK);
+		T_RC(t_get_tier(c, nc, i, sizes[i], KVT_TIER_SHARED, 30000),
+		     i == 2 ? KVT_MISS : KVT_OK);
 	T_RC(kvt_lookup_prefix(c, nc, keys, NSIZES, tiers), 2);
 	/* Clear: every object of the namespace goes. */
 	T_ASSERT(kvt_clear(c, nc) >= (int64_t)NSIZES - 1);
@@ -225,7 +185,7 @@ static void test_store_two_and_restart(void)
 	c = open_s3(creds_file, "10000");
 	nc = ns_persistent(c);
 	T_RC(kvt_lookup_prefix(c, nc, keys, NSIZES, tiers), 0);
-	T_RC(get_block(c, nc, 1, sizes[1], KVT_TIER_SHARED), KVT_MISS);
+	T_RC(t_get_tier(c, nc, 1, sizes[1], KVT_TIER_SHARED, 30000), KVT_MISS);
 	kvt_store_destroy(c);
 }
 
@@ -242,7 +202,7 @@ static void test_store_corrupt(int port)
 	int64_t got;
 	uint64_t olen;
 
-	put_block(s, ns, 77, len);
+	t_put_thirds(s, ns, 77, len);
 	T_OK(kvt_flush(s));
 	T_OK(kvt_ns_info(s, ns, dg, NULL, 0));
 	T_OK(shdir_relpath(dg, &k, name));
@@ -252,19 +212,19 @@ static void test_store_corrupt(int port)
 	T_RC(shs3_put(raw, name, obj, (uint64_t)got), KVT_OK);
 	r = open_s3(creds_file, "10000");
 	nr = ns_persistent(r);
-	T_RC(get_block(r, nr, 77, len, KVT_TIER_SHARED), KVT_MISS);
+	T_RC(t_get_tier(r, nr, 77, len, KVT_TIER_SHARED, 30000), KVT_MISS);
 	T_EQ_U64(t_stat(r, "shared.corrupt"), 1);
 	T_EQ_U64(t_stat(r, "shared.bad_removed"), 1);
 	T_RC(shs3_head(raw, name, &olen), KVT_MISS);
 	/* A truncated object too. */
-	put_block(s, ns, 78, len);
+	t_put_thirds(s, ns, 78, len);
 	kvt_store_destroy(s);
 	k = t_key(78);
 	T_OK(shdir_relpath(dg, &k, name));
 	got = shs3_get(raw, name, 0, 0, obj, len + 2 * SHDIR_ALIGN);
 	T_EQ_INT(got, (long long)(len + SHDIR_ALIGN));
 	T_RC(shs3_put(raw, name, obj, (uint64_t)got - 100), KVT_OK);
-	T_RC(get_block(r, nr, 78, len, KVT_TIER_SHARED), KVT_MISS);
+	T_RC(t_get_tier(r, nr, 78, len, KVT_TIER_SHARED, 30000), KVT_MISS);
 	T_EQ_U64(t_stat(r, "shared.corrupt"), 2);
 	T_EQ_U64(t_stat(r, "shared.hits"), 0);
 	kvt_store_destroy(r);
@@ -272,7 +232,7 @@ static void test_store_corrupt(int port)
 	free(obj);
 }
 
-/* Get part `part` of key i (put by put_block as 3 parts) with KVT_F_PART
+/* Get part `part` of key i (put by t_put_thirds as 3 parts) with KVT_F_PART
  * into a buffer of room bytes: its status; r.length and r.tier checked on
  * KVT_OK, the bytes exact. */
 static int get_part(struct kvt_store *s, uint32_t ns, uint64_t i, size_t len, uint32_t part,
@@ -315,7 +275,7 @@ static void test_store_part(int port)
 	uint64_t vlen = 0, req0;
 	int64_t got;
 
-	put_block(s, ns, 90, len);
+	t_put_thirds(s, ns, 90, len);
 	T_OK(kvt_flush(s));
 	r = open_s3(creds_file, "10000");
 	nr = ns_persistent(r);
@@ -333,14 +293,14 @@ static void test_store_part(int port)
 	T_EQ_U64(vlen, len);
 	T_RC(get_part(r, nr, 91, len, 0, len, KVT_TIER_SHARED, &vlen), KVT_MISS);
 	/* A whole get still promotes; the part then comes from DRAM. */
-	T_RC(get_block(r, nr, 90, len, KVT_TIER_SHARED), KVT_OK);
+	T_RC(t_get_tier(r, nr, 90, len, KVT_TIER_SHARED, 30000), KVT_OK);
 	T_RC(get_part(r, nr, 90, len, 2, len, KVT_TIER_DRAM, &vlen), KVT_OK);
 	kvt_store_destroy(r);
 
 	/* A flipped bit in part 1: part 1 is a miss (and the object goes),
 	 * never other bytes. */
 	k = t_key(92);
-	put_block(s, ns, 92, len);
+	t_put_thirds(s, ns, 92, len);
 	T_OK(kvt_flush(s));
 	T_OK(kvt_ns_info(s, ns, dg, NULL, 0));
 	T_OK(shdir_relpath(dg, &k, name));
@@ -395,7 +355,7 @@ static void test_store_gc(const char *cli)
 	uint32_t ns = ns_persistent(s);
 	struct kvt_shared_gc_result res;
 	for (int i = 0; i < 4; i++)
-		put_block(s, ns, 200 + (uint64_t)i, 100000);
+		t_put_thirds(s, ns, 200 + (uint64_t)i, 100000);
 	T_OK(kvt_flush(s));
 	kvt_store_destroy(s);
 	T_OK(kvt_shared_gc_s3(endpoint, "kvt", creds_file, 0, 0, &res));
@@ -423,8 +383,8 @@ static void test_store_gc(const char *cli)
 		/* Refill two for the age check below. */
 		s = open_s3(creds_file, "10000");
 		ns = ns_persistent(s);
-		put_block(s, ns, 210, 100000);
-		put_block(s, ns, 211, 100000);
+		t_put_thirds(s, ns, 210, 100000);
+		t_put_thirds(s, ns, 211, 100000);
 		T_OK(kvt_flush(s));
 		kvt_store_destroy(s);
 	}
@@ -450,7 +410,7 @@ static void test_store_stopped(pid_t pid)
 	uint64_t t0;
 	for (int i = 0; i < 4; i++) {
 		keys[i] = t_key(300 + (uint64_t)i);
-		put_block(w, nw, 300 + (uint64_t)i, 200000);
+		t_put_thirds(w, nw, 300 + (uint64_t)i, 200000);
 	}
 	T_OK(kvt_flush(w));
 	T_RC(kvt_lookup_prefix(s, ns, keys, 4, tiers), 4);
@@ -458,9 +418,9 @@ static void test_store_stopped(pid_t pid)
 	T_ASSERT(kill(pid, SIGSTOP) == 0);
 	tsrv_wait_stopped(pid);
 	t0 = now_ms();
-	T_RC(get_block(s, ns, 300, 200000, KVT_TIER_SHARED), KVT_MISS);
+	T_RC(t_get_tier(s, ns, 300, 200000, KVT_TIER_SHARED, 30000), KVT_MISS);
 	T_RC(kvt_lookup_prefix(s, ns, keys, 4, tiers), 0);
-	put_block(w, nw, 310, 200000);
+	t_put_thirds(w, nw, 310, 200000);
 	T_OK(kvt_flush(w));
 	fprintf(stderr, "stopped object store: get, lookup and write-down took %llu ms\n",
 		(unsigned long long)(now_ms() - t0));
@@ -486,12 +446,12 @@ static void test_store_stopped(pid_t pid)
 
 	/* Answering again. */
 	t0 = now_ms();
-	while (get_block(s, ns, 301, 200000, KVT_TIER_SHARED) != KVT_OK) {
+	while (t_get_tier(s, ns, 301, 200000, KVT_TIER_SHARED, 30000) != KVT_OK) {
 		T_LE_INT(now_ms() - t0, 20000);
 		usleep(100000);
 	}
 	nl = ns_persistent(late);
-	T_RC(get_block(late, nl, 302, 200000, KVT_TIER_SHARED), KVT_OK);
+	T_RC(t_get_tier(late, nl, 302, 200000, KVT_TIER_SHARED, 30000), KVT_OK);
 	kvt_store_destroy(late);
 	kvt_store_destroy(s);
 	kvt_store_destroy(w);

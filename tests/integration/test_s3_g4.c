@@ -148,39 +148,6 @@ static uint32_t ns_of(struct kvt_store *s)
 static const size_t sizes[] = { 1, 5000, 4096, (1u << 20) + 123, (UINT64_C(12) << 20) + 5 };
 #define NSIZES (sizeof(sizes) / sizeof(sizes[0]))
 
-static void put_block(struct kvt_store *s, uint32_t ns, uint64_t i, size_t len)
-{
-	uint8_t *b = malloc(len);
-	struct kvt_key k = t_key(i);
-	struct iovec p = { b, len };
-	t_fill(b, len, i);
-	T_RC(kvt_put(s, ns, &k, &p, 1), KVT_OK);
-	free(b);
-}
-
-static int get_block(struct kvt_store *s, uint32_t ns, uint64_t i, size_t len)
-{
-	uint8_t *b = malloc(len + 1), *want = malloc(len);
-	struct kvt_key k = t_key(i);
-	struct iovec io = { b, len + 1 };
-	struct kvt_req r = { .op = KVT_OP_GET, .ns = ns, .key = k, .iov = &io, .iov_count = 1 };
-	struct kvt_req *rp = &r, *done;
-	struct kvt_queue *q;
-	T_OK(kvt_queue_create(s, &q));
-	T_RC(kvt_submit(q, &rp, 1), 1);
-	T_RC(kvt_queue_wait(q, &done, 1, 60000), 1);
-	if (r.status == KVT_OK) {
-		T_EQ_U64(r.length, len);
-		T_EQ_INT(r.tier, KVT_TIER_SHARED);
-		t_fill(want, len, i);
-		T_EQ_MEM(b, want, len);
-	}
-	T_OK(kvt_queue_destroy(q));
-	free(b);
-	free(want);
-	return r.status;
-}
-
 int main(int argc, char **argv)
 {
 	char base[600], dir[700], tenants[700];
@@ -218,7 +185,7 @@ int main(int argc, char **argv)
 	s = open_g4();
 	ns = ns_of(s);
 	for (size_t i = 0; i < NSIZES; i++)
-		put_block(s, ns, i, sizes[i]);
+		T_RC(t_put_filled(s, ns, i, sizes[i]), KVT_OK);
 	T_OK(kvt_flush(s));
 	kvt_store_close(s);
 	kvt_store_destroy(s);
@@ -227,7 +194,7 @@ int main(int argc, char **argv)
 	s = open_g4();
 	ns = ns_of(s);
 	for (size_t i = 0; i < NSIZES; i++)
-		T_EQ_INT(get_block(s, ns, i, sizes[i]), KVT_OK);
+		T_EQ_INT(t_get_tier(s, ns, i, sizes[i], KVT_TIER_SHARED, 60000), KVT_OK);
 	/* 3. a delete reaches the object store */
 	{
 		struct kvt_key k = t_key(1);
@@ -243,7 +210,8 @@ int main(int argc, char **argv)
 	s = open_g4();
 	ns = ns_of(s);
 	for (size_t i = 0; i < NSIZES; i++) {
-		int want = i == 1 ? KVT_MISS : KVT_OK, got = get_block(s, ns, i, sizes[i]);
+		int want = i == 1 ? KVT_MISS : KVT_OK;
+		int got = t_get_tier(s, ns, i, sizes[i], KVT_TIER_SHARED, 60000);
 		if (got != want)
 			T_FAIL("block %zu after the restart: %d, want %d", i, got, want);
 	}
@@ -271,7 +239,7 @@ int main(int argc, char **argv)
 		s = open_g4();
 		ns = ns_of(s);
 		for (size_t i = 0; i < NSIZES; i++)
-			hits += get_block(s, ns, i, sizes[i]) == KVT_OK;
+			hits += t_get_tier(s, ns, i, sizes[i], KVT_TIER_SHARED, 60000) == KVT_OK;
 		T_EQ_U64(hits, gc2.files);
 		kvt_store_close(s);
 		kvt_store_destroy(s);

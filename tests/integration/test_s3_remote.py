@@ -53,13 +53,25 @@ class Daemon:
             text = open(self.log).read() if os.path.exists(self.log) else ""
             s3 = re.search(r"S3 listener on 127\.0\.0\.1:(\d+)", text)
             nat = re.search(r"listening on 127\.0\.0\.1:(\d+)", text)
-            if s3 and nat:
+            mp = re.search(r"metrics listener on 127\.0\.0\.1:(\d+)", text)
+            if s3 and nat and (mp or "--metrics" not in extra):
                 self.port, self.native = int(s3.group(1)), int(nat.group(1))
+                self.mport = int(mp.group(1)) if mp else None
                 return
             if self.p.poll() is not None:
                 raise SystemExit("kvtierd exited: see " + self.log)
             time.sleep(0.02)
         raise SystemExit("kvtierd did not start")
+
+    def metric(self, name):
+        """One unlabelled series of its /metrics (started with --metrics)."""
+        s = socket.create_connection(("127.0.0.1", self.mport), timeout=20)
+        s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        st, body, _ = read_answer(s, b"")
+        s.close()
+        m = re.search(rb"^" + name.encode() + rb" (\S+)$", body, re.M)
+        assert st == 200 and m, (name, st, body[:200])
+        return float(m.group(1))
 
     def stop(self):
         self.p.send_signal(signal.SIGTERM)
@@ -132,6 +144,18 @@ def multipart(port, key, parts):
 TIMEOUT_MS = 2000  # remote.timeout_ms of the nodes (its default, said here)
 
 
+def pod_settled(pod, want):
+    """The pod's DRAM blocks once they are want (the deletes fired after
+    an answer, a Complete's marker and listed parts, may still be on
+    their way), or after 5 s."""
+    end = time.monotonic() + 5
+    got = pod.metric("kvtier_dram_blocks")
+    while got != want and time.monotonic() < end:
+        time.sleep(0.05)
+        got = pod.metric("kvtier_dram_blocks")
+    return got
+
+
 def main():
     if len(sys.argv) < 2:
         print("SKIP: usage: test_s3_remote.py KVTIERD")
@@ -142,7 +166,7 @@ def main():
     with open(tenants, "w") as f:
         f.write("alice %s tenant\n" % ALICE[1])
     os.chmod(tenants, 0o600)
-    pod = Daemon(kvtierd, base, "pod", [])
+    pod = Daemon(kvtierd, base, "pod", ["--metrics", "127.0.0.1:0"])
     over = ["--tenants", tenants, "--max-memory", "32M", "--set",
             "remote.addr=127.0.0.1:%d" % pod.native,
             "--set", "remote.timeout_ms=%d" % TIMEOUT_MS]
@@ -203,8 +227,47 @@ def main():
         assert st == 204, ("the upload kept: aborted", st, b[:300])
         st, _, b = request(cold.port, "DELETE", "/rbkt/toobig", query=[("uploadId", uid)])
         assert st == 404 and b"NoSuchUpload" in b, ("a second Abort", st, b[:300])
+        # parts in the pod only (put_local=never; never read on the node):
+        # the Abort's sweep asks the pod for them (KVT_OP_EXISTS) and its
+        # deletes reach it.  Until s3x46 (2026-12-07) the sweep read the
+        # node's tiers alone (quiet reads): the marker went, both parts
+        # stayed in the pod
+        st, _, b = request(cold.port, "POST", "/rbkt/aborted", query=[("uploads", "")])
+        assert st == 200, ("CreateMultipartUpload", st, b[:300])
+        uid = re.search(rb"<UploadId>([^<]+)</UploadId>", b).group(1).decode()
+        for n in (1, 2):
+            st, _, b = request(cold.port, "PUT", "/rbkt/aborted", body=b"part%d" % n,
+                               query=[("partNumber", str(n)), ("uploadId", uid)])
+            assert st == 200, ("UploadPart", n, st, b[:300])
+        pod0 = pod.metric("kvtier_dram_blocks")
+        st, _, b = request(cold.port, "DELETE", "/rbkt/aborted", query=[("uploadId", uid)])
+        assert st == 204, ("the Abort", st, b[:300])
+        pod1 = pod_settled(pod, pod0 - 3)
+        print("an Abort on a node with put_local=never: the pod's blocks %+d (its marker "
+              "and 2 parts)" % (pod1 - pod0))
+        assert pod1 == pod0 - 3, ("the aborted upload's parts left in the pod", pod0, pod1)
+        # a Complete's sweep of the parts it did not list, there too:
+        # parts 2 and 3 go from the pod (they stayed until s3x46)
+        pod0 = pod.metric("kvtier_dram_blocks")
+        st, _, b = request(cold.port, "POST", "/rbkt/swept", query=[("uploads", "")])
+        assert st == 200, ("CreateMultipartUpload", st, b[:300])
+        uid = re.search(rb"<UploadId>([^<]+)</UploadId>", b).group(1).decode()
+        for n in (1, 2, 3):
+            st, _, b = request(cold.port, "PUT", "/rbkt/swept", body=b"part%d" % n,
+                               query=[("partNumber", str(n)), ("uploadId", uid)])
+            assert st == 200, ("UploadPart", n, st, b[:300])
+        xml = b"<CompleteMultipartUpload><Part><PartNumber>1</PartNumber></Part>" \
+              b"</CompleteMultipartUpload>"
+        st, _, b = request(cold.port, "POST", "/rbkt/swept", body=xml, query=[("uploadId", uid)])
+        assert st == 200, ("Complete of part 1 of 3", st, b[:300])
+        pod1 = pod_settled(pod, pod0 + 1)
+        print("a Complete of part 1 of 3 on a node with put_local=never: the pod's blocks %+d "
+              "(the object)" % (pod1 - pod0))
+        assert pod1 == pod0 + 1, ("the unlisted parts left in the pod", pod0, pod1)
+        st, _, b = request(cold.port, "GET", "/rbkt/swept")
+        assert (st, b) == (200, b"part1"), ("the completed object", st, b[:100])
         print("CompleteMultipartUpload, CopyObject, UploadPartCopy, cold GETs, "
-              "an assembly too large: ok")
+              "an assembly too large, sweeps of parts in the pod only: ok")
         # If-None-Match: * is not evaluated there: refused, nothing written
         st, _, b = request(P, "PUT", "/rbkt/obj", body=b"third", extra={"if-none-match": "*"})
         assert st == 501 and b"NotImplemented" in b, (st, b[:300])

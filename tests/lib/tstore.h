@@ -176,4 +176,53 @@ static inline int t_get_filled(struct kvt_store *s, uint32_t ns, uint64_t k, siz
 	return r;
 }
 
+/* Put t_key(k) as three parts of t_fill(.., k), len bytes in all (one
+ * part if len < 3; part i is len/3 bytes at i*(len/3), the last takes
+ * the rest): asserts KVT_OK.  (test_s3, test_shared.) */
+static inline void t_put_thirds(struct kvt_store *s, uint32_t ns, uint64_t k, size_t len)
+{
+	uint8_t *b = malloc(len ? len : 1);
+	struct kvt_key key = t_key(k);
+	T_ASSERT(b);
+	t_fill(b, len, k);
+	if (len >= 3) {
+		struct iovec p[3] = { { b, len / 3 }, { b + len / 3, len / 3 },
+				      { b + 2 * (len / 3), len - 2 * (len / 3) } };
+		T_RC(kvt_put(s, ns, &key, p, 3), KVT_OK);
+	} else {
+		struct iovec p = { b, len };
+		T_RC(kvt_put(s, ns, &key, &p, 1), KVT_OK);
+	}
+	free(b);
+}
+
+/* Get t_key(k), put as len bytes of t_fill(.., k), through a queue of its
+ * own, waited for at most wait_ms: its status; on KVT_OK the bytes must
+ * be exactly those and come from tier want_tier.  (test_s3, test_s3_g4,
+ * test_shared.) */
+static inline int t_get_tier(struct kvt_store *s, uint32_t ns, uint64_t k, size_t len,
+			     uint32_t want_tier, int wait_ms)
+{
+	uint8_t *b = malloc(len + 1), *want = malloc(len ? len : 1);
+	struct iovec io = { b, len + 1 };
+	struct kvt_req r = { .op = KVT_OP_GET, .ns = ns, .key = t_key(k), .iov = &io,
+			     .iov_count = 1 };
+	struct kvt_req *rp = &r, *done;
+	struct kvt_queue *q;
+	T_ASSERT(b && want);
+	T_OK(kvt_queue_create(s, &q));
+	T_RC(kvt_submit(q, &rp, 1), 1);
+	T_RC(kvt_queue_wait(q, &done, 1, wait_ms), 1);
+	if (r.status == KVT_OK) {
+		T_EQ_U64(r.length, len);
+		T_EQ_INT(r.tier, want_tier);
+		t_fill(want, len, k);
+		T_EQ_MEM(b, want, len);
+	}
+	T_OK(kvt_queue_destroy(q));
+	free(b);
+	free(want);
+	return r.status;
+}
+
 #endif

@@ -48,44 +48,6 @@ static void block_path(struct kvt_store *s, const char *dir, uint32_t ns, uint64
 static const size_t sizes[] = { 1, 4095, 4096, 5000, 65536 + 17, (1u << 20) + 123 };
 #define NSIZES (sizeof(sizes) / sizeof(sizes[0]))
 
-/* Put key i as three parts (or one if tiny). */
-static void put_block(struct kvt_store *s, uint32_t ns, uint64_t i, size_t len)
-{
-	uint8_t *b = malloc(len);
-	struct kvt_key k = t_key(i);
-	t_fill(b, len, i);
-	if (len >= 3) {
-		struct iovec p[3] = { { b, len / 3 }, { b + len / 3, len / 3 },
-				      { b + 2 * (len / 3), len - 2 * (len / 3) } };
-		T_RC(kvt_put(s, ns, &k, p, 3), KVT_OK);
-	} else {
-		struct iovec p = { b, len };
-		T_RC(kvt_put(s, ns, &k, &p, 1), KVT_OK);
-	}
-	free(b);
-}
-
-static void get_exact(struct kvt_store *s, uint32_t ns, uint64_t i, size_t len, uint32_t tier)
-{
-	uint8_t *b = malloc(len + 1), *want = malloc(len);
-	struct kvt_key k = t_key(i);
-	struct iovec io = { b, len + 1 };
-	struct kvt_req r = { .op = KVT_OP_GET, .ns = ns, .key = k, .iov = &io, .iov_count = 1 };
-	struct kvt_req *rp = &r, *done;
-	struct kvt_queue *q;
-	T_OK(kvt_queue_create(s, &q));
-	T_RC(kvt_submit(q, &rp, 1), 1);
-	T_RC(kvt_queue_wait(q, &done, 1, 10000), 1);
-	T_RC(r.status, KVT_OK);
-	T_EQ_U64(r.length, len);
-	T_EQ_INT(r.tier, tier);
-	t_fill(want, len, i);
-	T_EQ_MEM(b, want, len);
-	T_OK(kvt_queue_destroy(q));
-	free(b);
-	free(want);
-}
-
 /* ------------------------------------------------------------------------ */
 
 static void test_hdr_codec(void)
@@ -135,14 +97,14 @@ static void test_two_stores(void)
 	uint32_t na = ns_persistent(a), nb = ns_persistent(b);
 
 	for (size_t i = 0; i < NSIZES; i++)
-		put_block(a, na, i, sizes[i]);
+		t_put_thirds(a, na, i, sizes[i]);
 	T_OK(kvt_flush(a));
 	T_EQ_U64(t_stat(a, "shared.writes"), NSIZES);
 	for (size_t i = 0; i < NSIZES; i++)
-		get_exact(b, nb, i, sizes[i], KVT_TIER_SHARED);
+		T_RC(t_get_tier(b, nb, i, sizes[i], KVT_TIER_SHARED, 10000), KVT_OK);
 	T_EQ_U64(t_stat(b, "shared.hits"), NSIZES);
 	/* Promoted: the second get is a DRAM hit. */
-	get_exact(b, nb, 3, sizes[3], KVT_TIER_DRAM);
+	T_RC(t_get_tier(b, nb, 3, sizes[3], KVT_TIER_DRAM, 10000), KVT_OK);
 	/* A part read after promotion: the part table came along. */
 	{
 		size_t len = sizes[5];
@@ -171,7 +133,7 @@ static void test_two_stores(void)
 		uint8_t tiers[NSIZES + 2];
 		struct kvt_store *c = open_shared(dir, "64M", "persistent");
 		uint32_t nc = ns_persistent(c);
-		put_block(c, nc, 0, sizes[0]); /* EXISTS on the shared tier: harmless */
+		t_put_thirds(c, nc, 0, sizes[0]); /* EXISTS on the shared tier: harmless */
 		for (size_t i = 0; i < NSIZES + 2; i++)
 			keys[i] = t_key(i == NSIZES ? 1000 : i);
 		T_RC(kvt_lookup_prefix(c, nc, keys, NSIZES + 2, tiers), NSIZES);
@@ -191,7 +153,7 @@ static void test_two_stores(void)
 	b = open_shared(dir, "64M", "persistent");
 	nb = ns_persistent(b);
 	for (size_t i = 0; i < NSIZES; i++)
-		get_exact(b, nb, i, sizes[i], KVT_TIER_SHARED);
+		T_RC(t_get_tier(b, nb, i, sizes[i], KVT_TIER_SHARED, 10000), KVT_OK);
 	/* Delete removes the file for everyone; clear removes the namespace. */
 	{
 		struct kvt_key k = t_key(1);
@@ -219,8 +181,8 @@ static void test_corrupt(void)
 	struct stat st;
 	int fd;
 
-	put_block(a, na, 7, 100000);
-	put_block(a, na, 8, 100000);
+	t_put_thirds(a, na, 7, 100000);
+	t_put_thirds(a, na, 8, 100000);
 	T_OK(kvt_flush(a));
 	block_path(a, dir, na, 7, p, sizeof(p));
 	kvt_store_destroy(a);
@@ -245,7 +207,8 @@ static void test_corrupt(void)
 	T_EQ_U64(t_stat(a, "shared.corrupt"), 1);
 	T_EQ_U64(t_stat(a, "shared.bad_removed"), 1);
 	T_ASSERT(stat(p, &st) < 0 && errno == ENOENT);
-	get_exact(a, na, 8, 100000, KVT_TIER_SHARED); /* its neighbour is fine */
+	/* its neighbour is fine */
+	T_RC(t_get_tier(a, na, 8, 100000, KVT_TIER_SHARED, 10000), KVT_OK);
 	/* A truncated file, too. */
 	block_path(a, dir, na, 8, p, sizeof(p));
 	kvt_store_destroy(a);
@@ -358,8 +321,8 @@ static void test_evict_writedown(void)
 	uint8_t *buf = malloc(len);
 	struct stat st;
 
-	put_block(a, na, 1, len); /* read twice below */
-	put_block(a, na, 2, len); /* read once */
+	t_put_thirds(a, na, 1, len); /* read twice below */
+	t_put_thirds(a, na, 2, len); /* read once */
 	for (int r = 0; r < 2; r++) {
 		struct kvt_key k = t_key(1);
 		T_RC(kvt_get(a, na, &k, buf, len, NULL), KVT_OK);
@@ -369,7 +332,7 @@ static void test_evict_writedown(void)
 		T_RC(kvt_get(a, na, &k, buf, len, NULL), KVT_OK);
 	}
 	for (uint64_t i = 100; i < 140; i++) /* 10 MiB through 4 MiB of DRAM */
-		put_block(a, na, i, len);
+		t_put_thirds(a, na, i, len);
 	T_OK(kvt_flush(a));
 	T_EQ_U64(t_stat(a, "shared.wd_evicted"), 1);
 	block_path(a, dir, na, 1, p, sizeof(p));
@@ -377,7 +340,7 @@ static void test_evict_writedown(void)
 	block_path(a, dir, na, 2, p, sizeof(p));
 	T_ASSERT(stat(p, &st) < 0);
 	/* And it comes back, parts and bytes, from the shared tier. */
-	get_exact(a, na, 1, len, KVT_TIER_SHARED);
+	T_RC(t_get_tier(a, na, 1, len, KVT_TIER_SHARED, 10000), KVT_OK);
 	kvt_store_destroy(a);
 	free(buf);
 	t_rmtree(dir);
@@ -398,14 +361,14 @@ static struct kvt_store *slow_wd_store(const char *dir, const char *name, uint32
 	uint32_t na = t_ns(a, name);
 
 	for (uint64_t k = 1; k <= 2; k++)
-		put_block(a, na, k, len);
+		t_put_thirds(a, na, k, len);
 	for (uint64_t k = 1; k <= 2; k++)
 		for (int r = 0; r < 2; r++) {
 			struct kvt_key key = t_key(k);
 			T_RC(kvt_get(a, na, &key, buf, len, NULL), KVT_OK);
 		}
 	for (uint64_t i = 100; i < 140; i++) /* 10 MiB through 4 MiB of DRAM */
-		put_block(a, na, i, len);
+		t_put_thirds(a, na, i, len);
 	T_EQ_U64(t_stat(a, "shared.wd_evicted"), 2); /* one being written, one queued */
 	*ns = na;
 	return a;
@@ -538,7 +501,7 @@ static void test_delete_vs_promotion(void)
 	struct kvt_queue *q;
 	struct stat st;
 
-	put_block(a, na, 1, len);
+	t_put_thirds(a, na, 1, len);
 	T_OK(kvt_flush(a));
 	kvt_store_destroy(a);
 	T_OK(kvt_queue_create(b, &q));
@@ -619,7 +582,7 @@ static void test_gc(void)
 	struct stat st;
 
 	for (uint64_t i = 0; i < 10; i++)
-		put_block(a, na, i, 60000);
+		t_put_thirds(a, na, i, 60000);
 	T_OK(kvt_flush(a));
 	/* Ages: block i written 1000 * (10 - i) seconds ago. */
 	for (uint64_t i = 0; i < 10; i++) {
@@ -650,7 +613,7 @@ static void test_gc(void)
 	kvt_store_destroy(a);
 	a = open_shared(dir, "64M", "always");
 	na = t_ns(a, "gc-model");
-	get_exact(a, na, 8, 60000, KVT_TIER_SHARED);
+	T_RC(t_get_tier(a, na, 8, 60000, KVT_TIER_SHARED, 10000), KVT_OK);
 	{
 		struct kvt_key k = t_key(4);
 		uint8_t b[16];
@@ -671,7 +634,7 @@ static void test_prefetch(void)
 	uint32_t na = t_ns(a, "pf-model");
 	struct kvt_key keys[4];
 	for (uint64_t i = 0; i < 4; i++) {
-		put_block(a, na, i, 70000);
+		t_put_thirds(a, na, i, 70000);
 		keys[i] = t_key(i);
 	}
 	T_OK(kvt_flush(a));
@@ -690,7 +653,7 @@ static void test_prefetch(void)
 		T_OK(kvt_queue_destroy(q));
 	}
 	for (uint64_t i = 0; i < 4; i++)
-		get_exact(a, na, i, 70000, KVT_TIER_DRAM);
+		T_RC(t_get_tier(a, na, i, 70000, KVT_TIER_DRAM, 10000), KVT_OK);
 	kvt_store_destroy(a);
 	t_rmtree(dir);
 	free(dir);
@@ -705,20 +668,20 @@ static void test_below_ssd(void)
 					   "ssd.segment", "8M", "shared.dir", dir, NULL);
 	struct kvt_store *b;
 	uint32_t na = ns_persistent(a), nb;
-	put_block(a, na, 3, 300000);
+	t_put_thirds(a, na, 3, 300000);
 	T_OK(kvt_flush(a));
 	T_EQ_U64(t_stat(a, "shared.writes"), 1);
 	kvt_store_destroy(a);
 	b = t_store_open("path", pb, "dram.capacity", "64M", "ssd.capacity", "64M", "ssd.segment",
 			 "8M", "shared.dir", dir, NULL);
 	nb = ns_persistent(b);
-	get_exact(b, nb, 3, 300000, KVT_TIER_SHARED);
+	T_RC(t_get_tier(b, nb, 3, 300000, KVT_TIER_SHARED, 10000), KVT_OK);
 	kvt_store_destroy(b);
 	/* The first store's own SSD still has it, before the shared tier. */
 	a = t_store_open("path", pa, "dram.capacity", "64M", "ssd.capacity", "64M", "ssd.segment",
 			 "8M", "shared.dir", dir, NULL);
 	na = ns_persistent(a);
-	get_exact(a, na, 3, 300000, KVT_TIER_SSD);
+	T_RC(t_get_tier(a, na, 3, 300000, KVT_TIER_SSD, 10000), KVT_OK);
 	kvt_store_destroy(a);
 	t_rmtree(dir);
 	t_rmtree(pa);
@@ -733,7 +696,7 @@ static void test_below_ssd(void)
 static void churn(struct kvt_store *s, uint32_t ns, uint64_t *next, size_t bytes)
 {
 	for (size_t done = 0; done < bytes; done += 65536) {
-		put_block(s, ns, (*next)++, 65536);
+		t_put_thirds(s, ns, (*next)++, 65536);
 		if (done % (512 * 1024) == 0)
 			T_OK(kvt_flush(s));
 	}
@@ -769,15 +732,15 @@ static void test_ssd_evict_writedown(void)
 	uint64_t next = 1000;
 	struct stat st;
 
-	put_block(s, ns, 1, 65536);
-	put_block(s, ns, 2, 65536);
+	t_put_thirds(s, ns, 1, 65536);
+	t_put_thirds(s, ns, 2, 65536);
 	T_OK(kvt_flush(s));
 	churn_out(s, ns, &next, 1); /* out of DRAM, still on SSD */
 	churn_out(s, ns, &next, 2);
-	get_exact(s, ns, 1, 65536, KVT_TIER_SSD);
-	get_exact(s, ns, 2, 65536, KVT_TIER_SSD);
+	T_RC(t_get_tier(s, ns, 1, 65536, KVT_TIER_SSD, 10000), KVT_OK);
+	T_RC(t_get_tier(s, ns, 2, 65536, KVT_TIER_SSD, 10000), KVT_OK);
 	churn_out(s, ns, &next, 1);
-	get_exact(s, ns, 1, 65536, KVT_TIER_SSD); /* promoted a second time */
+	T_RC(t_get_tier(s, ns, 1, 65536, KVT_TIER_SSD, 10000), KVT_OK); /* promoted a second time */
 	T_EQ_U64(t_stat(s, "ssd.evicted_blocks"), 0);
 	churn(s, ns, &next, 20u << 20); /* through the whole SSD */
 	T_ASSERT(t_stat(s, "ssd.evicted_blocks") > 0);
@@ -793,7 +756,7 @@ static void test_ssd_evict_writedown(void)
 	/* Another store finds it there, byte-exact. */
 	s = open_shared(dir, "64M", "persistent");
 	ns = t_ns(s, "ssd-evict");
-	get_exact(s, ns, 1, 65536, KVT_TIER_SHARED);
+	T_RC(t_get_tier(s, ns, 1, 65536, KVT_TIER_SHARED, 10000), KVT_OK);
 	kvt_store_destroy(s);
 	t_rmtree(dir);
 	t_rmtree(path);
@@ -816,7 +779,7 @@ static void test_gc_spread(void)
 	unsigned tied_gone = 0;
 
 	for (uint64_t i = 0; i < 40; i++)
-		put_block(a, na, i, 6000);
+		t_put_thirds(a, na, i, 6000);
 	T_OK(kvt_flush(a));
 	clock_gettime(CLOCK_REALTIME, &now);
 	/* Block i written (40 - i) * 100,000 s ago; 13..16 at one second. */
@@ -861,8 +824,8 @@ static void test_gc_cli(const char *cli)
 	struct timespec ts[2];
 	FILE *f;
 
-	put_block(a, na, 1, 10000);
-	put_block(a, na, 2, 10000);
+	t_put_thirds(a, na, 1, 10000);
+	t_put_thirds(a, na, 2, 10000);
 	T_OK(kvt_flush(a));
 	clock_gettime(CLOCK_REALTIME, &ts[0]);
 	ts[0].tv_sec -= 100;
