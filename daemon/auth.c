@@ -55,6 +55,7 @@
 #include <openssl/sha.h>
 
 #include "kvtierd.h"
+#include "sigv4.h"
 
 struct kvtd_tenant {
 	char name[PROTO_TENANT_MAX + 1];
@@ -67,7 +68,13 @@ struct kvtd_tenant {
 	 * would use), and the RESP secret's HMAC under auth_dummy. */
 	uint8_t key[64];
 	uint32_t key_len;
-	uint8_t plain_mac[32];    /* set by kvtd_auth_install */
+	uint8_t plain_mac[32];
+	/* and SigV4's first key of the S3 secret (sigv4_key0); all three
+	 * made by kvtd_auth_install, once the table is whole: the parse
+	 * grows the array with realloc, which would leave copies behind,
+	 * never wiped ("A table's secrets") */
+	uint8_t s3_key[SIGV4_KEY0_MAX];
+	uint32_t s3_key_len;
 	uint32_t role;
 	uint32_t group;           /* libkvtier quota group (0: groups exhausted) */
 	uint64_t dram_quota;      /* bytes, 0: no limit */
@@ -124,6 +131,8 @@ static uint64_t group_ev_base[KVT_QUOTA_GROUPS];                 /* group_lock *
 static struct kvt_store *group_store;                            /* group_lock */
 static uint8_t auth_dummy[PROTO_SECRET_MIN]; /* for unknown tenants: same cost */
 static uint8_t auth_dummy_mac[32];           /* auth_dummy's plain_mac */
+static uint8_t auth_dummy_s3[SIGV4_KEY0_MAX]; /* and its s3_key */
+static uint32_t auth_dummy_s3_len;
 
 /*
  * An AUTH's time.  A failed AUTH's time must not tell whether its tenant
@@ -155,9 +164,12 @@ void kvtd_tenants_free(struct kvtd_tenants *t)
 	for (unsigned i = 0; i < t->count; i++) {
 		OPENSSL_cleanse(t->v[i].key, sizeof(t->v[i].key));
 		OPENSSL_cleanse(t->v[i].plain_mac, sizeof(t->v[i].plain_mac));
+		OPENSSL_cleanse(t->v[i].s3_key, sizeof(t->v[i].s3_key));
 		if (t->v[i].secret) {
 			OPENSSL_cleanse(t->v[i].secret, t->v[i].secret_len);
 			free(t->v[i].secret);
+			if (t->v[i].s3_secret) /* a secret too: never freed unwiped */
+				OPENSSL_cleanse(t->v[i].s3_secret, t->v[i].s3_secret_len);
 			free(t->v[i].s3_secret);
 			free(t->v[i].events);
 			free(t->v[i].events_replay);
@@ -394,13 +406,6 @@ static int auth_parse_line(struct kvtd_tenants *t, const char *line, size_t len,
 		return -ENOMEM;
 	memcpy(e->secret, w[1], wl[1]);
 	e->secret_len = (uint32_t)wl[1];
-	if (wl[1] > sizeof(e->key)) {
-		SHA256(e->secret, wl[1], e->key);
-		e->key_len = SHA256_DIGEST_LENGTH;
-	} else {
-		memcpy(e->key, e->secret, wl[1]);
-		e->key_len = (uint32_t)wl[1];
-	}
 	t->count++;
 	for (unsigned i = 3; i < n; i++) {
 		rc = auth_parse_quota(e, w[i], wl[i], lineno, errbuf, errlen);
@@ -663,10 +668,26 @@ void kvtd_auth_install(struct kvtd_tenants *t)
 		if (getrandom(auth_dummy, sizeof(auth_dummy), 0) != (ssize_t)sizeof(auth_dummy))
 			memset(auth_dummy, 0x5a, sizeof(auth_dummy));
 		auth_mac(auth_dummy, sizeof(auth_dummy), auth_dummy_mac);
+		auth_dummy_s3_len = (uint32_t)sigv4_key0(auth_dummy, sizeof(auth_dummy),
+							 auth_dummy_s3);
 		dummy_done = true;
 	}
-	for (unsigned i = 0; t && i < t->count; i++)
-		auth_mac(t->v[i].secret, t->v[i].secret_len, t->v[i].plain_mac);
+	/* What AUTH and SigV4 compare ("An AUTH's time"), made here, the
+	 * array no longer moved ("A table's secrets"). */
+	for (unsigned i = 0; t && i < t->count; i++) {
+		struct kvtd_tenant *e = &t->v[i];
+		if (e->secret_len > sizeof(e->key)) {
+			SHA256(e->secret, e->secret_len, e->key);
+			e->key_len = SHA256_DIGEST_LENGTH;
+		} else {
+			memcpy(e->key, e->secret, e->secret_len);
+			e->key_len = e->secret_len;
+		}
+		auth_mac(e->secret, e->secret_len, e->plain_mac);
+		const uint8_t *s3 = e->s3_secret ? e->s3_secret : e->secret;
+		size_t s3l = e->s3_secret ? e->s3_secret_len : e->secret_len;
+		e->s3_key_len = (uint32_t)sigv4_key0(s3, s3l, e->s3_key);
+	}
 	if (t)
 		auth_groups_assign(t); /* before any thread can see t */
 	pthread_mutex_lock(&auth_lock);
@@ -1270,9 +1291,8 @@ int kvtd_auth_s3_secret(const char *tenant, size_t tenant_len, uint8_t *out, uin
 	pthread_mutex_lock(&auth_lock);
 	e = auth_lookup(tenant, tenant_len);
 	if (e) {
-		const uint8_t *k = e->s3_secret ? e->s3_secret : e->secret;
-		*out_len = e->s3_secret ? e->s3_secret_len : e->secret_len;
-		memcpy(out, k, *out_len);
+		memcpy(out, e->s3_key, e->s3_key_len);
+		*out_len = e->s3_key_len;
 		*role = e->role;
 		known = true;
 	}
@@ -1280,8 +1300,8 @@ int kvtd_auth_s3_secret(const char *tenant, size_t tenant_len, uint8_t *out, uin
 	if (!known) {
 		/* The caller still signs with it: an unknown tenant costs the
 		 * same work as a wrong signature. */
-		memcpy(out, auth_dummy, sizeof(auth_dummy));
-		*out_len = sizeof(auth_dummy);
+		memcpy(out, auth_dummy_s3, auth_dummy_s3_len);
+		*out_len = auth_dummy_s3_len;
 		return PROTO_EAUTH;
 	}
 	return 0;
