@@ -272,7 +272,7 @@ static double auth_cost(const char *name, bool native)
 
 /* a's failed AUTHs cost what b's do: the best of 3 rounds each, taken
  * in turn (a round's order alone made 8-12 %). */
-static void auth_same(const char *a, const char *b, bool native)
+static void auth_same_max(const char *a, const char *b, bool native, double max)
 {
 	double ta = 1e9, tb = 1e9, ratio;
 
@@ -286,8 +286,20 @@ static void auth_same(const char *a, const char *b, bool native)
 	ratio = ta > tb ? ta / tb : tb / ta;
 	printf("auth_time: %s %d failed AUTHs of %s %.2f ms, of %s %.2f ms: ratio %.3f\n",
 	       native ? "native" : "RESP", AUTH_TIME_N, a, ta * 1e3, b, tb * 1e3, ratio);
-	T_ASSERT(ratio <= AUTH_TIME_RATIO);
+	T_ASSERT(ratio <= max);
 }
+
+static void auth_same(const char *a, const char *b, bool native)
+{
+	auth_same_max(a, b, native, AUTH_TIME_RATIO);
+}
+
+/* Two tenants side by side in the table, secrets of 4,096 and 17 bytes:
+ * their lookups alike, only the secret's length differs -- under ASan
+ * "long" against "nobody" passed on the old code (1.02: the unknown
+ * tenant's lookup, slower there, hid the hash); this pair: RESP 1.31,
+ * native 2.70 (ASan, the code before 2026-12-07); 1.00-1.02 after. */
+#define AUTH_LEN_RATIO 1.15
 
 /*
  * A failed AUTH's time tells nothing of its tenant (auth.c "An AUTH's
@@ -311,7 +323,8 @@ static void test_auth_time(void)
 	longs[4096] = 0;
 	n += (size_t)snprintf(text + n, cap - n, "first secret-of-first-0123 tenant\n");
 	n += (size_t)snprintf(text + n, cap - n, "long %s admin\n", longs);
-	for (int i = 0; i < 998; i++)
+	n += (size_t)snprintf(text + n, cap - n, "shor short-secret-01234 tenant\n");
+	for (int i = 0; i < 997; i++)
 		n += (size_t)snprintf(text + n, cap - n, "tenant%04d secret-of-tenant-%04d tenant\n",
 				      i, i);
 	T_OK(kvtd_tenants_parse(text, n, &t, err, sizeof(err)));
@@ -324,10 +337,12 @@ static void test_auth_time(void)
 	T_OK(kvtd_auth_check("long", 4, nonce, cnonce, proof, sproof, &role));
 	T_OK(proto_auth_proof(PROTO_PROOF_SERVER, longs, 4096, nonce, cnonce, "long", 4, want));
 	T_EQ_MEM(sproof, want, PROTO_PROOF_LEN);
-	T_OK(kvtd_auth_plain("tenant0997", 10, (const uint8_t *)"secret-of-tenant-0997", 21,
+	T_OK(kvtd_auth_plain("tenant0996", 10, (const uint8_t *)"secret-of-tenant-0996", 21,
 			     &role));
 	T_EQ_INT(kvtd_auth_plain("long", 4, (const uint8_t *)longs, 4095, &role), PROTO_EAUTH);
 	/* failures: the same time whoever is named */
+	auth_same_max("long", "shor", false, AUTH_LEN_RATIO);
+	auth_same_max("long", "shor", true, AUTH_LEN_RATIO);
 	auth_same("long", "nobody", false);
 	auth_same("first", "nobody", false);
 	auth_same("long", "nobody", true);
