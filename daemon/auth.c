@@ -52,14 +52,29 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
+#include <openssl/sha.h>
 
 #include "kvtierd.h"
+#include "sigv4.h"
 
 struct kvtd_tenant {
 	char name[PROTO_TENANT_MAX + 1];
 	uint32_t name_len;
 	uint8_t *secret;
 	uint32_t secret_len;
+	/* What AUTH compares, of a fixed size whatever the secret's length
+	 * ("An AUTH's time"): the native proof's HMAC key (the secret, or
+	 * its SHA-256 when longer than SHA-256's block, as HMAC itself
+	 * would use), and the RESP secret's HMAC under auth_dummy. */
+	uint8_t key[64];
+	uint32_t key_len;
+	uint8_t plain_mac[32];
+	/* and SigV4's first key of the S3 secret (sigv4_key0); all three
+	 * made by kvtd_auth_install, once the table is whole: the parse
+	 * grows the array with realloc, which would leave copies behind,
+	 * never wiped ("A table's secrets") */
+	uint8_t s3_key[SIGV4_KEY0_MAX];
+	uint32_t s3_key_len;
 	uint32_t role;
 	uint32_t group;           /* libkvtier quota group (0: groups exhausted) */
 	uint64_t dram_quota;      /* bytes, 0: no limit */
@@ -115,15 +130,56 @@ static uint64_t group_ev_base[KVT_QUOTA_GROUPS];                 /* group_lock *
  * auth_group_pick reads on the next reload). */
 static struct kvt_store *group_store;                            /* group_lock */
 static uint8_t auth_dummy[PROTO_SECRET_MIN]; /* for unknown tenants: same cost */
+static uint8_t auth_dummy_mac[32];           /* auth_dummy's plain_mac */
+static uint8_t auth_dummy_s3[SIGV4_KEY0_MAX]; /* and its s3_key */
+static uint32_t auth_dummy_s3_len;
 
+/*
+ * An AUTH's time.  A failed AUTH's time must not tell whether its tenant
+ * is in the file, nor how long that tenant's secret is.  Until 2026-12-07
+ * an AUTH hashed the tenant's secret itself, whatever its length (RESP:
+ * an HMAC over it; native: the HMAC keyed with it, which hashes a key
+ * longer than 64 bytes first), while an unknown tenant's was 16 bytes,
+ * and the lookup stopped at the tenant's line: 20,000 failed RESP AUTHs
+ * of a tenant with a 4,096-byte secret took 5-8 times the CPU of an
+ * unknown tenant's (test_config `auth_time`), ~2 us more a guess seen
+ * from a client on loopback (p10), and of the first of 1,000 tenants
+ * less than an unknown one's.  Now what is compared is made once, when a
+ * table is installed -- the native proof's key cut to at most a block
+ * (HMAC's own rule: the same proofs), the RESP secret's HMAC -- and every
+ * lookup walks the whole table (auth_lookup).
+ */
+static void auth_mac(const uint8_t *p, size_t len, uint8_t out[32])
+{
+	unsigned l = 0;
+
+	if (!HMAC(EVP_sha256(), auth_dummy, sizeof(auth_dummy), p, len, out, &l) || l != 32)
+		memset(out, 0, 32); /* never equal to a guess's (auth_plain_ok) */
+}
+
+/*
+ * A table's secrets.  Every byte that logs in -- the secret, s3_secret=,
+ * and what AUTH and SigV4 compare, made from them (key, s3_key) -- is
+ * wiped before its memory is freed, once, here.  The parse grows the
+ * array with realloc, which frees the block it leaves unwiped, so
+ * nothing secret lives in the array until kvtd_auth_install makes key,
+ * plain_mac and s3_key (test_config secret_wipe: red46's key, made at the
+ * parse, was left in 299 freed blocks of a 200-tenant table, and
+ * s3_secret= was freed unwiped since it came).
+ */
 void kvtd_tenants_free(struct kvtd_tenants *t)
 {
 	if (!t)
 		return;
 	for (unsigned i = 0; i < t->count; i++) {
+		OPENSSL_cleanse(t->v[i].key, sizeof(t->v[i].key));
+		OPENSSL_cleanse(t->v[i].plain_mac, sizeof(t->v[i].plain_mac));
+		OPENSSL_cleanse(t->v[i].s3_key, sizeof(t->v[i].s3_key));
 		if (t->v[i].secret) {
 			OPENSSL_cleanse(t->v[i].secret, t->v[i].secret_len);
 			free(t->v[i].secret);
+			if (t->v[i].s3_secret) /* a secret too: never freed unwiped */
+				OPENSSL_cleanse(t->v[i].s3_secret, t->v[i].s3_secret_len);
 			free(t->v[i].s3_secret);
 			free(t->v[i].events);
 			free(t->v[i].events_replay);
@@ -621,7 +677,26 @@ void kvtd_auth_install(struct kvtd_tenants *t)
 		 * never a match worth anything. */
 		if (getrandom(auth_dummy, sizeof(auth_dummy), 0) != (ssize_t)sizeof(auth_dummy))
 			memset(auth_dummy, 0x5a, sizeof(auth_dummy));
+		auth_mac(auth_dummy, sizeof(auth_dummy), auth_dummy_mac);
+		auth_dummy_s3_len = (uint32_t)sigv4_key0(auth_dummy, sizeof(auth_dummy),
+							 auth_dummy_s3);
 		dummy_done = true;
+	}
+	/* What AUTH and SigV4 compare ("An AUTH's time"), made here, the
+	 * array no longer moved ("A table's secrets"). */
+	for (unsigned i = 0; t && i < t->count; i++) {
+		struct kvtd_tenant *e = &t->v[i];
+		if (e->secret_len > sizeof(e->key)) {
+			SHA256(e->secret, e->secret_len, e->key);
+			e->key_len = SHA256_DIGEST_LENGTH;
+		} else {
+			memcpy(e->key, e->secret, e->secret_len);
+			e->key_len = e->secret_len;
+		}
+		auth_mac(e->secret, e->secret_len, e->plain_mac);
+		const uint8_t *s3 = e->s3_secret ? e->s3_secret : e->secret;
+		size_t s3l = e->s3_secret ? e->s3_secret_len : e->secret_len;
+		e->s3_key_len = (uint32_t)sigv4_key0(s3, s3l, e->s3_key);
 	}
 	if (t)
 		auth_groups_assign(t); /* before any thread can see t */
@@ -995,29 +1070,39 @@ void kvtd_auth_shutdown(void)
 	kvtd_tenants_free(t);
 }
 
+/* The tenant's entry for an AUTH (auth_lock held), or NULL: the whole
+ * table walked whoever asks ("An AUTH's time"). */
+static const struct kvtd_tenant *auth_lookup(const char *tenant, size_t tenant_len)
+{
+	const struct kvtd_tenant *found = NULL;
+
+	for (unsigned i = 0; auth_table && i < auth_table->count; i++) {
+		const struct kvtd_tenant *e = &auth_table->v[i];
+		bool same = e->name_len == tenant_len && memcmp(e->name, tenant, tenant_len) == 0;
+		found = same && !found ? e : found;
+	}
+	return found;
+}
+
 int kvtd_auth_check(const char *tenant, uint32_t tenant_len,
 		    const uint8_t server_nonce[PROTO_NONCE_LEN],
 		    const uint8_t client_nonce[PROTO_NONCE_LEN],
 		    const uint8_t client_proof[PROTO_PROOF_LEN],
 		    uint8_t server_proof[PROTO_PROOF_LEN], uint32_t *role)
 {
-	uint8_t secret[PROTO_SECRET_MAX];
+	uint8_t secret[64]; /* the HMAC key ("An AUTH's time") */
 	uint32_t secret_len = 0, r = PROTO_ROLE_TENANT;
 	bool known = false;
+	const struct kvtd_tenant *e;
 	int ret;
 
 	pthread_mutex_lock(&auth_lock);
-	if (auth_table) {
-		for (unsigned i = 0; i < auth_table->count; i++) {
-			const struct kvtd_tenant *e = &auth_table->v[i];
-			if (e->name_len == tenant_len && memcmp(e->name, tenant, tenant_len) == 0) {
-				memcpy(secret, e->secret, e->secret_len);
-				secret_len = e->secret_len;
-				r = e->role;
-				known = true;
-				break;
-			}
-		}
+	e = auth_lookup(tenant, tenant_len);
+	if (e) {
+		memcpy(secret, e->key, e->key_len);
+		secret_len = e->key_len;
+		r = e->role;
+		known = true;
 	}
 	pthread_mutex_unlock(&auth_lock);
 	if (!known) {
@@ -1173,42 +1258,34 @@ int kvtd_canon_tenant(const char *text, size_t len, const char **tenant)
 int kvtd_auth_plain(const char *tenant, uint32_t tenant_len, const uint8_t *secret,
 		    size_t secret_len, uint32_t *role)
 {
-	uint8_t want[PROTO_SECRET_MAX];
-	uint32_t want_len = 0, r = PROTO_ROLE_TENANT;
+	uint8_t want[32];
+	uint32_t r = PROTO_ROLE_TENANT;
 	bool known = false;
+	const struct kvtd_tenant *e;
 	int ok;
 
 	pthread_mutex_lock(&auth_lock);
-	for (unsigned i = 0; auth_table && i < auth_table->count; i++) {
-		const struct kvtd_tenant *e = &auth_table->v[i];
-		if (e->name_len == tenant_len && memcmp(e->name, tenant, tenant_len) == 0) {
-			memcpy(want, e->secret, e->secret_len);
-			want_len = e->secret_len;
-			r = e->role;
-			known = true;
-			break;
-		}
+	e = auth_lookup(tenant, tenant_len);
+	memcpy(want, e ? e->plain_mac : auth_dummy_mac, sizeof(want));
+	if (e) {
+		r = e->role;
+		known = true;
 	}
 	pthread_mutex_unlock(&auth_lock);
-	if (!known) {
-		memcpy(want, auth_dummy, sizeof(auth_dummy));
-		want_len = sizeof(auth_dummy);
-	}
-	/* HMACs of both under the process's random key, compared in constant
-	 * time: neither the secret's length nor its bytes show in the time
-	 * taken; an unknown tenant is compared against a random key, at the
-	 * same cost. */
+	/* The guess's HMAC under the process's random key against the
+	 * secret's, made at install, compared in constant time: neither the
+	 * secret's length nor its bytes show in the time taken; an unknown
+	 * tenant is compared against a random key's, at the same cost ("An
+	 * AUTH's time"). */
 	{
-		uint8_t ma[32], mb[32];
-		unsigned la = 0, lb = 0;
-		ok = HMAC(EVP_sha256(), auth_dummy, sizeof(auth_dummy), want, want_len, ma, &la) &&
-		     HMAC(EVP_sha256(), auth_dummy, sizeof(auth_dummy), secret, secret_len, mb,
+		uint8_t mb[32];
+		unsigned lb = 0;
+		ok = HMAC(EVP_sha256(), auth_dummy, sizeof(auth_dummy), secret, secret_len, mb,
 			  &lb) &&
-		     la == 32 && lb == 32 && CRYPTO_memcmp(ma, mb, 32) == 0;
-		OPENSSL_cleanse(ma, sizeof(ma));
+		     lb == 32 && CRYPTO_memcmp(want, mb, 32) == 0;
 		OPENSSL_cleanse(mb, sizeof(mb));
 	}
-	OPENSSL_cleanse(want, want_len);
+	OPENSSL_cleanse(want, sizeof(want));
 	if (!ok || !known)
 		return PROTO_EAUTH;
 	*role = r;
@@ -1219,25 +1296,22 @@ int kvtd_auth_s3_secret(const char *tenant, size_t tenant_len, uint8_t *out, uin
 			uint32_t *role)
 {
 	bool known = false;
+	const struct kvtd_tenant *e;
 
 	pthread_mutex_lock(&auth_lock);
-	for (unsigned i = 0; auth_table && i < auth_table->count; i++) {
-		const struct kvtd_tenant *e = &auth_table->v[i];
-		if (e->name_len == tenant_len && memcmp(e->name, tenant, tenant_len) == 0) {
-			const uint8_t *k = e->s3_secret ? e->s3_secret : e->secret;
-			*out_len = e->s3_secret ? e->s3_secret_len : e->secret_len;
-			memcpy(out, k, *out_len);
-			*role = e->role;
-			known = true;
-			break;
-		}
+	e = auth_lookup(tenant, tenant_len);
+	if (e) {
+		memcpy(out, e->s3_key, e->s3_key_len);
+		*out_len = e->s3_key_len;
+		*role = e->role;
+		known = true;
 	}
 	pthread_mutex_unlock(&auth_lock);
 	if (!known) {
 		/* The caller still signs with it: an unknown tenant costs the
 		 * same work as a wrong signature. */
-		memcpy(out, auth_dummy, sizeof(auth_dummy));
-		*out_len = sizeof(auth_dummy);
+		memcpy(out, auth_dummy_s3, auth_dummy_s3_len);
+		*out_len = auth_dummy_s3_len;
 		return PROTO_EAUTH;
 	}
 	return 0;

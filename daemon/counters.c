@@ -139,7 +139,8 @@ const struct kvtd_counter_def kvtd_counter_defs[] = {
 	  "tenant's quarter", CTR(tls_mem_refused), 2 },
 	{ "server.tls_quiet_closed", "kvtier_tls_quiet_closed_total", "counter",
 	  "TLS connections closed for sending more than 32 records a minute that carry no "
-	  "application data (KeyUpdates, alerts)", CTR(tls_quiet_closed), 2 },
+	  "application data (KeyUpdates, alerts), or a TLS 1.2 renegotiation",
+	  CTR(tls_quiet_closed), 2 },
 	{ "server.tls_deferred", "kvtier_tls_deferred_total", "counter",
 	  "TLS reads left for the next loop iteration: the tenant's records of this one spent",
 	  CTR(tls_deferred), 2 },

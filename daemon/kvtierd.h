@@ -182,9 +182,10 @@ unsigned kvtd_tenants_count(const struct kvtd_tenants *t);
 /* The name of tenant i (< kvtd_tenants_count) of t, len bytes. */
 const char *kvtd_tenants_name(const struct kvtd_tenants *t, unsigned i, size_t *len);
 
-/* The S3 listener's SigV4 secret of a tenant (its s3_secret=, else its
- * secret) into out (PROTO_SECRET_MAX bytes) with its role: 0, or
- * PROTO_EAUTH for an unknown tenant (out then holds a random key of the
+/* The first key (sigv4_key0, made when the table was installed) of the
+ * S3 listener's SigV4 secret of a tenant (its s3_secret=, else its
+ * secret) into out (SIGV4_KEY0_MAX bytes) with its role: 0, or
+ * PROTO_EAUTH for an unknown tenant (out then holds a random key's, of the
  * same cost).  Any thread. */
 int kvtd_auth_s3_secret(const char *tenant, size_t tenant_len, uint8_t *out, uint32_t *out_len,
 			uint32_t *role);

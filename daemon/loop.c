@@ -1950,7 +1950,7 @@ static void loop_conn_read(struct kvtd_conn *c)
 		if (c->tls && kvtd_tls_quiet_over(c)) {
 			kvtd_conn_log(c, KVTD_INFO, "closing connection",
 				      "more TLS records with no application data (KeyUpdates) "
-				      "than a minute allows");
+				      "than a minute allows, or a TLS 1.2 renegotiation");
 			loop_conn_close(c, "TLS records with no application data past the budget");
 			return;
 		}

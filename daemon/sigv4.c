@@ -495,23 +495,50 @@ static void sigv4_sha256(const void *p, size_t n, uint8_t out[32])
 		memset(out, 0, 32);
 }
 
-static void sigv4_key(const struct sigv4_cred *c, const void *secret, size_t sl, uint8_t key[32])
+/*
+ * A signing key's first key.  The signing key's first HMAC is keyed with
+ * "AWS4" + the secret; HMAC hashes a key longer than SHA-256's block (64
+ * bytes) first, so each signed request's time grew with the secret's
+ * length: a tenant's 4,096-byte secret's failed checks took 1.33 times
+ * the CPU of an unknown access key's 16-byte dummy (ASan; test_config
+ * s3_time), the secret's length in the time of any request signed with
+ * it (doc/security.md "Session 46: review of red46").  sigv4_key0 makes that key once -- "AWS4" + the
+ * secret, or its SHA-256 when longer than a block, which HMAC takes as
+ * the same key: the same signatures -- and kvtd_auth_install keeps it
+ * per tenant; a request's HMACs then cost the same whatever the secret.
+ */
+size_t sigv4_key0(const void *secret, size_t sl, uint8_t out[SIGV4_KEY0_MAX])
 {
-	uint8_t k0[4 + 4096], t[32];
+	uint8_t k0[4 + 4096];
 	size_t n = sl > 4096 ? 4096 : sl;
 
 	memcpy(k0, "AWS4", 4);
 	memcpy(k0 + 4, secret, n);
-	sigv4_hmac(k0, 4 + n, c->date, strlen(c->date), t);
+	if (4 + n <= SIGV4_KEY0_MAX) {
+		memcpy(out, k0, 4 + n);
+		OPENSSL_cleanse(k0, 4 + n);
+		return 4 + n;
+	}
+	sigv4_sha256(k0, 4 + n, out);
+	OPENSSL_cleanse(k0, 4 + n);
+	return 32;
+}
+
+static void sigv4_key(const struct sigv4_cred *c, const uint8_t *key0, size_t k0l,
+		      uint8_t key[32])
+{
+	uint8_t t[32];
+
+	sigv4_hmac(key0, k0l > SIGV4_KEY0_MAX ? SIGV4_KEY0_MAX : k0l, c->date, strlen(c->date), t);
 	sigv4_hmac(t, 32, c->region, strlen(c->region), t);
 	sigv4_hmac(t, 32, c->service, strlen(c->service), t);
 	sigv4_hmac(t, 32, "aws4_request", 12, key);
-	OPENSSL_cleanse(k0, sizeof(k0));
 	OPENSSL_cleanse(t, sizeof(t));
 }
 
-void sigv4_sign(const struct sigv4_cred *c, const void *secret, size_t secret_len,
-		const char *creq, size_t creq_len, uint8_t key[32], char sig[65])
+/* sigv4_sign with the secret's first key (sigv4_key0). */
+static void sigv4_sign_key0(const struct sigv4_cred *c, const uint8_t *key0, size_t k0l,
+			    const char *creq, size_t creq_len, uint8_t key[32], char sig[65])
 {
 	char sts[400], hx[65];
 	uint8_t h[32], s[32];
@@ -520,9 +547,19 @@ void sigv4_sign(const struct sigv4_cred *c, const void *secret, size_t secret_le
 	sigv4_sha256(creq, creq_len, h);
 	sigv4_hex(h, 32, hx);
 	n = snprintf(sts, sizeof(sts), "AWS4-HMAC-SHA256\n%s\n%s\n%s", c->amz_date, c->scope, hx);
-	sigv4_key(c, secret, secret_len, key);
+	sigv4_key(c, key0, k0l, key);
 	sigv4_hmac(key, 32, sts, (size_t)n < sizeof(sts) ? (size_t)n : sizeof(sts) - 1, s);
 	sigv4_hex(s, 32, sig);
+}
+
+void sigv4_sign(const struct sigv4_cred *c, const void *secret, size_t secret_len,
+		const char *creq, size_t creq_len, uint8_t key[32], char sig[65])
+{
+	uint8_t k0[SIGV4_KEY0_MAX];
+	size_t k0l = sigv4_key0(secret, secret_len, k0);
+
+	sigv4_sign_key0(c, k0, k0l, creq, creq_len, key, sig);
+	OPENSSL_cleanse(k0, sizeof(k0));
 }
 
 bool sigv4_sig_equal(const char *a, size_t a_len, const char b[65])
@@ -535,7 +572,7 @@ bool sigv4_sig_equal(const char *a, size_t a_len, const char b[65])
 	return (CRYPTO_memcmp(pad, b, 64) == 0) & (a_len == 64);
 }
 
-int sigv4_verify(const struct sigv4_cred *c, const void *secret, size_t secret_len,
+int sigv4_verify(const struct sigv4_cred *c, const uint8_t *key0, size_t key0_len,
 		 const char *creq, size_t creq_len, int64_t now_s, uint8_t key[32])
 {
 	int64_t t = sigv4_time(c->amz_date);
@@ -551,7 +588,7 @@ int sigv4_verify(const struct sigv4_cred *c, const void *secret, size_t secret_l
 	} else if (t - now_s > SIGV4_SKEW_MAX_S || now_s - t > SIGV4_SKEW_MAX_S) {
 		return SIGV4_ESKEW;
 	}
-	sigv4_sign(c, secret, secret_len, creq, creq_len, key, sig);
+	sigv4_sign_key0(c, key0, key0_len, creq, creq_len, key, sig);
 	return sigv4_sig_equal(c->signature, strlen(c->signature), sig) ? 0 : SIGV4_EMISMATCH;
 }
 

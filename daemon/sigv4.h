@@ -82,14 +82,21 @@ struct sigv4_req {
 int64_t sigv4_canonical(const struct sigv4_req *r, const struct sigv4_cred *c, char *out,
 			size_t cap);
 
+/* The first key of a secret's signing keys ("AWS4" + the secret, cut to
+ * a SHA-256 block as HMAC cuts it: sigv4.c "A signing key's first key")
+ * into out: its length, at most SIGV4_KEY0_MAX. */
+#define SIGV4_KEY0_MAX 64
+size_t sigv4_key0(const void *secret, size_t secret_len, uint8_t out[SIGV4_KEY0_MAX]);
+
 /*
  * Check a request: the date checks against now_s (skew for header auth,
  * X-Amz-Expires for presigned URLs), then the signature over the
- * canonical request creq with the tenant's secret.  On success the signing
+ * canonical request creq with the tenant's secret's first key, key0
+ * (sigv4_key0: made once, its cost the same whatever the secret).  On success the signing
  * key goes to key (for chunk signatures).  0, SIGV4_ESKEW, SIGV4_EEXPIRED,
  * SIGV4_EMISMATCH, SIGV4_EMALFORMED.  The compare is constant-time.
  */
-int sigv4_verify(const struct sigv4_cred *c, const void *secret, size_t secret_len,
+int sigv4_verify(const struct sigv4_cred *c, const uint8_t *key0, size_t key0_len,
 		 const char *creq, size_t creq_len, int64_t now_s, uint8_t key[32]);
 
 /* The signature of a canonical request (lowercase hex into sig[65]); used

@@ -116,7 +116,8 @@ void kvtd_tls_free(struct kvtd_server *srv)
  * connection reads as idle (doc/security.md "Post-handshake messages").
  * OpenSSL bounds empty records (32 in a row) and closes at a TLS 1.3
  * warning alert other than close_notify; a TLS 1.2 renegotiation is
- * refused (SSL_OP_NO_RENEGOTIATION).  What it leaves is the count of
+ * refused (SSL_OP_NO_RENEGOTIATION), but read on after: closed here since
+ * 2026-12-07 ("TLS 1.2 after the handshake").  What it leaves is the count of
  * KeyUpdates: an honest client updates its keys after a volume (NSS,
  * rustls, Java: every 2^24 records or 2^37 bytes, hundreds of GB), so a
  * connection may have TLS_QUIET_MAX such records a minute; past that the
@@ -128,10 +129,45 @@ void kvtd_tls_free(struct kvtd_server *srv)
  * counts each (each is a decryption).  The callback also counts every
  * record decrypted (c->tls_seen), so that a read's budget of records
  * (TLS_READ_RECORDS, and its tenant's of the iteration) counts the empty
- * ones SSL_read passes over (tls_fill).
+ * ones SSL_read passes over (tls_fill); TLS 1.2's records are counted
+ * by their headers.
  */
 #define TLS_QUIET_MAX 32
 #define TLS_QUIET_WINDOW_NS (60ull * 1000000000ull)
+
+/*
+ * TLS 1.2 after the handshake.  TLS 1.2 has no inner content type: a
+ * record's type is its header's, which OpenSSL hands the message
+ * callback (SSL3_RT_HEADER) as it takes the record, before decrypting it,
+ * so each record is counted there (c->tls_seen, tls_fill).  A handshake
+ * record then can only be a renegotiation (a ClientHello), which the
+ * server refuses (SSL_OP_NO_RENEGOTIATION) -- but OpenSSL refuses it with
+ * a warning alert and reads on inside the same SSL_read, as for a TLS 1.3
+ * KeyUpdate: a client sending 4-byte ClientHellos as fast as its socket
+ * took them, before any AUTH, held one SSL_read and the loop (another
+ * client's /healthz waited 5-27 s beside 8 of them, release), never
+ * closed and uncounted, at ~4.5 us of the loop each (release) and an
+ * alert written.  And a
+ * ClientHello's header has OpenSSL allocate and zero the length it
+ * declares, up to 131,396 bytes, held until the message is whole -- after
+ * the handshake the first-record gate ("The first record") is long past,
+ * and --max-memory charges the established SSL's 30 KiB.  So a TLS 1.2
+ * handshake record after the handshake closes the connection before it
+ * is decrypted: SSL_read returns the end at once (the record thrown
+ * away), and the connection is closed at its read, counted with the
+ * records past TLS_QUIET_MAX (server.tls_quiet_closed).  An honest client
+ * loses nothing: OpenSSL's, told no_renegotiation, fails its connection
+ * itself (tls_post_handshake's "renego").
+ */
+static void tls_msg12_header(struct kvtd_conn *c, SSL *ssl, const uint8_t *hdr)
+{
+	c->tls_seen++;
+	if (hdr[0] != SSL3_RT_HANDSHAKE || c->tls_quiet_over)
+		return;
+	c->tls_quiet_over = true;
+	KVTD_COUNT(c->loop->srv, tls_quiet_closed, 1);
+	SSL_set_shutdown(ssl, SSL_get_shutdown(ssl) | SSL_RECEIVED_SHUTDOWN);
+}
 
 static void tls_msg(int write_p, int version, int content_type, const void *buf, size_t len,
 		    SSL *ssl, void *arg)
@@ -139,10 +175,17 @@ static void tls_msg(int write_p, int version, int content_type, const void *buf,
 	struct kvtd_conn *c = arg;
 	uint64_t now;
 
-	/* During the handshake its own deadline bounds it; TLS 1.2's
-	 * renegotiation is refused, its alerts bounded by OpenSSL. */
-	if (write_p || !c->tls_ready || version != TLS1_3_VERSION ||
-	    content_type != SSL3_RT_INNER_CONTENT_TYPE || len != 1)
+	/* During the handshake its own deadline bounds it.  TLS 1.2: its
+	 * records' headers (tls_msg12_header); its alerts and empty records
+	 * are bounded by OpenSSL (5 and 32 in a row). */
+	if (write_p || !c->tls_ready)
+		return;
+	if (content_type == SSL3_RT_HEADER) {
+		if (len >= 1 && SSL_version(ssl) != TLS1_3_VERSION)
+			tls_msg12_header(c, ssl, buf);
+		return;
+	}
+	if (version != TLS1_3_VERSION || content_type != SSL3_RT_INNER_CONTENT_TYPE || len != 1)
 		return;
 	c->tls_seen++; /* every record decrypted (tls_fill) */
 	if (*(const uint8_t *)buf == SSL3_RT_APPLICATION_DATA)
@@ -425,7 +468,8 @@ static ssize_t tls_fill(struct kvtd_conn *c, uint8_t *buf, size_t len, int *reco
 			break; /* the socket's: the next read asks it */
 		seen = c->tls_seen;
 		r = tlsio_read(c->tls, buf + got, len - got, want);
-		/* The records it decrypted (TLS 1.3: tls_msg counts them),
+		/* The records it decrypted (tls_msg counts them: TLS 1.3's
+		 * inner types, TLS 1.2's headers),
 		 * at least the one it returned bytes of: OpenSSL passes over
 		 * up to 32 empty records in a row within one SSL_read, and
 		 * 31 empty records before each byte had a read take 512

@@ -2,7 +2,9 @@
  * tls_flood.c - a TLS 1.3 client that spends a kvtierd TLS listener's loop
  * on what OpenSSL's server side does after the handshake without the
  * application seeing a byte (doc/security.md "Post-handshake messages";
- * test_hostile_http tls_post_handshake).  A test tool, never installed.
+ * test_hostile_http tls_post_handshake), and a TLS 1.2 one for what TLS
+ * 1.2 has of it (the *12 kinds: tls12_renegotiation).  A test tool, never
+ * installed.
  *
  *   tls_flood [options] PORT
  *     --what W      what each message is:
@@ -17,6 +19,15 @@
  *                     renego    TLS 1.2, then SSL_renegotiate (refused?)
  *                     padded    31 empty records, then a 1-byte one (tiny's):
  *                               OpenSSL takes 32 empty records in a row
+ *                     reneg12   TLS 1.2: a renegotiating ClientHello (its
+ *                               4-byte header, no body) in a record of its
+ *                               own; OpenSSL refuses it with a warning alert
+ *                               and reads on, inside the same SSL_read
+ *                     hello12   TLS 1.2: one record of a ClientHello header
+ *                               declaring 131,396 bytes (OpenSSL's most),
+ *                               then nothing: the connection held open
+ *                     padded12  TLS 1.2: padded's 31 empty records and a byte
+ *                     ping12    TLS 1.2: ping's record (the reference)
  *     --auth N:S    RESP AUTH as N with secret S after the handshake
  *     --read        drain what the server sends (else never read after AUTH:
  *                   its answers and KeyUpdates pile up in the sockets)
@@ -59,10 +70,15 @@
 #include <openssl/hmac.h>
 #include <openssl/ssl.h>
 
-enum what { W_KU_REQ, W_KU_NOREQ, W_TINY, W_EMPTY, W_ALERT, W_PING, W_RENEGO, W_PADDED };
+enum what { W_KU_REQ, W_KU_NOREQ, W_TINY, W_EMPTY, W_ALERT, W_PING, W_RENEGO, W_PADDED,
+	    W_RENEG12, W_HELLO12, W_PADDED12, W_PING12 };
 
 static const char *const what_names[] = { "ku-req", "ku-noreq", "tiny", "empty",
-					  "alert", "ping", "renego", "padded" };
+					  "alert", "ping", "renego", "padded",
+					  "reneg12", "hello12", "padded12", "ping12" };
+
+/* The TLS 1.2 kinds: records built under TLS 1.2's keys (conn_keys12). */
+#define W_IS12(w) ((w) >= W_RENEG12)
 
 static struct {
 	enum what what;
@@ -77,7 +93,7 @@ struct conn {
 	int id, fd;
 	SSL *ssl;
 	uint8_t secret[32]; /* the client's application traffic secret now */
-	uint8_t key[16], iv[12];
+	uint8_t key[16], iv[12]; /* TLS 1.2: iv[0, 4) the implicit salt */
 	uint64_t seq;    /* records sent under key */
 	EVP_CIPHER_CTX *aead;
 	/* results */
@@ -166,6 +182,77 @@ static size_t conn_record(struct conn *c, uint8_t type, const void *data, size_t
 	return 5 + clen;
 }
 
+/* TLS 1.2's PRF with SHA-256 (RFC 5246 5): out_len bytes of
+ * P_SHA256(secret, label + seed). */
+static void prf12(const uint8_t *secret, size_t secret_len, const char *label,
+		  const uint8_t *seed, size_t seed_len, uint8_t *out, size_t out_len)
+{
+	uint8_t ls[128], a[32], in[32 + 128], md[32];
+	size_t lsl = strlen(label) + seed_len, done = 0;
+	unsigned ml = 0;
+
+	memcpy(ls, label, strlen(label));
+	memcpy(ls + strlen(label), seed, seed_len);
+	HMAC(EVP_sha256(), secret, (int)secret_len, ls, lsl, a, &ml); /* A(1) */
+	while (done < out_len) {
+		size_t n = out_len - done < 32 ? out_len - done : 32;
+		memcpy(in, a, 32);
+		memcpy(in + 32, ls, lsl);
+		HMAC(EVP_sha256(), secret, (int)secret_len, in, 32 + lsl, md, &ml);
+		memcpy(out + done, md, n);
+		done += n;
+		HMAC(EVP_sha256(), secret, (int)secret_len, a, 32, a, &ml); /* A(i+1) */
+	}
+}
+
+/* A TLS 1.2 connection's client write key and salt (AES-128-GCM-SHA256:
+ * no MAC keys; the key block is the client's and server's keys, then
+ * their salts); false if another cipher was chosen. */
+static bool conn_keys12(struct conn *c)
+{
+	uint8_t ms[48], rnd[64], kb[40];
+	const SSL_CIPHER *ci = SSL_get_current_cipher(c->ssl);
+
+	if (!ci || !strstr(SSL_CIPHER_get_name(ci), "AES128-GCM-SHA256") ||
+	    SSL_SESSION_get_master_key(SSL_get_session(c->ssl), ms, sizeof(ms)) != sizeof(ms))
+		return false;
+	SSL_get_server_random(c->ssl, rnd, 32);
+	SSL_get_client_random(c->ssl, rnd + 32, 32);
+	prf12(ms, sizeof(ms), "key expansion", rnd, sizeof(rnd), kb, sizeof(kb));
+	memcpy(c->key, kb, 16);
+	memcpy(c->iv, kb + 32, 4);
+	return true;
+}
+
+/* One TLS 1.2 record (AES-128-GCM) of type type carrying len bytes,
+ * appended at out; its wire length.  The explicit nonce is the sequence
+ * number, as OpenSSL's. */
+static size_t conn_record12(struct conn *c, uint8_t type, const void *data, size_t len,
+			    uint8_t *out)
+{
+	uint8_t nonce[12], aad[13], *hdr = out, *body = out + 5;
+	int n = 0, m = 0;
+	size_t wl = 8 + len + 16;
+
+	memcpy(nonce, c->iv, 4);
+	for (int i = 0; i < 8; i++) {
+		nonce[4 + i] = (uint8_t)(c->seq >> (56 - 8 * i));
+		aad[i] = nonce[4 + i];
+	}
+	aad[8] = type, aad[9] = 3, aad[10] = 3;
+	aad[11] = (uint8_t)(len >> 8), aad[12] = (uint8_t)len;
+	hdr[0] = type, hdr[1] = 3, hdr[2] = 3;
+	hdr[3] = (uint8_t)(wl >> 8), hdr[4] = (uint8_t)wl;
+	memcpy(body, nonce + 4, 8);
+	EVP_EncryptInit_ex(c->aead, NULL, NULL, c->key, nonce);
+	EVP_EncryptUpdate(c->aead, NULL, &n, aad, sizeof(aad));
+	EVP_EncryptUpdate(c->aead, body + 8, &n, data, (int)len);
+	EVP_EncryptFinal_ex(c->aead, body + 8 + n, &m);
+	EVP_CIPHER_CTX_ctrl(c->aead, EVP_CTRL_GCM_GET_TAG, 16, body + 8 + len);
+	c->seq++;
+	return 5 + wl;
+}
+
 /* One message of opt.what appended at out (records built here); its wire
  * length.  k: the message's number (tiny's byte). */
 static size_t conn_message(struct conn *c, uint64_t k, uint8_t *out)
@@ -199,6 +286,22 @@ static size_t conn_message(struct conn *c, uint64_t k, uint8_t *out)
 		for (int i = 0; i < 31; i++)
 			n += conn_record(c, 23, NULL, 0, out + n);
 		return n + conn_record(c, 23, ping + k % 6, 1, out + n);
+	case W_RENEG12: {
+		static const uint8_t hello[4] = { 1, 0, 0, 0 }; /* ClientHello, no body */
+		return conn_record12(c, 22, hello, sizeof(hello), out);
+	}
+	case W_HELLO12: {
+		/* CLIENT_HELLO_MAX_LENGTH: the most OpenSSL's server takes */
+		static const uint8_t hello[4] = { 1, 0x02, 0x01, 0x44 }; /* 131,396 */
+		return conn_record12(c, 22, hello, sizeof(hello), out);
+	}
+	case W_PADDED12:
+		n = 0;
+		for (int i = 0; i < 31; i++)
+			n += conn_record12(c, 23, NULL, 0, out + n);
+		return n + conn_record12(c, 23, ping + k % 6, 1, out + n);
+	case W_PING12:
+		return conn_record12(c, 23, ping, 6, out);
 	default:
 		return 0;
 	}
@@ -308,6 +411,18 @@ static bool conn_open(struct conn *c, SSL_CTX *ctx)
 	}
 	if (opt.what == W_RENEGO)
 		return true;
+	if (W_IS12(opt.what)) {
+		if (SSL_version(c->ssl) != TLS1_2_VERSION || !conn_keys12(c)) {
+			snprintf(c->why, sizeof(c->why), "not TLS 1.2 with AES128-GCM-SHA256");
+			return false;
+		}
+		/* The client's Finished was record 0 of these keys, AUTH 1 */
+		c->seq = opt.auth ? 2 : 1;
+		fcntl(c->fd, F_SETFL, fcntl(c->fd, F_GETFL) | O_NONBLOCK);
+		c->aead = EVP_CIPHER_CTX_new();
+		EVP_EncryptInit_ex(c->aead, EVP_aes_128_gcm(), NULL, NULL, NULL);
+		return true;
+	}
 	if (SSL_version(c->ssl) != TLS1_3_VERSION) {
 		snprintf(c->why, sizeof(c->why), "not TLS 1.3");
 		return false;
@@ -356,6 +471,11 @@ static void *conn_run(void *arg)
 		SSL_CTX_set_max_proto_version(ctx, TLS1_2_VERSION);
 		SSL_CTX_set_options(ctx, SSL_OP_ALLOW_CLIENT_RENEGOTIATION);
 	}
+	if (W_IS12(opt.what)) {
+		SSL_CTX_set_max_proto_version(ctx, TLS1_2_VERSION);
+		SSL_CTX_set_cipher_list(ctx, "ECDHE-ECDSA-AES128-GCM-SHA256:"
+					"ECDHE-RSA-AES128-GCM-SHA256");
+	}
 	if (!conn_open(c, ctx))
 		goto out;
 	c->ok = true;
@@ -364,6 +484,20 @@ static void *conn_run(void *arg)
 		goto out;
 	}
 	t0 = next = now_s();
+	if (opt.what == W_HELLO12) {
+		/* one record, then hold the connection for --seconds */
+		size_t len = conn_message(c, 0, buf);
+		if (conn_send(c, buf, len, t0 + opt.seconds) != 1)
+			goto gone;
+		c->sent = 1;
+		c->sent_bytes = len;
+		while (now_s() - t0 < opt.seconds) {
+			struct pollfd pf = { .fd = c->fd, .events = POLLRDHUP };
+			if (poll(&pf, 1, 50) > 0 && (pf.revents & (POLLRDHUP | POLLHUP | POLLERR)))
+				goto gone;
+		}
+		goto out;
+	}
 	for (;;) {
 		double t = now_s();
 		size_t len = 0;
@@ -432,7 +566,8 @@ out:
 
 static int usage(void)
 {
-	fprintf(stderr, "usage: tls_flood [--what ku-req|ku-noreq|tiny|empty|alert|ping|renego|padded] "
+	fprintf(stderr, "usage: tls_flood [--what ku-req|ku-noreq|tiny|empty|alert|ping|renego|padded|"
+		"reneg12|hello12|padded12|ping12] "
 		"[--auth NAME:SECRET] [--read] [--rate R] [--batch B] [--seconds S] [--conns N] "
 		"[--openssl] [--src ADDR] PORT\n");
 	return 2;

@@ -4,13 +4,19 @@
  * last line without '\n' parse; each mistake is -EINVAL with the message
  * kvtierd prints (the text is what users and tests/integration see); every
  * file is read from a buffer that ends at a guard page, so a read past its
- * end faults.
+ * end faults.  And auth.c's AUTH checks take the same time whoever is
+ * named (auth_time).
  */
 #include <errno.h>
+#include <malloc.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "config.h"
 #include "kvtierd.h"
+#include "sigv4.h"
 #include "t.h"
 
 static int parse(struct kvtd_config *cfg, const char *text, char *err, size_t err_len)
@@ -200,11 +206,12 @@ static void test_s3_secret(void)
 
 	T_OK(kvtd_tenants_parse(good, sizeof(good) - 1, &t, err, sizeof(err)));
 	kvtd_auth_install(t);
+	/* SigV4's first key: "AWS4" + the secret (sigv4_key0) */
 	T_OK(kvtd_auth_s3_secret("bob", 3, k, &kl, &role));
-	T_EQ_INT((int)kl, 18);
-	T_EQ_MEM(k, "s3-key-of-bob-0123", 18);
+	T_EQ_INT((int)kl, 22);
+	T_EQ_MEM(k, "AWS4s3-key-of-bob-0123", 22);
 	T_OK(kvtd_auth_s3_secret("alice", 5, k, &kl, &role));
-	T_EQ_MEM(k, "secret-of-alice-0123", 20);
+	T_EQ_MEM(k, "AWS4secret-of-alice-0123", 24);
 	T_EQ_INT((int)role, PROTO_ROLE_TENANT);
 	T_EQ_INT(kvtd_auth_s3_secret("carol", 5, k, &kl, &role), PROTO_EAUTH);
 	kvtd_auth_install(NULL);
@@ -221,10 +228,325 @@ static void test_s3_secret(void)
 	printf("s3_secret: ok\n");
 }
 
+/* This thread's CPU seconds. */
+static double cpu_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+#define AUTH_TIME_N 5000
+/* The most one tenant's failed AUTHs may cost over another's (CPU, the
+ * best of 3 rounds each, in turn).  Before 2026-12-07: RESP, a 4,096-byte
+ * secret over an unknown tenant 1.63 (release); ASan 1.09, and an
+ * unknown tenant over the first of 1,000 1.26-1.47, native 1.36-1.57.
+ * After: 1.00-1.01 release; ASan up to 1.09 (its memcmp interceptor:
+ * the first of 1,000 is looked up as an unknown one is, and is faster) */
+#ifdef __SANITIZE_ADDRESS__
+#define AUTH_TIME_RATIO 1.25
+#else
+#define AUTH_TIME_RATIO 1.15
+#endif
+
+/* CPU seconds of AUTH_TIME_N failed AUTHs naming name: RESP's (a secret
+ * in clear) or the native protocol's (an HMAC proof). */
+static double auth_cost(const char *name, bool native)
+{
+	static const uint8_t guess[] = "not-the-secret-of-anyone-0123";
+	uint8_t nonce[PROTO_NONCE_LEN] = { 1 }, cnonce[PROTO_NONCE_LEN] = { 2 };
+	uint8_t proof[PROTO_PROOF_LEN] = { 3 }, sproof[PROTO_PROOF_LEN];
+	uint32_t role;
+	double t0 = cpu_s();
+
+	for (int i = 0; i < AUTH_TIME_N; i++) {
+		int rc = native ? kvtd_auth_check(name, (uint32_t)strlen(name), nonce, cnonce, proof,
+						  sproof, &role)
+				: kvtd_auth_plain(name, (uint32_t)strlen(name), guess, sizeof(guess) - 1,
+						  &role);
+		T_EQ_INT(rc, PROTO_EAUTH);
+	}
+	return cpu_s() - t0;
+}
+
+/* a's failed AUTHs cost what b's do: the best of 3 rounds each, taken
+ * in turn (a round's order alone made 8-12 %). */
+static void auth_same_max(const char *a, const char *b, bool native, double max)
+{
+	double ta = 1e9, tb = 1e9, ratio;
+
+	for (int round = 0; round < 6; round++) {
+		double x = auth_cost(round % 2 ? b : a, native), y = auth_cost(round % 2 ? a : b, native);
+		if ((round % 2 ? y : x) < ta)
+			ta = round % 2 ? y : x;
+		if ((round % 2 ? x : y) < tb)
+			tb = round % 2 ? x : y;
+	}
+	ratio = ta > tb ? ta / tb : tb / ta;
+	printf("auth_time: %s %d failed AUTHs of %s %.2f ms, of %s %.2f ms: ratio %.3f\n",
+	       native ? "native" : "RESP", AUTH_TIME_N, a, ta * 1e3, b, tb * 1e3, ratio);
+	T_ASSERT(ratio <= max);
+}
+
+static void auth_same(const char *a, const char *b, bool native)
+{
+	auth_same_max(a, b, native, AUTH_TIME_RATIO);
+}
+
+/* Two tenants side by side in the table, secrets of 4,096 and 17 bytes:
+ * their lookups alike, only the secret's length differs -- under ASan
+ * "long" against "nobody" passed on the old code (1.02: the unknown
+ * tenant's lookup, slower there, hid the hash); this pair: RESP 1.31,
+ * native 2.70 (ASan, the code before 2026-12-07); 1.00-1.02 after. */
+#define AUTH_LEN_RATIO 1.15
+
+/*
+ * A failed AUTH's time tells nothing of its tenant (auth.c "An AUTH's
+ * time"): a tenant with a 4,096-byte secret against one not in the file
+ * (the secret was hashed on every AUTH, its length in the time), and the
+ * first of 1,000 tenants against one not in the file (the lookup stopped
+ * at its line); RESP's secret in clear and the native proof.  The right
+ * secret still logs in, the long one included.
+ */
+static void test_auth_time(void)
+{
+	size_t cap = 1100 * 128 + 8192, n = 0;
+	char *text = malloc(cap), err[256], longs[4097];
+	struct kvtd_tenants *t = NULL;
+	uint8_t nonce[PROTO_NONCE_LEN] = { 1 }, cnonce[PROTO_NONCE_LEN] = { 2 };
+	uint8_t proof[PROTO_PROOF_LEN], sproof[PROTO_PROOF_LEN], want[PROTO_PROOF_LEN];
+	uint32_t role = 0;
+
+	T_ASSERT(text != NULL);
+	memset(longs, 'L', 4096);
+	longs[4096] = 0;
+	n += (size_t)snprintf(text + n, cap - n, "first secret-of-first-0123 tenant\n");
+	n += (size_t)snprintf(text + n, cap - n, "long %s admin\n", longs);
+	n += (size_t)snprintf(text + n, cap - n, "shor short-secret-01234 tenant\n");
+	for (int i = 0; i < 997; i++)
+		n += (size_t)snprintf(text + n, cap - n, "tenant%04d secret-of-tenant-%04d tenant\n",
+				      i, i);
+	T_OK(kvtd_tenants_parse(text, n, &t, err, sizeof(err)));
+	kvtd_auth_install(t);
+	/* the right secrets still log in: RESP, native (its proof made with
+	 * the whole secret, as a client makes it) */
+	T_OK(kvtd_auth_plain("long", 4, (const uint8_t *)longs, 4096, &role));
+	T_EQ_INT((int)role, PROTO_ROLE_ADMIN);
+	T_OK(proto_auth_proof(PROTO_PROOF_CLIENT, longs, 4096, nonce, cnonce, "long", 4, proof));
+	T_OK(kvtd_auth_check("long", 4, nonce, cnonce, proof, sproof, &role));
+	T_OK(proto_auth_proof(PROTO_PROOF_SERVER, longs, 4096, nonce, cnonce, "long", 4, want));
+	T_EQ_MEM(sproof, want, PROTO_PROOF_LEN);
+	T_OK(kvtd_auth_plain("tenant0996", 10, (const uint8_t *)"secret-of-tenant-0996", 21,
+			     &role));
+	T_EQ_INT(kvtd_auth_plain("long", 4, (const uint8_t *)longs, 4095, &role), PROTO_EAUTH);
+	/* failures: the same time whoever is named */
+	auth_same_max("long", "shor", false, AUTH_LEN_RATIO);
+	auth_same_max("long", "shor", true, AUTH_LEN_RATIO);
+	auth_same("long", "nobody", false);
+	auth_same("first", "nobody", false);
+	auth_same("long", "nobody", true);
+	auth_same("first", "nobody", true);
+	kvtd_auth_install(NULL);
+	free(text);
+	printf("auth_time: ok\n");
+}
+
+/* The most one access key's failed S3 signature checks may cost over
+ * another's (CPU, the best of 3 rounds each).  Before 2026-12-07 a
+ * 4,096-byte secret's over an unknown key's: 1.33 (ASan); after,
+ * 1.00-1.02 (ASan, loaded 2-core machine). */
+#define S3_TIME_N 2000
+#define S3_TIME_RATIO 1.15
+
+static struct sigv4_cred s3_cred(const char *ak)
+{
+	struct sigv4_cred c = { .expires_s = -1 };
+
+	snprintf(c.access_key, sizeof(c.access_key), "%s", ak);
+	snprintf(c.date, sizeof(c.date), "20261207");
+	snprintf(c.region, sizeof(c.region), "us-east-1");
+	snprintf(c.service, sizeof(c.service), "s3");
+	snprintf(c.scope, sizeof(c.scope), "20261207/us-east-1/s3/aws4_request");
+	snprintf(c.amz_date, sizeof(c.amz_date), "20261207T100000Z");
+	snprintf(c.signed_headers, sizeof(c.signed_headers), "host;x-amz-date");
+	return c;
+}
+
+/* What s3d.c does for a signed request: its access key's SigV4 key from
+ * the table, the signature checked.  sigv4_verify's answer; *known: was
+ * the key in the table. */
+static int s3_check(struct sigv4_cred *c, const char *creq, bool *known)
+{
+	uint8_t secret[PROTO_SECRET_MAX], key[32];
+	uint32_t sl = 0, role = 0;
+	int k = kvtd_auth_s3_secret(c->access_key, strlen(c->access_key), secret, &sl, &role);
+	int r = sigv4_verify(c, secret, sl, creq, strlen(creq), sigv4_time(c->amz_date), key);
+
+	*known = k == 0;
+	return r;
+}
+
+static const char s3_creq[] = "GET\n/b/k\n\nhost:x\nx-amz-date:20261207T100000Z\n\n"
+			      "host;x-amz-date\nUNSIGNED-PAYLOAD";
+
+/* CPU seconds of S3_TIME_N failed signature checks by access key ak. */
+static double s3_cost(const char *ak)
+{
+	struct sigv4_cred c = s3_cred(ak);
+	double t0 = cpu_s();
+	bool known;
+
+	memset(c.signature, '0', 64);
+	for (int i = 0; i < S3_TIME_N; i++)
+		T_EQ_INT(s3_check(&c, s3_creq, &known), SIGV4_EMISMATCH);
+	return cpu_s() - t0;
+}
+
+static void s3_same(const char *a, const char *b)
+{
+	double ta = 1e9, tb = 1e9, ratio;
+
+	for (int round = 0; round < 6; round++) {
+		double x = s3_cost(round % 2 ? b : a), y = s3_cost(round % 2 ? a : b);
+		if ((round % 2 ? y : x) < ta)
+			ta = round % 2 ? y : x;
+		if ((round % 2 ? x : y) < tb)
+			tb = round % 2 ? x : y;
+	}
+	ratio = ta > tb ? ta / tb : tb / ta;
+	printf("s3_time: %d failed signatures of %s %.2f ms, of %s %.2f ms: ratio %.3f\n",
+	       S3_TIME_N, a, ta * 1e3, b, tb * 1e3, ratio);
+	T_ASSERT(ratio <= S3_TIME_RATIO);
+}
+
+/*
+ * A signed S3 request's time tells nothing of its secret's length
+ * (sigv4.c "A signing key's first key"): the first HMAC of the signing
+ * key was keyed with "AWS4" + the secret, which HMAC hashes when over 64
+ * bytes -- a 4,096-byte secret's failed signatures took 1.33 times the
+ * CPU of an unknown key's 16-byte dummy (ASan, before 2026-12-07).  Now
+ * that key is made when the table is installed.  The right signatures
+ * still pass: secrets of 60 and 61 bytes (the key at HMAC's block and one
+ * past it), 4,096, and an s3_secret=.
+ */
+static void test_s3_time(void)
+{
+	size_t cap = 16384, n = 0;
+	char *text = malloc(cap), err[256], longs[4097], s60[61], s61[62];
+	struct kvtd_tenants *t = NULL;
+	static const char *const aks[] = { "long", "short", "s60", "s61", "s3s" };
+	const char *secs[5];
+
+	T_ASSERT(text != NULL);
+	memset(longs, 'L', 4096);
+	longs[4096] = 0;
+	memset(s60, '6', 60);
+	s60[60] = 0;
+	memset(s61, '7', 61);
+	s61[61] = 0;
+	secs[0] = longs, secs[1] = "short-secret-0123", secs[2] = s60, secs[3] = s61;
+	secs[4] = "the-s3-secret-of-s3s";
+	n += (size_t)snprintf(text + n, cap - n, "long %s tenant\n", longs);
+	n += (size_t)snprintf(text + n, cap - n, "short short-secret-0123 tenant\n");
+	n += (size_t)snprintf(text + n, cap - n, "s60 %s tenant\n", s60);
+	n += (size_t)snprintf(text + n, cap - n, "s61 %s tenant\n", s61);
+	n += (size_t)snprintf(text + n, cap - n,
+			      "s3s native-secret-0123 tenant s3_secret=the-s3-secret-of-s3s\n");
+	T_OK(kvtd_tenants_parse(text, n, &t, err, sizeof(err)));
+	kvtd_auth_install(t);
+	for (int i = 0; i < 5; i++) {
+		struct sigv4_cred c = s3_cred(aks[i]);
+		uint8_t key[32];
+		char sig[65];
+		bool known;
+		sigv4_sign(&c, secs[i], strlen(secs[i]), s3_creq, strlen(s3_creq), key, sig);
+		memcpy(c.signature, sig, 65);
+		T_EQ_INT(s3_check(&c, s3_creq, &known), 0);
+		T_ASSERT(known);
+		c.signature[3] = c.signature[3] == 'a' ? 'b' : 'a';
+		T_EQ_INT(s3_check(&c, s3_creq, &known), SIGV4_EMISMATCH);
+	}
+	s3_same("long", "nobody");
+	s3_same("long", "short");
+	kvtd_auth_install(NULL);
+	free(text);
+	printf("s3_time: ok\n");
+}
+
+/*
+ * A table's secrets, wiped before their memory is freed.  test_config is
+ * linked with free and realloc wrapped (tests/meson.build): while
+ * wipe_pat is set, every block freed -- realloc here always moves, so
+ * the block it leaves is freed too -- is searched for it.
+ */
+void __real_free(void *p);
+void *__real_realloc(void *p, size_t n);
+void __wrap_free(void *p);
+void *__wrap_realloc(void *p, size_t n);
+static const char *wipe_pat;
+static unsigned wipe_hits;
+
+void __wrap_free(void *p)
+{
+	if (p && wipe_pat) {
+		size_t n = malloc_usable_size(p), pl = strlen(wipe_pat);
+		if (n >= pl && memmem(p, n, wipe_pat, pl))
+			wipe_hits++;
+	}
+	__real_free(p);
+}
+
+void *__wrap_realloc(void *p, size_t n)
+{
+	size_t o;
+	void *q;
+
+	if (!p || !wipe_pat || !n)
+		return __real_realloc(p, n);
+	o = malloc_usable_size(p);
+	q = malloc(n);
+	if (!q)
+		return NULL;
+	memcpy(q, p, o < n ? o : n);
+	__wrap_free(p);
+	return q;
+}
+
+/* A table's secrets (the native one, s3_secret=, what AUTH and SigV4
+ * compare, made from them) are in no block freed: not the array's as the
+ * parse grows it (red46's AUTH key, made at the parse, was left in each;
+ * 2026-12-07), not s3_secret's (freed unwiped until 2026-12-07). */
+static void test_secret_wipe(void)
+{
+	size_t cap = 300 * 128, n = 0;
+	char *text = malloc(cap), err[256];
+	struct kvtd_tenants *t = NULL;
+	uint32_t role = 0;
+
+	T_ASSERT(text != NULL);
+	for (int i = 0; i < 200; i++)
+		n += (size_t)snprintf(text + n, cap - n, "t%03d wipe-me-native-%03d tenant%s\n", i, i,
+				      i % 2 ? " s3_secret=wipe-me-s3-0123456" : "");
+	wipe_pat = "wipe-me-";
+	T_OK(kvtd_tenants_parse(text, n, &t, err, sizeof(err)));
+	kvtd_auth_install(t);
+	T_OK(kvtd_auth_plain("t007", 4, (const uint8_t *)"wipe-me-native-007", 18, &role));
+	kvtd_auth_install(NULL);
+	wipe_pat = NULL;
+	printf("secret_wipe: %u freed blocks held a secret\n", wipe_hits);
+	T_EQ_INT((int)wipe_hits, 0);
+	free(text);
+	printf("secret_wipe: ok\n");
+}
+
 int main(void)
 {
 	test_every_option();
 	test_mistakes();
 	test_s3_secret();
+	test_auth_time();
+	test_s3_time();
+	test_secret_wipe();
 	return 0;
 }

@@ -268,7 +268,9 @@ static int verify_head(const char *head, const char *secret, int64_t now, uint8_
 	if (n < 0)
 		return (int)n;
 	creq[n] = 0;
-	return sigv4_verify(c, secret, strlen(secret), creq, (size_t)n, now, key);
+	uint8_t k0[SIGV4_KEY0_MAX];
+	size_t k0l = sigv4_key0(secret, strlen(secret), k0);
+	return sigv4_verify(c, k0, k0l, creq, (size_t)n, now, key);
 }
 
 static void test_sigv4_examples(void)
