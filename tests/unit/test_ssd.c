@@ -16,6 +16,7 @@
  * Every scenario runs on the io_uring backend and on the pread/pwrite
  * backend (KVT_TEST_IO=uring|psync picks one).
  */
+#include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
 #include <fcntl.h>
@@ -5458,6 +5459,117 @@ static void test_idx_grow_delete(void)
 	free(dir);
 }
 
+/* 15g. The name of each segment file durable before anything relies on
+ *      it (session 46): a file's fdatasyncs do not make its directory
+ *      entry durable, so a file created in the log's first lap, its
+ *      records synced, could vanish with a power loss -- and with it what
+ *      a flush answered durable.  After every flush of the first lap,
+ *      every seg-* file in ssd/ had ssd/ fsynced for it once
+ *      (ssd.seg_dir_syncs, counted once the fsync succeeded, at the
+ *      file's creation, before its header); a reopen creates none. */
+static uint64_t seg_files(const char *dir)
+{
+	char path[512];
+	uint64_t n = 0;
+	struct dirent *d;
+	DIR *dp;
+	snprintf(path, sizeof(path), "%s/ssd", dir);
+	dp = opendir(path);
+	T_ASSERT(dp != NULL);
+	while ((d = readdir(dp)))
+		n += !strncmp(d->d_name, "seg-", 4);
+	closedir(dp);
+	return n;
+}
+
+static void test_seg_dir_sync(void)
+{
+	char *dir = t_mkdtemp();
+	struct kvt_store *s = open_store(dir, "8M", "always");
+	uint32_t ns = ns_of(s);
+	uint64_t k = 0, files = 0;
+
+	for (int round = 0; round < 12; round++) {
+		for (int i = 0; i < 20; i++, k++)
+			T_RC(put_k(s, ns, k), KVT_OK);
+		T_OK(kvt_flush(s));
+		files = seg_files(dir);
+		T_EQ_U64(t_stat(s, "ssd.seg_dir_syncs"), files);
+	}
+	fprintf(stderr, "  seg_dir_sync: %llu segment files, as many ssd/ fsyncs\n",
+		(unsigned long long)files);
+	T_ASSERT(files >= 5);
+	kvt_store_destroy(s);
+	s = open_store(dir, "8M", "always");
+	T_EQ_U64(t_stat(s, "ssd.seg_dir_syncs"), 0);
+	T_EQ_U64(seg_files(dir), files);
+	for (uint64_t j = k - 20; j < k; j++)
+		T_RC(get_k(s, ns, j), KVT_OK);
+	kvt_store_destroy(s);
+	t_rmtree(dir);
+	free(dir);
+}
+
+/* 15h. The seal's fdatasync takes the dirty flag and counts what it made
+ *      durable (session 46): a tombstone written with no sync asked for
+ *      (ssd_delete straight, as the writer's own tombstones are), then a
+ *      seal: its fdatasync covers the tombstone (tomb_synced reaches
+ *      tomb_placed; before, it stayed behind until the next flush, so a
+ *      summary write failing then failed every later delete).  The seal
+ *      issues one fdatasync (io.fsyncs); the flush after it one (the
+ *      summary and header it wrote), the next none. */
+static void test_seal_sync_clean(void)
+{
+	char *dir = t_mkdtemp();
+	struct kvt_store *s = open_store(dir, "16M", "always");
+	struct ssd *sd = store_ssd(s);
+	uint32_t ns = ns_of(s);
+	struct kvt_key key = t_key(2);
+	uint64_t placed, f0, f1, f2, f3, done = 0;
+	struct ssd_seg *g;
+	int32_t slot;
+
+	for (uint64_t k = 0; k < 4; k++)
+		T_RC(put_k(s, ns, k), KVT_OK);
+	T_OK(kvt_flush(s));
+	T_RC(ssd_delete(sd, ssd_log_prepare(sd, false, ns, &key), ns, &key), KVT_OK);
+	pthread_mutex_lock(&sd->seg_lock);
+	slot = sd->open_slot;
+	pthread_mutex_unlock(&sd->seg_lock);
+	T_GE_INT(slot, 0);
+	g = &sd->segs[slot];
+	for (int i = 0; i < 2000 && done == 0; i++) {
+		pthread_mutex_lock(&sd->wd_lock);
+		done = g->tomb_done;
+		pthread_mutex_unlock(&sd->wd_lock);
+		if (done == 0)
+			usleep(1000);
+	}
+	T_EQ_U64(done, 1);
+	f0 = t_stat(s, "io.fsyncs");
+	pthread_mutex_lock(&sd->seg_lock);
+	placed = atomic_load(&g->tomb_placed);
+	T_ASSERT(atomic_load(&g->tomb_synced) < placed);
+	T_EQ_INT(sd->open_slot, slot);
+	ssd_seg_seal_locked(sd);
+	T_EQ_U64(atomic_load(&g->tomb_synced), placed);
+	pthread_mutex_unlock(&sd->seg_lock);
+	f1 = t_stat(s, "io.fsyncs");
+	T_OK(kvt_flush(s));
+	f2 = t_stat(s, "io.fsyncs");
+	T_OK(kvt_flush(s));
+	f3 = t_stat(s, "io.fsyncs");
+	fprintf(stderr, "  seal_sync_clean: fdatasyncs: the seal %llu, a flush %llu, again %llu\n",
+		(unsigned long long)(f1 - f0), (unsigned long long)(f2 - f1),
+		(unsigned long long)(f3 - f2));
+	T_EQ_U64(f1 - f0, 1);
+	T_EQ_U64(f2 - f1, 1);
+	T_EQ_U64(f3 - f2, 0);
+	kvt_store_destroy(s);
+	t_rmtree(dir);
+	free(dir);
+}
+
 static void test_slot_sweep(void)
 {
 	slot_sweep_round("progressive");
@@ -7301,6 +7413,12 @@ int main(void)
 			test_idx_grow_delete();
 			continue;
 		}
+		/* KVT_TEST_ONLY=durable46: a new file's name, a seal's sync. */
+		if (test_only("durable46")) {
+			test_seg_dir_sync();
+			test_seal_sync_clean();
+			continue;
+		}
 		if (test_only("reuse")) {
 			test_reuse();
 			test_reuse_kill9();
@@ -7346,6 +7464,8 @@ int main(void)
 		test_idx_grow();
 		test_idx_grow_ckpt();
 		test_idx_grow_delete();
+		test_seg_dir_sync();
+		test_seal_sync_clean();
 		test_resize_crash();
 		test_prefetch_lock();
 		test_race_eviction();

@@ -641,7 +641,7 @@ static bool seg_evict_oldest_locked(struct ssd *s)
 	 *    answered 0 came back after a kill -9: test_ssd void_fail_kill9). */
 	memset(buf, 0, SSD_ALIGN);
 	if (ssd_io_sync(s, IO_WRITE, g->fd, 0, buf, SSD_ALIGN) < 0 ||
-	    ssd_io_sync(s, IO_FSYNC, g->fd, 0, NULL, 0) < 0)
+	    ssd_seg_fsync_locked(s, (uint32_t)victim) < 0)
 		r = -EIO;
 	kvt_mem_free(s->mem, buf, SSD_ALIGN);
 	if (r < 0) {
@@ -822,7 +822,7 @@ static int seg_reuse_oldest_locked(struct ssd *s)
 	g->write_off = SSD_ALIGN;
 	g->sum_bytes = 64; /* the summary header */
 	r = ssd_seg_write_hdr(s, (uint32_t)victim, 0, 0);
-	if (r == 0 && ssd_io_sync(s, IO_FSYNC, g->fd, 0, NULL, 0) < 0)
+	if (r == 0 && ssd_seg_fsync_locked(s, (uint32_t)victim) < 0)
 		r = -EIO;
 	A(s->seg_evicted);
 	if (r < 0) {
@@ -4974,6 +4974,7 @@ void ssd_stats(struct ssd *s, kvt_stats_fn fn, void *ctx)
 	fn(ctx, "ssd.idx_grow_max_ns", AL(s->idx_grow_max_ns), NULL);
 	fn(ctx, "ssd.idx_grow_max_moved", AL(s->idx_grow_max_moved), NULL);
 	fn(ctx, "ssd.idx_growing", growing, NULL);
+	fn(ctx, "ssd.seg_dir_syncs", AL(s->seg_dir_syncs), NULL);
 	fn(ctx, "ssd.evicted_to_shared", AL(s->evicted_handed), NULL);
 	fn(ctx, "ssd.checkpoints", AL(s->ckpts), NULL);
 	fn(ctx, "ssd.recovery_ns", s->rec_ns, NULL);

@@ -646,6 +646,18 @@ void ssd_seg_set_align(struct ssd *s, uint32_t slot, uint32_t align)
 	}
 }
 
+/*
+ * A new segment file's name.  Its records' fdatasyncs make its data
+ * durable, not its directory entry: after a power loss a file created in
+ * the log's first lap, every record of it synced, could be gone, and with
+ * it blocks a flush answered durable (or deletes' tombstones).  So the
+ * file that an open creates has ssd/ fsynced at once, before its header
+ * or any record is written -- once a file, as the checkpoint's rename and
+ * ssd/id are (ssd_recover.c).  A failed one removes the file again, so
+ * that the next try creates it (and syncs) anew.  ssd.seg_dir_syncs counts
+ * them.  Until session 46 no segment file's name was synced (test_ssd
+ * seg_dir_sync).
+ */
 int ssd_seg_open_file(struct ssd *s, uint32_t slot, bool create)
 {
 	struct ssd_seg *g = &s->segs[slot];
@@ -654,8 +666,19 @@ int ssd_seg_open_file(struct ssd *s, uint32_t slot, bool create)
 	if (g->fd >= 0)
 		return 0;
 	snprintf(name, sizeof(name), "seg-%06u", slot);
-	fd = io_open_file(s->io, s->dir_fd, name, O_RDWR | O_CLOEXEC | (create ? O_CREAT : 0),
-			  0600, &g->dio_ok);
+	fd = io_open_file(s->io, s->dir_fd, name, O_RDWR | O_CLOEXEC, 0600, &g->dio_ok);
+	if (fd == -ENOENT && create) {
+		fd = io_open_file(s->io, s->dir_fd, name, O_RDWR | O_CLOEXEC | O_CREAT | O_EXCL,
+				  0600, &g->dio_ok);
+		if (fd >= 0 && fsync(s->dir_fd) < 0) {
+			int r = -errno;
+			close(fd);
+			(void)unlinkat(s->dir_fd, name, 0);
+			return r;
+		}
+		if (fd >= 0)
+			A(s->seg_dir_syncs);
+	}
 	if (fd < 0)
 		return fd;
 	g->direct = g->dio_ok;
@@ -833,6 +856,50 @@ void ssd_seg_sum_free(struct ssd *s, struct ssd_seg *g)
  * seal_powerloss).  A failed one seals nothing: the slot is quarantined
  * (-EIO, below), as a failed sync's is.  Until 2026-12-07 it did not.
  */
+/* The tombstones here that an fdatasync beginning now covers (*covers),
+ * if any can be said to be ("Tombstones at risk", above; ssd_sync_all_prio
+ * says how).  Takes wd_lock. */
+static bool seg_sync_covers(struct ssd *s, struct ssd_seg *g, uint64_t *covers)
+{
+	bool has = false;
+	pthread_mutex_lock(&s->wd_lock);
+	if (g->infl_old == 0) {
+		has = true;
+		*covers = g->tomb_done == g->infl_tag ? g->infl_tag : g->infl_tag - 1;
+	}
+	pthread_mutex_unlock(&s->wd_lock);
+	return has;
+}
+
+/*
+ * An fdatasync of a slot's file from under seg_lock: the seal's, an
+ * eviction's void, a reuse's new header.  It takes the segment's dirty
+ * flag before it begins, as ssd_sync_all_prio does, and when it succeeds
+ * moves tomb_synced to what it covered: until session 46 these left the
+ * flag set, so the next flush or delete's sync fdatasynced the file again
+ * for nothing (an evicted slot's, a reused one's header), and the
+ * tombstones the seal's sync made durable were still held at risk -- a
+ * summary write failing after it then failed every later delete
+ * (test_ssd seal_sync_clean).  No race with a sync: ssd_sync_all_prio
+ * reads the flag under seg_lock, so it finds the segment clean only once
+ * this fdatasync has ended; a write completing meanwhile marks it again
+ * (wd_finish).  A failed one leaves the flag clear, as a sync's does (the
+ * caller quarantines the slot).  0 or -EIO.
+ */
+int ssd_seg_fsync_locked(struct ssd *s, uint32_t slot)
+{
+	struct ssd_seg *g = &s->segs[slot];
+	uint64_t covers = 0;
+	bool has;
+	atomic_store(&g->dirty, false);
+	has = seg_sync_covers(s, g, &covers);
+	if (ssd_io_sync(s, IO_FSYNC, g->fd, 0, NULL, 0) < 0)
+		return -EIO;
+	if (has && covers > atomic_load(&g->tomb_synced))
+		atomic_store(&g->tomb_synced, covers);
+	return 0;
+}
+
 static void seg_wait_landed(struct ssd *s, struct ssd_seg *g)
 {
 	pthread_mutex_lock(&s->wd_lock);
@@ -866,7 +933,7 @@ void ssd_seg_seal_locked(struct ssd *s)
 	synced = atomic_load(&g->tomb_synced);
 	if (!buf) {
 		r = -ENOMEM;
-	} else if (ssd_io_sync(s, IO_FSYNC, g->fd, 0, NULL, 0) < 0) {
+	} else if (ssd_seg_fsync_locked(s, (uint32_t)slot) < 0) {
 		/* The records durable before the summary that names them
 		 * ("Power loss", above). */
 		r = -EIO;
@@ -941,15 +1008,8 @@ int ssd_sync_all_prio(struct ssd *s, int prio)
 		dirty = atomic_exchange(&g->dirty, false) && g->fd >= 0 && g->state != SEG_BAD;
 		sealed = g->sealed_ok;
 		gen = g->generation;
-		if (dirty) {
-			pthread_mutex_lock(&s->wd_lock);
-			if (g->infl_old == 0) {
-				has = true;
-				covers = g->tomb_done == g->infl_tag ? g->infl_tag
-								     : g->infl_tag - 1;
-			}
-			pthread_mutex_unlock(&s->wd_lock);
-		}
+		if (dirty)
+			has = seg_sync_covers(s, g, &covers);
 		pthread_mutex_unlock(&s->seg_lock);
 		if (dirty) {
 			int64_t r = ssd_io_sync_prio(s, IO_FSYNC, prio, g->fd, 0, NULL, 0);

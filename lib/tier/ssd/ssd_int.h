@@ -461,6 +461,9 @@ struct ssd {
 	 * the longest time one put spent growing a shard's table under its
 	 * lock, ns, and the most entries one put moved to a new table. */
 	_Atomic uint64_t idx_grows, idx_grow_max_ns, idx_grow_max_moved;
+	/* ssd/ fsynced for a segment file this open created (ssd_idx.c
+	 * ssd_seg_open_file), before anything was written to it */
+	_Atomic uint64_t seg_dir_syncs;
 	uint64_t rec_ckpt_entries, rec_records, rec_segments, rec_ns, rec_dropped;
 	uint64_t rec_old_format;     /* segments of an older format version, dropped */
 	uint64_t rec_twins_used;     /* walks gone on past a damaged tombstone copy */
@@ -582,6 +585,9 @@ int ssd_seg_sum_room(struct ssd *s, struct ssd_seg *g, size_t n);
 void ssd_seg_sum_free(struct ssd *s, struct ssd_seg *g);
 void ssd_void_headerless(struct ssd *s);
 void ssd_seg_seal_locked(struct ssd *s);
+/* fdatasync the slot's file from under seg_lock, taking its dirty flag
+ * first and moving tomb_synced on success (ssd_idx.c): 0 or -EIO. */
+int ssd_seg_fsync_locked(struct ssd *s, uint32_t slot);
 /* Write the slot's segment header.  Writer thread. */
 int ssd_seg_write_hdr(struct ssd *s, uint32_t slot, uint64_t sum_off, uint64_t sum_len);
 /* An I/O error in a slot, from any thread: the writer quarantines it;
