@@ -5459,6 +5459,138 @@ static void test_idx_grow_delete(void)
 	free(dir);
 }
 
+/* 15i. The index grown from several threads at once (session 46: the new
+ *      table of a doubling is allocated with the shard's lock released,
+ *      then installed if still due, else freed).  B (first), then A.
+ *      A: four threads put
+ *      20,000 index entries each straight into the index (ssd_idx_put:
+ *      the threads race to begin each doubling), looking up and deleting
+ *      their own keys as they go; every key then reads back its own entry
+ *      (value_len, seq) or misses if deleted.  B: four threads put, get
+ *      and delete blocks through the store, written through (the writer
+ *      grows the index while the deleters step it and the readers look
+ *      up): every block reads back exact or, deleted, misses. */
+#define IGT_THREADS 4
+#define IGT_N 20000u
+
+struct igt {
+	struct kvt_store *s;
+	struct ssd *sd;
+	uint32_t ns;
+	unsigned id;
+};
+
+static uint64_t igt_key(unsigned id, uint64_t i)
+{
+	return 1000000u + id * (uint64_t)IGT_N + i;
+}
+
+/* A's keys: past B's */
+static uint64_t igt_key_a(unsigned id, uint64_t i)
+{
+	return igt_key(id, i) + IGT_THREADS * (uint64_t)IGT_N;
+}
+
+static void *igt_index_main(void *arg)
+{
+	struct igt *a = arg;
+	for (uint64_t i = 0; i < IGT_N; i++) {
+		uint64_t k = igt_key_a(a->id, i), vl;
+		struct kvt_key key = t_key(k);
+		struct ssd_entry e;
+		memset(&e, 0, sizeof(e));
+		e.seq = k;
+		e.value_len = k * 7 + 1;
+		e.ns = a->ns;
+		e.slot = UINT32_MAX; /* no segment's: on no slot list */
+		e.key_len = (uint8_t)key.len;
+		memcpy(e.key, key.bytes, key.len);
+		T_RC(ssd_idx_put(a->sd, ssd_hash(a->sd, a->ns, &key), &e, NULL), 0);
+		if (i >= 64) { /* an earlier key: still there, or deleted */
+			uint64_t j = k - 64;
+			struct kvt_key jk = t_key(j);
+			int r = ssd_find(a->sd, a->ns, &jk, &vl);
+			T_RC(r, j % 5 == 0 ? KVT_MISS : KVT_OK);
+			if (j % 5 != 0)
+				T_EQ_U64(vl, j * 7 + 1);
+		}
+		if (k % 5 == 0) /* deleted when put */
+			T_ASSERT(ssd_idx_remove_key(a->sd, a->ns, &key, UINT64_MAX));
+	}
+	return NULL;
+}
+
+static void *igt_store_main(void *arg)
+{
+	struct igt *a = arg;
+	const size_t len = 200;
+	for (uint64_t i = 0; i < IGT_N / 4; i++) {
+		uint64_t k = igt_key(a->id, i);
+		T_RC(t_put_filled(a->s, a->ns, k, len), KVT_OK);
+		if (i >= 32)
+			(void)t_get_filled(a->s, a->ns, k - 32, len); /* exact or a miss */
+		if (i % 5 == 0) {
+			struct kvt_key key = t_key(k);
+			int r = kvt_delete(a->s, a->ns, &key);
+			T_ASSERT(r == KVT_OK || r == KVT_MISS);
+		}
+	}
+	return NULL;
+}
+
+static void test_idx_grow_threads(void)
+{
+	char *dir = t_mkdtemp();
+	struct kvt_store *s = idx_grow_open(dir);
+	uint32_t ns = ns_of(s);
+	struct igt a[IGT_THREADS];
+	pthread_t th[IGT_THREADS];
+	uint64_t grows, hits = 0, vl;
+
+	for (int part = 0; part < 2; part++) {
+		grows = t_stat(s, "ssd.idx_grows");
+		for (unsigned t = 0; t < IGT_THREADS; t++) {
+			a[t] = (struct igt){ s, store_ssd(s), ns, t };
+			T_OK(pthread_create(&th[t], NULL, part == 0 ? igt_store_main
+								   : igt_index_main, &a[t]));
+		}
+		for (unsigned t = 0; t < IGT_THREADS; t++)
+			T_OK(pthread_join(th[t], NULL));
+		T_OK(kvt_flush(s));
+		fprintf(stderr, "  idx_grow_threads %c: %llu doublings\n", 'B' - part,
+			(unsigned long long)(t_stat(s, "ssd.idx_grows") - grows));
+		/* B: 64 -> 1,024 chains a shard (deletes meanwhile); A on top: to 8,192 */
+		T_ASSERT(t_stat(s, "ssd.idx_grows") - grows >= 16 * (part == 0 ? 3 : 2));
+		for (unsigned t = 0; t < IGT_THREADS; t++)
+			for (uint64_t i = 0; i < (part == 1 ? IGT_N : IGT_N / 4); i++) {
+				uint64_t k = part == 0 ? igt_key(t, i) : igt_key_a(t, i);
+				struct kvt_key key = t_key(k);
+				if (part == 0) {
+					int r = t_get_filled(s, ns, k, 200);
+					if (i % 5 == 0)
+						T_RC(r, KVT_MISS);
+					else
+						hits += r == KVT_OK;
+					continue;
+				}
+				if (k % 5 == 0) {
+					T_RC(ssd_find(store_ssd(s), ns, &key, &vl), KVT_MISS);
+					continue;
+				}
+				T_RC(ssd_find(store_ssd(s), ns, &key, &vl), KVT_OK);
+				T_EQ_U64(vl, k * 7 + 1);
+				/* out again: no checkpoint may name them */
+				T_ASSERT(ssd_idx_remove_key(store_ssd(s), ns, &key, UINT64_MAX));
+			}
+		T_EQ_U64(t_stat(s, "ssd.slot_list_errors"), 0);
+	}
+	/* B's blocks not deleted: each exact (a shed write-down: a miss) */
+	T_EQ_U64(hits + t_stat(s, "ssd.writedown_shed"), IGT_THREADS * (IGT_N / 4) * 4 / 5);
+	kvt_store_destroy(s);
+	t_rmtree(dir);
+	free(dir);
+}
+
 /* 15g. The name of each segment file durable before anything relies on
  *      it (session 46): a file's fdatasyncs do not make its directory
  *      entry durable, so a file created in the log's first lap, its
@@ -7420,6 +7552,11 @@ int main(void)
 			test_idx_grow();
 			test_idx_grow_ckpt();
 			test_idx_grow_delete();
+			test_idx_grow_threads();
+			continue;
+		}
+		if (test_only("grow_threads")) {
+			test_idx_grow_threads();
 			continue;
 		}
 		/* KVT_TEST_ONLY=durable46: a new file's name, a seal's sync. */
@@ -7473,6 +7610,7 @@ int main(void)
 		test_idx_grow();
 		test_idx_grow_ckpt();
 		test_idx_grow_delete();
+		test_idx_grow_threads();
 		test_seg_dir_sync();
 		test_seal_sync_clean();
 		test_resize_crash();

@@ -2156,12 +2156,10 @@ static void wd_write(struct ssd *s, struct wd_task *t)
 		e.key_len = (uint8_t)t->key.len;
 		memcpy(e.key, t->key.bytes, t->key.len);
 		h = ssd_hash(s, t->ns, &t->key);
-		pthread_mutex_lock(&shard_of(s, h)->lock);
 		/* With the entry and the tombstone allocated before the space
 		 * was reserved, nothing below can leave a record on disk that
 		 * the index does not know and no tombstone covers. */
-		r = ssd_idx_put_locked(s, shard_of(s, h), h, &e, &spare);
-		pthread_mutex_unlock(&shard_of(s, h)->lock);
+		r = ssd_idx_put(s, h, &e, &spare);
 		if (!dram_item_alive(s->dram, t->item) &&
 		    ssd_idx_remove_key(s, t->ns, &t->key, t->seq + 1)) {
 			/* Lost to a delete after all: log a tombstone after it. */
@@ -2658,9 +2656,7 @@ static void wd_batch_place(struct ssd *s, struct wd_batch *wb)
 		e.key_len = (uint8_t)t->key.len;
 		memcpy(e.key, t->key.bytes, t->key.len);
 		h = ssd_hash(s, t->ns, &t->key);
-		pthread_mutex_lock(&shard_of(s, h)->lock);
-		ssd_idx_put_locked(s, shard_of(s, h), h, &e, &wb->spare[i]);
-		pthread_mutex_unlock(&shard_of(s, h)->lock);
+		ssd_idx_put(s, h, &e, &wb->spare[i]);
 		if (!dram_item_alive(s->dram, t->item) &&
 		    ssd_idx_remove_key(s, t->ns, &t->key, t->seq + 1)) {
 			struct wd_task *tomb = wb->tomb[i];

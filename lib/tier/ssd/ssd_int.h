@@ -108,6 +108,10 @@ struct ssd_shard {
 	 * were moved; NULL otherwise. */
 	struct ssd_entry **old;
 	uint32_t old_mask, old_next;
+	/* A doubling is due (set by a put under the lock); one thread at a
+	 * time allocates its table unlocked (grow_busy): ssd_idx.c "Index
+	 * growth" */
+	_Atomic bool grow_due, grow_busy;
 	uint64_t count;
 	uint64_t dead;        /* of which E_DEAD (not blocks: ssd.blocks) */
 	uint64_t bytes;       /* value bytes of published entries */
@@ -547,10 +551,12 @@ struct ssd_entry **ssd_idx_slot(struct ssd_shard *sh, uint64_t h, uint32_t ns,
 				const struct kvt_key *k);
 /* Unlink *pp (an entry of sh) and free it.  Locked. */
 void ssd_idx_remove_locked(struct ssd *s, struct ssd_shard *sh, struct ssd_entry **pp);
-/* Insert or replace (if newer); uses *spare (then NULL) instead of
- * allocating, if given.  0, KVT_EXISTS, -ENOMEM. */
-int ssd_idx_put_locked(struct ssd *s, struct ssd_shard *sh, uint64_t h,
-		       const struct ssd_entry *src, struct ssd_entry **spare);
+/* Insert or replace (if newer) under the lock of h's shard, taken here;
+ * uses *spare (then NULL) instead of allocating, if given.  Then, with
+ * the lock released, begins a doubling of the shard's table if one is due
+ * (ssd_idx.c "Index growth").  0, KVT_EXISTS, -ENOMEM. */
+int ssd_idx_put(struct ssd *s, uint64_t h, const struct ssd_entry *src,
+		struct ssd_entry **spare);
 /* At close (and a test, sh's lock held): is every entry of sh on its
  * slot's list, and only those?  Returns the entries wrong, each once, added
  * to ssd.slot_list_errors and logged (a bug: an eviction would leave
