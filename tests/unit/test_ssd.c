@@ -5591,6 +5591,40 @@ static void test_idx_grow_threads(void)
 	free(dir);
 }
 
+/* 15j. A graceful stop's sheds apart from the runtime's (session 46):
+ *      200 blocks only DRAM holds (victim admission, nothing evicted),
+ *      then the stop's write-down (ssd_close_writedown) through a queue of
+ *      1 MiB: what the queue cannot take is shed and left for the next
+ *      pass, counted in ssd.stop_writedown_shed; ssd.writedown_shed stays
+ *      0 (before, the stop's sheds were counted there, as if write-downs
+ *      had been refused at runtime). */
+static void test_stop_shed(void)
+{
+	char *dir = t_mkdtemp();
+	struct kvt_store *s = t_store_open("path", dir, "dram.capacity", "64M", "dram.chunk", "4K",
+					   "dram.prefault", "off", "ssd.capacity", "32M",
+					   "ssd.segment", "1M", "ssd.io", io_backend,
+					   "ssd.writedown_max", "1M", NULL);
+	uint32_t ns = ns_of(s);
+	uint64_t shed;
+
+	for (uint64_t k = 0; k < 200; k++)
+		T_RC(put_k(s, ns, k), KVT_OK);
+	T_OK(kvt_flush(s));
+	T_EQ_U64(t_stat(s, "ssd.blocks"), 0);
+	ssd_close_writedown(store_ssd(s));
+	shed = t_stat(s, "ssd.stop_writedown_shed");
+	fprintf(stderr, "  stop_shed: the stop wrote %llu blocks down, shed %llu (runtime %llu)\n",
+		(unsigned long long)t_stat(s, "ssd.blocks"), (unsigned long long)shed,
+		(unsigned long long)t_stat(s, "ssd.writedown_shed"));
+	T_ASSERT(shed > 0);
+	T_EQ_U64(t_stat(s, "ssd.writedown_shed"), 0);
+	T_ASSERT(t_stat(s, "ssd.blocks") > 0);
+	kvt_store_destroy(s);
+	t_rmtree(dir);
+	free(dir);
+}
+
 /* 15g. The name of each segment file durable before anything relies on
  *      it (session 46): a file's fdatasyncs do not make its directory
  *      entry durable, so a file created in the log's first lap, its
@@ -7559,10 +7593,12 @@ int main(void)
 			test_idx_grow_threads();
 			continue;
 		}
-		/* KVT_TEST_ONLY=durable46: a new file's name, a seal's sync. */
+		/* KVT_TEST_ONLY=durable46: a new file's name, a seal's sync
+		 * (and a stop's sheds). */
 		if (test_only("durable46")) {
 			test_seg_dir_sync();
 			test_seal_sync_clean();
+			test_stop_shed();
 			continue;
 		}
 		if (test_only("reuse")) {
@@ -7613,6 +7649,7 @@ int main(void)
 		test_idx_grow_threads();
 		test_seg_dir_sync();
 		test_seal_sync_clean();
+		test_stop_shed();
 		test_resize_crash();
 		test_prefetch_lock();
 		test_race_eviction();

@@ -1362,6 +1362,18 @@ static void wd_put_gone_locked(struct ssd *s, struct wd_task *t)
 		s->wd_group_bytes[t->wd_group] -= t->value_len;
 }
 
+/* A write-down shed: a graceful stop's (DRAM_ADMIT_CLOSE) counted apart
+ * (ssd.stop_writedown_shed) from the runtime's (ssd.writedown_shed): a
+ * stop that keeps what fits and leaves the rest is no sign of write-down
+ * pressure (until session 46 both were in ssd.writedown_shed). */
+static void wd_shed_count(struct ssd *s, bool stop)
+{
+	if (stop)
+		A(s->stop_wd_shed);
+	else
+		A(s->wd_shed);
+}
+
 /*
  * Room for len bytes of group, within its share, in a full queue: the
  * newest queued write-downs of the groups past their share are taken off
@@ -1399,7 +1411,7 @@ static bool wd_preempt_locked(struct ssd *s, uint32_t group, uint64_t len)
 		v->next = s->wd_dropped;
 		s->wd_dropped = v;
 		A(s->wd_preempted);
-		A(s->wd_shed);
+		wd_shed_count(s, v->close);
 	}
 	pthread_cond_broadcast(&s->wd_cond);
 	return true;
@@ -1453,7 +1465,7 @@ bool ssd_admit(void *ctx, struct dram_item *item, uint32_t ns, int why)
 	case DRAM_ADMIT_CLOSE: /* a graceful stop keeps DRAM's blocks (warm restart) */
 		/* ... in the free room: none left, the rest stays DRAM's */
 		if (atomic_load_explicit(&s->close_full, memory_order_relaxed)) {
-			A(s->wd_shed);
+			wd_shed_count(s, true);
 			return false;
 		}
 		break;
@@ -1485,7 +1497,7 @@ bool ssd_admit(void *ctx, struct dram_item *item, uint32_t ns, int why)
 	if (s->wd_stop || full ||
 	    (s->degraded && kvt_now_ns() - s->degraded_at_ns < s->cfg.retry_ns)) {
 		pthread_mutex_unlock(&s->wd_lock);
-		A(s->wd_shed);
+		wd_shed_count(s, why == DRAM_ADMIT_CLOSE);
 		return false;
 	}
 	s->wd_bytes += len;
@@ -1503,7 +1515,7 @@ bool ssd_admit(void *ctx, struct dram_item *item, uint32_t ns, int why)
 		if (group)
 			s->wd_group_bytes[group] -= len;
 		pthread_mutex_unlock(&s->wd_lock);
-		A(s->wd_shed);
+		wd_shed_count(s, why == DRAM_ADMIT_CLOSE);
 		return false;
 	}
 	t->wd_group = group;
@@ -4906,6 +4918,7 @@ void ssd_stats(struct ssd *s, kvt_stats_fn fn, void *ctx)
 	fn(ctx, "ssd.writedown_blocks", AL(s->wd_written), NULL);
 	fn(ctx, "ssd.writedown_bytes", AL(s->wd_written_bytes), NULL);
 	fn(ctx, "ssd.writedown_shed", AL(s->wd_shed), NULL);
+	fn(ctx, "ssd.stop_writedown_shed", AL(s->stop_wd_shed), NULL);
 	fn(ctx, "ssd.writedown_preempted", AL(s->wd_preempted), NULL);
 	fn(ctx, "ssd.writedown_put_waits", AL(s->wd_put_waits), NULL);
 	fn(ctx, "ssd.promoted_dropped", AL(s->dropped_promoted), NULL);
