@@ -170,6 +170,11 @@ struct ssd_seg {
 	/* a write completed (or a record was placed) since the last
 	 * fdatasync: set by any thread, taken by ssd_sync_all */
 	_Atomic bool dirty;
+	/* ssd_sync_all's fdatasyncs of this file in flight (raised under
+	 * seg_lock with the flag taken, lowered once the result is judged):
+	 * an fdatasync under seg_lock that overlaps one counts nothing
+	 * durable (ssd_idx.c ssd_seg_fsync_locked) */
+	_Atomic uint32_t syncs_out;
 	bool noroom;          /* free, and its file could not be allocated
 			       * (ENOSPC): not opened until the room retry
 			       * (seg_lock; ssd.c "Room") */
