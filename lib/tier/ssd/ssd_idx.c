@@ -759,6 +759,18 @@ int ssd_seg_open_file(struct ssd *s, uint32_t slot, bool create)
 		}
 		if (fd >= 0)
 			A(s->seg_dir_syncs);
+	} else if (fd >= 0 && !atomic_load(&s->seg_dir_synced)) {
+		/* A file this open found: its name may never have been synced
+		 * (a kill -9 between a create and its directory's fsync, above),
+		 * and nothing here would sync it again.  ssd/ once an open, at
+		 * the first such file (review46e; test_ssd seg_dir_sync). */
+		if (fsync(s->dir_fd) < 0) {
+			int r = -errno;
+			close(fd);
+			return r;
+		}
+		atomic_store(&s->seg_dir_synced, true);
+		A(s->seg_dir_syncs);
 	}
 	if (fd < 0)
 		return fd;

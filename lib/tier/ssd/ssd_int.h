@@ -473,6 +473,8 @@ struct ssd {
 	/* ssd/ fsynced for a segment file this open created (ssd_idx.c
 	 * ssd_seg_open_file), before anything was written to it */
 	_Atomic uint64_t seg_dir_syncs;
+	/* ssd/ fsynced for the segment files this open found (once) */
+	_Atomic bool seg_dir_synced;
 	/* write-downs of a graceful stop shed (ssd.c wd_shed_count) */
 	_Atomic uint64_t stop_wd_shed;
 	uint64_t rec_ckpt_entries, rec_records, rec_segments, rec_ns, rec_dropped;
