@@ -299,6 +299,8 @@ static const char *const metrics_stat_names[] = {
 	"dram.cold_bytes",
 #define S_SSD_PREEMPTED 36
 	"ssd.writedown_preempted",
+#define S_SSD_STOP_SHED 37
+	"ssd.stop_writedown_shed",
 	NULL,
 };
 
@@ -766,6 +768,9 @@ int kvtd_metrics_render(struct kvtd_server *srv, char **out, size_t *out_len)
 		    "of those, queued write-downs of a quota group (tenant) past its quarter of the "
 		    "queue, taken off it for another group's within its quarter",
 		    st.v[S_SSD_PREEMPTED]);
+	metrics_one(f, "kvtier_ssd_stop_writedown_shed_total", "counter",
+		    "blocks a graceful stop's write-down left in DRAM (no room, queue full, late): "
+		    "not in kvtier_ssd_writedown_shed_total", st.v[S_SSD_STOP_SHED]);
 	/* SSD health and backlog (doc/deploy.md's alerts, kvtier top) */
 	metrics_one(f, "kvtier_ssd_segments_quarantined", "gauge",
 		    "SSD segments quarantined after an I/O error (not reused until restart)",

@@ -641,7 +641,7 @@ static bool seg_evict_oldest_locked(struct ssd *s)
 	 *    answered 0 came back after a kill -9: test_ssd void_fail_kill9). */
 	memset(buf, 0, SSD_ALIGN);
 	if (ssd_io_sync(s, IO_WRITE, g->fd, 0, buf, SSD_ALIGN) < 0 ||
-	    ssd_io_sync(s, IO_FSYNC, g->fd, 0, NULL, 0) < 0)
+	    ssd_seg_fsync_locked(s, (uint32_t)victim) < 0)
 		r = -EIO;
 	kvt_mem_free(s->mem, buf, SSD_ALIGN);
 	if (r < 0) {
@@ -822,7 +822,7 @@ static int seg_reuse_oldest_locked(struct ssd *s)
 	g->write_off = SSD_ALIGN;
 	g->sum_bytes = 64; /* the summary header */
 	r = ssd_seg_write_hdr(s, (uint32_t)victim, 0, 0);
-	if (r == 0 && ssd_io_sync(s, IO_FSYNC, g->fd, 0, NULL, 0) < 0)
+	if (r == 0 && ssd_seg_fsync_locked(s, (uint32_t)victim) < 0)
 		r = -EIO;
 	A(s->seg_evicted);
 	if (r < 0) {
@@ -1362,6 +1362,18 @@ static void wd_put_gone_locked(struct ssd *s, struct wd_task *t)
 		s->wd_group_bytes[t->wd_group] -= t->value_len;
 }
 
+/* A write-down shed: a graceful stop's (DRAM_ADMIT_CLOSE) counted apart
+ * (ssd.stop_writedown_shed) from the runtime's (ssd.writedown_shed): a
+ * stop that keeps what fits and leaves the rest is no sign of write-down
+ * pressure (until session 46 both were in ssd.writedown_shed). */
+static void wd_shed_count(struct ssd *s, bool stop)
+{
+	if (stop)
+		A(s->stop_wd_shed);
+	else
+		A(s->wd_shed);
+}
+
 /*
  * Room for len bytes of group, within its share, in a full queue: the
  * newest queued write-downs of the groups past their share are taken off
@@ -1399,7 +1411,7 @@ static bool wd_preempt_locked(struct ssd *s, uint32_t group, uint64_t len)
 		v->next = s->wd_dropped;
 		s->wd_dropped = v;
 		A(s->wd_preempted);
-		A(s->wd_shed);
+		wd_shed_count(s, v->close);
 	}
 	pthread_cond_broadcast(&s->wd_cond);
 	return true;
@@ -1453,7 +1465,7 @@ bool ssd_admit(void *ctx, struct dram_item *item, uint32_t ns, int why)
 	case DRAM_ADMIT_CLOSE: /* a graceful stop keeps DRAM's blocks (warm restart) */
 		/* ... in the free room: none left, the rest stays DRAM's */
 		if (atomic_load_explicit(&s->close_full, memory_order_relaxed)) {
-			A(s->wd_shed);
+			wd_shed_count(s, true);
 			return false;
 		}
 		break;
@@ -1485,7 +1497,7 @@ bool ssd_admit(void *ctx, struct dram_item *item, uint32_t ns, int why)
 	if (s->wd_stop || full ||
 	    (s->degraded && kvt_now_ns() - s->degraded_at_ns < s->cfg.retry_ns)) {
 		pthread_mutex_unlock(&s->wd_lock);
-		A(s->wd_shed);
+		wd_shed_count(s, why == DRAM_ADMIT_CLOSE);
 		return false;
 	}
 	s->wd_bytes += len;
@@ -1503,7 +1515,7 @@ bool ssd_admit(void *ctx, struct dram_item *item, uint32_t ns, int why)
 		if (group)
 			s->wd_group_bytes[group] -= len;
 		pthread_mutex_unlock(&s->wd_lock);
-		A(s->wd_shed);
+		wd_shed_count(s, why == DRAM_ADMIT_CLOSE);
 		return false;
 	}
 	t->wd_group = group;
@@ -2156,12 +2168,10 @@ static void wd_write(struct ssd *s, struct wd_task *t)
 		e.key_len = (uint8_t)t->key.len;
 		memcpy(e.key, t->key.bytes, t->key.len);
 		h = ssd_hash(s, t->ns, &t->key);
-		pthread_mutex_lock(&shard_of(s, h)->lock);
 		/* With the entry and the tombstone allocated before the space
 		 * was reserved, nothing below can leave a record on disk that
 		 * the index does not know and no tombstone covers. */
-		r = ssd_idx_put_locked(s, shard_of(s, h), h, &e, &spare);
-		pthread_mutex_unlock(&shard_of(s, h)->lock);
+		r = ssd_idx_put(s, h, &e, &spare);
 		if (!dram_item_alive(s->dram, t->item) &&
 		    ssd_idx_remove_key(s, t->ns, &t->key, t->seq + 1)) {
 			/* Lost to a delete after all: log a tombstone after it. */
@@ -2658,9 +2668,7 @@ static void wd_batch_place(struct ssd *s, struct wd_batch *wb)
 		e.key_len = (uint8_t)t->key.len;
 		memcpy(e.key, t->key.bytes, t->key.len);
 		h = ssd_hash(s, t->ns, &t->key);
-		pthread_mutex_lock(&shard_of(s, h)->lock);
-		ssd_idx_put_locked(s, shard_of(s, h), h, &e, &wb->spare[i]);
-		pthread_mutex_unlock(&shard_of(s, h)->lock);
+		ssd_idx_put(s, h, &e, &wb->spare[i]);
 		if (!dram_item_alive(s->dram, t->item) &&
 		    ssd_idx_remove_key(s, t->ns, &t->key, t->seq + 1)) {
 			struct wd_task *tomb = wb->tomb[i];
@@ -4910,6 +4918,7 @@ void ssd_stats(struct ssd *s, kvt_stats_fn fn, void *ctx)
 	fn(ctx, "ssd.writedown_blocks", AL(s->wd_written), NULL);
 	fn(ctx, "ssd.writedown_bytes", AL(s->wd_written_bytes), NULL);
 	fn(ctx, "ssd.writedown_shed", AL(s->wd_shed), NULL);
+	fn(ctx, "ssd.stop_writedown_shed", AL(s->stop_wd_shed), NULL);
 	fn(ctx, "ssd.writedown_preempted", AL(s->wd_preempted), NULL);
 	fn(ctx, "ssd.writedown_put_waits", AL(s->wd_put_waits), NULL);
 	fn(ctx, "ssd.promoted_dropped", AL(s->dropped_promoted), NULL);
@@ -4974,6 +4983,7 @@ void ssd_stats(struct ssd *s, kvt_stats_fn fn, void *ctx)
 	fn(ctx, "ssd.idx_grow_max_ns", AL(s->idx_grow_max_ns), NULL);
 	fn(ctx, "ssd.idx_grow_max_moved", AL(s->idx_grow_max_moved), NULL);
 	fn(ctx, "ssd.idx_growing", growing, NULL);
+	fn(ctx, "ssd.seg_dir_syncs", AL(s->seg_dir_syncs), NULL);
 	fn(ctx, "ssd.evicted_to_shared", AL(s->evicted_handed), NULL);
 	fn(ctx, "ssd.checkpoints", AL(s->ckpts), NULL);
 	fn(ctx, "ssd.recovery_ns", s->rec_ns, NULL);

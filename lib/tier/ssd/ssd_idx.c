@@ -29,8 +29,16 @@
  * moved every chain: two tables at most.  Moving an entry rewrites its
  * hash link alone, never its slot's list ("One segment's entries").
  * Recovery builds the index through the same puts.  What a put holds the
- * lock for: the new table's allocation (zeroed pages; 4 MiB at 262 k
- * entries a shard) and IDX_GROW_STEP chains' rehash.
+ * lock for: IDX_GROW_STEP chains' rehash.  The new table is allocated,
+ * and its pages touched, with the lock released (ssd_idx_put: 4 MiB at
+ * 262 k entries a shard, 64 MiB at 4 M; calloc's pages fault in at their
+ * first write, which was the steps' under the lock): the put that finds a
+ * doubling due marks it (grow_due), and after its unlock one thread of the
+ * shard (grow_busy) allocates, takes the lock again, and installs the
+ * table if the doubling is still due -- else frees it (deletes took the
+ * count back down, or the table changed meanwhile).  The old table, once
+ * empty, is freed after the unlock too.  Until session 46 both were under
+ * the lock (bench/RESULTS.md, grow46).
  */
 #define IDX_GROW_STEP 8u
 
@@ -66,7 +74,7 @@ struct ssd_entry **ssd_idx_slot(struct ssd_shard *sh, uint64_t h, uint32_t ns,
  * sweep45).  The invariant, kept under the shard's lock: an entry of sh
  * is on sh->slot_heads[e->slot]'s list exactly while it is in sh's hash
  * table and e->slot < slot_count (else on none, both links NULL).  Every
- * path that enters an entry (ssd_idx_put_locked), takes one out
+ * path that enters an entry (ssd_idx_put), takes one out
  * (ssd_idx_remove_locked) or changes its slot (ssd_idx_reslot_locked: a
  * carry moving to its new place) keeps it; nothing else writes e->slot of
  * an entry in the table.  The sweeps of every slot (UINT32_MAX: recovery's
@@ -163,9 +171,23 @@ static void idx_grow_note(struct ssd *s, uint64_t t0, uint64_t moved)
 		;
 }
 
-/* Move the next n chains of the old table into the new one; free it
- * once empty.  Returns the entries moved.  Locked. */
-static uint64_t idx_grow_step(struct ssd *s, struct ssd_shard *sh, uint32_t n)
+/* A table emptied by a growth, freed once the shard's lock is released. */
+struct idx_retired {
+	struct ssd_entry **t;
+	size_t len;
+};
+
+static void idx_retired_free(struct ssd *s, struct idx_retired *r)
+{
+	kvt_mem_free(s->mem, r->t, r->len);
+	r->t = NULL;
+}
+
+/* Move the next n chains of the old table into the new one; once empty,
+ * hand it to *ret (freed by the caller after the unlock).  Returns the
+ * entries moved.  Locked. */
+static uint64_t idx_grow_step(struct ssd *s, struct ssd_shard *sh, uint32_t n,
+			      struct idx_retired *ret)
 {
 	uint64_t moved = 0;
 	for (; n > 0 && sh->old_next <= sh->old_mask; n--, sh->old_next++) {
@@ -184,37 +206,79 @@ static uint64_t idx_grow_step(struct ssd *s, struct ssd_shard *sh, uint32_t n)
 		}
 	}
 	if (sh->old_next > sh->old_mask) {
-		kvt_mem_free(s->mem, sh->old, ((size_t)sh->old_mask + 1) * sizeof(*sh->old));
+		ret->t = sh->old;
+		ret->len = ((size_t)sh->old_mask + 1) * sizeof(*sh->old);
 		sh->old = NULL;
 		sh->old_mask = sh->old_next = 0;
 	}
 	return moved;
 }
 
-/* After a put: a growth's next step, or a doubling begun ("Index
- * growth").  Locked. */
-static void idx_grow_locked(struct ssd *s, struct ssd_shard *sh)
+/* After a put: a growth's next step, or a doubling marked due for
+ * ssd_idx_put to begin after the unlock ("Index growth").  Locked. */
+static void idx_grow_locked(struct ssd *s, struct ssd_shard *sh, struct idx_retired *ret)
 {
-	uint32_t size = sh->mask + 1, n = size * 2;
-	struct ssd_entry **nb;
-	uint64_t t0;
-	if (!sh->old && (sh->count <= size || n == 0))
-		return;
-	t0 = kvt_now_ns();
+	uint32_t size = sh->mask + 1;
 	if (sh->old) {
-		idx_grow_note(s, t0, idx_grow_step(s, sh, IDX_GROW_STEP));
+		uint64_t t0 = kvt_now_ns();
+		idx_grow_note(s, t0, idx_grow_step(s, sh, IDX_GROW_STEP, ret));
+	} else if (sh->count > size && size * 2 != 0) {
+		atomic_store_explicit(&sh->grow_due, true, memory_order_relaxed);
+	}
+}
+
+/* A doubling marked due: the new table allocated and its pages touched
+ * with sh's lock released, then installed under it if still due (one
+ * thread of the shard at a time: grow_busy).  Unlocked. */
+static void idx_grow_begin(struct ssd *s, struct ssd_shard *sh)
+{
+	struct idx_retired ret = { NULL, 0 };
+	struct ssd_entry **nb;
+	uint32_t size;
+	size_t len;
+	uint64_t t0;
+	bool due;
+
+	if (!atomic_load_explicit(&sh->grow_due, memory_order_relaxed) ||
+	    atomic_exchange(&sh->grow_busy, true))
+		return;
+	pthread_mutex_lock(&sh->lock);
+	size = sh->mask + 1;
+	due = !sh->old && sh->count > size && size * 2 != 0;
+	if (!due)
+		atomic_store_explicit(&sh->grow_due, false, memory_order_relaxed);
+	pthread_mutex_unlock(&sh->lock);
+	if (!due) {
+		atomic_store(&sh->grow_busy, false);
 		return;
 	}
-	nb = kvt_mem_calloc(s->mem, n, sizeof(*nb));
-	if (!nb) /* the next put tries again; the chains grow meanwhile */
+	len = (size_t)size * 2 * sizeof(*nb);
+	nb = kvt_mem_calloc(s->mem, (size_t)size * 2, sizeof(*nb));
+	if (!nb) { /* the next put tries again; the chains grow meanwhile */
+		atomic_store(&sh->grow_busy, false);
 		return;
-	A(s->idx_grows);
-	sh->old = sh->buckets;
-	sh->old_mask = sh->mask;
-	sh->old_next = 0;
-	sh->buckets = nb;
-	sh->mask = n - 1;
-	idx_grow_note(s, t0, idx_grow_step(s, sh, IDX_GROW_STEP));
+	}
+	/* Fault its pages in here, not at the steps' first writes under the
+	 * lock (calloc's large tables are fresh, untouched pages). */
+	for (size_t off = 0; off < len; off += 4096)
+		((volatile char *)nb)[off] = 0;
+	pthread_mutex_lock(&sh->lock);
+	t0 = kvt_now_ns();
+	if (!sh->old && sh->mask + 1 == size && sh->count > size) {
+		A(s->idx_grows);
+		sh->old = sh->buckets;
+		sh->old_mask = sh->mask;
+		sh->old_next = 0;
+		sh->buckets = nb;
+		sh->mask = size * 2 - 1;
+		nb = NULL;
+		idx_grow_note(s, t0, idx_grow_step(s, sh, IDX_GROW_STEP, &ret));
+	}
+	atomic_store_explicit(&sh->grow_due, false, memory_order_relaxed);
+	pthread_mutex_unlock(&sh->lock);
+	atomic_store(&sh->grow_busy, false);
+	kvt_mem_free(s->mem, nb, len); /* not needed after all (NULL: installed) */
+	idx_retired_free(s, &ret);
 }
 
 /* Unlink *pp (an entry of sh) and free it.  Locked. */
@@ -235,8 +299,9 @@ void ssd_idx_remove_locked(struct ssd *s, struct ssd_shard *sh, struct ssd_entry
 }
 
 /* Insert or replace (if seq is newer) an entry.  Locked.  0, KVT_EXISTS, -ENOMEM. */
-int ssd_idx_put_locked(struct ssd *s, struct ssd_shard *sh, uint64_t h,
-			  const struct ssd_entry *src, struct ssd_entry **spare)
+static int idx_put_locked(struct ssd *s, struct ssd_shard *sh, uint64_t h,
+			  const struct ssd_entry *src, struct ssd_entry **spare,
+			  struct idx_retired *ret)
 {
 	struct kvt_key k;
 	struct ssd_entry **pp, *e;
@@ -267,8 +332,22 @@ int ssd_idx_put_locked(struct ssd *s, struct ssd_shard *sh, uint64_t h,
 		sh->rec_bytes += (uint64_t)e->len_512 * SSD_REC_ALIGN;
 		quota_ssd_add(s->cfg.quota, e->ns, e->value_len, true);
 	}
-	idx_grow_locked(s, sh);
+	idx_grow_locked(s, sh, ret);
 	return 0;
+}
+
+int ssd_idx_put(struct ssd *s, uint64_t h, const struct ssd_entry *src,
+		struct ssd_entry **spare)
+{
+	struct ssd_shard *sh = shard_of(s, h);
+	struct idx_retired ret = { NULL, 0 };
+	int r;
+	pthread_mutex_lock(&sh->lock);
+	r = idx_put_locked(s, sh, h, src, spare, &ret);
+	pthread_mutex_unlock(&sh->lock);
+	idx_retired_free(s, &ret);
+	idx_grow_begin(s, sh);
+	return r;
 }
 
 /* Remove the entry for (ns, key) if its seq is below `below` (UINT64_MAX:
@@ -278,6 +357,7 @@ static bool idx_remove_if(struct ssd *s, uint32_t ns, const struct kvt_key *k, u
 {
 	uint64_t h = ssd_hash(s, ns, k);
 	struct ssd_shard *sh = shard_of(s, h);
+	struct idx_retired ret = { NULL, 0 };
 	struct ssd_entry **pp;
 	bool found = false;
 	pthread_mutex_lock(&sh->lock);
@@ -291,8 +371,9 @@ static bool idx_remove_if(struct ssd *s, uint32_t ns, const struct kvt_key *k, u
 	 * keeps the old table, a third of its chains' memory (review45g).
 	 * Not in the walks' removals: they iterate the tables. */
 	if (sh->old)
-		idx_grow_note(s, kvt_now_ns(), idx_grow_step(s, sh, IDX_GROW_STEP));
+		idx_grow_note(s, kvt_now_ns(), idx_grow_step(s, sh, IDX_GROW_STEP, &ret));
 	pthread_mutex_unlock(&sh->lock);
+	idx_retired_free(s, &ret);
 	return found;
 }
 
@@ -646,6 +727,18 @@ void ssd_seg_set_align(struct ssd *s, uint32_t slot, uint32_t align)
 	}
 }
 
+/*
+ * A new segment file's name.  Its records' fdatasyncs make its data
+ * durable, not its directory entry: after a power loss a file created in
+ * the log's first lap, every record of it synced, could be gone, and with
+ * it blocks a flush answered durable (or deletes' tombstones).  So the
+ * file that an open creates has ssd/ fsynced at once, before its header
+ * or any record is written -- once a file, as the checkpoint's rename and
+ * ssd/id are (ssd_recover.c).  A failed one removes the file again, so
+ * that the next try creates it (and syncs) anew.  ssd.seg_dir_syncs counts
+ * them.  Until session 46 no segment file's name was synced (test_ssd
+ * seg_dir_sync).
+ */
 int ssd_seg_open_file(struct ssd *s, uint32_t slot, bool create)
 {
 	struct ssd_seg *g = &s->segs[slot];
@@ -654,8 +747,31 @@ int ssd_seg_open_file(struct ssd *s, uint32_t slot, bool create)
 	if (g->fd >= 0)
 		return 0;
 	snprintf(name, sizeof(name), "seg-%06u", slot);
-	fd = io_open_file(s->io, s->dir_fd, name, O_RDWR | O_CLOEXEC | (create ? O_CREAT : 0),
-			  0600, &g->dio_ok);
+	fd = io_open_file(s->io, s->dir_fd, name, O_RDWR | O_CLOEXEC, 0600, &g->dio_ok);
+	if (fd == -ENOENT && create) {
+		fd = io_open_file(s->io, s->dir_fd, name, O_RDWR | O_CLOEXEC | O_CREAT | O_EXCL,
+				  0600, &g->dio_ok);
+		if (fd >= 0 && fsync(s->dir_fd) < 0) {
+			int r = -errno;
+			close(fd);
+			(void)unlinkat(s->dir_fd, name, 0);
+			return r;
+		}
+		if (fd >= 0)
+			A(s->seg_dir_syncs);
+	} else if (fd >= 0 && !atomic_load(&s->seg_dir_synced)) {
+		/* A file this open found: its name may never have been synced
+		 * (a kill -9 between a create and its directory's fsync, above),
+		 * and nothing here would sync it again.  ssd/ once an open, at
+		 * the first such file (review46e; test_ssd seg_dir_sync). */
+		if (fsync(s->dir_fd) < 0) {
+			int r = -errno;
+			close(fd);
+			return r;
+		}
+		atomic_store(&s->seg_dir_synced, true);
+		A(s->seg_dir_syncs);
+	}
 	if (fd < 0)
 		return fd;
 	g->direct = g->dio_ok;
@@ -833,6 +949,57 @@ void ssd_seg_sum_free(struct ssd *s, struct ssd_seg *g)
  * seal_powerloss).  A failed one seals nothing: the slot is quarantined
  * (-EIO, below), as a failed sync's is.  Until 2026-12-07 it did not.
  */
+/* The tombstones here that an fdatasync beginning now covers (*covers),
+ * if any can be said to be ("Tombstones at risk", above; ssd_sync_all_prio
+ * says how).  Takes wd_lock. */
+static bool seg_sync_covers(struct ssd *s, struct ssd_seg *g, uint64_t *covers)
+{
+	bool has = false;
+	pthread_mutex_lock(&s->wd_lock);
+	if (g->infl_old == 0) {
+		has = true;
+		*covers = g->tomb_done == g->infl_tag ? g->infl_tag : g->infl_tag - 1;
+	}
+	pthread_mutex_unlock(&s->wd_lock);
+	return has;
+}
+
+/*
+ * An fdatasync of a slot's file from under seg_lock: the seal's, an
+ * eviction's void, a reuse's new header.  It takes the segment's dirty
+ * flag before it begins, as ssd_sync_all_prio does, and when it succeeds
+ * moves tomb_synced to what it covered: until session 46 these left the
+ * flag set, so the next flush or delete's sync fdatasynced the file again
+ * for nothing (an evicted slot's, a reused one's header), and the
+ * tombstones the seal's sync made durable were still held at risk -- a
+ * summary write failing after it then failed every later delete
+ * (test_ssd seal_sync_clean).  No race with a sync: ssd_sync_all_prio
+ * reads the flag under seg_lock, so it finds the segment clean only once
+ * this fdatasync has ended; a write completing meanwhile marks it again
+ * (wd_finish).  A failed one leaves the flag clear, as a sync's does (the
+ * caller quarantines the slot).  0 or -EIO.
+ */
+int ssd_seg_fsync_locked(struct ssd *s, uint32_t slot)
+{
+	struct ssd_seg *g = &s->segs[slot];
+	uint64_t covers = 0;
+	bool has;
+	atomic_store(&g->dirty, false);
+	/* A sync's fdatasync of the file in flight (taken before seg_lock
+	 * was; none can start while it is held): Linux reports a writeback
+	 * error to one caller -- if that one hears it, this one succeeds,
+	 * and moving tomb_synced here would put the sync's hole past
+	 * tombstones the error may have lost (a delete answered 0, then
+	 * back after a power loss).  This one then counts nothing (review46e;
+	 * test_ssd seal_sync_overlap). */
+	has = atomic_load(&g->syncs_out) == 0 && seg_sync_covers(s, g, &covers);
+	if (ssd_io_sync(s, IO_FSYNC, g->fd, 0, NULL, 0) < 0)
+		return -EIO;
+	if (has && covers > atomic_load(&g->tomb_synced))
+		atomic_store(&g->tomb_synced, covers);
+	return 0;
+}
+
 static void seg_wait_landed(struct ssd *s, struct ssd_seg *g)
 {
 	pthread_mutex_lock(&s->wd_lock);
@@ -866,7 +1033,7 @@ void ssd_seg_seal_locked(struct ssd *s)
 	synced = atomic_load(&g->tomb_synced);
 	if (!buf) {
 		r = -ENOMEM;
-	} else if (ssd_io_sync(s, IO_FSYNC, g->fd, 0, NULL, 0) < 0) {
+	} else if (ssd_seg_fsync_locked(s, (uint32_t)slot) < 0) {
 		/* The records durable before the summary that names them
 		 * ("Power loss", above). */
 		r = -EIO;
@@ -942,13 +1109,8 @@ int ssd_sync_all_prio(struct ssd *s, int prio)
 		sealed = g->sealed_ok;
 		gen = g->generation;
 		if (dirty) {
-			pthread_mutex_lock(&s->wd_lock);
-			if (g->infl_old == 0) {
-				has = true;
-				covers = g->tomb_done == g->infl_tag ? g->infl_tag
-								     : g->infl_tag - 1;
-			}
-			pthread_mutex_unlock(&s->wd_lock);
+			has = seg_sync_covers(s, g, &covers);
+			atomic_fetch_add(&g->syncs_out, 1);
 		}
 		pthread_mutex_unlock(&s->seg_lock);
 		if (dirty) {
@@ -983,6 +1145,7 @@ int ssd_sync_all_prio(struct ssd *s, int prio)
 					pthread_mutex_unlock(&s->seg_lock);
 				}
 			}
+			atomic_fetch_sub(&g->syncs_out, 1);
 		}
 	}
 	pthread_mutex_unlock(&s->sync_run_lock);

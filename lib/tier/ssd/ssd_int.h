@@ -108,6 +108,10 @@ struct ssd_shard {
 	 * were moved; NULL otherwise. */
 	struct ssd_entry **old;
 	uint32_t old_mask, old_next;
+	/* A doubling is due (set by a put under the lock); one thread at a
+	 * time allocates its table unlocked (grow_busy): ssd_idx.c "Index
+	 * growth" */
+	_Atomic bool grow_due, grow_busy;
 	uint64_t count;
 	uint64_t dead;        /* of which E_DEAD (not blocks: ssd.blocks) */
 	uint64_t bytes;       /* value bytes of published entries */
@@ -166,6 +170,11 @@ struct ssd_seg {
 	/* a write completed (or a record was placed) since the last
 	 * fdatasync: set by any thread, taken by ssd_sync_all */
 	_Atomic bool dirty;
+	/* ssd_sync_all's fdatasyncs of this file in flight (raised under
+	 * seg_lock with the flag taken, lowered once the result is judged):
+	 * an fdatasync under seg_lock that overlaps one counts nothing
+	 * durable (ssd_idx.c ssd_seg_fsync_locked) */
+	_Atomic uint32_t syncs_out;
 	bool noroom;          /* free, and its file could not be allocated
 			       * (ENOSPC): not opened until the room retry
 			       * (seg_lock; ssd.c "Room") */
@@ -461,6 +470,13 @@ struct ssd {
 	 * the longest time one put spent growing a shard's table under its
 	 * lock, ns, and the most entries one put moved to a new table. */
 	_Atomic uint64_t idx_grows, idx_grow_max_ns, idx_grow_max_moved;
+	/* ssd/ fsynced for a segment file this open created (ssd_idx.c
+	 * ssd_seg_open_file), before anything was written to it */
+	_Atomic uint64_t seg_dir_syncs;
+	/* ssd/ fsynced for the segment files this open found (once) */
+	_Atomic bool seg_dir_synced;
+	/* write-downs of a graceful stop shed (ssd.c wd_shed_count) */
+	_Atomic uint64_t stop_wd_shed;
 	uint64_t rec_ckpt_entries, rec_records, rec_segments, rec_ns, rec_dropped;
 	uint64_t rec_old_format;     /* segments of an older format version, dropped */
 	uint64_t rec_twins_used;     /* walks gone on past a damaged tombstone copy */
@@ -544,10 +560,12 @@ struct ssd_entry **ssd_idx_slot(struct ssd_shard *sh, uint64_t h, uint32_t ns,
 				const struct kvt_key *k);
 /* Unlink *pp (an entry of sh) and free it.  Locked. */
 void ssd_idx_remove_locked(struct ssd *s, struct ssd_shard *sh, struct ssd_entry **pp);
-/* Insert or replace (if newer); uses *spare (then NULL) instead of
- * allocating, if given.  0, KVT_EXISTS, -ENOMEM. */
-int ssd_idx_put_locked(struct ssd *s, struct ssd_shard *sh, uint64_t h,
-		       const struct ssd_entry *src, struct ssd_entry **spare);
+/* Insert or replace (if newer) under the lock of h's shard, taken here;
+ * uses *spare (then NULL) instead of allocating, if given.  Then, with
+ * the lock released, begins a doubling of the shard's table if one is due
+ * (ssd_idx.c "Index growth").  0, KVT_EXISTS, -ENOMEM. */
+int ssd_idx_put(struct ssd *s, uint64_t h, const struct ssd_entry *src,
+		struct ssd_entry **spare);
 /* At close (and a test, sh's lock held): is every entry of sh on its
  * slot's list, and only those?  Returns the entries wrong, each once, added
  * to ssd.slot_list_errors and logged (a bug: an eviction would leave
@@ -582,6 +600,9 @@ int ssd_seg_sum_room(struct ssd *s, struct ssd_seg *g, size_t n);
 void ssd_seg_sum_free(struct ssd *s, struct ssd_seg *g);
 void ssd_void_headerless(struct ssd *s);
 void ssd_seg_seal_locked(struct ssd *s);
+/* fdatasync the slot's file from under seg_lock, taking its dirty flag
+ * first and moving tomb_synced on success (ssd_idx.c): 0 or -EIO. */
+int ssd_seg_fsync_locked(struct ssd *s, uint32_t slot);
 /* Write the slot's segment header.  Writer thread. */
 int ssd_seg_write_hdr(struct ssd *s, uint32_t slot, uint64_t sum_off, uint64_t sum_len);
 /* An I/O error in a slot, from any thread: the writer quarantines it;

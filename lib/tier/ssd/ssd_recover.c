@@ -272,7 +272,6 @@ static int rec_insert(struct ssd *s, const struct ssd_ckpt_entry *ce)
 {
 	struct ssd_entry e;
 	uint64_t h;
-	struct ssd_shard *sh;
 	int r;
 
 	if (!ns_reg_get(s->reg, ce->e.ns_id) || ce->e.seq <= clear_of(s, ce->e.ns_id)) {
@@ -298,10 +297,7 @@ static int rec_insert(struct ssd *s, const struct ssd_ckpt_entry *ce)
 	e.key_len = (uint8_t)ce->e.key.len;
 	memcpy(e.key, ce->e.key.bytes, ce->e.key.len);
 	h = ssd_hash(s, e.ns, &ce->e.key);
-	sh = shard_of(s, h);
-	pthread_mutex_lock(&sh->lock);
-	r = ssd_idx_put_locked(s, sh, h, &e, NULL);
-	pthread_mutex_unlock(&sh->lock);
+	r = ssd_idx_put(s, h, &e, NULL);
 	return r == -ENOMEM ? r : 0;
 }
 
