@@ -379,7 +379,7 @@ struct remote {
 		c_bytes_out, c_frames_out, c_crc_errors, c_promote_full, c_conns_up, c_tls_failures,
 		c_sends, c_pool, c_reads, c_wakeups, c_put_crc_bytes, c_window_waits,
 		c_ns_mismatches, c_removes_held, c_removes_waited, c_promotes_stale, c_put_waits,
-		c_gets_removed;
+		c_gets_removed, c_busy;
 };
 
 static void pool_note(struct remote *rm, uint64_t len);
@@ -429,7 +429,13 @@ static void rop_done(struct remote *rm, struct rop *op, int status, struct dram_
 	if (!res)
 		res = &r;
 	res->status = status;
-	if (status < 0 && status != -ECANCELED && status != KVT_EBUFSMALL)
+	/* KVT_EBUSY is the server's "not now" (a tenant past its pin or
+	 * receive share, its CLEARs at their cap: doc/protocol.md), not a
+	 * failure of the tier: counted apart (remote.busy).  A get is a miss,
+	 * a put, delete or clear fails KVT_EBUSY, to be retried. */
+	if (status == KVT_EBUSY)
+		A(rm->c_busy);
+	else if (status < 0 && status != -ECANCELED && status != KVT_EBUFSMALL)
 		A(rm->c_errors);
 	switch (op->kind) {
 	case RK_GET:
@@ -1699,6 +1705,8 @@ static int rx_frame(struct rconn *c)
 						kvt_now_ns() + (uint64_t)(rm->cfg.backoff_ms ?
 								      rm->cfg.backoff_ms : 1) *
 								   1000000u;
+				if (fr->op == PROTO_OP_GET && f->status == KVT_EBUSY)
+					A(rm->c_busy); /* a miss, not an error */
 				rop_done(rm, op, fr->op == PROTO_OP_GET ? KVT_MISS : f->status,
 					 NULL, NULL);
 			}
@@ -3755,6 +3763,7 @@ void remote_stats(struct remote *rm, kvt_stats_fn fn, void *ctx)
 	S("removes_held", c_removes_held);
 	S("removes_waited", c_removes_waited);
 	S("errors", c_errors);
+	S("busy", c_busy);
 	S("timeouts", c_timeouts);
 	S("fast_fails", c_fast_fails);
 	S("connects", c_connects);
