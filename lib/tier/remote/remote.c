@@ -301,6 +301,12 @@ struct remote {
 	 * that writes wake_fd.  While the thread runs, a submission only
 	 * queues: the thread looks at rm->sub again before it sleeps. */
 	_Atomic bool asleep;
+	/* (lock) When the sleeping thread wakes by itself (asleep only), and
+	 * the earliest deadline of a hold made since it last planned its
+	 * sleep (UINT64_MAX: none): a DELETE (CLEAR) held on the head
+	 * (rop_submit_after_puts) expires at its deadline, not at the
+	 * thread's next wake-up (hold_wake). */
+	uint64_t sleep_until, hold_due;
 	uint64_t puts_inflight;          /* lock */
 	_Atomic bool down;               /* every connection failed: fail fast */
 	/* The latest handshake's HELLO answer (any connection of this lane):
@@ -2238,9 +2244,20 @@ static void dispatch(struct remote *rm, uint64_t now, uint64_t *next_timer)
 
 /*
  * The head's thread: the deletes and clears held past their deadline
- * (rop_submit_after_puts) fail -ETIMEDOUT, never sent; the puts waiting
+ * (rop_submit_after_puts) fail -EAGAIN, never sent; the puts waiting
  * for them go (a DELETE that failed lets them go, remove_hold).  Held
  * oldest first, all with remote.timeout_ms: the first is the next due.
+ *
+ * Failing is the rule, not a shortcut: sent while a put of its key
+ * submitted before it is still unanswered, the DELETE could reach the
+ * server first and the put bring the block back after a delete that
+ * answered KVT_OK; held on, it would outlive its own deadline, and the
+ * later puts of its key waiting for it theirs.  So a delete that cannot
+ * be ordered after its put fails, and says so: -EAGAIN (never sent, the
+ * server untouched by it: try again once the put is answered), where
+ * until session 46 it was -ETIMEDOUT, which a DELETE sent and not
+ * answered also gets (the block may or may not be gone).  Counted in
+ * remote.timeouts still: its deadline passed.
  */
 static void held_expire(struct remote *rm, uint64_t now, uint64_t *next)
 {
@@ -2268,7 +2285,7 @@ static void held_expire(struct remote *rm, uint64_t now, uint64_t *next)
 		due = d->next;
 		d->next = NULL;
 		A(rm->c_timeouts);
-		rop_done(rm, d, -ETIMEDOUT, NULL, NULL);
+		rop_done(rm, d, -EAGAIN, NULL, NULL);
 	}
 }
 
@@ -2332,16 +2349,22 @@ static void *remote_main(void *arg)
 		timers(rm, now, &next);
 		dispatch(rm, now, &next);
 		now = kvt_now_ns();
+		pthread_mutex_lock(&rm->lock);
+		/* A hold made after held_expire looked (hold_wake). */
+		if (rm->hold_due < next)
+			next = rm->hold_due;
+		rm->hold_due = UINT64_MAX;
 		ms = next > now ? (int)((next - now + 999999) / 1000000) : 0;
+		if (rm->sub_head && rm->plugged == 0) {
+			ms = 0; /* submitted while this pass ran: nobody woke us */
+		} else {
+			rm->sleep_until = next;
+			atomic_store_explicit(&rm->asleep, true, memory_order_relaxed);
+		}
+		pthread_mutex_unlock(&rm->lock);
 		for (unsigned i = 0; i < rm->conns_used; i++)
 			if (rm->conns[i].rx_more)
 				ms = 0; /* a connection has more to read */
-		pthread_mutex_lock(&rm->lock);
-		if (rm->sub_head && rm->plugged == 0)
-			ms = 0; /* submitted while this pass ran: nobody woke us */
-		else
-			atomic_store_explicit(&rm->asleep, true, memory_order_relaxed);
-		pthread_mutex_unlock(&rm->lock);
 		n = epoll_wait(rm->epfd, evs, 16, ms);
 		atomic_store_explicit(&rm->asleep, false, memory_order_relaxed);
 		A(rm->c_wakeups);
@@ -2866,7 +2889,7 @@ static void put_close(struct remote *head, struct rop *op)
 /*
  * A delete or clear: at once, or held until the puts before it of its key
  * (namespace) are answered, at most remote.timeout_ms from its submission
- * (held_expire: then it fails -ETIMEDOUT, never sent), so that it is
+ * (held_expire: then it fails -EAGAIN, never sent), so that it is
  * answered or failed within 2x remote.timeout_ms of its submission -- the
  * wait a later put of its key is given (rop_submit), from the put's own
  * submission.  Before remote44 it was held as long as the put before it
@@ -2875,8 +2898,34 @@ static void put_close(struct remote *head, struct rop *op)
  * sent, while D2 still waited (test_remote_put put_wait_chain).  0 (the
  * callback will come) or < 0.
  */
+/*
+ * A DELETE or CLEAR was held on the head, to expire at due: the head's
+ * thread looks at it by then.  Its sleep was planned without the hold,
+ * up to its 100 ms tick: hold_due gives the deadline to a thread about
+ * to sleep, and one asleep past due is woken.  Until session 46 the
+ * hold was seen at the thread's next wake-up -- with remote.timeout_ms
+ * under 100 ms and the put it waits for on another lane (nothing of the
+ * head's own to wake it), up to 100 ms less remote.timeout_ms late
+ * (test_remote_put hold_expiry).  No lock held.
+ */
+static void hold_wake(struct remote *head, uint64_t due)
+{
+	bool wake;
+	pthread_mutex_lock(&head->lock);
+	if (due < head->hold_due)
+		head->hold_due = due;
+	wake = due < head->sleep_until && wake_take(head);
+	pthread_mutex_unlock(&head->lock);
+	if (wake) {
+		uint64_t one = 1;
+		ssize_t w = write(head->wake_fd, &one, sizeof(one));
+		KVT_UNUSED(w);
+	}
+}
+
 static int rop_submit_after_puts(struct remote *head, struct rop *op)
 {
+	uint64_t due;
 	pthread_mutex_lock(&head->put_lock);
 	remove_open_locked(head, op);
 	op->before = put_count_before(head, op, RK_PUT);
@@ -2888,8 +2937,10 @@ static int rop_submit_after_puts(struct remote *head, struct rop *op)
 		else
 			head->held = op;
 		head->held_tail = op;
+		due = op->deadline; /* op may be freed once put_lock is let go */
 		pthread_mutex_unlock(&head->put_lock);
 		A(head->c_removes_held);
+		hold_wake(head, due);
 		return 0;
 	}
 	pthread_mutex_unlock(&head->put_lock);
@@ -3518,6 +3569,7 @@ static int lane_open(struct remote **out, const struct remote_config *cfg, struc
 	rm->mem = mem;
 	rm->log = log;
 	rm->epfd = rm->wake_fd = -1;
+	rm->hold_due = UINT64_MAX;
 	pthread_mutex_init(&rm->lock, NULL);
 	pthread_cond_init(&rm->flush_cond, NULL);
 	pthread_mutex_init(&rm->put_lock, NULL);
