@@ -1487,18 +1487,36 @@ static int iov_window(struct iovec *out, size_t max, const struct iovec *src, si
 	return (int)n;
 }
 
+/* A receive's outcome (conn_read, conn_readv): 0 with r bytes read,
+ * counted; RX_EMPTY (nothing to read now), RX_RETRY (interrupted), or
+ * < 0 (the connection fails; -ECONNRESET: the server closed it). */
+enum { RX_EMPTY = 1, RX_RETRY = 2 };
+
+static int rx_took(struct rconn *c, ssize_t r)
+{
+	if (r < 0) {
+		if (errno == EAGAIN || errno == EWOULDBLOCK)
+			return RX_EMPTY;
+		return errno == EINTR ? RX_RETRY : -errno;
+	}
+	if (r == 0)
+		return -ECONNRESET;
+	AN(c->rm->c_bytes_in, (uint64_t)r);
+	return 0;
+}
+
 /* Read the data of GET items.  1: more to read later (EAGAIN); 0: frame
  * done; < 0: failed. */
 static int rx_data(struct rconn *c)
 {
-	struct remote *rm = c->rm;
 	for (;;) {
 		ssize_t r;
 		uint64_t left;
+		int ret;
 		if (!c->rx_fr)
 			return 0;
 		if (!c->have_cur) {
-			int ret = rx_get_next(c);
+			ret = rx_get_next(c);
 			if (ret < 0)
 				return ret;
 			continue;
@@ -1526,16 +1544,11 @@ static int rx_data(struct rconn *c)
 		} else {
 			r = conn_read(c, c->scratch, left < RX_SCRATCH ? left : RX_SCRATCH);
 		}
-		if (r < 0) {
-			if (errno == EAGAIN || errno == EWOULDBLOCK)
-				return 1;
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		if (r == 0)
-			return -ECONNRESET;
-		AN(rm->c_bytes_in, (uint64_t)r);
+		ret = rx_took(c, r);
+		if (ret == RX_RETRY)
+			continue;
+		if (ret != 0)
+			return ret == RX_EMPTY ? 1 : ret;
 		c->cur_done += (uint64_t)r;
 	}
 }
@@ -1829,16 +1842,11 @@ static int conn_rx(struct rconn *c)
 			c->rcap = want;
 		}
 		r = conn_read(c, c->rbuf + c->rlen, want - c->rlen);
-		if (r < 0) {
-			if (errno == EAGAIN || errno == EWOULDBLOCK)
-				return 0;
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		if (r == 0)
-			return -ECONNRESET;
-		AN(rm->c_bytes_in, (uint64_t)r);
+		ret = rx_took(c, r);
+		if (ret == RX_RETRY)
+			continue;
+		if (ret != 0)
+			return ret == RX_EMPTY ? 0 : ret;
 		c->rlen += (size_t)r;
 	}
 }
@@ -2634,19 +2642,44 @@ static uint32_t put_count_before(const struct remote *head, const struct rop *d,
 	return n;
 }
 
-static void put_open_locked(struct remote *head, struct rop *op)
+/* The head's two lists in ticket order -- the open puts and promotions
+ * (open_head), the deletes and clears not yet answered (rm_head) -- and
+ * their indexes: op (its h set) joins one at its tail with the next
+ * ticket, or leaves it.  put_lock held. */
+static void olist_add(struct remote *head, struct rop **first, struct rop **last,
+		      struct rtab *t, struct rop *op)
 {
 	op->ticket = head->put_ticket++;
-	op->o_prev = head->open_tail;
+	op->o_prev = *last;
 	op->o_next = NULL;
-	if (head->open_tail)
-		head->open_tail->o_next = op;
+	if (*last)
+		(*last)->o_next = op;
 	else
-		head->open_head = op;
-	head->open_tail = op;
+		*first = op;
+	*last = op;
+	rt_add(t, head->mem, op);
+}
+
+static void olist_del(struct remote *head, struct rop **first, struct rop **last,
+		      struct rtab *t, struct rop *op)
+{
+	if (op->o_prev)
+		op->o_prev->o_next = op->o_next;
+	else
+		*first = op->o_next;
+	if (op->o_next)
+		op->o_next->o_prev = op->o_prev;
+	else
+		*last = op->o_prev;
+	op->o_prev = op->o_next = NULL;
+	rt_del(t, head->mem, op);
+}
+
+static void put_open_locked(struct remote *head, struct rop *op)
+{
 	op->open = true;
 	op->h = rm_hash(head, op->ns, &op->key);
-	rt_add(&head->open_idx, head->mem, op);
+	olist_add(head, &head->open_head, &head->open_tail, &head->open_idx, op);
 }
 
 /* A put or promotion is submitted: it joins the head's list (any lane's);
@@ -2734,19 +2767,11 @@ static uint32_t remove_prefix(struct remote *head, uint32_t ns, const struct kvt
  * answered, and the index.  put_lock held. */
 static void remove_open_locked(struct remote *head, struct rop *d)
 {
-	d->ticket = head->put_ticket++;
-	d->o_prev = head->rm_tail;
-	d->o_next = NULL;
-	if (head->rm_tail)
-		head->rm_tail->o_next = d;
-	else
-		head->rm_head = d;
-	head->rm_tail = d;
 	d->ropen = true;
 	d->h = d->kind == RK_CLEAR ? rm_hash_ns(head, d->ns) : rm_hash(head, d->ns, &d->key);
 	if (d->kind == RK_CLEAR)
 		head->rm_clears++;
-	rt_add(&head->rm_idx, head->mem, d);
+	olist_add(head, &head->rm_head, &head->rm_tail, &head->rm_idx, d);
 	atomic_fetch_add_explicit(&head->removes_open, 1, memory_order_release);
 }
 
@@ -2756,16 +2781,7 @@ static bool remove_close_locked(struct remote *head, struct rop *d)
 {
 	if (!d->ropen)
 		return false;
-	if (d->o_prev)
-		d->o_prev->o_next = d->o_next;
-	else
-		head->rm_head = d->o_next;
-	if (d->o_next)
-		d->o_next->o_prev = d->o_prev;
-	else
-		head->rm_tail = d->o_prev;
-	d->o_prev = d->o_next = NULL;
-	rt_del(&head->rm_idx, head->mem, d);
+	olist_del(head, &head->rm_head, &head->rm_tail, &head->rm_idx, d);
 	if (d->kind == RK_CLEAR)
 		head->rm_clears--;
 	d->ropen = false;
@@ -2829,16 +2845,8 @@ static void put_close(struct remote *head, struct rop *op)
 	struct rop *go = NULL, *done = NULL, **pp, **go_tail = &go, *last = NULL;
 	int kind = op->kind;
 	pthread_mutex_lock(&head->put_lock);
-	if (op->o_prev)
-		op->o_prev->o_next = op->o_next;
-	else
-		head->open_head = op->o_next;
-	if (op->o_next)
-		op->o_next->o_prev = op->o_prev;
-	else
-		head->open_tail = op->o_prev;
+	olist_del(head, &head->open_head, &head->open_tail, &head->open_idx, op);
 	op->open = false;
-	rt_del(&head->open_idx, head->mem, op);
 	if (op->wait_remove) { /* failed or timed out while it waited */
 		op->wait_remove = false;
 		head->puts_waiting--;
