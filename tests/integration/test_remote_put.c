@@ -1399,6 +1399,22 @@ static void test_get_after_remove(struct tproxy *px, const char *addr, bool clea
 	free(v);
 }
 
+/* The deletes dels[0..n) (X's: dels[xi]) and the put of X waiting for
+ * them, held on their way up on pair_engine's connections, let go: X's
+ * applied, each other one applied or a miss, the put stored. */
+static void removes_let_go(struct tproxy *px, int s0, struct kvt_queue *qd,
+			   struct kvt_req *dels, int n, int xi, struct kvt_queue *qp,
+			   struct kvt_req *put)
+{
+	atomic_fetch_and(&px->hold_up, ~(UINT64_C(3) << s0));
+	t_wait_all(qd, (unsigned)n);
+	t_wait_all(qp, 1);
+	T_RC(dels[xi].status, KVT_OK);
+	for (int i = 0; i < n; i++)
+		T_ASSERT(dels[i].status == KVT_OK || dels[i].status == KVT_MISS);
+	T_RC(put->status, KVT_OK);
+}
+
 /*
  * Many DELETEs out at once (lookup43): the index of those not yet
  * answered grows past its first 16 chains (16, 32, 64, 128) and shrinks
@@ -1446,13 +1462,7 @@ static void test_many_removes(struct tproxy *px)
 	k = kvt_queue_wait(qp, &got, 1, 100);
 	T_EQ_INT(k, 0); /* waits for the DELETE of X */
 	T_EQ_U64(t_stat(b, "remote.put_waits") - w0, 1);
-	atomic_fetch_and(&px->hold_up, ~(UINT64_C(3) << s0));
-	t_wait_all(qd, N);
-	t_wait_all(qp, 1);
-	T_RC(dels[0].status, KVT_OK);
-	for (int i = 1; i < N; i++)
-		T_ASSERT(dels[i].status == KVT_OK || dels[i].status == KVT_MISS);
-	T_RC(put.status, KVT_OK);
+	removes_let_go(px, s0, qd, dels, N, 0, qp, &put);
 	memset(back, 0, XLEN);
 	T_RC(get_into(b, nb, x, back, XLEN).status, KVT_OK);
 	T_EQ_MEM(back, v, XLEN);
@@ -1781,13 +1791,7 @@ static void test_index_grow_fail(struct tproxy *px, const char *addr)
 	T_EQ_U64(t_stat(b, "remote.gets_removed") - r0, 2);
 	k = kvt_queue_wait(qp, &got, 1, 100);
 	T_EQ_INT(k, 0); /* still waits for the DELETE of X */
-	atomic_fetch_and(&px->hold_up, ~(UINT64_C(3) << s0));
-	t_wait_all(qd, N);
-	t_wait_all(qp, 1);
-	T_RC(dels[16].status, KVT_OK);
-	for (int i = 0; i < N; i++)
-		T_ASSERT(dels[i].status == KVT_OK || dels[i].status == KVT_MISS);
-	T_RC(put.status, KVT_OK);
+	removes_let_go(px, s0, qd, dels, N, 16, qp, &put);
 	T_EQ_U64(t_stat(b, "remote.order_index_bytes"), 0);
 	cold_get_is(addr, name, x, back, v, XLEN);
 	T_OK(kvt_queue_destroy(qp));
