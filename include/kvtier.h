@@ -531,7 +531,8 @@ int kvt_store_create(struct kvt_store **out);
  *                     caller's parts, local DRAM untouched (status KVT_OK,
  *                     tier remote, once the server took it; else
  *                     the server's failure, e.g. -ENOTCONN, -ETIMEDOUT,
- *                     -EIO); "auto": as never while DRAM is
+ *                     -EIO, KVT_EBUSY: refused for now, try again);
+ *                     "auto": as never while DRAM is
  *                     full and evicts mostly blocks never read there (but
  *                     8 puts in a row of every 64), else as always
  *                     (doc/remote.md; stat store.put_local_skips).
