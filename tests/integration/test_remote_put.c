@@ -109,12 +109,14 @@
  *     -ETIMEDOUT at its submission's deadline, never sent.
  */
 #include <errno.h>
+#include <semaphore.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "proxy.h"
@@ -1813,7 +1815,8 @@ static void test_index_grow_fail(struct tproxy *px, const char *addr)
  * session 46 the hold was seen at the thread's next wake-up, about 100
  * ms after the other DELETE, 30 ms (0.43 T) late in each round (the
  * status was -ETIMEDOUT).  Asserted: never early, at most T/4 late in
- * the best of 3 rounds, and under T in each.  A round in which P0 failed
+ * the best of 3 rounds, and under T in each, past the round's baseline
+ * (wake_base; until review46d a fixed T/4).  A round in which P0 failed
  * before the DELETE did (its registration answered past its deadline, a
  * loaded machine) proves nothing and is run again (6 rounds at most).
  */
@@ -1852,6 +1855,55 @@ static int slot_moved(struct tproxy *px, const uint64_t *snap)
 	return moved;
 }
 
+/* A round's baseline (the machine is loaded: review46d, 2026-12-07, a
+ * run 13.5 ms late in its best round beside a build, bound T/4 = 17.5
+ * ms): a thread asleep until the DELETE's deadline wakes a second one --
+ * the two wake-ups its expiry takes, the head's thread and the test's --
+ * and how late that one woke is taken off the DELETE's lateness. */
+struct wake_base {
+	uint64_t due, late;
+	sem_t sem;
+	pthread_t a, b;
+};
+
+static void *base_sleeper(void *arg)
+{
+	struct wake_base *w = arg;
+	struct timespec ts = { (time_t)(w->due / 1000000000u), (long)(w->due % 1000000000u) };
+	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+		;
+	sem_post(&w->sem);
+	return NULL;
+}
+
+static void *base_waiter(void *arg)
+{
+	struct wake_base *w = arg;
+	uint64_t now;
+	while (sem_wait(&w->sem) != 0)
+		;
+	now = tsrv_now_ns();
+	w->late = now > w->due ? (now - w->due) / 1000 : 0;
+	return NULL;
+}
+
+static void base_start(struct wake_base *w, uint64_t due)
+{
+	w->due = due;
+	w->late = 0;
+	T_EQ_INT(sem_init(&w->sem, 0, 0), 0);
+	T_EQ_INT(pthread_create(&w->b, NULL, base_waiter, w), 0);
+	T_EQ_INT(pthread_create(&w->a, NULL, base_sleeper, w), 0);
+}
+
+static uint64_t base_end(struct wake_base *w)
+{
+	T_EQ_INT(pthread_join(w->a, NULL), 0);
+	T_EQ_INT(pthread_join(w->b, NULL), 0);
+	sem_destroy(&w->sem);
+	return w->late;
+}
+
 static void test_hold_expiry(struct tproxy *px)
 {
 	enum { XLEN = 4096 };
@@ -1874,7 +1926,8 @@ static void test_hold_expiry(struct tproxy *px)
 	atomic_store(&hold_mask, ~UINT64_C(0) << s0); /* this engine's slots, reconnects too */
 	for (int r = 0; r < 2 * HOLD_ROUNDS && valid < HOLD_ROUNDS; r++) {
 		struct kvt_req p0, del, *got;
-		uint64_t h0 = t_stat(b, "remote.removes_held"), td, tc, held, late;
+		struct wake_base wb;
+		uint64_t h0 = t_stat(b, "remote.removes_held"), td, tc, held, late, base;
 		uint64_t snap[TPROXY_SLOTS];
 		int sh, sg = -1;
 		uint32_t ns;
@@ -1907,13 +1960,17 @@ static void test_hold_expiry(struct tproxy *px)
 		t_submit_all(q0, &p0, 1);
 		td = tsrv_now_ns();
 		t_submit_all(qd, &del, 1);
+		base_start(&wb, td + (uint64_t)HOLD_T_MS * 1000000u);
 		T_EQ_U64(t_stat(b, "remote.removes_held") - h0, 1);
 		t_wait_all(qd, 1);
 		tc = tsrv_now_ns();
+		base = base_end(&wb);
 		p0_first = kvt_queue_wait(q0, &got, 1, 0) == 1;
 		held = (tc - td) / 1000;
-		fprintf(stderr, "%s: round %d: the DELETE held %" PRIu64 " us (T %u ms): %s%s\n",
-			name, r, held, (unsigned)HOLD_T_MS, kvt_strerror(del.status),
+		fprintf(stderr,
+			"%s: round %d: the DELETE held %" PRIu64 " us (T %u ms; baseline %" PRIu64
+			" us late): %s%s\n",
+			name, r, held, (unsigned)HOLD_T_MS, base, kvt_strerror(del.status),
 			p0_first ? "; P0 failed first (void)" : "");
 		atomic_store(&px->mode, 0);
 		atomic_fetch_and(&px->hold_up, ~atomic_load(&hold_mask));
@@ -1928,11 +1985,13 @@ static void test_hold_expiry(struct tproxy *px)
 		valid++;
 		T_RC(del.status, -EAGAIN); /* never sent; -ETIMEDOUT before session 46 */
 		T_ASSERT(held >= (uint64_t)HOLD_T_MS * 1000 - 1000); /* not early (1 ms: rounding) */
-		T_ASSERT(held < (uint64_t)HOLD_T_MS * 2000);         /* under T late, every round */
 		late = held > (uint64_t)HOLD_T_MS * 1000 ? held - (uint64_t)HOLD_T_MS * 1000 : 0;
+		late = late > base ? late - base : 0; /* past the round's baseline */
+		T_ASSERT(late < (uint64_t)HOLD_T_MS * 1000); /* under T late, every round */
 		best = late < best ? late : best;
 	}
-	fprintf(stderr, "%s: %d rounds, best %" PRIu64 " us past T\n", name, valid, best);
+	fprintf(stderr, "%s: %d rounds, best %" PRIu64 " us past T and the baseline\n", name, valid,
+		best);
 	T_EQ_INT(valid, HOLD_ROUNDS);
 	T_ASSERT(best <= (uint64_t)HOLD_T_MS * 1000 / 4);
 	T_OK(kvt_queue_destroy(qd));
