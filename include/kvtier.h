@@ -132,7 +132,7 @@ const char *kvt_version(void);
 #define KVT_EBUFSMALL (-5016) /* destination buffers shorter than the value read */
 #define KVT_EFORK     (-5017) /* store used in a child process after fork() */
 #define KVT_EVERSION  (-5018) /* persisted file has a format version we do not read */
-#define KVT_EBUSY     (-5019) /* handle still in use (queue with requests in flight) */
+#define KVT_EBUSY     (-5019) /* busy: a handle in use, or the server's "not now" (retry) */
 #define KVT_EDESC     (-5020) /* namespace descriptor field malformed */
 #define KVT_EWAIT     (-5021) /* would wait for write-down room (KVT_F_NOWAIT) */
 /* [-5999, -5900] belong to the kvtierd wire protocol (doc/protocol.md):
@@ -531,7 +531,8 @@ int kvt_store_create(struct kvt_store **out);
  *                     caller's parts, local DRAM untouched (status KVT_OK,
  *                     tier remote, once the server took it; else
  *                     the server's failure, e.g. -ENOTCONN, -ETIMEDOUT,
- *                     -EIO); "auto": as never while DRAM is
+ *                     -EIO, KVT_EBUSY: refused for now, try again);
+ *                     "auto": as never while DRAM is
  *                     full and evicts mostly blocks never read there (but
  *                     8 puts in a row of every 64), else as always
  *                     (doc/remote.md; stat store.put_local_skips).

@@ -49,7 +49,8 @@ const char *kvt_strerror(int code)
 	case KVT_EBUFSMALL: return "destination buffers shorter than the value";
 	case KVT_EFORK: return "store opened before fork() used in the child";
 	case KVT_EVERSION: return "persisted file has an unsupported format version";
-	case KVT_EBUSY: return "handle busy: requests still in flight";
+	case KVT_EBUSY: /* also a server's "not now" (remote tier): doc/remote.md */
+		return "busy: requests still in flight, or refused for now by the server (try again)";
 	case KVT_EDESC: return "namespace descriptor field missing or malformed";
 	case KVT_EWAIT: return "would wait for write-down room (KVT_F_NOWAIT)";
 	/* The wire protocol's (lib/proto.h, -5901..-5999): in this one table,

@@ -10,7 +10,10 @@
  * reach the server, deletes and clears propagate, batches are packed into
  * fewer frames, authentication works (and fails safely), and a server
  * that is killed, stopped (slow) or restarted costs misses, never a hang
- * or an error of a get.
+ * or an error of a get.  A server's busy answers (KVT_EBUSY: the tenant's
+ * answers pin its share, its values being received reserve theirs) are
+ * counted in remote.busy, not remote.errors: a get is a miss, a put fails
+ * KVT_EBUSY and succeeds when tried again.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -21,10 +24,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "client.h"
 #include "server.h"
 #include "t.h"
 #include "tstore.h"
@@ -473,6 +478,160 @@ static void test_auth(void)
 	T_EQ_INT(tsrv_stop(&srv), 0);
 }
 
+/*
+ * Busy answers (session 46).  alice's 6 GETs of 6 MiB values on raw
+ * connections, never read, pin her share of the server's DRAM (a quarter
+ * of --dram: 16 MiB): her engine's get of another key is answered
+ * KVT_EBUSY -- a miss, remote.busy, not remote.errors (before: counted in
+ * remote.errors).  Once they are read (closed), the same get is a hit,
+ * byte-exact.  A raw PUT of a 15 MiB value, 1 KiB of it sent, reserves
+ * her receive share: her engine's put of 2 MiB (remote.put_local never)
+ * is refused KVT_EBUSY, counted the same; once that connection closes,
+ * the put tried again is stored and read back exactly.
+ */
+#define BUSY_GETS 6u
+#define BUSY_BIG (6u << 20)
+#define BUSY_RESV (15u << 20)
+#define BUSY_PUT (2u << 20)
+#define BUSY_X 65536u
+
+static void busy_counts(struct kvt_store *e, uint64_t busy0, uint64_t err0, uint64_t busy)
+{
+	fprintf(stderr, "busy: remote.busy +%" PRIu64 ", remote.errors +%" PRIu64 "\n",
+		t_stat(e, "remote.busy") - busy0, t_stat(e, "remote.errors") - err0);
+	T_EQ_U64(t_stat(e, "remote.busy") - busy0, busy);
+	T_EQ_U64(t_stat(e, "remote.errors") - err0, 0);
+}
+
+static void test_busy(void)
+{
+	static const struct kvt_ns_desc rdesc = {
+		.model = "busy-raw", .dtype = "bf16", .layout = "test-contiguous",
+		.block_tokens = 16, .tp_size = 1, .pp_size = 1,
+	};
+	const char *secret_text = "alice-secret-0123456789";
+	struct tsrv srv;
+	char dir[600], tenants[600], secret[600], addr[64];
+	uint8_t digest[PROTO_DIGEST_LEN];
+	uint8_t *big = malloc(BUSY_BIG), *x = malloc(BUSY_X), *back = malloc(BUSY_PUT);
+	uint8_t *pv = malloc(BUSY_PUT);
+	struct kc raw[BUSY_GETS], g, r;
+	struct kvt_store *e;
+	struct kvt_key kx = t_key(70), kp = t_key(71);
+	struct iovec xpart = { x, BUSY_X }, ppart = { pv, BUSY_PUT };
+	uint64_t busy0, err0, miss0, failed0;
+	uint32_t ns;
+
+	T_ASSERT(big && x && back && pv);
+	snprintf(dir, sizeof(dir), "%s/busy", base);
+	snprintf(tenants, sizeof(tenants), "%s/busy-tenants", base);
+	snprintf(secret, sizeof(secret), "%s/busy-alice.secret", base);
+	T_RC(mkdir(dir, 0700), 0);
+	tsrv_write_file(NULL, tenants, "alice alice-secret-0123456789 tenant\n");
+	tsrv_write_file(NULL, secret, "alice-secret-0123456789\n");
+	tsrv_start(&srv, bin, base, dir, tenants, NULL);
+	snprintf(addr, sizeof(addr), "127.0.0.1:%u", srv.port);
+	e = t_store_open("dram.capacity", "16M", "dram.prefault", "off", "remote.addr", addr,
+			 "remote.tenant", "alice", "remote.secret_file", secret,
+			 "remote.put_local", "never", "remote.timeout_ms", "10000", NULL);
+	ns = t_ns(e, "remote-busy");
+	wait_up(e);
+	t_fill(x, BUSY_X, 70);
+	T_RC(kvt_put(e, ns, &kx, &xpart, 1), KVT_OK);
+
+	/* Her answers pin her share. */
+	T_RC(kc_dial(&g, srv.port, "alice", secret_text), 0);
+	T_RC(kc_register(&g, &rdesc, digest, NULL, 0), KVT_OK);
+	tsrv_fill(big, BUSY_BIG, 72);
+	for (unsigned i = 0; i < BUSY_GETS; i++) {
+		struct iovec iov = { big, BUSY_BIG };
+		struct kvt_key k;
+		char key[16];
+		snprintf(key, sizeof(key), "big-%u", i);
+		kvt_key_set(&k, key, strlen(key));
+		T_RC(kc_put(&g, digest, &k, &iov, 1, NULL), KVT_OK);
+	}
+	for (unsigned i = 0; i < BUSY_GETS; i++) {
+		struct proto_frame f = { .op = PROTO_OP_GET, .ns_count = 1, .ns = digest };
+		struct proto_item it = { 0 };
+		int small = 4096;
+		char key[16];
+		T_RC(kc_dial(&raw[i], srv.port, "alice", secret_text), 0);
+		T_EQ_INT(setsockopt(raw[i].fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small)), 0);
+		snprintf(key, sizeof(key), "big-%u", i);
+		kvt_key_set(&it.key, key, strlen(key));
+		T_ASSERT(kc_request(&raw[i], &f, &it, 1, NULL, 0) > 0);
+	}
+	tsrv_sleep_ms(500);
+	busy0 = t_stat(e, "remote.busy");
+	err0 = t_stat(e, "remote.errors");
+	miss0 = t_stat(e, "remote.misses");
+	memset(back, 0, BUSY_X);
+	T_RC(kvt_get(e, ns, &kx, back, BUSY_X, NULL), KVT_MISS);
+	T_EQ_U64(t_stat(e, "remote.misses") - miss0, 1);
+	busy_counts(e, busy0, err0, 1);
+	for (unsigned i = 0; i < BUSY_GETS; i++)
+		kc_close(&raw[i]);
+	{
+		/* Her pins go as the server sees the closes. */
+		uint64_t end = tsrv_now_ns() + 10000000000ull;
+		int rc;
+		while ((rc = kvt_get(e, ns, &kx, back, BUSY_X, NULL)) == KVT_MISS &&
+		       tsrv_now_ns() < end)
+			tsrv_sleep_ms(20);
+		T_RC(rc, KVT_OK);
+		T_EQ_MEM(back, x, BUSY_X);
+	}
+	busy0 = t_stat(e, "remote.busy");
+	err0 = t_stat(e, "remote.errors");
+
+	/* Her values being received reserve her share. */
+	{
+		struct proto_frame f = { .op = PROTO_OP_PUT, .ns_count = 1, .ns = digest };
+		struct proto_item it = { 0 };
+		struct iovec part = { big, 1024 };
+		uint64_t len = BUSY_RESV;
+		uint32_t crc = 0; /* never checked: the value never comes whole */
+		T_RC(kc_dial(&r, srv.port, "alice", secret_text), 0);
+		kvt_key_set(&it.key, "resv", 4);
+		it.part_count = 1;
+		it.part_lens = &len;
+		it.part_crcs = &crc;
+		T_ASSERT(kc_request(&r, &f, &it, 1, &part, 1) > 0);
+	}
+	tsrv_sleep_ms(300);
+	failed0 = t_stat(e, "remote.puts_failed");
+	t_fill(pv, BUSY_PUT, 71);
+	{
+		int rc = kvt_put(e, ns, &kp, &ppart, 1);
+		fprintf(stderr, "busy: a put of 2 MiB beside a receive of 15 MiB: %s\n",
+			kvt_strerror(rc));
+		T_RC(rc, KVT_EBUSY);
+	}
+	T_EQ_U64(t_stat(e, "remote.puts_failed") - failed0, 1);
+	busy_counts(e, busy0, err0, 1);
+	kc_close(&r);
+	{
+		/* Tried again once her reservation is gone: stored. */
+		uint64_t end = tsrv_now_ns() + 10000000000ull;
+		int rc;
+		while ((rc = kvt_put(e, ns, &kp, &ppart, 1)) == KVT_EBUSY && tsrv_now_ns() < end)
+			tsrv_sleep_ms(20);
+		T_RC(rc, KVT_OK);
+	}
+	memset(back, 0, BUSY_PUT);
+	T_RC(kvt_get(e, ns, &kp, back, BUSY_PUT, NULL), KVT_OK);
+	T_EQ_MEM(back, pv, BUSY_PUT);
+	T_EQ_U64(t_stat(e, "remote.errors") - err0, 0);
+	kc_close(&g);
+	kvt_store_destroy(e);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+	free(big);
+	free(x);
+	free(back);
+	free(pv);
+}
+
 /* Options that cannot work are refused at open, with the reason logged. */
 static void test_options(void)
 {
@@ -555,6 +714,7 @@ int main(int argc, char **argv)
 	T_EQ_INT(tsrv_stop(&srv), 0);
 	test_reconnect();
 	test_auth();
+	test_busy();
 	tsrv_check_reports(base);
 	t_rmtree(base);
 	printf("test_remote: ok\n");

@@ -89,6 +89,24 @@ static struct kvt_store *engine(const char *addr, const char *timeout_ms)
 						   "remote.backoff_max_ms", "200", NULL });
 }
 
+/* An engine through the proxy px (the server's bytes to it filtered). */
+static struct kvt_store *proxied(struct tproxy *px, const char *timeout_ms)
+{
+	char paddr[64];
+	snprintf(paddr, sizeof(paddr), "127.0.0.1:%u", px->port);
+	return engine(paddr, timeout_ms);
+}
+
+/* Through a, id's VLEN bytes of MARK (where the filter flips or stalls)
+ * from v, in the namespace "direct". */
+static void put_marked(struct kvt_store *a, uint64_t id, uint8_t *v)
+{
+	struct kvt_key k = t_key(id);
+	struct iovec part = { v, VLEN };
+	memset(v, MARK, VLEN);
+	T_RC(kvt_put(a, t_ns(a, "direct"), &k, &part, 1), KVT_OK);
+}
+
 /* One plain get into iov[0..n): the finished request. */
 static struct kvt_req get_into(struct kvt_store *s, uint32_t ns, uint64_t id,
 			       const struct iovec *iov, unsigned n)
@@ -174,9 +192,7 @@ static void test_exact(const char *addr)
 static void test_stripe(const char *addr, struct tproxy *px)
 {
 	enum { N = 16 };
-	char paddr[64];
-	snprintf(paddr, sizeof(paddr), "127.0.0.1:%u", px->port);
-	struct kvt_store *a = engine(addr, "5000"), *b = engine(paddr, "5000");
+	struct kvt_store *a = engine(addr, "5000"), *b = proxied(px, "5000");
 	uint64_t down0[TPROXY_SLOTS];
 	uint32_t na = t_ns(a, "stripe"), nb = t_ns(b, "stripe");
 	uint8_t *v = malloc(VLEN), *dst = malloc((size_t)N * VLEN);
@@ -340,16 +356,12 @@ static void test_lanes(const char *addr)
 /* A byte flipped mid-value on the wire: a miss, never a hit. */
 static void test_crc(const char *addr, struct tproxy *px)
 {
-	char paddr[64];
-	snprintf(paddr, sizeof(paddr), "127.0.0.1:%u", px->port);
-	struct kvt_store *a = engine(addr, "5000"), *b = engine(paddr, "5000");
-	uint32_t na = t_ns(a, "direct"), nb = t_ns(b, "direct");
+	struct kvt_store *a = engine(addr, "5000"), *b = proxied(px, "5000");
+	uint32_t nb = t_ns(b, "direct");
 	uint8_t *v = malloc(VLEN), *dst = malloc(VLEN);
-	struct kvt_key k = t_key(10);
-	struct iovec part = { v, VLEN }, iov = { dst, VLEN };
+	struct iovec iov = { dst, VLEN };
 	T_ASSERT(v && dst);
-	memset(v, MARK, VLEN);
-	T_RC(kvt_put(a, na, &k, &part, 1), KVT_OK);
+	put_marked(a, 10, v);
 
 	atomic_store(&px->mode, P_FLIP);
 	memset(dst, 0, VLEN);
@@ -379,9 +391,7 @@ static void test_crc(const char *addr, struct tproxy *px)
 static void test_batch_crc(const char *addr, struct tproxy *px)
 {
 	enum { N = 7, BAD = 3, SMALL = 64 << 10, BIG = 700 << 10 };
-	char paddr[64];
-	snprintf(paddr, sizeof(paddr), "127.0.0.1:%u", px->port);
-	struct kvt_store *a = engine(addr, "5000"), *b = engine(paddr, "5000");
+	struct kvt_store *a = engine(addr, "5000"), *b = proxied(px, "5000");
 	uint32_t na = t_ns(a, "batch"), nb = t_ns(b, "batch");
 	uint8_t *v = malloc(BIG), *dst = malloc((size_t)N * BIG);
 	struct kvt_req reqs[N];
@@ -433,16 +443,12 @@ static void test_batch_crc(const char *addr, struct tproxy *px)
  * destroyed under one releases everything and stops writing. */
 static void test_stall(const char *addr, struct tproxy *px)
 {
-	char paddr[64];
-	snprintf(paddr, sizeof(paddr), "127.0.0.1:%u", px->port);
-	struct kvt_store *a = engine(addr, "5000"), *b = engine(paddr, "400");
-	uint32_t na = t_ns(a, "direct"), nb = t_ns(b, "direct");
+	struct kvt_store *a = engine(addr, "5000"), *b = proxied(px, "400");
+	uint32_t nb = t_ns(b, "direct");
 	uint8_t *v = malloc(VLEN), *dst = malloc(VLEN);
-	struct kvt_key k = t_key(20);
-	struct iovec part = { v, VLEN }, iov = { dst, VLEN };
+	struct iovec iov = { dst, VLEN };
 	T_ASSERT(v && dst);
-	memset(v, MARK, VLEN);
-	T_RC(kvt_put(a, na, &k, &part, 1), KVT_OK);
+	put_marked(a, 20, v);
 
 	int acted = atomic_load(&px->acted);
 	atomic_store(&px->mode, P_STALL);
@@ -457,7 +463,7 @@ static void test_stall(const char *addr, struct tproxy *px)
 	kvt_store_destroy(b);
 
 	/* Destroyed with the load in flight, stalled mid-value. */
-	b = engine(paddr, "30000");
+	b = proxied(px, "30000");
 	nb = t_ns(b, "direct");
 	acted = atomic_load(&px->acted);
 	atomic_store(&px->mode, P_STALL);

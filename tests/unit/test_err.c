@@ -110,6 +110,12 @@ int main(void)
 				T_FAIL("codes %d and %d share the text \"%s\"", codes[i], codes[j], a);
 		}
 	}
+	/* KVT_EBUSY is also the remote tier's "not now" from the server (a
+	 * put with no local copy refused busy): its text says both (session
+	 * 46 review; until then only "handle busy: requests still in flight",
+	 * which the vLLM connector logged for a refused put). */
+	T_ASSERT(strstr(kvt_strerror(KVT_EBUSY), "in flight") != NULL);
+	T_ASSERT(strstr(kvt_strerror(KVT_EBUSY), "server") != NULL);
 	T_EQ_STR(kvt_strerror(-ENOMEM), "Cannot allocate memory");
 	T_EQ_STR(kvt_strerror(-ECANCELED), "Operation canceled");
 	T_EQ_STR(kvt_strerror(-4999), "unknown result code");

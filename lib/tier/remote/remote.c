@@ -301,6 +301,12 @@ struct remote {
 	 * that writes wake_fd.  While the thread runs, a submission only
 	 * queues: the thread looks at rm->sub again before it sleeps. */
 	_Atomic bool asleep;
+	/* (lock) When the sleeping thread wakes by itself (asleep only), and
+	 * the earliest deadline of a hold made since it last planned its
+	 * sleep (UINT64_MAX: none): a DELETE (CLEAR) held on the head
+	 * (rop_submit_after_puts) expires at its deadline, not at the
+	 * thread's next wake-up (hold_wake). */
+	uint64_t sleep_until, hold_due;
 	uint64_t puts_inflight;          /* lock */
 	_Atomic bool down;               /* every connection failed: fail fast */
 	/* The latest handshake's HELLO answer (any connection of this lane):
@@ -379,7 +385,7 @@ struct remote {
 		c_bytes_out, c_frames_out, c_crc_errors, c_promote_full, c_conns_up, c_tls_failures,
 		c_sends, c_pool, c_reads, c_wakeups, c_put_crc_bytes, c_window_waits,
 		c_ns_mismatches, c_removes_held, c_removes_waited, c_promotes_stale, c_put_waits,
-		c_gets_removed;
+		c_gets_removed, c_busy;
 };
 
 static void pool_note(struct remote *rm, uint64_t len);
@@ -429,7 +435,13 @@ static void rop_done(struct remote *rm, struct rop *op, int status, struct dram_
 	if (!res)
 		res = &r;
 	res->status = status;
-	if (status < 0 && status != -ECANCELED && status != KVT_EBUFSMALL)
+	/* KVT_EBUSY is the server's "not now" (a tenant past its pin or
+	 * receive share, its CLEARs at their cap: doc/protocol.md), not a
+	 * failure of the tier: counted apart (remote.busy).  A get is a miss,
+	 * a put, delete or clear fails KVT_EBUSY, to be retried. */
+	if (status == KVT_EBUSY)
+		A(rm->c_busy);
+	else if (status < 0 && status != -ECANCELED && status != KVT_EBUFSMALL)
 		A(rm->c_errors);
 	switch (op->kind) {
 	case RK_GET:
@@ -1475,18 +1487,36 @@ static int iov_window(struct iovec *out, size_t max, const struct iovec *src, si
 	return (int)n;
 }
 
+/* A receive's outcome (conn_read, conn_readv): 0 with r bytes read,
+ * counted; RX_EMPTY (nothing to read now), RX_RETRY (interrupted), or
+ * < 0 (the connection fails; -ECONNRESET: the server closed it). */
+enum { RX_EMPTY = 1, RX_RETRY = 2 };
+
+static int rx_took(struct rconn *c, ssize_t r)
+{
+	if (r < 0) {
+		if (errno == EAGAIN || errno == EWOULDBLOCK)
+			return RX_EMPTY;
+		return errno == EINTR ? RX_RETRY : -errno;
+	}
+	if (r == 0)
+		return -ECONNRESET;
+	AN(c->rm->c_bytes_in, (uint64_t)r);
+	return 0;
+}
+
 /* Read the data of GET items.  1: more to read later (EAGAIN); 0: frame
  * done; < 0: failed. */
 static int rx_data(struct rconn *c)
 {
-	struct remote *rm = c->rm;
 	for (;;) {
 		ssize_t r;
 		uint64_t left;
+		int ret;
 		if (!c->rx_fr)
 			return 0;
 		if (!c->have_cur) {
-			int ret = rx_get_next(c);
+			ret = rx_get_next(c);
 			if (ret < 0)
 				return ret;
 			continue;
@@ -1514,16 +1544,11 @@ static int rx_data(struct rconn *c)
 		} else {
 			r = conn_read(c, c->scratch, left < RX_SCRATCH ? left : RX_SCRATCH);
 		}
-		if (r < 0) {
-			if (errno == EAGAIN || errno == EWOULDBLOCK)
-				return 1;
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		if (r == 0)
-			return -ECONNRESET;
-		AN(rm->c_bytes_in, (uint64_t)r);
+		ret = rx_took(c, r);
+		if (ret == RX_RETRY)
+			continue;
+		if (ret != 0)
+			return ret == RX_EMPTY ? 1 : ret;
 		c->cur_done += (uint64_t)r;
 	}
 }
@@ -1699,6 +1724,8 @@ static int rx_frame(struct rconn *c)
 						kvt_now_ns() + (uint64_t)(rm->cfg.backoff_ms ?
 								      rm->cfg.backoff_ms : 1) *
 								   1000000u;
+				if (fr->op == PROTO_OP_GET && f->status == KVT_EBUSY)
+					A(rm->c_busy); /* a miss, not an error */
 				rop_done(rm, op, fr->op == PROTO_OP_GET ? KVT_MISS : f->status,
 					 NULL, NULL);
 			}
@@ -1815,16 +1842,11 @@ static int conn_rx(struct rconn *c)
 			c->rcap = want;
 		}
 		r = conn_read(c, c->rbuf + c->rlen, want - c->rlen);
-		if (r < 0) {
-			if (errno == EAGAIN || errno == EWOULDBLOCK)
-				return 0;
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		if (r == 0)
-			return -ECONNRESET;
-		AN(rm->c_bytes_in, (uint64_t)r);
+		ret = rx_took(c, r);
+		if (ret == RX_RETRY)
+			continue;
+		if (ret != 0)
+			return ret == RX_EMPTY ? 0 : ret;
 		c->rlen += (size_t)r;
 	}
 }
@@ -2230,9 +2252,20 @@ static void dispatch(struct remote *rm, uint64_t now, uint64_t *next_timer)
 
 /*
  * The head's thread: the deletes and clears held past their deadline
- * (rop_submit_after_puts) fail -ETIMEDOUT, never sent; the puts waiting
+ * (rop_submit_after_puts) fail -EAGAIN, never sent; the puts waiting
  * for them go (a DELETE that failed lets them go, remove_hold).  Held
  * oldest first, all with remote.timeout_ms: the first is the next due.
+ *
+ * Failing is the rule, not a shortcut: sent while a put of its key
+ * submitted before it is still unanswered, the DELETE could reach the
+ * server first and the put bring the block back after a delete that
+ * answered KVT_OK; held on, it would outlive its own deadline, and the
+ * later puts of its key waiting for it theirs.  So a delete that cannot
+ * be ordered after its put fails, and says so: -EAGAIN (never sent, the
+ * server untouched by it: try again once the put is answered), where
+ * until session 46 it was -ETIMEDOUT, which a DELETE sent and not
+ * answered also gets (the block may or may not be gone).  Counted in
+ * remote.timeouts still: its deadline passed.
  */
 static void held_expire(struct remote *rm, uint64_t now, uint64_t *next)
 {
@@ -2260,7 +2293,7 @@ static void held_expire(struct remote *rm, uint64_t now, uint64_t *next)
 		due = d->next;
 		d->next = NULL;
 		A(rm->c_timeouts);
-		rop_done(rm, d, -ETIMEDOUT, NULL, NULL);
+		rop_done(rm, d, -EAGAIN, NULL, NULL);
 	}
 }
 
@@ -2324,16 +2357,22 @@ static void *remote_main(void *arg)
 		timers(rm, now, &next);
 		dispatch(rm, now, &next);
 		now = kvt_now_ns();
+		pthread_mutex_lock(&rm->lock);
+		/* A hold made after held_expire looked (hold_wake). */
+		if (rm->hold_due < next)
+			next = rm->hold_due;
+		rm->hold_due = UINT64_MAX;
 		ms = next > now ? (int)((next - now + 999999) / 1000000) : 0;
+		if (rm->sub_head && rm->plugged == 0) {
+			ms = 0; /* submitted while this pass ran: nobody woke us */
+		} else {
+			rm->sleep_until = next;
+			atomic_store_explicit(&rm->asleep, true, memory_order_relaxed);
+		}
+		pthread_mutex_unlock(&rm->lock);
 		for (unsigned i = 0; i < rm->conns_used; i++)
 			if (rm->conns[i].rx_more)
 				ms = 0; /* a connection has more to read */
-		pthread_mutex_lock(&rm->lock);
-		if (rm->sub_head && rm->plugged == 0)
-			ms = 0; /* submitted while this pass ran: nobody woke us */
-		else
-			atomic_store_explicit(&rm->asleep, true, memory_order_relaxed);
-		pthread_mutex_unlock(&rm->lock);
 		n = epoll_wait(rm->epfd, evs, 16, ms);
 		atomic_store_explicit(&rm->asleep, false, memory_order_relaxed);
 		A(rm->c_wakeups);
@@ -2603,19 +2642,44 @@ static uint32_t put_count_before(const struct remote *head, const struct rop *d,
 	return n;
 }
 
-static void put_open_locked(struct remote *head, struct rop *op)
+/* The head's two lists in ticket order -- the open puts and promotions
+ * (open_head), the deletes and clears not yet answered (rm_head) -- and
+ * their indexes: op (its h set) joins one at its tail with the next
+ * ticket, or leaves it.  put_lock held. */
+static void olist_add(struct remote *head, struct rop **first, struct rop **last,
+		      struct rtab *t, struct rop *op)
 {
 	op->ticket = head->put_ticket++;
-	op->o_prev = head->open_tail;
+	op->o_prev = *last;
 	op->o_next = NULL;
-	if (head->open_tail)
-		head->open_tail->o_next = op;
+	if (*last)
+		(*last)->o_next = op;
 	else
-		head->open_head = op;
-	head->open_tail = op;
+		*first = op;
+	*last = op;
+	rt_add(t, head->mem, op);
+}
+
+static void olist_del(struct remote *head, struct rop **first, struct rop **last,
+		      struct rtab *t, struct rop *op)
+{
+	if (op->o_prev)
+		op->o_prev->o_next = op->o_next;
+	else
+		*first = op->o_next;
+	if (op->o_next)
+		op->o_next->o_prev = op->o_prev;
+	else
+		*last = op->o_prev;
+	op->o_prev = op->o_next = NULL;
+	rt_del(t, head->mem, op);
+}
+
+static void put_open_locked(struct remote *head, struct rop *op)
+{
 	op->open = true;
 	op->h = rm_hash(head, op->ns, &op->key);
-	rt_add(&head->open_idx, head->mem, op);
+	olist_add(head, &head->open_head, &head->open_tail, &head->open_idx, op);
 }
 
 /* A put or promotion is submitted: it joins the head's list (any lane's);
@@ -2703,19 +2767,11 @@ static uint32_t remove_prefix(struct remote *head, uint32_t ns, const struct kvt
  * answered, and the index.  put_lock held. */
 static void remove_open_locked(struct remote *head, struct rop *d)
 {
-	d->ticket = head->put_ticket++;
-	d->o_prev = head->rm_tail;
-	d->o_next = NULL;
-	if (head->rm_tail)
-		head->rm_tail->o_next = d;
-	else
-		head->rm_head = d;
-	head->rm_tail = d;
 	d->ropen = true;
 	d->h = d->kind == RK_CLEAR ? rm_hash_ns(head, d->ns) : rm_hash(head, d->ns, &d->key);
 	if (d->kind == RK_CLEAR)
 		head->rm_clears++;
-	rt_add(&head->rm_idx, head->mem, d);
+	olist_add(head, &head->rm_head, &head->rm_tail, &head->rm_idx, d);
 	atomic_fetch_add_explicit(&head->removes_open, 1, memory_order_release);
 }
 
@@ -2725,16 +2781,7 @@ static bool remove_close_locked(struct remote *head, struct rop *d)
 {
 	if (!d->ropen)
 		return false;
-	if (d->o_prev)
-		d->o_prev->o_next = d->o_next;
-	else
-		head->rm_head = d->o_next;
-	if (d->o_next)
-		d->o_next->o_prev = d->o_prev;
-	else
-		head->rm_tail = d->o_prev;
-	d->o_prev = d->o_next = NULL;
-	rt_del(&head->rm_idx, head->mem, d);
+	olist_del(head, &head->rm_head, &head->rm_tail, &head->rm_idx, d);
 	if (d->kind == RK_CLEAR)
 		head->rm_clears--;
 	d->ropen = false;
@@ -2798,16 +2845,8 @@ static void put_close(struct remote *head, struct rop *op)
 	struct rop *go = NULL, *done = NULL, **pp, **go_tail = &go, *last = NULL;
 	int kind = op->kind;
 	pthread_mutex_lock(&head->put_lock);
-	if (op->o_prev)
-		op->o_prev->o_next = op->o_next;
-	else
-		head->open_head = op->o_next;
-	if (op->o_next)
-		op->o_next->o_prev = op->o_prev;
-	else
-		head->open_tail = op->o_prev;
+	olist_del(head, &head->open_head, &head->open_tail, &head->open_idx, op);
 	op->open = false;
-	rt_del(&head->open_idx, head->mem, op);
 	if (op->wait_remove) { /* failed or timed out while it waited */
 		op->wait_remove = false;
 		head->puts_waiting--;
@@ -2858,7 +2897,7 @@ static void put_close(struct remote *head, struct rop *op)
 /*
  * A delete or clear: at once, or held until the puts before it of its key
  * (namespace) are answered, at most remote.timeout_ms from its submission
- * (held_expire: then it fails -ETIMEDOUT, never sent), so that it is
+ * (held_expire: then it fails -EAGAIN, never sent), so that it is
  * answered or failed within 2x remote.timeout_ms of its submission -- the
  * wait a later put of its key is given (rop_submit), from the put's own
  * submission.  Before remote44 it was held as long as the put before it
@@ -2867,8 +2906,34 @@ static void put_close(struct remote *head, struct rop *op)
  * sent, while D2 still waited (test_remote_put put_wait_chain).  0 (the
  * callback will come) or < 0.
  */
+/*
+ * A DELETE or CLEAR was held on the head, to expire at due: the head's
+ * thread looks at it by then.  Its sleep was planned without the hold,
+ * up to its 100 ms tick: hold_due gives the deadline to a thread about
+ * to sleep, and one asleep past due is woken.  Until session 46 the
+ * hold was seen at the thread's next wake-up -- with remote.timeout_ms
+ * under 100 ms and the put it waits for on another lane (nothing of the
+ * head's own to wake it), up to 100 ms less remote.timeout_ms late
+ * (test_remote_put hold_expiry).  No lock held.
+ */
+static void hold_wake(struct remote *head, uint64_t due)
+{
+	bool wake;
+	pthread_mutex_lock(&head->lock);
+	if (due < head->hold_due)
+		head->hold_due = due;
+	wake = due < head->sleep_until && wake_take(head);
+	pthread_mutex_unlock(&head->lock);
+	if (wake) {
+		uint64_t one = 1;
+		ssize_t w = write(head->wake_fd, &one, sizeof(one));
+		KVT_UNUSED(w);
+	}
+}
+
 static int rop_submit_after_puts(struct remote *head, struct rop *op)
 {
+	uint64_t due;
 	pthread_mutex_lock(&head->put_lock);
 	remove_open_locked(head, op);
 	op->before = put_count_before(head, op, RK_PUT);
@@ -2880,8 +2945,10 @@ static int rop_submit_after_puts(struct remote *head, struct rop *op)
 		else
 			head->held = op;
 		head->held_tail = op;
+		due = op->deadline; /* op may be freed once put_lock is let go */
 		pthread_mutex_unlock(&head->put_lock);
 		A(head->c_removes_held);
+		hold_wake(head, due);
 		return 0;
 	}
 	pthread_mutex_unlock(&head->put_lock);
@@ -3510,6 +3577,7 @@ static int lane_open(struct remote **out, const struct remote_config *cfg, struc
 	rm->mem = mem;
 	rm->log = log;
 	rm->epfd = rm->wake_fd = -1;
+	rm->hold_due = UINT64_MAX;
 	pthread_mutex_init(&rm->lock, NULL);
 	pthread_cond_init(&rm->flush_cond, NULL);
 	pthread_mutex_init(&rm->put_lock, NULL);
@@ -3755,6 +3823,7 @@ void remote_stats(struct remote *rm, kvt_stats_fn fn, void *ctx)
 	S("removes_held", c_removes_held);
 	S("removes_waited", c_removes_waited);
 	S("errors", c_errors);
+	S("busy", c_busy);
 	S("timeouts", c_timeouts);
 	S("fast_fails", c_fast_fails);
 	S("connects", c_connects);
