@@ -895,6 +895,17 @@ void kvtd_value_get_reply(struct kvtd_frame *fr, uint32_t first, uint32_t last)
 			 * --max-memory, and every tenant's next frame was
 			 * refused (test_hostile quiet_slices). */
 			o->pin_len = o->bytes - o->iov[0].iov_len;
+			/* ... and counted in the pin caps as the values its
+			 * own pins hold, each once (pin_held), not as the bytes
+			 * it sends: the slices of a pin a later output carries
+			 * count there, once, with the value.  A grantee's frame
+			 * naming a 1 MiB value 128 times counted 128 MiB in its
+			 * tenant's pinned (its share 16 MiB), and the tenant's
+			 * next GET on another connection was KVT_EBUSY while
+			 * the answer was unread (test_hostile quiet_pins_once).
+			 * The bound per frame is ops.c's (ops_quiet_limit, one
+			 * count a value), which quiet_pins_dup keeps. */
+			o->pin_exact = true;
 			kvtd_pinset_free(&held);
 		}
 		kvtd_conn_queue(fr->conn, o);

@@ -3796,6 +3796,79 @@ static void phase_quiet_pins_dup(void)
 {
 	quiet_pins_run("quiet_pins_dup", 2);
 }
+
+/* quiet_pins_once (get46): the duplicates of a grantee's frame share one
+ * pin, and its value is held once, but every output of the answer
+ * counted the bytes it sent from it in the pin caps: one frame naming a
+ * 1 MiB value 128 times, left unread, counted 128 MiB in its tenant's
+ * pinned (the share --dram/4, 16 MiB), and the tenant's next GET on a
+ * fresh connection was KVT_EBUSY until that answer drained.  Now the
+ * value counts once; the share still bounds distinct values
+ * (quiet_pins_dup). */
+#define QO_DUPS 128u
+
+static void phase_quiet_pins_once(void)
+{
+	const char *extra[] = { "--threads", "1", "--ssd", "0", NULL };
+	uint8_t ns[PROTO_DIGEST_LEN], ns_r[PROTO_DIGEST_LEN], *v = malloc(QP_LEN);
+	struct proto_item *its = calloc(QO_DUPS, sizeof(*its));
+	struct proto_frame f = { .op = PROTO_OP_GET };
+	struct kvt_ns_desc d = desc;
+	struct kvt_key ka, kb;
+	struct kc_value val = { 0 };
+	struct kc c, r, r2;
+	uint64_t pins, busy0, busy;
+	int g, exact;
+
+	T_ASSERT(v != NULL && its != NULL);
+	start_with("quiet_pins_once", extra, "alice " SECRET_ALICE " tenant\n"
+					     "admin " SECRET_ADMIN " admin\n"
+					     "rita " SECRET_ALICE " tenant\n"
+					     "grant alice model=hostile-model to rita\n");
+	T_RC(kc_dial(&c, srv.port, "alice", SECRET_ALICE), 0);
+	T_RC(kc_register(&c, &desc, ns, NULL, 0), KVT_OK);
+	kvt_key_set(&ka, "qo-a", 4);
+	kvt_key_set(&kb, "qo-b", 4);
+	{
+		struct iovec p = { v, QP_LEN };
+		tsrv_fill(v, QP_LEN, 461);
+		T_RC(kc_put(&c, ns, &ka, &p, 1, NULL), KVT_OK);
+		tsrv_fill(v, QP_LEN, 462);
+		T_RC(kc_put(&c, ns, &kb, &p, 1, NULL), KVT_OK);
+	}
+	for (unsigned i = 0; i < QO_DUPS; i++)
+		its[i].key = ka;
+	d.tenant = "alice";
+	f.ns_count = 1;
+	f.ns = ns;
+	T_RC(kc_dial(&r, srv.port, "rita", SECRET_ALICE), 0);
+	T_RC(kc_register(&r, &d, ns_r, NULL, 0), KVT_OK);
+	busy0 = stat_of("server.pin_deferred");
+	T_ASSERT(kc_request(&r, &f, its, QO_DUPS, NULL, 0) > 0);
+	tsrv_sleep_ms(500);
+	pins = stat_of("store.pins_active");
+	/* The same tenant on a fresh connection, the first answer unread. */
+	T_RC(kc_dial(&r2, srv.port, "rita", SECRET_ALICE), 0);
+	T_RC(kc_register(&r2, &d, ns_r, NULL, 0), KVT_OK);
+	g = kc_get(&r2, ns_r, &kb, 0, 0, 0, 0, &val);
+	exact = g == KVT_OK && val.len == QP_LEN && memcmp(val.bytes, v, QP_LEN) == 0;
+	kc_value_free(&val);
+	busy = stat_of("server.pin_deferred") - busy0;
+	printf("quiet_pins_once: a grantee's frame naming one 1 MiB value %u times, unread: "
+	       "store.pins_active %" PRIu64 "; the tenant's GET of another on a fresh "
+	       "connection: %d (%s), pin_deferred +%" PRIu64 "\n", QO_DUPS, pins, g,
+	       exact ? "exact" : "not exact", busy);
+	kc_close(&r2);
+	kc_close(&r);
+	kc_close(&c);
+	free(its);
+	free(v);
+	T_LE_INT(pins, 1);
+	T_EQ_INT(g, KVT_OK);
+	T_ASSERT(exact);
+	T_EQ_INT(busy, 0);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
 /* ------------------------------------------------------------------------
  * resp_items (hostile7): each key of a RESP MGET gets a library request
  * (~330 bytes) against the 7 bytes of the key in the command, which alone
@@ -11505,6 +11578,7 @@ static const struct tsrv_phase phases[] = {
 	{ "quiet_slices", phase_quiet_slices },
 	{ "quiet_pins", phase_quiet_pins },
 	{ "quiet_pins_dup", phase_quiet_pins_dup },
+	{ "quiet_pins_once", phase_quiet_pins_once },
 	{ "stats_unread", phase_stats_unread },
 	{ "resp_items", phase_resp_items },
 	{ "resp_tenant_items", phase_resp_tenant_items },
