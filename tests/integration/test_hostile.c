@@ -1225,6 +1225,75 @@ static void phase_range(void)
 }
 
 /* ------------------------------------------------------------------------
+ * range_one_pin (get46): a chunk of a GET's answer stopped at the pin
+ * budget whatever its next item added: ranges of one value larger than
+ * the connection's pin budget (--dram/8, 8 MiB here) -- the first item
+ * always taken -- were answered one item a chunk, each pinned and read
+ * again after the last one drained: 1,024 one-byte ranges of a 32 MiB
+ * value came back in 1,024 answer frames.  A grantee's (quiet, refused
+ * past its tenant's share, 16 MiB) got its first range and 1,023
+ * KVT_EBUSY.  The value's pin is counted once; a range of it adds none.
+ */
+
+static void phase_range_one_pin(void)
+{
+	const char *extra[] = { "--threads", "1", "--ssd", "0", NULL };
+	uint8_t ns[PROTO_DIGEST_LEN], ns_r[PROTO_DIGEST_LEN];
+	uint8_t *v = malloc((size_t)R_PARTS * R_PART_LEN);
+	struct iovec parts[R_PARTS];
+	struct proto_item *its = calloc(R_RANGES, sizeof(*its));
+	struct proto_frame f = { .op = PROTO_OP_GET };
+	struct range_seen own = { its, v, 0, 0 }, quiet = { its, v, 0, 0 };
+	struct kvt_ns_desc d = desc;
+	struct kvt_key k;
+	struct kc c, r;
+	int own_frames, quiet_frames;
+
+	T_ASSERT(v != NULL && its != NULL);
+	start_with("range_one_pin", extra, "alice " SECRET_ALICE " tenant\n"
+					   "admin " SECRET_ADMIN " admin\n"
+					   "rita " SECRET_ALICE " tenant\n"
+					   "grant alice model=hostile-model to rita\n");
+	T_RC(kc_dial(&c, srv.port, "alice", SECRET_ALICE), 0);
+	T_RC(kc_register(&c, &desc, ns, NULL, 0), KVT_OK);
+	tsrv_fill(v, (size_t)R_PARTS * R_PART_LEN, 47);
+	for (int i = 0; i < R_PARTS; i++)
+		parts[i] = (struct iovec){ v + (size_t)i * R_PART_LEN, R_PART_LEN };
+	kvt_key_set(&k, "one-pin", 7);
+	T_RC(kc_put(&c, ns, &k, parts, R_PARTS, NULL), KVT_OK);
+	for (unsigned i = 0; i < R_RANGES; i++) {
+		its[i].key = k;
+		its[i].flags = PROTO_IF_RANGE;
+		its[i].off = (uint64_t)i * ((uint64_t)R_PARTS * R_PART_LEN / R_RANGES) + 11;
+		its[i].len = 1;
+	}
+	f.ns_count = 1;
+	f.ns = ns;
+	T_ASSERT(kc_request(&c, &f, its, R_RANGES, NULL, 0) > 0);
+	own_frames = kc_recv_items(&c, 60000, range_item, &own, NULL);
+	T_RC(kc_dial(&r, srv.port, "rita", SECRET_ALICE), 0);
+	d.tenant = "alice";
+	T_RC(kc_register(&r, &d, ns_r, NULL, 0), KVT_OK);
+	T_ASSERT(kc_request(&r, &f, its, R_RANGES, NULL, 0) > 0);
+	quiet_frames = kc_recv_items(&r, 60000, range_item, &quiet, NULL);
+	printf("range_one_pin: %u one-byte ranges of a 32 MiB value: the owner's %u exact in %d "
+	       "answer frames; a grantee's %u exact in %d\n", R_RANGES, own.ok, own_frames,
+	       quiet.ok, quiet_frames);
+	kc_close(&r);
+	kc_close(&c);
+	free(its);
+	free(v);
+	T_EQ_INT(own.seen, R_RANGES);
+	T_EQ_INT(own.ok, R_RANGES);
+	T_EQ_INT(quiet.seen, R_RANGES);
+	T_EQ_INT(quiet.ok, R_RANGES);
+	/* 57 KB of table and 1 KiB of data: one frame, or a few */
+	T_GE_INT(own_frames, 1);
+	T_LE_INT(own_frames, 4);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
+/* ------------------------------------------------------------------------
  * range_pins: a GET's answer keeps its whole value pinned whatever range
  * it sends, so the pin caps count the value, once per answer however
  * many of its items pin it (ops.c "Pinned answers").  They counted the
@@ -11579,6 +11648,7 @@ static const struct tsrv_phase phases[] = {
 	{ "quiet_pins", phase_quiet_pins },
 	{ "quiet_pins_dup", phase_quiet_pins_dup },
 	{ "quiet_pins_once", phase_quiet_pins_once },
+	{ "range_one_pin", phase_range_one_pin },
 	{ "stats_unread", phase_stats_unread },
 	{ "resp_items", phase_resp_items },
 	{ "resp_tenant_items", phase_resp_tenant_items },
