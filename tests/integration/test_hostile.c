@@ -1102,12 +1102,21 @@ static void phase_deletes(void)
 #define R_PARTS 4
 #define R_PART_LEN (8u << 20)
 #define R_RANGES 1024 /* the most a frame may name (2048 until big_frames) */
-#if defined(HOSTILE_ASAN) || defined(HOSTILE_TSAN)
-#define RANGE_PING_MAX_NS 400000000ull
-#else
-#define RANGE_PING_MAX_NS 100000000ull
-#endif
+/* The baseline's value: 16 MiB in R_RANGES parts of 16 KiB, one range in
+ * each: a range's item costs the loop with its value's view (512 runs of
+ * 64 KiB for the 32 MiB), and a frame over a 16 KiB value costs 10x less,
+ * no baseline.  Without the fix its frame checks 16 MiB on the loop
+ * (1,024 parts of 16 KiB once each, either way), not 8 GiB. */
+#define R_BASE_PART (16u << 10)
+/* The bound, a ratio (get46): the server's CPU for the frame against
+ * the baseline frame's just before it.  It was the slowest concurrent
+ * PING under 100 ms (400 sanitized), which passed or failed with the
+ * machine's load: the same frame's PING waited 35-140 ms under ASan at
+ * load 7-15 for 4-20 ms of CPU.  The slowest PING is still printed. */
+#define RANGE_RATIO 4u
 #define RANGE_ROUNDS 4
+
+static uint64_t srv_cpu_ns(void);
 
 struct pinger {
 	pthread_t t;
@@ -1154,72 +1163,99 @@ static void range_item(void *ctx, const struct kc_resp *r, const struct proto_it
 		rs->ok++;
 }
 
+/* One frame of its (R_RANGES one-byte ranges) read, each byte checked
+ * against v: the server's CPU for it; the slowest of p's PINGs meanwhile
+ * in *ping. */
+static uint64_t range_round(struct kc *c, struct proto_frame *f, const struct proto_item *its,
+			    const uint8_t *v, struct pinger *p, uint64_t *ping)
+{
+	struct range_seen rs = { its, v, 0, 0 };
+	uint64_t cpu0, cpu;
+
+	tsrv_sleep_ms(100);
+	atomic_store(&p->max_ns, 0);
+	cpu0 = srv_cpu_ns();
+	T_ASSERT(kc_request(c, f, its, R_RANGES, NULL, 0) > 0);
+	T_GE_INT(kc_recv_items(c, 60000, range_item, &rs, NULL), 1);
+	cpu = srv_cpu_ns() - cpu0;
+	tsrv_sleep_ms(50); /* a PING the ranges held answers by now */
+	*ping = atomic_load(&p->max_ns);
+	T_EQ_INT(rs.seen, R_RANGES);
+	T_EQ_INT(rs.ok, R_RANGES);
+	return cpu;
+}
+
 static void phase_range(void)
 {
 	const char *extra[] = { "--threads", "1", "--ssd", "0", NULL };
 	uint8_t ns[PROTO_DIGEST_LEN], *v = malloc((size_t)R_PARTS * R_PART_LEN);
-	struct iovec parts[R_PARTS];
+	struct iovec *parts = calloc(R_RANGES, sizeof(*parts));
 	struct proto_item *its = calloc(R_RANGES, sizeof(*its));
+	struct proto_item *base_its = calloc(R_RANGES, sizeof(*base_its));
 	struct proto_frame f = { .op = PROTO_OP_GET };
 	struct pinger pg = { 0 };
-	struct range_seen rs = { its, v, 0, 0 };
-	uint64_t t0, took, best = UINT64_MAX;
-	struct kvt_key k;
+	uint64_t best = UINT64_MAX, best_base = 0;
+	struct kvt_key k, kb;
 	struct kc c;
+	bool within = false;
 
+	T_ASSERT(v != NULL && parts != NULL && its != NULL && base_its != NULL);
 	start("range", extra);
 	T_RC(kc_dial(&c, srv.port, "alice", SECRET_ALICE), 0);
 	T_RC(kc_register(&c, &desc, ns, NULL, 0), KVT_OK);
 	tsrv_fill(v, (size_t)R_PARTS * R_PART_LEN, 5);
+	for (int i = 0; i < R_RANGES; i++)
+		parts[i] = (struct iovec){ v + (size_t)i * R_BASE_PART, R_BASE_PART };
+	kvt_key_set(&kb, "range-base", 10);
+	T_RC(kc_put(&c, ns, &kb, parts, R_RANGES, NULL), KVT_OK);
 	for (int i = 0; i < R_PARTS; i++)
 		parts[i] = (struct iovec){ v + (size_t)i * R_PART_LEN, R_PART_LEN };
 	kvt_key_set(&k, "range-big", 9);
 	T_RC(kc_put(&c, ns, &k, parts, R_PARTS, NULL), KVT_OK);
 
 	pthread_create(&pg.t, NULL, pinger_main, &pg);
-	/* One frame of 2048 one-byte ranges spread over the 32 MiB.  The
-	 * slowest concurrent PING of a round is its cost to the loop thread;
-	 * on a loaded machine one PING can also wait for a CPU (249 ms seen
-	 * at load 18 in a round whose other PINGs were fast), so rounds
+	/* One frame of 1,024 one-byte ranges spread over the 32 MiB; each
+	 * round first the baseline's, one in each of its parts.  Rounds
 	 * repeat, up to RANGE_ROUNDS, until one is within the bound: a loop
-	 * thread that the ranges hold is slow in every round. */
+	 * that checks each range's part does so in every round. */
 	for (unsigned i = 0; i < R_RANGES; i++) {
 		its[i].key = k;
 		its[i].flags = PROTO_IF_RANGE;
 		its[i].off = (uint64_t)i * ((uint64_t)R_PARTS * R_PART_LEN / R_RANGES) + 7;
 		its[i].len = 1;
+		base_its[i] = its[i];
+		base_its[i].key = kb;
+		base_its[i].off = (uint64_t)i * R_BASE_PART + 7;
 	}
 	f.ns_count = 1;
 	f.ns = ns;
-	for (int round = 0; round < RANGE_ROUNDS && best > RANGE_PING_MAX_NS; round++) {
-		uint64_t m;
-		tsrv_sleep_ms(100);
-		rs.ok = rs.seen = 0;
-		atomic_store(&pg.max_ns, 0);
-		t0 = tsrv_now_ns();
-		T_ASSERT(kc_request(&c, &f, its, R_RANGES, NULL, 0) > 0);
-		T_GE_INT(kc_recv_items(&c, 60000, range_item, &rs, NULL), 1);
-		took = tsrv_now_ns() - t0;
-		tsrv_sleep_ms(50); /* a PING the ranges held answers by now */
-		m = atomic_load(&pg.max_ns);
-		if (m < best)
-			best = m;
+	for (int round = 0; round < RANGE_ROUNDS && !within; round++) {
+		uint64_t cpu, base_cpu, ping, base_ping;
+		base_cpu = range_round(&c, &f, base_its, v, &pg, &base_ping);
+		cpu = range_round(&c, &f, its, v, &pg, &ping);
+		if (cpu <= RANGE_RATIO * base_cpu)
+			within = true;
+		if (cpu < best) {
+			best = cpu;
+			best_base = base_cpu;
+		}
 		printf("range round %d: %u one-byte ranges of a 32 MiB value (4 parts) in one "
-		       "frame: %u exact, answered in %.1f ms; a concurrent PING (one loop "
-		       "thread): slowest %.1f ms\n", round + 1, R_RANGES, rs.ok, took / 1e6, m / 1e6);
-		T_EQ_INT(rs.seen, R_RANGES);
-		T_EQ_INT(rs.ok, R_RANGES);
+		       "frame: %.1f ms of the server's CPU, a concurrent PING (one loop thread) "
+		       "%.1f ms at most; of a 16 MiB value (1,024 parts): %.1f ms, PING %.1f ms\n",
+		       round + 1, R_RANGES, cpu / 1e6, ping / 1e6, base_cpu / 1e6, base_ping / 1e6);
 	}
 	atomic_store(&pg.stop, true);
 	pthread_join(pg.t, NULL);
-	printf("range: %" PRIu64 " PINGs, the best round's slowest %.1f ms\n",
-	       atomic_load(&pg.count), best / 1e6);
+	printf("range: %" PRIu64 " PINGs; the best round's CPU %.1f ms (its baseline's %.1f ms)\n",
+	       atomic_load(&pg.count), best / 1e6, best_base / 1e6);
 	T_EQ_INT(atomic_load(&pg.fails), 0);
-	/* 100 ms (issue 21); a sanitized build does the same work several
-	 * times slower (release, loaded 2-core machine: 11-24 ms). */
-	T_LE_INT(best, RANGE_PING_MAX_NS);
+	/* Before the fix (d9de6bdb) each range checked its 8 MiB part on
+	 * the loop: a PING waited 4.8 s (ASan). */
+	T_ASSERT(within);
 	kc_close(&c);
+	free(parts);
 	free(its);
+	free(base_its);
 	free(v);
 	T_EQ_INT(tsrv_stop(&srv), 0);
 }
@@ -3546,8 +3582,6 @@ static void phase_parts_amp(void)
 #define RC_RANGES 1024u
 #define RC_QUIET_FRAMES 8u
 #define RC_READ 16u
-
-static uint64_t srv_cpu_ns(void);
 
 /* A range read back exactly, its CRC over exactly its bytes. */
 static void rcrc_item(void *ctx, const struct kc_resp *r, const struct proto_item *pi)
@@ -7899,26 +7933,35 @@ static void phase_resp_flood(void)
  * 65,536 keys (refused), then pipelines EXISTS of a present key, GET of
  * missing keys and LOOKUP of a present key, 16 frames of 1024 keys a
  * send; another client's PING is timed every 5 ms meanwhile.
+ *
+ * The bounds are ratios (get46): the same PINGs are timed first while the
+ * same client pipelines the same operations in small frames (16 frames of
+ * 64 keys a send: 1,024 items, what a loop iteration takes of big frames
+ * now), no big frame in flight.  The fixed 100 ms p99 failed at load 8-11
+ * on the shared 2-core machine (p99 172-398 ms, fix or not) and passed
+ * alone at 10 ms.  With the items budget taken out of loop.c's
+ * kvtd_conn_parse_budget (the connection's and the tenant's: 16 frames of
+ * 1,024 an iteration), at load 12: p50 225-249 ms against the baseline's
+ * 4-8 (30-57x), p99 4.8-6.8x, max 3.7-5.3x (and parse_deferred +0); with
+ * it, at load 8-11: p50 2-4x, p99 0.7-1.5x, max 0.7-1.6x.
  */
 
 #define BF_KEYS 1024u /* KVTD_FRAME_ITEMS_MAX */
+#define BF_SMALL 64u  /* the baseline's frames: BF_PIPE of them, 1,024 keys */
 #define BF_BIG 65536u
 #define BF_PIPE 16u
-/* The PINGs' time: 2 s (3 until 2026-12-06) still take ~245 (ASan),
- * the p99 their 3rd worst (the old loop's p99 346 ms, the bound 100). */
+/* The PINGs' time, each run: 2 s (3 until 2026-12-06) still take ~245
+ * (ASan), the p99 their 3rd worst (the old loop's p99 346 ms). */
 #define BF_SECONDS 2u
-#ifdef HOSTILE_TSAN
-#define BF_P99_MAX_NS 500000000ull
-#define BF_MAX_NS 5000000000ull
-#else
-#define BF_P99_MAX_NS 100000000ull
-#define BF_MAX_NS 1000000000ull
-#endif
+#define BF_P50_RATIO 10u
+#define BF_P99_RATIO 4u
+#define BF_MAX_RATIO 8u /* a stall: the max is one sample */
 
 struct bf_flooder {
 	pthread_t t;
 	uint16_t port;
 	const uint8_t *ns;
+	unsigned keys; /* a frame's: BF_KEYS, after a frame of BF_BIG; or BF_SMALL */
 	_Atomic bool stop;
 	unsigned frames;
 	int32_t big_status;
@@ -7944,9 +7987,9 @@ static void *bf_flood_main(void *arg)
 		return NULL;
 	}
 	/* More than a frame may name: refused whole, the connection kept. */
-	for (unsigned i = 0; i < BF_BIG; i++)
+	for (unsigned i = 0; i < BF_BIG && b->keys == BF_KEYS; i++)
 		its[i].key = hit;
-	{
+	if (b->keys == BF_KEYS) {
 		struct proto_frame f = { .op = PROTO_OP_EXISTS, .ns_count = 1, .ns = b->ns };
 		t0 = tsrv_now_ns();
 		if (kc_request(&c, &f, its, BF_BIG, NULL, 0) <= 0 ||
@@ -7959,9 +8002,9 @@ static void *bf_flood_main(void *arg)
 		for (unsigned j = 0; j < BF_PIPE; j++) {
 			unsigned k = (round * BF_PIPE + j) % 3;
 			struct proto_frame f = { .op = ops[k], .ns_count = 1, .ns = b->ns };
-			for (unsigned i = 0; i < BF_KEYS; i++)
+			for (unsigned i = 0; i < b->keys; i++)
 				its[i].key = ops[k] == PROTO_OP_GET ? miss : hit;
-			if (kc_request(&c, &f, its, BF_KEYS, NULL, 0) <= 0)
+			if (kc_request(&c, &f, its, b->keys, NULL, 0) <= 0)
 				b->failed = true;
 		}
 		for (unsigned j = 0; j < BF_PIPE && !b->failed; j++) {
@@ -7976,14 +8019,39 @@ static void *bf_flood_main(void *arg)
 	return NULL;
 }
 
+/* p's PINGs timed every 5 ms for BF_SECONDS while b floods: sorted into
+ * lat (2,048 at most); how many. */
+static unsigned bf_pings(struct kc *p, struct bf_flooder *b, uint64_t *lat)
+{
+	uint64_t end;
+	unsigned n = 0;
+
+	pthread_create(&b->t, NULL, bf_flood_main, b);
+	tsrv_sleep_ms(200);
+	end = tsrv_now_ns() + BF_SECONDS * 1000000000ull;
+	while (tsrv_now_ns() < end && n < 2048) {
+		uint64_t t0 = tsrv_now_ns();
+		if (kc_ping(p) != 0)
+			break;
+		lat[n++] = tsrv_now_ns() - t0;
+		tsrv_sleep_ms(5);
+	}
+	atomic_store(&b->stop, true);
+	pthread_join(b->t, NULL);
+	if (n == 0)
+		lat[n++] = UINT64_MAX;
+	qsort(lat, n, sizeof(lat[0]), cmp_u64);
+	return n;
+}
+
 static void phase_big_frames(void)
 {
 	const char *extra[] = { "--max-memory", "512M", "--threads", "1", NULL };
 	uint8_t ns[PROTO_DIGEST_LEN], val[4096];
 	struct iovec v = { val, sizeof(val) };
-	struct bf_flooder b = { 0 };
-	uint64_t lat[2048], end, d0, deferred;
-	unsigned n = 0;
+	struct bf_flooder b = { 0 }, s = { 0 };
+	uint64_t lat[2048], calm[2048], d0, deferred, p99, base_p99;
+	unsigned n, bn;
 	struct kvt_key k;
 	struct kc c, p;
 
@@ -8022,34 +8090,39 @@ static void phase_big_frames(void)
 		free(its);
 	}
 	T_RC(kc_dial(&p, srv.port, "admin", SECRET_ADMIN), 0);
+	/* The baseline: the same operations in small frames. */
+	s.port = srv.port;
+	s.ns = ns;
+	s.keys = BF_SMALL;
+	bn = bf_pings(&p, &s, calm);
+	base_p99 = calm[bn * 99 / 100];
 	T_RC(kc_stat(&p, PROTO_SCOPE_ALL, "server.parse_deferred", &d0), 0);
 	b.port = srv.port;
 	b.ns = ns;
-	pthread_create(&b.t, NULL, bf_flood_main, &b);
-	tsrv_sleep_ms(200);
-	end = tsrv_now_ns() + BF_SECONDS * 1000000000ull;
-	while (tsrv_now_ns() < end && n < 2048) {
-		uint64_t t0 = tsrv_now_ns();
-		T_RC(kc_ping(&p), 0);
-		lat[n++] = tsrv_now_ns() - t0;
-		tsrv_sleep_ms(5);
-	}
-	atomic_store(&b.stop, true);
-	pthread_join(b.t, NULL);
+	b.keys = BF_KEYS;
+	n = bf_pings(&p, &b, lat);
+	p99 = lat[n * 99 / 100];
 	T_RC(kc_stat(&p, PROTO_SCOPE_ALL, "server.parse_deferred", &deferred), 0);
 	deferred -= d0;
-	qsort(lat, n, sizeof(lat[0]), cmp_u64);
+	printf("big_frames: another client's PING over %u while %u frames of %u keys were "
+	       "answered (%u a send): p50 %.2f ms, p99 %.2f ms, max %.2f ms\n", bn, s.frames,
+	       BF_SMALL, BF_PIPE, calm[bn / 2] / 1e6, base_p99 / 1e6, calm[bn - 1] / 1e6);
 	printf("big_frames: a frame of %u keys: status %d in %.1f ms; then %u frames of %u keys "
 	       "(EXISTS, GET of misses, LOOKUP; %u a send) on one loop, parse_deferred +%" PRIu64
-	       "; another client's PING over %u: p50 %.2f ms, p99 %.2f ms, max %.2f ms\n", BF_BIG,
-	       b.big_status, b.big_ns / 1e6, b.frames, BF_KEYS, BF_PIPE, deferred, n,
-	       lat[n / 2] / 1e6, lat[n * 99 / 100] / 1e6, lat[n - 1] / 1e6);
+	       "; another client's PING over %u: p50 %.2f ms (%.1fx), p99 %.2f ms (%.1fx), max "
+	       "%.2f ms (%.1fx)\n", BF_BIG, b.big_status, b.big_ns / 1e6, b.frames, BF_KEYS,
+	       BF_PIPE, deferred, n, lat[n / 2] / 1e6, (double)lat[n / 2] / (double)calm[bn / 2],
+	       p99 / 1e6, (double)p99 / (double)base_p99, lat[n - 1] / 1e6,
+	       (double)lat[n - 1] / (double)calm[bn - 1]);
+	T_ASSERT(!s.failed);
 	T_ASSERT(!b.failed);
 	T_EQ_INT(b.big_status, PROTO_ECOUNT);
+	T_GE_INT(s.frames, BF_PIPE);
 	T_GE_INT(b.frames, BF_PIPE);
 	T_GE_INT(deferred, 1); /* the items budget cut the pipelines */
-	T_LE_INT(lat[n * 99 / 100], BF_P99_MAX_NS);
-	T_LE_INT(lat[n - 1], BF_MAX_NS);
+	T_LE_INT(lat[n / 2], BF_P50_RATIO * calm[bn / 2]);
+	T_LE_INT(p99, BF_P99_RATIO * base_p99);
+	T_LE_INT(lat[n - 1], BF_MAX_RATIO * calm[bn - 1]);
 	kc_close(&p);
 	kc_close(&c);
 	T_EQ_INT(tsrv_stop(&srv), 0);
