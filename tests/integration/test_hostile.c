@@ -8920,8 +8920,18 @@ static void phase_aux_walks(void)
 #define AS_CONNS 4u
 #define AS_DEPTH 16u
 /* alice's range beside the checks, p50 at most (ms); alone ~0.5;
- * doubled under ASan (HOSTILE_BESIDE; before: 856 ms) */
+ * doubled under ASan (HOSTILE_BESIDE; before: 856 ms).  Since get46 the
+ * bound is against mallory's own frames, timed in the same run: alice's
+ * p50 at most an AS_BELOW-th of theirs.  A fixed bound passes or fails
+ * with the machine's load, and no longer caught one queue: with every
+ * job in one (loop_aux_submit's tenant taken out) alice's p50 was 27-85
+ * ms (ASan, load ~12), within the 100 ms, mallory's 218-518 ms (a frame
+ * is 8 slices, each queued again at the back: one queue's ratio is ~8);
+ * with a queue a tenant, 1.4-5.8 ms against 268-868 ms (46-320x).  The
+ * fixed bound is still printed; her NS_REGISTER's (an fsync) stays. */
 #define AS_P50_MAX_MS 50u
+#define AS_BELOW 16u
+#define AS_LAT 1024u
 
 struct as_flooder {
 	pthread_t t;
@@ -8929,6 +8939,8 @@ struct as_flooder {
 	const uint8_t *ns;
 	_Atomic bool *stop;
 	unsigned answered;
+	uint64_t lat[AS_LAT]; /* its frames', send to answer, past the first AS_DEPTH */
+	unsigned nlat;
 };
 
 static void *as_flood_main(void *arg)
@@ -8948,19 +8960,34 @@ static void *as_flood_main(void *arg)
 		its[i].off = 1000;
 		its[i].len = 1;
 	}
+	int64_t tags[AS_DEPTH];
+	uint64_t sent[AS_DEPTH];
 	for (unsigned d = 0; d < AS_DEPTH; d++) {
 		struct proto_frame f = { .op = PROTO_OP_GET, .ns_count = 1, .ns = fl->ns };
-		if (kc_request(&c, &f, its, AS_VALUES, NULL, 0) <= 0)
+		sent[d] = tsrv_now_ns();
+		if ((tags[d] = kc_request(&c, &f, its, AS_VALUES, NULL, 0)) <= 0)
 			goto out;
 	}
 	while (!atomic_load(fl->stop)) {
 		struct proto_frame f = { .op = PROTO_OP_GET, .ns_count = 1, .ns = fl->ns };
 		struct kc_resp r;
+		unsigned d = 0;
+		bool more;
 		if (kc_recv(&c, &r, 30000) != 0)
 			break;
+		while (d < AS_DEPTH && tags[d] != (int64_t)r.f.tag)
+			d++;
+		more = r.f.flags & PROTO_F_MORE;
 		kc_resp_free(&r);
+		if (d == AS_DEPTH)
+			break; /* not one of its frames */
+		if (more)
+			continue; /* an answer in chunks: its last frame ends it */
 		fl->answered++;
-		if (kc_request(&c, &f, its, AS_VALUES, NULL, 0) <= 0)
+		if (fl->answered > AS_DEPTH && fl->nlat < AS_LAT)
+			fl->lat[fl->nlat++] = tsrv_now_ns() - sent[d];
+		sent[d] = tsrv_now_ns();
+		if ((tags[d] = kc_request(&c, &f, its, AS_VALUES, NULL, 0)) <= 0)
 			break;
 	}
 out:
@@ -8976,8 +9003,8 @@ static void phase_aux_share(void)
 	struct iovec v = { big, AS_VALUE };
 	struct as_flooder fl[AS_CONNS];
 	_Atomic bool stop = false;
-	uint64_t a50, amax, b50, bmax, reg_ns, aux0, aux_ms;
-	unsigned answered = 0;
+	uint64_t a50, amax, b50, bmax, reg_ns, aux0, aux_ms, m50 = 0, *mlat;
+	unsigned answered = 0, nm = 0;
 	struct kvt_ns_desc d2 = desc;
 	struct kvt_key k;
 	struct kc m, a;
@@ -9017,19 +9044,31 @@ static void phase_aux_share(void)
 		reg_ns = tsrv_now_ns() - t0;
 	}
 	atomic_store(&stop, true);
+	mlat = malloc(AS_CONNS * AS_LAT * sizeof(*mlat));
+	T_ASSERT(mlat != NULL);
 	for (unsigned i = 0; i < AS_CONNS; i++) {
 		pthread_join(fl[i].t, NULL);
 		answered += fl[i].answered;
+		memcpy(mlat + nm, fl[i].lat, fl[i].nlat * sizeof(*mlat));
+		nm += fl[i].nlat;
 	}
+	if (nm) {
+		qsort(mlat, nm, sizeof(*mlat), cmp_u64);
+		m50 = mlat[nm / 2];
+	}
+	free(mlat);
 	aux_ms = thread_cpu_ms("kvtd-aux") - aux0;
 	printf("aux_share: alice's 1-byte RANGE of a 4 MiB part (checked on the aux thread): "
 	       "alone p50 %.2f ms, max %.2f ms; beside mallory's %u connections of %u GET frames "
 	       "in flight, each checking %u MiB (%u frames answered, aux CPU %" PRIu64 " ms): "
-	       "p50 %.2f ms, max %.2f ms; her NS_REGISTER of a new namespace %.2f ms\n",
+	       "p50 %.2f ms, max %.2f ms (the fixed bound of before get46: %llu ms); mallory's "
+	       "frames p50 %.2f ms over %u; her NS_REGISTER of a new namespace %.2f ms\n",
 	       a50 / 1e6, amax / 1e6, AS_CONNS, AS_DEPTH, (AS_VALUES * AS_VALUE) >> 20, answered,
-	       aux_ms, b50 / 1e6, bmax / 1e6, reg_ns / 1e6);
+	       aux_ms, b50 / 1e6, bmax / 1e6, AS_P50_MAX_MS * HOSTILE_BESIDE, m50 / 1e6, nm,
+	       reg_ns / 1e6);
 	T_GE_INT(answered, 1);
-	T_LE_INT(b50, AS_P50_MAX_MS * 1000000ull * HOSTILE_BESIDE);
+	T_GE_INT(nm, 8);
+	T_LE_INT(AS_BELOW * b50, m50);
 	T_LE_INT(reg_ns, 8 * AS_P50_MAX_MS * 1000000ull); /* an fsync: a busy disk */
 	kc_close(&a);
 	kc_close(&m);
