@@ -2243,6 +2243,13 @@ static bool ops_get_answer(struct kvtd_frame *fr)
 			it->deferred = true;
 		}
 	}
+	/* The range checks planned for the frame name the released pins'
+	 * views, and their blocks may hold other values when the deferred
+	 * items are pinned again: planned again then, for those.  A check
+	 * left to the answer read a released view (heap-use-after-free,
+	 * test_hostile range_chunk_check). */
+	kvtd_value_vcache_free(fr);
+	fr->verify_planned = false;
 	if (!fr->chunked)
 		KVTD_COUNT(srv, pin_deferred, 1);
 	fr->chunked = true;

@@ -751,7 +751,9 @@ static void value_get_out_free(struct value_get_out *g)
 
 /*
  * Before a GET reply: enter every stored part the frame's range reads
- * touch in the frame's cache, unchecked.  Returns the bytes to check, so
+ * touch in the frame's cache, unchecked -- of the items pinned now, from
+ * the chunk to answer on (ops.c drops the cache when it defers items,
+ * and plans again once they are pinned again).  Returns the bytes to check, so
  * that the caller can have a large check done off the loop thread
  * (kvtd_value_verify_run on the aux thread).  Loop thread.
  */
@@ -767,6 +769,9 @@ uint64_t kvtd_value_verify_plan(struct kvtd_frame *fr)
 		struct value_get_out g;
 		uint64_t start = 0;
 
+		/* answered (their pins the outputs'), or deferred: no view */
+		if (i < fr->chunk_start || it->deferred)
+			continue;
 		if (it->status != KVT_OK || !(it->flags & PROTO_IF_RANGE) ||
 		    (it->flags & PROTO_IF_PART) || !r->view_count || it->off > r->length ||
 		    it->len > r->length - it->off)
