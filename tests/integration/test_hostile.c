@@ -8018,9 +8018,13 @@ static void phase_resp_flood(void)
  * on the shared 2-core machine (p99 172-398 ms, fix or not) and passed
  * alone at 10 ms.  With the items budget taken out of loop.c's
  * kvtd_conn_parse_budget (the connection's and the tenant's: 16 frames of
- * 1,024 an iteration), at load 12: p50 225-249 ms against the baseline's
- * 4-8 (30-57x), p99 4.8-6.8x, max 3.7-5.3x (and parse_deferred +0); with
- * it, at load 8-11: p50 2-4x, p99 0.7-1.5x, max 0.7-1.6x.
+ * 1,024 an iteration), at load 12: p50 23-249 ms against the baseline's
+ * 3-8 (4.3-57x), p95 12.1-12.7x, p99 4.8-14x (and parse_deferred +0); with
+ * it, at load 8-12: p50 0.8-8.1x, p95 1.5-1.9x, p99 0.3-2.2x (ASan), p50
+ * 0.3-5.1x, p95 0.9-2.9x, p99 0.7-25x (release: its baseline's p99 is 5-8
+ * ms, and one stall of the machine, ~120 ms, is the p99 of 133 PINGs).
+ * So the p50 is held to 16x and the p95 to 4x; the p99 and the max are
+ * printed.
  */
 
 #define BF_KEYS 1024u /* KVTD_FRAME_ITEMS_MAX */
@@ -8030,9 +8034,8 @@ static void phase_resp_flood(void)
 /* The PINGs' time, each run: 2 s (3 until 2026-12-06) still take ~245
  * (ASan), the p99 their 3rd worst (the old loop's p99 346 ms). */
 #define BF_SECONDS 2u
-#define BF_P50_RATIO 10u
-#define BF_P99_RATIO 4u
-#define BF_MAX_RATIO 8u /* a stall: the max is one sample */
+#define BF_P50_RATIO 16u
+#define BF_P95_RATIO 4u
 
 struct bf_flooder {
 	pthread_t t;
@@ -8182,14 +8185,17 @@ static void phase_big_frames(void)
 	T_RC(kc_stat(&p, PROTO_SCOPE_ALL, "server.parse_deferred", &deferred), 0);
 	deferred -= d0;
 	printf("big_frames: another client's PING over %u while %u frames of %u keys were "
-	       "answered (%u a send): p50 %.2f ms, p99 %.2f ms, max %.2f ms\n", bn, s.frames,
-	       BF_SMALL, BF_PIPE, calm[bn / 2] / 1e6, base_p99 / 1e6, calm[bn - 1] / 1e6);
+	       "answered (%u a send): p50 %.2f ms, p95 %.2f ms, p99 %.2f ms, max %.2f ms\n", bn,
+	       s.frames, BF_SMALL, BF_PIPE, calm[bn / 2] / 1e6, calm[bn * 95 / 100] / 1e6,
+	       base_p99 / 1e6, calm[bn - 1] / 1e6);
 	printf("big_frames: a frame of %u keys: status %d in %.1f ms; then %u frames of %u keys "
 	       "(EXISTS, GET of misses, LOOKUP; %u a send) on one loop, parse_deferred +%" PRIu64
-	       "; another client's PING over %u: p50 %.2f ms (%.1fx), p99 %.2f ms (%.1fx), max "
-	       "%.2f ms (%.1fx)\n", BF_BIG, b.big_status, b.big_ns / 1e6, b.frames, BF_KEYS,
-	       BF_PIPE, deferred, n, lat[n / 2] / 1e6, (double)lat[n / 2] / (double)calm[bn / 2],
-	       p99 / 1e6, (double)p99 / (double)base_p99, lat[n - 1] / 1e6,
+	       "; another client's PING over %u: p50 %.2f ms (%.1fx), p95 %.2f ms (%.1fx), p99 "
+	       "%.2f ms (%.1fx), max %.2f ms (%.1fx)\n", BF_BIG, b.big_status, b.big_ns / 1e6,
+	       b.frames, BF_KEYS, BF_PIPE, deferred, n, lat[n / 2] / 1e6,
+	       (double)lat[n / 2] / (double)calm[bn / 2], lat[n * 95 / 100] / 1e6,
+	       (double)lat[n * 95 / 100] / (double)calm[bn * 95 / 100], p99 / 1e6,
+	       (double)p99 / (double)base_p99, lat[n - 1] / 1e6,
 	       (double)lat[n - 1] / (double)calm[bn - 1]);
 	T_ASSERT(!s.failed);
 	T_ASSERT(!b.failed);
@@ -8198,8 +8204,7 @@ static void phase_big_frames(void)
 	T_GE_INT(b.frames, BF_PIPE);
 	T_GE_INT(deferred, 1); /* the items budget cut the pipelines */
 	T_LE_INT(lat[n / 2], BF_P50_RATIO * calm[bn / 2]);
-	T_LE_INT(p99, BF_P99_RATIO * base_p99);
-	T_LE_INT(lat[n - 1], BF_MAX_RATIO * calm[bn - 1]);
+	T_LE_INT(lat[n * 95 / 100], BF_P95_RATIO * calm[bn * 95 / 100]);
 	kc_close(&p);
 	kc_close(&c);
 	T_EQ_INT(tsrv_stop(&srv), 0);
