@@ -640,11 +640,18 @@ static bool value_range_crc(struct value_vcache *cache, const struct iovec *v, u
 				vc ? value_vfind(cache, v[0].iov_base, p, true) : NULL;
 			if (e) {
 				if (!e->view) {
-					e->view = v;
-					e->vc = vc;
 					e->start = start;
 					e->len = g->lens[p];
 					e->crc = g->crcs[p];
+				}
+				/* Unchecked, it is checked through this item's
+				 * view, pinned now: the item whose plan entered it
+				 * may have let its pin go since, its block held by
+				 * this one (a reply's item failed -ENOMEM is
+				 * unpinned before the next is read; review46g). */
+				if (!e->view || e->state == 0) {
+					e->view = v;
+					e->vc = vc;
 				}
 				value_vcheck(e);
 				if (e->state < 0)
