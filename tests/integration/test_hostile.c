@@ -4050,6 +4050,80 @@ static void phase_quiet_pins_once(void)
 	T_EQ_INT(tsrv_stop(&srv), 0);
 }
 /* ------------------------------------------------------------------------
+ * quiet_pins_pipe (review46g): quiet_pins_once counts a grantee's
+ * duplicates once (pin_exact), the slices of an output whose pin a later
+ * output carries counted there.  Pipelined and unread, frames each naming
+ * one more 1 MiB value QO_DUPS times, on QPP_CONNS connections, must stop
+ * at the tenant's share (--dram/4, 16 MiB): the values held are the
+ * share's, not one a frame, and another tenant's PUT finds room.
+ */
+#define QPP_VALUES 40u
+#define QPP_CONNS 4u
+
+static void phase_quiet_pins_pipe(void)
+{
+	const char *extra[] = { "--threads", "1", "--ssd", "0", NULL };
+	uint8_t ns[PROTO_DIGEST_LEN], ns_r[PROTO_DIGEST_LEN], *v = malloc(8u << 20);
+	struct proto_item *its = calloc(QO_DUPS, sizeof(*its));
+	struct proto_frame f = { .op = PROTO_OP_GET };
+	struct kvt_ns_desc d = desc;
+	struct kc c, r[QPP_CONNS];
+	uint64_t pins;
+	int rc;
+
+	T_ASSERT(v != NULL && its != NULL);
+	start_with("quiet_pins_pipe", extra, "alice " SECRET_ALICE " tenant\n"
+					     "admin " SECRET_ADMIN " admin\n"
+					     "rita " SECRET_ALICE " tenant\n"
+					     "grant alice model=hostile-model to rita\n");
+	T_RC(kc_dial(&c, srv.port, "alice", SECRET_ALICE), 0);
+	T_RC(kc_register(&c, &desc, ns, NULL, 0), KVT_OK);
+	for (unsigned k = 0; k < QPP_VALUES; k++) {
+		struct iovec p = { v, QP_LEN };
+		char key[16];
+		struct kvt_key kk;
+		snprintf(key, sizeof(key), "qpp-%u", k);
+		kvt_key_set(&kk, key, strlen(key));
+		tsrv_fill(v, QP_LEN, 470 + k);
+		T_RC(kc_put(&c, ns, &kk, &p, 1, NULL), KVT_OK);
+	}
+	d.tenant = "alice";
+	f.ns_count = 1;
+	f.ns = ns;
+	for (unsigned j = 0; j < QPP_CONNS; j++) {
+		T_RC(kc_dial(&r[j], srv.port, "rita", SECRET_ALICE), 0);
+		T_RC(kc_register(&r[j], &d, ns_r, NULL, 0), KVT_OK);
+	}
+	for (unsigned k = 0; k < QPP_VALUES; k++) {
+		char key[16];
+		snprintf(key, sizeof(key), "qpp-%u", k);
+		for (unsigned i = 0; i < QO_DUPS; i++)
+			kvt_key_set(&its[i].key, key, strlen(key));
+		T_ASSERT(kc_request(&r[k % QPP_CONNS], &f, its, QO_DUPS, NULL, 0) > 0);
+	}
+	tsrv_sleep_ms(1000);
+	pins = stat_of("store.pins_active");
+	{
+		struct iovec p = { v, 8u << 20 };
+		struct kvt_key kk;
+		kvt_key_set(&kk, "qpp-big", 7);
+		memset(v, 7, 8u << 20);
+		rc = kc_put(&c, ns, &kk, &p, 1, NULL);
+	}
+	printf("quiet_pins_pipe: %u frames each naming another 1 MiB value %u times, unread: "
+	       "store.pins_active %" PRIu64 "; another PUT of 8 MiB: %d\n", QPP_VALUES, QO_DUPS,
+	       pins, rc);
+	for (unsigned j = 0; j < QPP_CONNS; j++)
+		kc_close(&r[j]);
+	kc_close(&c);
+	free(its);
+	free(v);
+	/* the share's values, and a connection's first past it (quiet_pins) */
+	T_LE_INT(pins, 16 + QPP_CONNS);
+	T_EQ_INT(rc, KVT_OK);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+/* ------------------------------------------------------------------------
  * resp_items (hostile7): each key of a RESP MGET gets a library request
  * (~330 bytes) against the 7 bytes of the key in the command, which alone
  * was charged: connections pipelining MGETs of 65535 keys, never reading,
@@ -11864,6 +11938,7 @@ static const struct tsrv_phase phases[] = {
 	{ "quiet_pins", phase_quiet_pins },
 	{ "quiet_pins_dup", phase_quiet_pins_dup },
 	{ "quiet_pins_once", phase_quiet_pins_once },
+	{ "quiet_pins_pipe", phase_quiet_pins_pipe },
 	{ "range_one_pin", phase_range_one_pin },
 	{ "range_chunk_check", phase_range_chunk_check },
 	{ "stats_unread", phase_stats_unread },
