@@ -479,6 +479,11 @@ struct kvtd_out {
 				* an S3 answer of a Range keeps its whole object
 				* pinned, and is counted so in the pin caps
 				* (kvtd_out_pinned); 0: pin_len */
+	bool pin_exact;        /* pin_held is what it counts, even below pin_len:
+				* a native GET's answer counts the values its own
+				* pins hold, each once; the bytes it sends from a
+				* pin a later output carries count there (a
+				* grantee's duplicates, value.c) */
 	struct kvtd_tstat *pin_tstat; /* the tenant pin_len counts in (pinned): set
 				       * before kvtd_conn_queue by a protocol whose
 				       * connection has several (S3: the GET's
@@ -506,9 +511,11 @@ struct kvtd_out {
 
 /* What an output entry counts in its connection's pin_bytes and its
  * tenant's pinned: the values its pins hold (pin_held), at least the
- * bytes it sends from them. */
+ * bytes it sends from them -- unless pin_exact (a native GET's). */
 static inline uint64_t kvtd_out_pinned(const struct kvtd_out *o)
 {
+	if (o->pin_exact)
+		return o->pin_held;
 	return o->pin_held > o->pin_len ? o->pin_held : o->pin_len;
 }
 

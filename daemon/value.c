@@ -382,29 +382,110 @@ void kvtd_value_put_commit(struct kvtd_frame *fr)
 struct value_get_out {
 	struct proto_item pi;
 	uint32_t n;               /* the stored part table: n entries */
-	uint64_t *lens;           /* &lens1, or malloc'd (owned) */
-	uint32_t *crcs;           /* &crcs1, or malloc'd (owned) */
+	uint64_t *lens;           /* &lens1, malloc'd (owned), or shared */
+	uint32_t *crcs;           /* &crcs1, malloc'd (owned), or shared */
 	uint64_t lens1;           /* a single part's entry */
 	uint32_t crcs1;
 	uint64_t range_len;       /* a range's entry */
 	uint32_t range_crc;
 	struct iovec *slices;     /* into the pinned view (owned array) */
 	unsigned slice_count;
+	bool shared;              /* lens, crcs: a value_ptabs' (not owned) */
 	uint64_t table_len;       /* bytes this item adds to the table */
 	uint64_t data_len;        /* value bytes it adds to the data section */
 };
 
 /*
+ * Part tables a pass over a frame's items has read, by value (the block
+ * its view starts in, kvtd_req_pin_at): items that read one value share
+ * its table.  Each item read its own -- kvt_pin_parts twice (its count,
+ * then the table), each a copy of the whole table under the pin lock --
+ * and a RANGE twice more (kvtd_value_verify_plan, then the reply): a
+ * frame of 1,024 one-byte ranges of a value of 1,024 parts cost ~8x the
+ * same frame over a value of one part (bench/range_parts_cost.c).  Valid
+ * for one pass only (a reply's call, a plan): its items' pins hold their
+ * blocks throughout, so an address names one value; a deferred item's
+ * pin is let go, and its block may be another value's when read again.
+ * Open addressing, at most half full; NULL (no memory): each item reads
+ * its own.
+ */
+struct value_ptab {
+	uintptr_t at;             /* 0: a free slot */
+	uint32_t n;
+	uint64_t *lens;           /* &lens1, or malloc'd (owned) */
+	uint32_t *crcs;           /* &crcs1, or malloc'd (owned) */
+	uint64_t lens1;
+	uint32_t crcs1;
+};
+
+struct value_ptabs {
+	struct value_ptab *e;
+	uint32_t cap;
+};
+
+static struct value_ptabs *value_ptabs_new(uint32_t items)
+{
+	struct value_ptabs *t = calloc(1, sizeof(*t));
+	uint32_t cap = 16;
+
+	while (cap < 2 * items)
+		cap *= 2;
+	if (t)
+		t->e = calloc(cap, sizeof(*t->e));
+	if (!t || !t->e) {
+		free(t);
+		return NULL;
+	}
+	t->cap = cap;
+	return t;
+}
+
+static void value_ptabs_free(struct value_ptabs *t)
+{
+	if (!t)
+		return;
+	for (uint32_t i = 0; i < t->cap; i++) {
+		if (t->e[i].lens != &t->e[i].lens1)
+			free(t->e[i].lens);
+		if (t->e[i].crcs != &t->e[i].crcs1)
+			free(t->e[i].crcs);
+	}
+	free(t->e);
+	free(t);
+}
+
+/* The slot of value at: its table (n > 0), or a free slot to keep it in
+ * (at 0: none).  NULL: no cache, or no view to name it by. */
+static struct value_ptab *value_ptab_slot(struct value_ptabs *t, uintptr_t at)
+{
+	if (!t || !at)
+		return NULL;
+	for (uint64_t h = ((uint64_t)at * 0x9e3779b97f4a7c15ull) >> 32;; h++) {
+		struct value_ptab *e = &t->e[h & (t->cap - 1)];
+		if (e->at == at || !e->at)
+			return e;
+	}
+}
+
+/*
  * The part table of the pinned value: the writer's lengths and CRCs
- * (kvt_pin_parts).  One part -- the common case -- needs no allocation.
- * Returns 0 or an error status.
+ * (kvt_pin_parts), or the one tabs read for the same value.  One part --
+ * the common case -- needs no allocation.  Returns 0 or an error status.
  */
 static int value_parts_read(struct kvtd_server *srv, const struct kvt_req *r,
-			    struct value_get_out *g)
+			    struct value_get_out *g, struct value_ptabs *tabs)
 {
+	struct value_ptab *e = value_ptab_slot(tabs, kvtd_req_pin_at(r));
 	uint64_t sum = 0;
 	int n;
 
+	if (e && e->at) {
+		g->lens = e->lens;
+		g->crcs = e->crcs;
+		g->n = e->n;
+		g->shared = true;
+		return 0; /* checked when read */
+	}
 	g->lens = &g->lens1;
 	g->crcs = &g->crcs1;
 	n = kvt_pin_parts(srv->store, r->pin, g->lens, g->crcs, 1);
@@ -426,6 +507,18 @@ static int value_parts_read(struct kvtd_server *srv, const struct kvt_req *r,
 		sum += g->lens[p];
 	if (n < 1 || sum != r->length)
 		return KVT_ECORRUPT;
+	if (e) {
+		/* kept for the pass: the items after this one share it */
+		e->at = kvtd_req_pin_at(r);
+		e->n = g->n;
+		e->lens = g->lens == &g->lens1 ? &e->lens1 : g->lens;
+		e->crcs = g->crcs == &g->crcs1 ? &e->crcs1 : g->crcs;
+		e->lens1 = g->lens1;
+		e->crcs1 = g->crcs1;
+		g->lens = e->lens;
+		g->crcs = e->crcs;
+		g->shared = true;
+	}
 	return 0;
 }
 
@@ -547,11 +640,18 @@ static bool value_range_crc(struct value_vcache *cache, const struct iovec *v, u
 				vc ? value_vfind(cache, v[0].iov_base, p, true) : NULL;
 			if (e) {
 				if (!e->view) {
-					e->view = v;
-					e->vc = vc;
 					e->start = start;
 					e->len = g->lens[p];
 					e->crc = g->crcs[p];
+				}
+				/* Unchecked, it is checked through this item's
+				 * view, pinned now: the item whose plan entered it
+				 * may have let its pin go since, its block held by
+				 * this one (a reply's item failed -ENOMEM is
+				 * unpinned before the next is read; review46g). */
+				if (!e->view || e->state == 0) {
+					e->view = v;
+					e->vc = vc;
 				}
 				value_vcheck(e);
 				if (e->state < 0)
@@ -567,7 +667,8 @@ static bool value_range_crc(struct value_vcache *cache, const struct iovec *v, u
 }
 
 static int value_get_item(struct kvtd_server *srv, struct kvtd_item *it, uint32_t index,
-			  struct value_get_out *g, struct value_vcache *cache)
+			  struct value_get_out *g, struct value_vcache *cache,
+			  struct value_ptabs *tabs)
 {
 	const struct kvt_req *r = &it->req;
 	uint64_t vlen = r->length, off = 0;
@@ -579,7 +680,7 @@ static int value_get_item(struct kvtd_server *srv, struct kvtd_item *it, uint32_
 	g->table_len = 40;
 	if (it->status != KVT_OK)
 		return 0;
-	rc = value_parts_read(srv, r, g);
+	rc = value_parts_read(srv, r, g, tabs);
 	if (rc < 0) {
 		g->pi.status = rc;
 		return 0;
@@ -644,6 +745,10 @@ static int value_get_item(struct kvtd_server *srv, struct kvtd_item *it, uint32_
 
 static void value_get_out_free(struct value_get_out *g)
 {
+	if (g->shared) { /* the pass's (value_ptabs_free) */
+		g->lens = &g->lens1;
+		g->crcs = &g->crcs1;
+	}
 	if (g->lens != &g->lens1)
 		free(g->lens);
 	if (g->crcs != &g->crcs1)
@@ -653,13 +758,16 @@ static void value_get_out_free(struct value_get_out *g)
 
 /*
  * Before a GET reply: enter every stored part the frame's range reads
- * touch in the frame's cache, unchecked.  Returns the bytes to check, so
+ * touch in the frame's cache, unchecked -- of the items pinned now, from
+ * the chunk to answer on (ops.c drops the cache when it defers items,
+ * and plans again once they are pinned again).  Returns the bytes to check, so
  * that the caller can have a large check done off the loop thread
  * (kvtd_value_verify_run on the aux thread).  Loop thread.
  */
 uint64_t kvtd_value_verify_plan(struct kvtd_frame *fr)
 {
 	struct kvtd_server *srv = fr->loop->srv;
+	struct value_ptabs *tabs = value_ptabs_new(fr->n);
 	uint64_t total = 0;
 
 	for (uint32_t i = 0; i < fr->n; i++) {
@@ -668,12 +776,15 @@ uint64_t kvtd_value_verify_plan(struct kvtd_frame *fr)
 		struct value_get_out g;
 		uint64_t start = 0;
 
+		/* answered (their pins the outputs'), or deferred: no view */
+		if (i < fr->chunk_start || it->deferred)
+			continue;
 		if (it->status != KVT_OK || !(it->flags & PROTO_IF_RANGE) ||
 		    (it->flags & PROTO_IF_PART) || !r->view_count || it->off > r->length ||
 		    it->len > r->length - it->off)
 			continue;
 		memset(&g, 0, sizeof(g));
-		if (value_parts_read(srv, r, &g) < 0)
+		if (value_parts_read(srv, r, &g, tabs) < 0)
 			continue;
 		if (!fr->vcache)
 			fr->vcache = calloc(1, sizeof(struct value_vcache));
@@ -696,6 +807,7 @@ uint64_t kvtd_value_verify_plan(struct kvtd_frame *fr)
 		}
 		value_get_out_free(&g);
 	}
+	value_ptabs_free(tabs);
 	return total;
 }
 
@@ -793,18 +905,20 @@ void kvtd_value_get_reply(struct kvtd_frame *fr, uint32_t first, uint32_t last)
 	/* Items [first, last): g and pis are indexed from first. */
 	struct value_get_out *g = calloc(last - first + 1, sizeof(*g));
 	struct proto_item *pis = calloc(last - first + 1, sizeof(*pis));
+	struct value_ptabs *tabs = value_ptabs_new(last - first); /* NULL: each its own */
 	uint64_t table_budget = lim->table_max, data_budget;
 	uint32_t start = first;
 
 	if (!g || !pis) {
 		free(g);
 		free(pis);
+		value_ptabs_free(tabs);
 		kvtd_reply_error(fr, -ENOMEM, "server out of memory");
 		return;
 	}
 	data_budget = lim->frame_max - PROTO_HDR_LEN - lim->table_max;
 	for (uint32_t i = first; i < last; i++) {
-		value_get_item(srv, &fr->items[i], i, &g[i - first], fr->vcache);
+		value_get_item(srv, &fr->items[i], i, &g[i - first], fr->vcache, tabs);
 		pis[i - first] = g[i - first].pi;
 		if (g[i - first].pi.status != KVT_OK && fr->items[i].pinned &&
 		    !fr->items[i].carries) {
@@ -895,6 +1009,17 @@ void kvtd_value_get_reply(struct kvtd_frame *fr, uint32_t first, uint32_t last)
 			 * --max-memory, and every tenant's next frame was
 			 * refused (test_hostile quiet_slices). */
 			o->pin_len = o->bytes - o->iov[0].iov_len;
+			/* ... and counted in the pin caps as the values its
+			 * own pins hold, each once (pin_held), not as the bytes
+			 * it sends: the slices of a pin a later output carries
+			 * count there, once, with the value.  A grantee's frame
+			 * naming a 1 MiB value 128 times counted 128 MiB in its
+			 * tenant's pinned (its share 16 MiB), and the tenant's
+			 * next GET on another connection was KVT_EBUSY while
+			 * the answer was unread (test_hostile quiet_pins_once).
+			 * The bound per frame is ops.c's (ops_quiet_limit, one
+			 * count a value), which quiet_pins_dup keeps. */
+			o->pin_exact = true;
 			kvtd_pinset_free(&held);
 		}
 		kvtd_conn_queue(fr->conn, o);
@@ -902,6 +1027,7 @@ void kvtd_value_get_reply(struct kvtd_frame *fr, uint32_t first, uint32_t last)
 	}
 	for (uint32_t i = first; i < last; i++)
 		value_get_out_free(&g[i - first]);
+	value_ptabs_free(tabs);
 	free(g);
 	free(pis);
 }

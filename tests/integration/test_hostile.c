@@ -1102,12 +1102,21 @@ static void phase_deletes(void)
 #define R_PARTS 4
 #define R_PART_LEN (8u << 20)
 #define R_RANGES 1024 /* the most a frame may name (2048 until big_frames) */
-#if defined(HOSTILE_ASAN) || defined(HOSTILE_TSAN)
-#define RANGE_PING_MAX_NS 400000000ull
-#else
-#define RANGE_PING_MAX_NS 100000000ull
-#endif
+/* The baseline's value: 16 MiB in R_RANGES parts of 16 KiB, one range in
+ * each: a range's item costs the loop with its value's view (512 runs of
+ * 64 KiB for the 32 MiB), and a frame over a 16 KiB value costs 10x less,
+ * no baseline.  Without the fix its frame checks 16 MiB on the loop
+ * (1,024 parts of 16 KiB once each, either way), not 8 GiB. */
+#define R_BASE_PART (16u << 10)
+/* The bound, a ratio (get46): the server's CPU for the frame against
+ * the baseline frame's just before it.  It was the slowest concurrent
+ * PING under 100 ms (400 sanitized), which passed or failed with the
+ * machine's load: the same frame's PING waited 35-140 ms under ASan at
+ * load 7-15 for 4-20 ms of CPU.  The slowest PING is still printed. */
+#define RANGE_RATIO 4u
 #define RANGE_ROUNDS 4
+
+static uint64_t srv_cpu_ns(void);
 
 struct pinger {
 	pthread_t t;
@@ -1154,72 +1163,242 @@ static void range_item(void *ctx, const struct kc_resp *r, const struct proto_it
 		rs->ok++;
 }
 
+/* One frame of its (R_RANGES one-byte ranges) read, each byte checked
+ * against v: the server's CPU for it; the slowest of p's PINGs meanwhile
+ * in *ping. */
+static uint64_t range_round(struct kc *c, struct proto_frame *f, const struct proto_item *its,
+			    const uint8_t *v, struct pinger *p, uint64_t *ping)
+{
+	struct range_seen rs = { its, v, 0, 0 };
+	uint64_t cpu0, cpu;
+
+	tsrv_sleep_ms(100);
+	atomic_store(&p->max_ns, 0);
+	cpu0 = srv_cpu_ns();
+	T_ASSERT(kc_request(c, f, its, R_RANGES, NULL, 0) > 0);
+	T_GE_INT(kc_recv_items(c, 60000, range_item, &rs, NULL), 1);
+	cpu = srv_cpu_ns() - cpu0;
+	tsrv_sleep_ms(50); /* a PING the ranges held answers by now */
+	*ping = atomic_load(&p->max_ns);
+	T_EQ_INT(rs.seen, R_RANGES);
+	T_EQ_INT(rs.ok, R_RANGES);
+	return cpu;
+}
+
 static void phase_range(void)
 {
 	const char *extra[] = { "--threads", "1", "--ssd", "0", NULL };
 	uint8_t ns[PROTO_DIGEST_LEN], *v = malloc((size_t)R_PARTS * R_PART_LEN);
-	struct iovec parts[R_PARTS];
+	struct iovec *parts = calloc(R_RANGES, sizeof(*parts));
 	struct proto_item *its = calloc(R_RANGES, sizeof(*its));
+	struct proto_item *base_its = calloc(R_RANGES, sizeof(*base_its));
 	struct proto_frame f = { .op = PROTO_OP_GET };
 	struct pinger pg = { 0 };
-	struct range_seen rs = { its, v, 0, 0 };
-	uint64_t t0, took, best = UINT64_MAX;
-	struct kvt_key k;
+	uint64_t best = UINT64_MAX, best_base = 0;
+	struct kvt_key k, kb;
 	struct kc c;
+	bool within = false;
 
+	T_ASSERT(v != NULL && parts != NULL && its != NULL && base_its != NULL);
 	start("range", extra);
 	T_RC(kc_dial(&c, srv.port, "alice", SECRET_ALICE), 0);
 	T_RC(kc_register(&c, &desc, ns, NULL, 0), KVT_OK);
 	tsrv_fill(v, (size_t)R_PARTS * R_PART_LEN, 5);
+	for (int i = 0; i < R_RANGES; i++)
+		parts[i] = (struct iovec){ v + (size_t)i * R_BASE_PART, R_BASE_PART };
+	kvt_key_set(&kb, "range-base", 10);
+	T_RC(kc_put(&c, ns, &kb, parts, R_RANGES, NULL), KVT_OK);
 	for (int i = 0; i < R_PARTS; i++)
 		parts[i] = (struct iovec){ v + (size_t)i * R_PART_LEN, R_PART_LEN };
 	kvt_key_set(&k, "range-big", 9);
 	T_RC(kc_put(&c, ns, &k, parts, R_PARTS, NULL), KVT_OK);
 
 	pthread_create(&pg.t, NULL, pinger_main, &pg);
-	/* One frame of 2048 one-byte ranges spread over the 32 MiB.  The
-	 * slowest concurrent PING of a round is its cost to the loop thread;
-	 * on a loaded machine one PING can also wait for a CPU (249 ms seen
-	 * at load 18 in a round whose other PINGs were fast), so rounds
+	/* One frame of 1,024 one-byte ranges spread over the 32 MiB; each
+	 * round first the baseline's, one in each of its parts.  Rounds
 	 * repeat, up to RANGE_ROUNDS, until one is within the bound: a loop
-	 * thread that the ranges hold is slow in every round. */
+	 * that checks each range's part does so in every round. */
 	for (unsigned i = 0; i < R_RANGES; i++) {
 		its[i].key = k;
 		its[i].flags = PROTO_IF_RANGE;
 		its[i].off = (uint64_t)i * ((uint64_t)R_PARTS * R_PART_LEN / R_RANGES) + 7;
 		its[i].len = 1;
+		base_its[i] = its[i];
+		base_its[i].key = kb;
+		base_its[i].off = (uint64_t)i * R_BASE_PART + 7;
 	}
 	f.ns_count = 1;
 	f.ns = ns;
-	for (int round = 0; round < RANGE_ROUNDS && best > RANGE_PING_MAX_NS; round++) {
-		uint64_t m;
-		tsrv_sleep_ms(100);
-		rs.ok = rs.seen = 0;
-		atomic_store(&pg.max_ns, 0);
-		t0 = tsrv_now_ns();
-		T_ASSERT(kc_request(&c, &f, its, R_RANGES, NULL, 0) > 0);
-		T_GE_INT(kc_recv_items(&c, 60000, range_item, &rs, NULL), 1);
-		took = tsrv_now_ns() - t0;
-		tsrv_sleep_ms(50); /* a PING the ranges held answers by now */
-		m = atomic_load(&pg.max_ns);
-		if (m < best)
-			best = m;
+	for (int round = 0; round < RANGE_ROUNDS && !within; round++) {
+		uint64_t cpu, base_cpu, ping, base_ping;
+		base_cpu = range_round(&c, &f, base_its, v, &pg, &base_ping);
+		cpu = range_round(&c, &f, its, v, &pg, &ping);
+		if (cpu <= RANGE_RATIO * base_cpu)
+			within = true;
+		if (cpu < best) {
+			best = cpu;
+			best_base = base_cpu;
+		}
 		printf("range round %d: %u one-byte ranges of a 32 MiB value (4 parts) in one "
-		       "frame: %u exact, answered in %.1f ms; a concurrent PING (one loop "
-		       "thread): slowest %.1f ms\n", round + 1, R_RANGES, rs.ok, took / 1e6, m / 1e6);
-		T_EQ_INT(rs.seen, R_RANGES);
-		T_EQ_INT(rs.ok, R_RANGES);
+		       "frame: %.1f ms of the server's CPU, a concurrent PING (one loop thread) "
+		       "%.1f ms at most; of a 16 MiB value (1,024 parts): %.1f ms, PING %.1f ms\n",
+		       round + 1, R_RANGES, cpu / 1e6, ping / 1e6, base_cpu / 1e6, base_ping / 1e6);
 	}
 	atomic_store(&pg.stop, true);
 	pthread_join(pg.t, NULL);
-	printf("range: %" PRIu64 " PINGs, the best round's slowest %.1f ms\n",
-	       atomic_load(&pg.count), best / 1e6);
+	printf("range: %" PRIu64 " PINGs; the best round's CPU %.1f ms (its baseline's %.1f ms)\n",
+	       atomic_load(&pg.count), best / 1e6, best_base / 1e6);
 	T_EQ_INT(atomic_load(&pg.fails), 0);
-	/* 100 ms (issue 21); a sanitized build does the same work several
-	 * times slower (release, loaded 2-core machine: 11-24 ms). */
-	T_LE_INT(best, RANGE_PING_MAX_NS);
+	/* Before the fix (d9de6bdb) each range checked its 8 MiB part on
+	 * the loop: a PING waited 4.8 s (ASan). */
+	T_ASSERT(within);
+	kc_close(&c);
+	free(parts);
+	free(its);
+	free(base_its);
+	free(v);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
+/* ------------------------------------------------------------------------
+ * range_one_pin (get46): a chunk of a GET's answer stopped at the pin
+ * budget whatever its next item added: ranges of one value larger than
+ * the connection's pin budget (--dram/8, 8 MiB here) -- the first item
+ * always taken -- were answered one item a chunk, each pinned and read
+ * again after the last one drained: 1,024 one-byte ranges of a 32 MiB
+ * value came back in 1,024 answer frames.  A grantee's (quiet, refused
+ * past its tenant's share, 16 MiB) got its first range and 1,023
+ * KVT_EBUSY.  The value's pin is counted once; a range of it adds none.
+ */
+
+static void phase_range_one_pin(void)
+{
+	const char *extra[] = { "--threads", "1", "--ssd", "0", NULL };
+	uint8_t ns[PROTO_DIGEST_LEN], ns_r[PROTO_DIGEST_LEN];
+	uint8_t *v = malloc((size_t)R_PARTS * R_PART_LEN);
+	struct iovec parts[R_PARTS];
+	struct proto_item *its = calloc(R_RANGES, sizeof(*its));
+	struct proto_frame f = { .op = PROTO_OP_GET };
+	struct range_seen own = { its, v, 0, 0 }, quiet = { its, v, 0, 0 };
+	struct kvt_ns_desc d = desc;
+	struct kvt_key k;
+	struct kc c, r;
+	int own_frames, quiet_frames;
+
+	T_ASSERT(v != NULL && its != NULL);
+	start_with("range_one_pin", extra, "alice " SECRET_ALICE " tenant\n"
+					   "admin " SECRET_ADMIN " admin\n"
+					   "rita " SECRET_ALICE " tenant\n"
+					   "grant alice model=hostile-model to rita\n");
+	T_RC(kc_dial(&c, srv.port, "alice", SECRET_ALICE), 0);
+	T_RC(kc_register(&c, &desc, ns, NULL, 0), KVT_OK);
+	tsrv_fill(v, (size_t)R_PARTS * R_PART_LEN, 47);
+	for (int i = 0; i < R_PARTS; i++)
+		parts[i] = (struct iovec){ v + (size_t)i * R_PART_LEN, R_PART_LEN };
+	kvt_key_set(&k, "one-pin", 7);
+	T_RC(kc_put(&c, ns, &k, parts, R_PARTS, NULL), KVT_OK);
+	for (unsigned i = 0; i < R_RANGES; i++) {
+		its[i].key = k;
+		its[i].flags = PROTO_IF_RANGE;
+		its[i].off = (uint64_t)i * ((uint64_t)R_PARTS * R_PART_LEN / R_RANGES) + 11;
+		its[i].len = 1;
+	}
+	f.ns_count = 1;
+	f.ns = ns;
+	T_ASSERT(kc_request(&c, &f, its, R_RANGES, NULL, 0) > 0);
+	own_frames = kc_recv_items(&c, 60000, range_item, &own, NULL);
+	T_RC(kc_dial(&r, srv.port, "rita", SECRET_ALICE), 0);
+	d.tenant = "alice";
+	T_RC(kc_register(&r, &d, ns_r, NULL, 0), KVT_OK);
+	T_ASSERT(kc_request(&r, &f, its, R_RANGES, NULL, 0) > 0);
+	quiet_frames = kc_recv_items(&r, 60000, range_item, &quiet, NULL);
+	printf("range_one_pin: %u one-byte ranges of a 32 MiB value: the owner's %u exact in %d "
+	       "answer frames; a grantee's %u exact in %d\n", R_RANGES, own.ok, own_frames,
+	       quiet.ok, quiet_frames);
+	kc_close(&r);
 	kc_close(&c);
 	free(its);
+	free(v);
+	T_EQ_INT(own.seen, R_RANGES);
+	T_EQ_INT(own.ok, R_RANGES);
+	T_EQ_INT(quiet.seen, R_RANGES);
+	T_EQ_INT(quiet.ok, R_RANGES);
+	/* 57 KB of table and 1 KiB of data: one frame, or a few */
+	T_GE_INT(own_frames, 1);
+	T_LE_INT(own_frames, 4);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
+/* ------------------------------------------------------------------------
+ * range_chunk_check (get46): the stored parts a frame's ranges read are
+ * entered in the frame's check cache once, when all its items are pinned
+ * (value.c kvtd_value_verify_plan), each with the view of the pin that
+ * entered it; a check of at most 1 MiB in all is done as the answer is
+ * built.  A frame answered in chunks lets the pins of its later items go
+ * (deferred) and pins them again when the answers drain: their entries'
+ * views were the released pins'.  Ranges of 1 byte in 4 values of 6 MiB
+ * (parts of 256 KiB: 1 MiB of checks, inline), past the connection's pin
+ * budget (8 MiB): answered in chunks, every byte exact.
+ */
+
+#define RCC_VALUES 4u
+#define RCC_LEN (6u << 20)
+#define RCC_PART (256u << 10)
+
+/* Item i reads value i, stored from v + i * RCC_LEN. */
+static void rcc_item(void *ctx, const struct kc_resp *r, const struct proto_item *pi)
+{
+	struct range_seen *rs = ctx;
+	const struct proto_item *q = &rs->its[pi->index];
+
+	rs->seen++;
+	if (pi->status == KVT_OK && pi->data_len == 1 &&
+	    r->data[pi->data_off] == rs->v[(size_t)pi->index * RCC_LEN + q->off])
+		rs->ok++;
+}
+
+static void phase_range_chunk_check(void)
+{
+	const char *extra[] = { "--threads", "1", "--ssd", "0", NULL };
+	uint8_t ns[PROTO_DIGEST_LEN], *v = malloc((size_t)RCC_VALUES * RCC_LEN);
+	struct iovec parts[RCC_LEN / RCC_PART];
+	struct proto_item its[RCC_VALUES];
+	struct proto_frame f = { .op = PROTO_OP_GET };
+	struct kc c;
+
+	T_ASSERT(v != NULL);
+	start("range_chunk_check", extra);
+	T_RC(kc_dial(&c, srv.port, "alice", SECRET_ALICE), 0);
+	T_RC(kc_register(&c, &desc, ns, NULL, 0), KVT_OK);
+	tsrv_fill(v, (size_t)RCC_VALUES * RCC_LEN, 48);
+	memset(its, 0, sizeof(its));
+	for (unsigned i = 0; i < RCC_VALUES; i++) {
+		char key[16];
+		for (unsigned p = 0; p < RCC_LEN / RCC_PART; p++)
+			parts[p] = (struct iovec){ v + (size_t)i * RCC_LEN + (size_t)p * RCC_PART,
+						   RCC_PART };
+		snprintf(key, sizeof(key), "rcc-%u", i);
+		kvt_key_set(&its[i].key, key, strlen(key));
+		T_RC(kc_put(&c, ns, &its[i].key, parts, RCC_LEN / RCC_PART, NULL), KVT_OK);
+		its[i].flags = PROTO_IF_RANGE;
+		its[i].off = 1000 + i;
+		its[i].len = 1;
+	}
+	f.ns_count = 1;
+	f.ns = ns;
+	for (int round = 0; round < 4; round++) {
+		struct range_seen rs = { its, v, 0, 0 };
+		int frames;
+		f.tag = 0;
+		T_ASSERT(kc_request(&c, &f, its, RCC_VALUES, NULL, 0) > 0);
+		frames = kc_recv_items(&c, 60000, rcc_item, &rs, NULL);
+		printf("range_chunk_check round %d: %u ranges in %d answer frames, %u exact\n",
+		       round + 1, rs.seen, frames, rs.ok);
+		T_EQ_INT(rs.seen, RCC_VALUES);
+		T_EQ_INT(rs.ok, RCC_VALUES);
+		T_GE_INT(frames, 2); /* in chunks, else it proves nothing */
+	}
+	kc_close(&c);
 	free(v);
 	T_EQ_INT(tsrv_stop(&srv), 0);
 }
@@ -3478,8 +3657,6 @@ static void phase_parts_amp(void)
 #define RC_QUIET_FRAMES 8u
 #define RC_READ 16u
 
-static uint64_t srv_cpu_ns(void);
-
 /* A range read back exactly, its CRC over exactly its bytes. */
 static void rcrc_item(void *ctx, const struct kc_resp *r, const struct proto_item *pi)
 {
@@ -3611,8 +3788,11 @@ static void phase_range_crc(void)
 	T_EQ_INT(rs.ok, 1);
 	T_EQ_INT(atomic_load(&pg.fails), 0);
 	/* Each frame's CPU within a few times the same frame's of one-byte
-	 * ranges, plus a few large ranges: before, 1,024 of them. */
-	T_LE_INT(own_cpu, 3 * base_cpu + 4 * one_cpu);
+	 * ranges, plus a few large ranges: before, 1,024 of them.  8x since
+	 * get46: the one-byte ranges' frame reads its value's part table
+	 * once (value.c value_ptabs), 11.6 ms -> 3.8 ms, and the owner's
+	 * unread frame, deferred past its first range, 15-19 ms (ASan). */
+	T_LE_INT(own_cpu, 8 * base_cpu + 4 * one_cpu);
 	T_LE_INT(quiet_cpu, 3 * RC_QUIET_FRAMES * base_cpu + 4 * one_cpu);
 	T_EQ_INT(tsrv_stop(&srv), 0);
 }
@@ -3795,6 +3975,153 @@ static void phase_quiet_pins(void)
 static void phase_quiet_pins_dup(void)
 {
 	quiet_pins_run("quiet_pins_dup", 2);
+}
+
+/* quiet_pins_once (get46): the duplicates of a grantee's frame share one
+ * pin, and its value is held once, but every output of the answer
+ * counted the bytes it sent from it in the pin caps: one frame naming a
+ * 1 MiB value 128 times, left unread, counted 128 MiB in its tenant's
+ * pinned (the share --dram/4, 16 MiB), and the tenant's next GET on a
+ * fresh connection was KVT_EBUSY until that answer drained.  Now the
+ * value counts once; the share still bounds distinct values
+ * (quiet_pins_dup). */
+#define QO_DUPS 128u
+
+static void phase_quiet_pins_once(void)
+{
+	const char *extra[] = { "--threads", "1", "--ssd", "0", NULL };
+	uint8_t ns[PROTO_DIGEST_LEN], ns_r[PROTO_DIGEST_LEN], *v = malloc(QP_LEN);
+	struct proto_item *its = calloc(QO_DUPS, sizeof(*its));
+	struct proto_frame f = { .op = PROTO_OP_GET };
+	struct kvt_ns_desc d = desc;
+	struct kvt_key ka, kb;
+	struct kc_value val = { 0 };
+	struct kc c, r, r2;
+	uint64_t pins, busy0, busy;
+	int g, exact;
+
+	T_ASSERT(v != NULL && its != NULL);
+	start_with("quiet_pins_once", extra, "alice " SECRET_ALICE " tenant\n"
+					     "admin " SECRET_ADMIN " admin\n"
+					     "rita " SECRET_ALICE " tenant\n"
+					     "grant alice model=hostile-model to rita\n");
+	T_RC(kc_dial(&c, srv.port, "alice", SECRET_ALICE), 0);
+	T_RC(kc_register(&c, &desc, ns, NULL, 0), KVT_OK);
+	kvt_key_set(&ka, "qo-a", 4);
+	kvt_key_set(&kb, "qo-b", 4);
+	{
+		struct iovec p = { v, QP_LEN };
+		tsrv_fill(v, QP_LEN, 461);
+		T_RC(kc_put(&c, ns, &ka, &p, 1, NULL), KVT_OK);
+		tsrv_fill(v, QP_LEN, 462);
+		T_RC(kc_put(&c, ns, &kb, &p, 1, NULL), KVT_OK);
+	}
+	for (unsigned i = 0; i < QO_DUPS; i++)
+		its[i].key = ka;
+	d.tenant = "alice";
+	f.ns_count = 1;
+	f.ns = ns;
+	T_RC(kc_dial(&r, srv.port, "rita", SECRET_ALICE), 0);
+	T_RC(kc_register(&r, &d, ns_r, NULL, 0), KVT_OK);
+	busy0 = stat_of("server.pin_deferred");
+	T_ASSERT(kc_request(&r, &f, its, QO_DUPS, NULL, 0) > 0);
+	tsrv_sleep_ms(500);
+	pins = stat_of("store.pins_active");
+	/* The same tenant on a fresh connection, the first answer unread. */
+	T_RC(kc_dial(&r2, srv.port, "rita", SECRET_ALICE), 0);
+	T_RC(kc_register(&r2, &d, ns_r, NULL, 0), KVT_OK);
+	g = kc_get(&r2, ns_r, &kb, 0, 0, 0, 0, &val);
+	exact = g == KVT_OK && val.len == QP_LEN && memcmp(val.bytes, v, QP_LEN) == 0;
+	kc_value_free(&val);
+	busy = stat_of("server.pin_deferred") - busy0;
+	printf("quiet_pins_once: a grantee's frame naming one 1 MiB value %u times, unread: "
+	       "store.pins_active %" PRIu64 "; the tenant's GET of another on a fresh "
+	       "connection: %d (%s), pin_deferred +%" PRIu64 "\n", QO_DUPS, pins, g,
+	       exact ? "exact" : "not exact", busy);
+	kc_close(&r2);
+	kc_close(&r);
+	kc_close(&c);
+	free(its);
+	free(v);
+	T_LE_INT(pins, 1);
+	T_EQ_INT(g, KVT_OK);
+	T_ASSERT(exact);
+	T_EQ_INT(busy, 0);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+/* ------------------------------------------------------------------------
+ * quiet_pins_pipe (review46g): quiet_pins_once counts a grantee's
+ * duplicates once (pin_exact), the slices of an output whose pin a later
+ * output carries counted there.  Pipelined and unread, frames each naming
+ * one more 1 MiB value QO_DUPS times, on QPP_CONNS connections, must stop
+ * at the tenant's share (--dram/4, 16 MiB): the values held are the
+ * share's, not one a frame, and another tenant's PUT finds room.
+ */
+#define QPP_VALUES 40u
+#define QPP_CONNS 4u
+
+static void phase_quiet_pins_pipe(void)
+{
+	const char *extra[] = { "--threads", "1", "--ssd", "0", NULL };
+	uint8_t ns[PROTO_DIGEST_LEN], ns_r[PROTO_DIGEST_LEN], *v = malloc(8u << 20);
+	struct proto_item *its = calloc(QO_DUPS, sizeof(*its));
+	struct proto_frame f = { .op = PROTO_OP_GET };
+	struct kvt_ns_desc d = desc;
+	struct kc c, r[QPP_CONNS];
+	uint64_t pins;
+	int rc;
+
+	T_ASSERT(v != NULL && its != NULL);
+	start_with("quiet_pins_pipe", extra, "alice " SECRET_ALICE " tenant\n"
+					     "admin " SECRET_ADMIN " admin\n"
+					     "rita " SECRET_ALICE " tenant\n"
+					     "grant alice model=hostile-model to rita\n");
+	T_RC(kc_dial(&c, srv.port, "alice", SECRET_ALICE), 0);
+	T_RC(kc_register(&c, &desc, ns, NULL, 0), KVT_OK);
+	for (unsigned k = 0; k < QPP_VALUES; k++) {
+		struct iovec p = { v, QP_LEN };
+		char key[16];
+		struct kvt_key kk;
+		snprintf(key, sizeof(key), "qpp-%u", k);
+		kvt_key_set(&kk, key, strlen(key));
+		tsrv_fill(v, QP_LEN, 470 + k);
+		T_RC(kc_put(&c, ns, &kk, &p, 1, NULL), KVT_OK);
+	}
+	d.tenant = "alice";
+	f.ns_count = 1;
+	f.ns = ns;
+	for (unsigned j = 0; j < QPP_CONNS; j++) {
+		T_RC(kc_dial(&r[j], srv.port, "rita", SECRET_ALICE), 0);
+		T_RC(kc_register(&r[j], &d, ns_r, NULL, 0), KVT_OK);
+	}
+	for (unsigned k = 0; k < QPP_VALUES; k++) {
+		char key[16];
+		snprintf(key, sizeof(key), "qpp-%u", k);
+		for (unsigned i = 0; i < QO_DUPS; i++)
+			kvt_key_set(&its[i].key, key, strlen(key));
+		T_ASSERT(kc_request(&r[k % QPP_CONNS], &f, its, QO_DUPS, NULL, 0) > 0);
+	}
+	tsrv_sleep_ms(1000);
+	pins = stat_of("store.pins_active");
+	{
+		struct iovec p = { v, 8u << 20 };
+		struct kvt_key kk;
+		kvt_key_set(&kk, "qpp-big", 7);
+		memset(v, 7, 8u << 20);
+		rc = kc_put(&c, ns, &kk, &p, 1, NULL);
+	}
+	printf("quiet_pins_pipe: %u frames each naming another 1 MiB value %u times, unread: "
+	       "store.pins_active %" PRIu64 "; another PUT of 8 MiB: %d\n", QPP_VALUES, QO_DUPS,
+	       pins, rc);
+	for (unsigned j = 0; j < QPP_CONNS; j++)
+		kc_close(&r[j]);
+	kc_close(&c);
+	free(its);
+	free(v);
+	/* the share's values, and a connection's first past it (quiet_pins) */
+	T_LE_INT(pins, 16 + QPP_CONNS);
+	T_EQ_INT(rc, KVT_OK);
+	T_EQ_INT(tsrv_stop(&srv), 0);
 }
 /* ------------------------------------------------------------------------
  * resp_items (hostile7): each key of a RESP MGET gets a library request
@@ -7757,26 +8084,38 @@ static void phase_resp_flood(void)
  * 65,536 keys (refused), then pipelines EXISTS of a present key, GET of
  * missing keys and LOOKUP of a present key, 16 frames of 1024 keys a
  * send; another client's PING is timed every 5 ms meanwhile.
+ *
+ * The bounds are ratios (get46): the same PINGs are timed first while the
+ * same client pipelines the same operations in small frames (16 frames of
+ * 64 keys a send: 1,024 items, what a loop iteration takes of big frames
+ * now), no big frame in flight.  The fixed 100 ms p99 failed at load 8-11
+ * on the shared 2-core machine (p99 172-398 ms, fix or not) and passed
+ * alone at 10 ms.  With the items budget taken out of loop.c's
+ * kvtd_conn_parse_budget (the connection's and the tenant's: 16 frames of
+ * 1,024 an iteration), at load 12: p50 23-249 ms against the baseline's
+ * 3-8 (4.3-57x), p95 12.1-12.7x, p99 4.8-14x (and parse_deferred +0); with
+ * it, at load 8-12: p50 0.8-8.1x, p95 1.5-1.9x, p99 0.3-2.2x (ASan), p50
+ * 0.3-5.1x, p95 0.9-2.9x, p99 0.7-25x (release: its baseline's p99 is 5-8
+ * ms, and one stall of the machine, ~120 ms, is the p99 of 133 PINGs).
+ * So the p50 is held to 16x and the p95 to 4x; the p99 and the max are
+ * printed.
  */
 
 #define BF_KEYS 1024u /* KVTD_FRAME_ITEMS_MAX */
+#define BF_SMALL 64u  /* the baseline's frames: BF_PIPE of them, 1,024 keys */
 #define BF_BIG 65536u
 #define BF_PIPE 16u
-/* The PINGs' time: 2 s (3 until 2026-12-06) still take ~245 (ASan),
- * the p99 their 3rd worst (the old loop's p99 346 ms, the bound 100). */
+/* The PINGs' time, each run: 2 s (3 until 2026-12-06) still take ~245
+ * (ASan), the p99 their 3rd worst (the old loop's p99 346 ms). */
 #define BF_SECONDS 2u
-#ifdef HOSTILE_TSAN
-#define BF_P99_MAX_NS 500000000ull
-#define BF_MAX_NS 5000000000ull
-#else
-#define BF_P99_MAX_NS 100000000ull
-#define BF_MAX_NS 1000000000ull
-#endif
+#define BF_P50_RATIO 16u
+#define BF_P95_RATIO 4u
 
 struct bf_flooder {
 	pthread_t t;
 	uint16_t port;
 	const uint8_t *ns;
+	unsigned keys; /* a frame's: BF_KEYS, after a frame of BF_BIG; or BF_SMALL */
 	_Atomic bool stop;
 	unsigned frames;
 	int32_t big_status;
@@ -7802,9 +8141,9 @@ static void *bf_flood_main(void *arg)
 		return NULL;
 	}
 	/* More than a frame may name: refused whole, the connection kept. */
-	for (unsigned i = 0; i < BF_BIG; i++)
+	for (unsigned i = 0; i < BF_BIG && b->keys == BF_KEYS; i++)
 		its[i].key = hit;
-	{
+	if (b->keys == BF_KEYS) {
 		struct proto_frame f = { .op = PROTO_OP_EXISTS, .ns_count = 1, .ns = b->ns };
 		t0 = tsrv_now_ns();
 		if (kc_request(&c, &f, its, BF_BIG, NULL, 0) <= 0 ||
@@ -7817,9 +8156,9 @@ static void *bf_flood_main(void *arg)
 		for (unsigned j = 0; j < BF_PIPE; j++) {
 			unsigned k = (round * BF_PIPE + j) % 3;
 			struct proto_frame f = { .op = ops[k], .ns_count = 1, .ns = b->ns };
-			for (unsigned i = 0; i < BF_KEYS; i++)
+			for (unsigned i = 0; i < b->keys; i++)
 				its[i].key = ops[k] == PROTO_OP_GET ? miss : hit;
-			if (kc_request(&c, &f, its, BF_KEYS, NULL, 0) <= 0)
+			if (kc_request(&c, &f, its, b->keys, NULL, 0) <= 0)
 				b->failed = true;
 		}
 		for (unsigned j = 0; j < BF_PIPE && !b->failed; j++) {
@@ -7834,14 +8173,39 @@ static void *bf_flood_main(void *arg)
 	return NULL;
 }
 
+/* p's PINGs timed every 5 ms for BF_SECONDS while b floods: sorted into
+ * lat (2,048 at most); how many. */
+static unsigned bf_pings(struct kc *p, struct bf_flooder *b, uint64_t *lat)
+{
+	uint64_t end;
+	unsigned n = 0;
+
+	pthread_create(&b->t, NULL, bf_flood_main, b);
+	tsrv_sleep_ms(200);
+	end = tsrv_now_ns() + BF_SECONDS * 1000000000ull;
+	while (tsrv_now_ns() < end && n < 2048) {
+		uint64_t t0 = tsrv_now_ns();
+		if (kc_ping(p) != 0)
+			break;
+		lat[n++] = tsrv_now_ns() - t0;
+		tsrv_sleep_ms(5);
+	}
+	atomic_store(&b->stop, true);
+	pthread_join(b->t, NULL);
+	if (n == 0)
+		lat[n++] = UINT64_MAX;
+	qsort(lat, n, sizeof(lat[0]), cmp_u64);
+	return n;
+}
+
 static void phase_big_frames(void)
 {
 	const char *extra[] = { "--max-memory", "512M", "--threads", "1", NULL };
 	uint8_t ns[PROTO_DIGEST_LEN], val[4096];
 	struct iovec v = { val, sizeof(val) };
-	struct bf_flooder b = { 0 };
-	uint64_t lat[2048], end, d0, deferred;
-	unsigned n = 0;
+	struct bf_flooder b = { 0 }, s = { 0 };
+	uint64_t lat[2048], calm[2048], d0, deferred, p99, base_p99;
+	unsigned n, bn;
 	struct kvt_key k;
 	struct kc c, p;
 
@@ -7880,34 +8244,41 @@ static void phase_big_frames(void)
 		free(its);
 	}
 	T_RC(kc_dial(&p, srv.port, "admin", SECRET_ADMIN), 0);
+	/* The baseline: the same operations in small frames. */
+	s.port = srv.port;
+	s.ns = ns;
+	s.keys = BF_SMALL;
+	bn = bf_pings(&p, &s, calm);
+	base_p99 = calm[bn * 99 / 100];
 	T_RC(kc_stat(&p, PROTO_SCOPE_ALL, "server.parse_deferred", &d0), 0);
 	b.port = srv.port;
 	b.ns = ns;
-	pthread_create(&b.t, NULL, bf_flood_main, &b);
-	tsrv_sleep_ms(200);
-	end = tsrv_now_ns() + BF_SECONDS * 1000000000ull;
-	while (tsrv_now_ns() < end && n < 2048) {
-		uint64_t t0 = tsrv_now_ns();
-		T_RC(kc_ping(&p), 0);
-		lat[n++] = tsrv_now_ns() - t0;
-		tsrv_sleep_ms(5);
-	}
-	atomic_store(&b.stop, true);
-	pthread_join(b.t, NULL);
+	b.keys = BF_KEYS;
+	n = bf_pings(&p, &b, lat);
+	p99 = lat[n * 99 / 100];
 	T_RC(kc_stat(&p, PROTO_SCOPE_ALL, "server.parse_deferred", &deferred), 0);
 	deferred -= d0;
-	qsort(lat, n, sizeof(lat[0]), cmp_u64);
+	printf("big_frames: another client's PING over %u while %u frames of %u keys were "
+	       "answered (%u a send): p50 %.2f ms, p95 %.2f ms, p99 %.2f ms, max %.2f ms\n", bn,
+	       s.frames, BF_SMALL, BF_PIPE, calm[bn / 2] / 1e6, calm[bn * 95 / 100] / 1e6,
+	       base_p99 / 1e6, calm[bn - 1] / 1e6);
 	printf("big_frames: a frame of %u keys: status %d in %.1f ms; then %u frames of %u keys "
 	       "(EXISTS, GET of misses, LOOKUP; %u a send) on one loop, parse_deferred +%" PRIu64
-	       "; another client's PING over %u: p50 %.2f ms, p99 %.2f ms, max %.2f ms\n", BF_BIG,
-	       b.big_status, b.big_ns / 1e6, b.frames, BF_KEYS, BF_PIPE, deferred, n,
-	       lat[n / 2] / 1e6, lat[n * 99 / 100] / 1e6, lat[n - 1] / 1e6);
+	       "; another client's PING over %u: p50 %.2f ms (%.1fx), p95 %.2f ms (%.1fx), p99 "
+	       "%.2f ms (%.1fx), max %.2f ms (%.1fx)\n", BF_BIG, b.big_status, b.big_ns / 1e6,
+	       b.frames, BF_KEYS, BF_PIPE, deferred, n, lat[n / 2] / 1e6,
+	       (double)lat[n / 2] / (double)calm[bn / 2], lat[n * 95 / 100] / 1e6,
+	       (double)lat[n * 95 / 100] / (double)calm[bn * 95 / 100], p99 / 1e6,
+	       (double)p99 / (double)base_p99, lat[n - 1] / 1e6,
+	       (double)lat[n - 1] / (double)calm[bn - 1]);
+	T_ASSERT(!s.failed);
 	T_ASSERT(!b.failed);
 	T_EQ_INT(b.big_status, PROTO_ECOUNT);
+	T_GE_INT(s.frames, BF_PIPE);
 	T_GE_INT(b.frames, BF_PIPE);
 	T_GE_INT(deferred, 1); /* the items budget cut the pipelines */
-	T_LE_INT(lat[n * 99 / 100], BF_P99_MAX_NS);
-	T_LE_INT(lat[n - 1], BF_MAX_NS);
+	T_LE_INT(lat[n / 2], BF_P50_RATIO * calm[bn / 2]);
+	T_LE_INT(lat[n * 95 / 100], BF_P95_RATIO * calm[bn * 95 / 100]);
 	kc_close(&p);
 	kc_close(&c);
 	T_EQ_INT(tsrv_stop(&srv), 0);
@@ -8702,15 +9073,30 @@ static void phase_aux_walks(void)
 #define AS_CONNS 4u
 #define AS_DEPTH 16u
 /* alice's range beside the checks, p50 at most (ms); alone ~0.5;
- * doubled under ASan (HOSTILE_BESIDE; before: 856 ms) */
+ * doubled under ASan (HOSTILE_BESIDE; before: 856 ms).  Since get46 the
+ * bound is against mallory's own frames, timed in the same run: alice's
+ * p50 at most an AS_BELOW-th of theirs.  A fixed bound passes or fails
+ * with the machine's load, and no longer caught one queue: with every
+ * job in one (loop_aux_submit's tenant taken out) alice's p50 was 24-85
+ * ms (ASan, load ~12), within the 100 ms, mallory's 218-571 ms (a frame
+ * is 8 slices, each queued again at the back: one queue's ratio 6-12.5);
+ * timed once each connection has its first AS_DEPTH answers, 120-124 ms
+ * against 569-613 (4.6-5.1x).  With a queue a tenant, 1.4-3.8 ms against
+ * 360-579 ms under ASan, release 13 ms against 305 (23x at load 14).
+ * The fixed bound is still printed; her NS_REGISTER's (an fsync) stays. */
 #define AS_P50_MAX_MS 50u
+#define AS_BELOW 16u
+#define AS_LAT 1024u
 
 struct as_flooder {
 	pthread_t t;
 	uint16_t port;
 	const uint8_t *ns;
 	_Atomic bool *stop;
-	unsigned answered;
+	_Atomic unsigned answered;
+	uint64_t lat[AS_LAT]; /* its frames', send to answer, past the first AS_DEPTH
+			       * (sent at once: their wait is the start's) */
+	_Atomic unsigned nlat;
 };
 
 static void *as_flood_main(void *arg)
@@ -8730,19 +9116,35 @@ static void *as_flood_main(void *arg)
 		its[i].off = 1000;
 		its[i].len = 1;
 	}
+	int64_t tags[AS_DEPTH];
+	uint64_t sent[AS_DEPTH];
 	for (unsigned d = 0; d < AS_DEPTH; d++) {
 		struct proto_frame f = { .op = PROTO_OP_GET, .ns_count = 1, .ns = fl->ns };
-		if (kc_request(&c, &f, its, AS_VALUES, NULL, 0) <= 0)
+		sent[d] = tsrv_now_ns();
+		if ((tags[d] = kc_request(&c, &f, its, AS_VALUES, NULL, 0)) <= 0)
 			goto out;
 	}
 	while (!atomic_load(fl->stop)) {
 		struct proto_frame f = { .op = PROTO_OP_GET, .ns_count = 1, .ns = fl->ns };
 		struct kc_resp r;
+		unsigned d = 0;
+		bool more;
 		if (kc_recv(&c, &r, 30000) != 0)
 			break;
+		while (d < AS_DEPTH && tags[d] != (int64_t)r.f.tag)
+			d++;
+		more = r.f.flags & PROTO_F_MORE;
 		kc_resp_free(&r);
-		fl->answered++;
-		if (kc_request(&c, &f, its, AS_VALUES, NULL, 0) <= 0)
+		if (d == AS_DEPTH)
+			break; /* not one of its frames */
+		if (more)
+			continue; /* an answer in chunks: its last frame ends it */
+		if (atomic_fetch_add(&fl->answered, 1) >= AS_DEPTH && fl->nlat < AS_LAT) {
+			fl->lat[fl->nlat] = tsrv_now_ns() - sent[d];
+			atomic_fetch_add(&fl->nlat, 1);
+		}
+		sent[d] = tsrv_now_ns();
+		if ((tags[d] = kc_request(&c, &f, its, AS_VALUES, NULL, 0)) <= 0)
 			break;
 	}
 out:
@@ -8758,8 +9160,8 @@ static void phase_aux_share(void)
 	struct iovec v = { big, AS_VALUE };
 	struct as_flooder fl[AS_CONNS];
 	_Atomic bool stop = false;
-	uint64_t a50, amax, b50, bmax, reg_ns, aux0, aux_ms;
-	unsigned answered = 0;
+	uint64_t a50, amax, b50, bmax, reg_ns, aux0, aux_ms, m50 = 0, *mlat;
+	unsigned answered = 0, nm = 0;
 	struct kvt_ns_desc d2 = desc;
 	struct kvt_key k;
 	struct kc m, a;
@@ -8789,7 +9191,17 @@ static void phase_aux_share(void)
 		fl[i] = (struct as_flooder){ .port = srv.port, .ns = mns, .stop = &stop };
 		pthread_create(&fl[i].t, NULL, as_flood_main, &fl[i]);
 	}
+	/* Past each connection's first AS_DEPTH answers (sent at once), up
+	 * to 20 s on a loaded machine: her ranges beside a steady queue. */
 	tsrv_sleep_ms(1000);
+	for (int w = 0; w < 190; w++) {
+		unsigned ready = 0;
+		for (unsigned i = 0; i < AS_CONNS; i++)
+			ready += atomic_load(&fl[i].answered) > AS_DEPTH;
+		if (ready == AS_CONNS)
+			break;
+		tsrv_sleep_ms(100);
+	}
 	aw_ranges(&a, ans, &k, 20, &b50, &bmax);
 	{
 		/* a namespace of her own, new: its registration is an aux job */
@@ -8798,20 +9210,40 @@ static void phase_aux_share(void)
 		T_RC(kc_register(&a, &d2, ans2, NULL, 0), KVT_OK);
 		reg_ns = tsrv_now_ns() - t0;
 	}
+	for (int w = 0; w < 100; w++) { /* at least 8 of mallory's timed, up to 10 s */
+		unsigned got = 0;
+		for (unsigned i = 0; i < AS_CONNS; i++)
+			got += atomic_load(&fl[i].nlat);
+		if (got >= 8)
+			break;
+		tsrv_sleep_ms(100);
+	}
 	atomic_store(&stop, true);
+	mlat = malloc(AS_CONNS * AS_LAT * sizeof(*mlat));
+	T_ASSERT(mlat != NULL);
 	for (unsigned i = 0; i < AS_CONNS; i++) {
 		pthread_join(fl[i].t, NULL);
 		answered += fl[i].answered;
+		memcpy(mlat + nm, fl[i].lat, fl[i].nlat * sizeof(*mlat));
+		nm += fl[i].nlat;
 	}
+	if (nm) {
+		qsort(mlat, nm, sizeof(*mlat), cmp_u64);
+		m50 = mlat[nm / 2];
+	}
+	free(mlat);
 	aux_ms = thread_cpu_ms("kvtd-aux") - aux0;
 	printf("aux_share: alice's 1-byte RANGE of a 4 MiB part (checked on the aux thread): "
 	       "alone p50 %.2f ms, max %.2f ms; beside mallory's %u connections of %u GET frames "
 	       "in flight, each checking %u MiB (%u frames answered, aux CPU %" PRIu64 " ms): "
-	       "p50 %.2f ms, max %.2f ms; her NS_REGISTER of a new namespace %.2f ms\n",
+	       "p50 %.2f ms, max %.2f ms (the fixed bound of before get46: %llu ms); mallory's "
+	       "frames p50 %.2f ms over %u; her NS_REGISTER of a new namespace %.2f ms\n",
 	       a50 / 1e6, amax / 1e6, AS_CONNS, AS_DEPTH, (AS_VALUES * AS_VALUE) >> 20, answered,
-	       aux_ms, b50 / 1e6, bmax / 1e6, reg_ns / 1e6);
+	       aux_ms, b50 / 1e6, bmax / 1e6, AS_P50_MAX_MS * HOSTILE_BESIDE, m50 / 1e6, nm,
+	       reg_ns / 1e6);
 	T_GE_INT(answered, 1);
-	T_LE_INT(b50, AS_P50_MAX_MS * 1000000ull * HOSTILE_BESIDE);
+	T_GE_INT(nm, 8);
+	T_LE_INT(AS_BELOW * b50, m50);
 	T_LE_INT(reg_ns, 8 * AS_P50_MAX_MS * 1000000ull); /* an fsync: a busy disk */
 	kc_close(&a);
 	kc_close(&m);
@@ -11505,6 +11937,10 @@ static const struct tsrv_phase phases[] = {
 	{ "quiet_slices", phase_quiet_slices },
 	{ "quiet_pins", phase_quiet_pins },
 	{ "quiet_pins_dup", phase_quiet_pins_dup },
+	{ "quiet_pins_once", phase_quiet_pins_once },
+	{ "quiet_pins_pipe", phase_quiet_pins_pipe },
+	{ "range_one_pin", phase_range_one_pin },
+	{ "range_chunk_check", phase_range_chunk_check },
 	{ "stats_unread", phase_stats_unread },
 	{ "resp_items", phase_resp_items },
 	{ "resp_tenant_items", phase_resp_tenant_items },
