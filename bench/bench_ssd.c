@@ -2142,6 +2142,21 @@ static void bs_footer(const struct bs *b, int rc)
 		printf("# every target met; bytes all verified\n");
 }
 
+/* The end of a run that ended with rc: the machine's load then (if the
+ * rows ran), the footer, the run directory removed (or kept: --keep). */
+static int bs_finish(struct bs *b, int rc)
+{
+	bench_progress_end(b->o.progress);
+	if (rc == BENCH_EXIT_OK)
+		bench_load_note(b->who, b->o.json, b->o.progress, "end");
+	bs_footer(b, rc);
+	if (b->o.keep)
+		fprintf(stderr, "%s: kept %s\n", b->who, b->run_dir);
+	else
+		bench_rm_tree(b->run_dir);
+	return rc;
+}
+
 int bench_ssd_main(int argc, char **argv)
 {
 	struct bs b;
@@ -2195,15 +2210,7 @@ int bench_ssd_main(int argc, char **argv)
 	rc = bs_ssd_rows(&b);
 	if (rc == BENCH_EXIT_OK && b.o.recovery)
 		rc = bs_recovery_row(&b);
-	bench_progress_end(b.o.progress);
-	if (rc == BENCH_EXIT_OK)
-		bench_load_note(b.who, b.o.json, b.o.progress, "end");
-	bs_footer(&b, rc);
-	if (b.o.keep)
-		fprintf(stderr, "%s: kept %s\n", b.who, b.run_dir);
-	else
-		bench_rm_tree(b.run_dir);
-	return rc;
+	return bs_finish(&b, rc);
 }
 
 int bench_recovery_main(int argc, char **argv)
@@ -2230,13 +2237,5 @@ int bench_recovery_main(int argc, char **argv)
 	}
 	bench_load_note(b.who, b.o.json, b.o.progress, "start");
 	rc = bs_recovery_row(&b);
-	bench_progress_end(b.o.progress);
-	if (rc == BENCH_EXIT_OK)
-		bench_load_note(b.who, b.o.json, b.o.progress, "end");
-	bs_footer(&b, rc);
-	if (b.o.keep)
-		fprintf(stderr, "%s: kept %s\n", b.who, b.run_dir);
-	else
-		bench_rm_tree(b.run_dir);
-	return rc;
+	return bs_finish(&b, rc);
 }
