@@ -153,6 +153,13 @@ struct bench_cell {
 };
 void bench_cell_print(const struct bench_cell *c, bool json, bool progress, bool *header_done,
 		      int bench_w, int result_w);
+/* A store's log lines on stderr ("libkvtier: LEVEL: message"), for
+ * kvt_store_set_log; and, after a failure, every statistic of s on stderr
+ * under "WHO: store statistics at the failure:", so the report has
+ * evidence. */
+struct kvt_store;
+void bench_store_log(void *ctx, int level, const char *msg);
+void bench_stat_dump(const char *who, struct kvt_store *s);
 
 /* "kvtier bench cluster --heal": bench/bench_heal.c (a pod of kvtierd in
  * etcd healing after kill -9 and a drain, against iperf3). */

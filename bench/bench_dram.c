@@ -268,31 +268,6 @@ static uint64_t bd_avail_bytes(void)
  * Stores.
  */
 
-static void bd_log(void *ctx, int level, const char *msg)
-{
-	static const char *names[] = { "error", "warn", "info", "debug" };
-	(void)ctx;
-	fprintf(stderr, "libkvtier: %s: %s\n",
-		level >= 0 && level <= 3 ? names[level] : "?", msg);
-}
-
-static void bd_stat_dump_fn(void *ctx, const char *name, uint64_t value, const char *str)
-{
-	(void)ctx;
-	if (str != NULL)
-		fprintf(stderr, "  %s = %s\n", name, str);
-	else
-		fprintf(stderr, "  %s = %" PRIu64 "\n", name, value);
-}
-
-/* After a failure: every statistic to stderr, so the report has evidence. */
-static void bd_stat_dump(struct kvt_store *s)
-{
-	fprintf(stderr, "kvtier bench dram: store statistics at the failure:\n");
-	if (kvt_store_stats(s, bd_stat_dump_fn, NULL) < 0)
-		fprintf(stderr, "  (kvt_store_stats failed)\n");
-}
-
 struct bd_text_stat {
 	const char *name;
 	char value[32];
@@ -368,7 +343,7 @@ static int bd_store_open(struct bd *b, uint64_t capacity, const char *chunk,
 		if (bd_set_option(s, name, eq + 1) < 0)
 			goto usage;
 	}
-	(void)kvt_store_set_log(s, bd_log, NULL, KVT_LOG_WARN);
+	(void)kvt_store_set_log(s, bench_store_log, NULL, KVT_LOG_WARN);
 	rc = kvt_store_open(s);
 	if (rc < 0) {
 		bench_err(BD_WHO,
@@ -623,7 +598,7 @@ static int bd_copy_verify(struct bd_copy *c, unsigned phase, unsigned round)
 					  "kvt_get of value %zu after dram.put: %s (value_len "
 					  "%" PRIu64 ")",
 					  i, kvt_strerror(rc), len);
-				bd_stat_dump(c->s);
+				bench_stat_dump(BD_WHO, c->s);
 				return -1;
 			}
 			p = c->scratch;
@@ -650,7 +625,7 @@ static int bd_copy_clear(struct bd_copy *c, int64_t expect)
 			  "kvt_clear removed %" PRId64 " blocks, expected %" PRId64
 			  " (were values evicted? raise the slack: -o dram.capacity=...)",
 			  rc, expect);
-		bd_stat_dump(c->s);
+		bench_stat_dump(BD_WHO, c->s);
 		return -1;
 	}
 	return 0;
@@ -747,7 +722,7 @@ static int bd_copy_size(struct bd_copy *c)
 					 bd_copy_memcpy(c, ph, &c->secs[ph][r]) :
 					 bd_copy_kvt(c, ph, &c->secs[ph][r]);
 			if (rc < 0) {
-				bd_stat_dump(c->s);
+				bench_stat_dump(BD_WHO, c->s);
 				return -1;
 			}
 			if (bd_copy_verify(c, ph, r) < 0)
@@ -1260,7 +1235,7 @@ static int bd_lookup_rows(struct bd *b)
 	}
 
 	if (bd_lookup_load(&l, &load_secs) < 0) {
-		bd_stat_dump(l.s);
+		bench_stat_dump(BD_WHO, l.s);
 		goto out;
 	}
 	rc = kvt_store_stat(l.s, "mem.meta_bytes", &meta_loaded);
@@ -1297,7 +1272,7 @@ static int bd_lookup_rows(struct bd *b)
 		bench_progress(b->o.progress, "dram", "lookup round %u/%u", r + 1, b->o.rounds);
 		if (bd_lookup_pass(&l, perm, false, &secs[r], &cpu[r]) < 0 ||
 		    bd_lookup_pass(&l, perm, true, &sync_secs[r], &sync_cpu[r]) < 0) {
-			bd_stat_dump(l.s);
+			bench_stat_dump(BD_WHO, l.s);
 			goto out;
 		}
 	}

@@ -340,31 +340,6 @@ static void bs_drop_cache(const char *path)
  * Stores.
  */
 
-static void bs_log(void *ctx, int level, const char *msg)
-{
-	static const char *names[] = { "error", "warn", "info", "debug" };
-	(void)ctx;
-	fprintf(stderr, "libkvtier: %s: %s\n",
-		level >= 0 && level <= 3 ? names[level] : "?", msg);
-}
-
-static void bs_stat_dump_fn(void *ctx, const char *name, uint64_t value, const char *str)
-{
-	(void)ctx;
-	if (str != NULL)
-		fprintf(stderr, "  %s = %s\n", name, str);
-	else
-		fprintf(stderr, "  %s = %" PRIu64 "\n", name, value);
-}
-
-/* After a failure: every statistic to stderr, so the report has evidence. */
-static void bs_stat_dump(const struct bs *b, struct kvt_store *s)
-{
-	fprintf(stderr, "%s: store statistics at the failure:\n", b->who);
-	if (kvt_store_stats(s, bs_stat_dump_fn, NULL) < 0)
-		fprintf(stderr, "  (kvt_store_stats failed)\n");
-}
-
 /* Several numeric statistics in one walk of kvt_store_stats. */
 struct bs_statq {
 	const char *const *names;
@@ -513,7 +488,7 @@ static int bs_store_open(const struct bs *b, const struct bs_store_cfg *c,
 		if (bs_set_option(b, s, name, eq + 1) < 0)
 			goto usage;
 	}
-	(void)kvt_store_set_log(s, bs_log, NULL, c->log_level);
+	(void)kvt_store_set_log(s, bench_store_log, NULL, c->log_level);
 	/* The lock of a killed writer may outlive it by a moment (its files
 	 * are closed as the kernel tears it down): retry, time the last try. */
 	for (int tries = 0;; tries++) {
@@ -592,7 +567,7 @@ static int bs_pace(const struct bs *b, struct kvt_store *s, uint64_t len, uint64
 				  "write-down made no progress for %.0f s (%" PRIu64
 				  " bytes pending)",
 				  BS_STALL_S, v[PQ_PENDING]);
-			bs_stat_dump(b, s);
+			bench_stat_dump(b->who, s);
 			return -1;
 		}
 		/* The backlog is tens of milliseconds of device work: a poll
@@ -801,7 +776,7 @@ static int bs_kvt_write(struct bs_size *z, unsigned round)
 		rc = kvt_put(s, ns, &z->keys[i], &iov, 1);
 		if (rc != KVT_OK) {
 			bench_err(b->who, "kvt_put of value %zu: %s", i, kvt_strerror(rc));
-			bs_stat_dump(b, s);
+			bench_stat_dump(b->who, s);
 			goto out;
 		}
 	}
@@ -809,7 +784,7 @@ static int bs_kvt_write(struct bs_size *z, unsigned round)
 	double secs = bench_now() - t0;
 	if (rc != KVT_OK) {
 		bench_err(b->who, "kvt_flush: %s", kvt_strerror(rc));
-		bs_stat_dump(b, s);
+		bench_stat_dump(b->who, s);
 		goto out;
 	}
 	dev = dev && bench_proc_io(&rd1, &wr1) == 0;
@@ -831,7 +806,7 @@ static int bs_kvt_write(struct bs_size *z, unsigned round)
 			  z->n, written, st1[ST_WD_SHED] - st0[ST_WD_SHED],
 			  st1[ST_WD_ERRORS] - st0[ST_WD_ERRORS], st1[ST_SSD_BLOCKS],
 			  st1[ST_SEG_EVICTED]);
-		bs_stat_dump(b, s);
+		bench_stat_dump(b->who, s);
 		goto out;
 	}
 	/* A smoke run checks the bench, not the file system CI gave it. */
@@ -926,7 +901,7 @@ static int bs_kvt_read(struct bs_size *z, unsigned round)
 			  "reopened store holds %" PRIu64 " blocks in DRAM and %" PRIu64
 			  " on SSD; want 0 and %zu",
 			  st0[ST_DRAM_BLOCKS], st0[ST_SSD_BLOCKS], z->n);
-		bs_stat_dump(b, s);
+		bench_stat_dump(b->who, s);
 		goto out;
 	}
 	/* A get that copies nothing must not verify; this also pre-faults dst. */
@@ -973,14 +948,14 @@ static int bs_kvt_read(struct bs_size *z, unsigned round)
 		}
 		if (m == 0) {
 			bench_err(b->who, "%u gets still in flight after 10 s", inflight);
-			bs_stat_dump(b, s);
+			bench_stat_dump(b->who, s);
 			goto drain;
 		}
 		inflight -= (unsigned)m; /* all m are back, checked or not */
 		for (int j = 0; j < m; j++) {
 			done++;
 			if (bs_read_done(z, out[j]) < 0) {
-				bs_stat_dump(b, s);
+				bench_stat_dump(b->who, s);
 				goto drain;
 			}
 			if (next < z->n) {
@@ -1016,7 +991,7 @@ static int bs_kvt_read(struct bs_size *z, unsigned round)
 			  "%zu gets made %" PRIu64 " SSD reads after %" PRIu64 " DRAM misses; want "
 			  "%zu and %zu",
 			  z->n, reads, misses, z->n, z->n);
-		bs_stat_dump(b, s);
+		bench_stat_dump(b->who, s);
 		goto out;
 	}
 	double value_bytes = (double)z->n * (double)z->size;
@@ -1465,7 +1440,7 @@ static void bs_rec_child(struct bs_rec *rc, int fd)
 		pause();
 fail:
 	if (s != NULL)
-		bs_stat_dump(b, s);
+		bench_stat_dump(b->who, s);
 	n = snprintf(msg, sizeof(msg), "fail\n");
 	if (write(fd, msg, (size_t)n) != n)
 		_exit(1);
@@ -1646,7 +1621,7 @@ static int bs_recovery_row(struct bs *b)
 			  "recovery: %" PRIu64 " blocks recovered, %" PRIu64 " were written and "
 			  "flushed",
 			  rv[1], rc.n);
-		bs_stat_dump(b, s);
+		bench_stat_dump(b->who, s);
 		goto out;
 	}
 
@@ -1678,7 +1653,7 @@ static int bs_recovery_row(struct bs *b)
 				  " bytes%s",
 				  i, kvt_strerror(r), len,
 				  r == KVT_OK && len == rc.size ? ", bytes differ" : "");
-			bs_stat_dump(b, s);
+			bench_stat_dump(b->who, s);
 			goto out;
 		}
 	}

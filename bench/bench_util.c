@@ -3,7 +3,8 @@
  * deterministic byte streams values are filled with (so every read can be
  * checked), sizes in and out of text, the statistics of rounds, and the
  * error, progress and note lines every suite prints.
- * Pure helpers; no kvtier calls; any thread.
+ * Pure helpers, any thread; the only kvtier call is bench_stat_dump's
+ * kvt_store_stats.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -197,6 +198,30 @@ void bench_load_note(const char *who, bool json, bool progress, const char *when
 		bench_note(json, progress, "%s", text);
 	else if (busy)
 		fprintf(stderr, "%s: %s\n", who, text);
+}
+
+void bench_store_log(void *ctx, int level, const char *msg)
+{
+	static const char *names[] = { "error", "warn", "info", "debug" };
+	(void)ctx;
+	fprintf(stderr, "libkvtier: %s: %s\n",
+		level >= 0 && level <= 3 ? names[level] : "?", msg);
+}
+
+static void bench_stat_dump_fn(void *ctx, const char *name, uint64_t value, const char *str)
+{
+	(void)ctx;
+	if (str != NULL)
+		fprintf(stderr, "  %s = %s\n", name, str);
+	else
+		fprintf(stderr, "  %s = %" PRIu64 "\n", name, value);
+}
+
+void bench_stat_dump(const char *who, struct kvt_store *s)
+{
+	fprintf(stderr, "%s: store statistics at the failure:\n", who);
+	if (kvt_store_stats(s, bench_stat_dump_fn, NULL) < 0)
+		fprintf(stderr, "  (kvt_store_stats failed)\n");
 }
 
 const char *bench_load_text(char *buf, size_t len, const char *when, bool *busy)
