@@ -118,12 +118,48 @@ int bench_usage_err(const char *who, const char *fmt, ...) BENCH_PRINTF(2, 3);
 void bench_progress(bool on, const char *tag, const char *fmt, ...) BENCH_PRINTF(3, 4);
 void bench_progress_end(bool on);
 void bench_note(bool json, bool progress, const char *fmt, ...) BENCH_PRINTF(3, 4);
-#define BENCH_ROUNDS_MAX 15
-double bench_median(const double *v, unsigned n);       /* of n <= BENCH_ROUNDS_MAX; 0 if none */
+#define BENCH_ROUNDS_MAX 15 /* the net and cluster suites' --rounds */
+#define BENCH_MEDIAN_MAX 99 /* the most --rounds a suite takes (dram, ssd, seal, shared) */
+double bench_median(const double *v, unsigned n);       /* of n <= BENCH_MEDIAN_MAX; 0 if none */
 /* JSON fields of a line being printed: ,"name":[v0,v1,...] (%.3f each);
  * ,"name":v with fmt, or null where v < 0. */
 void bench_json_rounds(const char *name, const double *v, unsigned n);
 void bench_json_num(const char *name, double v, const char *fmt);
+
+/*
+ * Options and tables of the suites that print one (dram, ssd).
+ * bench_parse_uint: s (a size such as 64 or 4K) in lo..hi into *out, 0 or
+ * -1.  bench_parse_sizes: --sizes' comma-separated list of sizes, each
+ * 1..max_size, at most max of them, into sizes[] and *count: 0, or
+ * BENCH_EXIT_USAGE (said, as who).  bench_load_note: the machine's load at
+ * `when` (bench_load_text) as a note beside the table, or on stderr under
+ * --json where other processes compete.  bench_cell_print: one row of the
+ * table (not under --json), the column names first unless *header_done
+ * (then set); bench_w and result_w: the widths of those two columns.
+ */
+int bench_parse_uint(const char *s, unsigned lo, unsigned hi, unsigned *out);
+int bench_parse_sizes(const char *who, const char *arg, uint64_t max_size, uint64_t *sizes,
+		      unsigned max, unsigned *count);
+void bench_load_note(const char *who, bool json, bool progress, const char *when);
+struct bench_cell {
+	const char *bench;
+	char value[24];
+	char kvtier[24];
+	char baseline[24];
+	char ratio[12];
+	char target[16];
+	const char *result;
+	char notes[320];
+};
+void bench_cell_print(const struct bench_cell *c, bool json, bool progress, bool *header_done,
+		      int bench_w, int result_w);
+/* A store's log lines on stderr ("libkvtier: LEVEL: message"), for
+ * kvt_store_set_log; and, after a failure, every statistic of s on stderr
+ * under "WHO: store statistics at the failure:", so the report has
+ * evidence. */
+struct kvt_store;
+void bench_store_log(void *ctx, int level, const char *msg);
+void bench_stat_dump(const char *who, struct kvt_store *s);
 
 /* "kvtier bench cluster --heal": bench/bench_heal.c (a pod of kvtierd in
  * etcd healing after kill -9 and a drain, against iperf3). */

@@ -68,7 +68,7 @@
 #define BD_HUGE_ALIGN (2 * BD_MIB) /* mappings start on a 2 MiB boundary for THP */
 #define BD_SIZES_MAX 16
 #define BD_STORE_OPTS_MAX 32
-#define BD_ROUNDS_MAX 99
+#define BD_ROUNDS_MAX BENCH_MEDIAN_MAX
 #define BD_BATCH_MAX 4096u
 #define BD_SAMPLE 64              /* values verified per phase outside --smoke */
 
@@ -120,17 +120,6 @@ struct bd_buf {
 };
 
 /* A row of the human table (JSON is printed straight from the figures). */
-struct bd_cell {
-	const char *bench;
-	char value[24];
-	char kvtier[24];
-	char baseline[24];
-	char ratio[12];
-	char target[16];
-	const char *result;
-	char notes[160];
-};
-
 struct bd {
 	struct bd_opts o;
 	unsigned targets_missed;
@@ -200,27 +189,9 @@ static void bd_json_pass(const struct bd *b, bool pass)
 		printf(",\"pass\":%s", pass ? "true" : "false");
 }
 
-static void bd_cell_print(struct bd *b, const struct bd_cell *c)
+static void bd_cell_print(struct bd *b, const struct bench_cell *c)
 {
-	if (b->o.json)
-		return;
-	bench_progress_end(b->o.progress);
-	if (!b->header_done) {
-		printf("%-16s %-9s %15s %15s %6s %9s %-6s %s\n", "bench", "value", "kvtier",
-		       "baseline", "ratio", "target", "result", "notes");
-		b->header_done = true;
-	}
-	printf("%-16s %-9s %15s %15s %6s %9s %-6s %s\n", c->bench, c->value, c->kvtier,
-	       c->baseline, c->ratio, c->target, c->result, c->notes);
-	fflush(stdout);
-}
-
-static double bd_median(const double *v, unsigned n)
-{
-	double s[BD_ROUNDS_MAX];
-	memcpy(s, v, n * sizeof(double));
-	qsort(s, n, sizeof(double), bench_cmp_double);
-	return n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
+	bench_cell_print(c, b->o.json, b->o.progress, &b->header_done, 16, 6);
 }
 
 /* ------------------------------------------------------------------------
@@ -297,31 +268,6 @@ static uint64_t bd_avail_bytes(void)
  * Stores.
  */
 
-static void bd_log(void *ctx, int level, const char *msg)
-{
-	static const char *names[] = { "error", "warn", "info", "debug" };
-	(void)ctx;
-	fprintf(stderr, "libkvtier: %s: %s\n",
-		level >= 0 && level <= 3 ? names[level] : "?", msg);
-}
-
-static void bd_stat_dump_fn(void *ctx, const char *name, uint64_t value, const char *str)
-{
-	(void)ctx;
-	if (str != NULL)
-		fprintf(stderr, "  %s = %s\n", name, str);
-	else
-		fprintf(stderr, "  %s = %" PRIu64 "\n", name, value);
-}
-
-/* After a failure: every statistic to stderr, so the report has evidence. */
-static void bd_stat_dump(struct kvt_store *s)
-{
-	fprintf(stderr, "kvtier bench dram: store statistics at the failure:\n");
-	if (kvt_store_stats(s, bd_stat_dump_fn, NULL) < 0)
-		fprintf(stderr, "  (kvt_store_stats failed)\n");
-}
-
 struct bd_text_stat {
 	const char *name;
 	char value[32];
@@ -397,7 +343,7 @@ static int bd_store_open(struct bd *b, uint64_t capacity, const char *chunk,
 		if (bd_set_option(s, name, eq + 1) < 0)
 			goto usage;
 	}
-	(void)kvt_store_set_log(s, bd_log, NULL, KVT_LOG_WARN);
+	(void)kvt_store_set_log(s, bench_store_log, NULL, KVT_LOG_WARN);
 	rc = kvt_store_open(s);
 	if (rc < 0) {
 		bench_err(BD_WHO,
@@ -652,7 +598,7 @@ static int bd_copy_verify(struct bd_copy *c, unsigned phase, unsigned round)
 					  "kvt_get of value %zu after dram.put: %s (value_len "
 					  "%" PRIu64 ")",
 					  i, kvt_strerror(rc), len);
-				bd_stat_dump(c->s);
+				bench_stat_dump(BD_WHO, c->s);
 				return -1;
 			}
 			p = c->scratch;
@@ -679,7 +625,7 @@ static int bd_copy_clear(struct bd_copy *c, int64_t expect)
 			  "kvt_clear removed %" PRId64 " blocks, expected %" PRId64
 			  " (were values evicted? raise the slack: -o dram.capacity=...)",
 			  rc, expect);
-		bd_stat_dump(c->s);
+		bench_stat_dump(BD_WHO, c->s);
 		return -1;
 	}
 	return 0;
@@ -697,7 +643,7 @@ static void bd_copy_report(struct bd *b, struct bd_copy *c, unsigned phase, unsi
 		x[r] = bench_rate(bytes, c->secs[phase][r]) / 1e9;
 		y[r] = bench_rate(bytes, c->secs[base_phase][r]) / 1e9;
 	}
-	double gx = bd_median(x, rounds), gy = bd_median(y, rounds);
+	double gx = bench_median(x, rounds), gy = bench_median(y, rounds);
 	double ratio = gx / (gy > 0 ? gy : 1e-12);
 	bool pass = ratio >= BD_TARGET_RATIO;
 	if (!pass && !b->o.smoke)
@@ -727,7 +673,7 @@ static void bd_copy_report(struct bd *b, struct bd_copy *c, unsigned phase, unsi
 		fflush(stdout);
 		return;
 	}
-	struct bd_cell cell = { .bench = names[phase], .result = bd_verdict(b, pass) };
+	struct bench_cell cell = { .bench = names[phase], .result = bd_verdict(b, pass) };
 	bench_fmt_size(cell.value, sizeof(cell.value), c->size);
 	snprintf(cell.kvtier, sizeof(cell.kvtier), "%.2f GB/s", gx);
 	snprintf(cell.baseline, sizeof(cell.baseline), "%.2f GB/s", gy);
@@ -776,7 +722,7 @@ static int bd_copy_size(struct bd_copy *c)
 					 bd_copy_memcpy(c, ph, &c->secs[ph][r]) :
 					 bd_copy_kvt(c, ph, &c->secs[ph][r]);
 			if (rc < 0) {
-				bd_stat_dump(c->s);
+				bench_stat_dump(BD_WHO, c->s);
 				return -1;
 			}
 			if (bd_copy_verify(c, ph, r) < 0)
@@ -995,7 +941,7 @@ static int bd_keyhash_rows(struct bd *b)
 			}
 			secs[r] = bench_now() - t0;
 		}
-		double s = bd_median(secs, b->o.rounds);
+		double s = bench_median(secs, b->o.rounds);
 		double kps = bench_rate((double)(prompts * per), s);
 		double mbps = bench_rate((double)tokens * 4, s) / 1e6;
 		if (b->o.json) {
@@ -1008,7 +954,7 @@ static int bd_keyhash_rows(struct bd *b)
 			printf("]}\n");
 			fflush(stdout);
 		} else {
-			struct bd_cell cell = { .bench = "dram.keyhash", .result = "-" };
+			struct bench_cell cell = { .bench = "dram.keyhash", .result = "-" };
 			snprintf(cell.value, sizeof(cell.value), "%u tok", bt);
 			snprintf(cell.kvtier, sizeof(cell.kvtier), "%.3f Mkey/s", kps / 1e6);
 			snprintf(cell.baseline, sizeof(cell.baseline), "-");
@@ -1158,10 +1104,10 @@ static int bd_lookup_pass(struct bd_lookup *l, const uint32_t *perm, bool sync, 
 static void bd_lookup_report(struct bd *b, const char *name, const char *how, size_t prompts,
 			     const double *secs, const double *cpu)
 {
-	double s = bd_median(secs, b->o.rounds);
+	double s = bench_median(secs, b->o.rounds);
 	double pps = bench_rate((double)prompts, s);
 	double kps = pps * (BD_LK_HITS + 1);
-	double kpcs = bench_rate((double)prompts * (BD_LK_HITS + 1), bd_median(cpu, b->o.rounds));
+	double kpcs = bench_rate((double)prompts * (BD_LK_HITS + 1), bench_median(cpu, b->o.rounds));
 	bool pass = kps >= BD_TARGET_KEYS_PER_S;
 	if (!pass && !b->o.smoke)
 		b->targets_missed++;
@@ -1183,7 +1129,7 @@ static void bd_lookup_report(struct bd *b, const char *name, const char *how, si
 		fflush(stdout);
 		return;
 	}
-	struct bd_cell cell = { .bench = name, .result = bd_verdict(b, pass) };
+	struct bench_cell cell = { .bench = name, .result = bd_verdict(b, pass) };
 	snprintf(cell.value, sizeof(cell.value), "%d keys", BD_LK_KEYS);
 	snprintf(cell.kvtier, sizeof(cell.kvtier), "%.2f Mkey/s", kps / 1e6);
 	snprintf(cell.baseline, sizeof(cell.baseline), "-");
@@ -1289,7 +1235,7 @@ static int bd_lookup_rows(struct bd *b)
 	}
 
 	if (bd_lookup_load(&l, &load_secs) < 0) {
-		bd_stat_dump(l.s);
+		bench_stat_dump(BD_WHO, l.s);
 		goto out;
 	}
 	rc = kvt_store_stat(l.s, "mem.meta_bytes", &meta_loaded);
@@ -1309,7 +1255,7 @@ static int bd_lookup_rows(struct bd *b)
 		       "\"blocks_per_s\":%.0f,\"gbps\":%.3f,\"batch\":%u}\n",
 		       BD_LK_VALUE, blocks, bps, bps * BD_LK_VALUE / 1e9, b->o.batch);
 	} else {
-		struct bd_cell cell = { .bench = "dram.index_load", .result = "-" };
+		struct bench_cell cell = { .bench = "dram.index_load", .result = "-" };
 		bench_fmt_size(cell.value, sizeof(cell.value), BD_LK_VALUE);
 		snprintf(cell.kvtier, sizeof(cell.kvtier), "%.3f Mput/s", bps / 1e6);
 		snprintf(cell.baseline, sizeof(cell.baseline), "-");
@@ -1326,7 +1272,7 @@ static int bd_lookup_rows(struct bd *b)
 		bench_progress(b->o.progress, "dram", "lookup round %u/%u", r + 1, b->o.rounds);
 		if (bd_lookup_pass(&l, perm, false, &secs[r], &cpu[r]) < 0 ||
 		    bd_lookup_pass(&l, perm, true, &sync_secs[r], &sync_cpu[r]) < 0) {
-			bd_stat_dump(l.s);
+			bench_stat_dump(BD_WHO, l.s);
 			goto out;
 		}
 	}
@@ -1368,7 +1314,7 @@ static void bd_meta_report(struct bd *b)
 		fflush(stdout);
 		return;
 	}
-	struct bd_cell cell = { .bench = "dram.meta", .result = bd_verdict(b, pass) };
+	struct bench_cell cell = { .bench = "dram.meta", .result = bd_verdict(b, pass) };
 	bench_fmt_size(cell.value, sizeof(cell.value), BD_LK_VALUE);
 	snprintf(cell.kvtier, sizeof(cell.kvtier), "%.1f B/block", per);
 	snprintf(cell.baseline, sizeof(cell.baseline), "-");
@@ -1421,15 +1367,6 @@ static void bd_usage(FILE *f)
 		"failure or wrong bytes, 2 usage error.  Manual: kvtier-bench(1).\n");
 }
 
-static int bd_parse_uint(const char *s, unsigned lo, unsigned hi, unsigned *out)
-{
-	uint64_t v;
-	if (bench_parse_size(s, &v) < 0 || v < lo || v > hi)
-		return -1;
-	*out = (unsigned)v;
-	return 0;
-}
-
 static int bd_parse_args(struct bd_opts *o, int argc, char **argv)
 {
 	enum { O_SMOKE = 256, O_JSON, O_FOOTPRINT, O_ROUNDS, O_SIZES, O_BLOCKS, O_BATCH,
@@ -1476,32 +1413,16 @@ static int bd_parse_args(struct bd_opts *o, int argc, char **argv)
 			have_fp = true;
 			break;
 		case O_ROUNDS:
-			if (bd_parse_uint(optarg, 1, BD_ROUNDS_MAX, &o->rounds) < 0)
+			if (bench_parse_uint(optarg, 1, BD_ROUNDS_MAX, &o->rounds) < 0)
 				return bench_usage_err(BD_WHO, "--rounds '%s': want 1..%d", optarg,
 						       BD_ROUNDS_MAX);
 			break;
-		case O_SIZES: {
-			char buf[512], *save = NULL, *tok;
-			snprintf(buf, sizeof(buf), "%s", optarg);
-			o->size_count = 0;
-			for (tok = strtok_r(buf, ",", &save); tok != NULL; tok = strtok_r(NULL, ",", &save)) {
-				uint64_t v;
-				if (bench_parse_size(tok, &v) < 0 || v == 0 || v > KVT_VALUE_MAX)
-					return bench_usage_err(
-						BD_WHO,
-						"--sizes: '%s' is not a value size such as 2M",
-						tok);
-				if (o->size_count == BD_SIZES_MAX)
-					return bench_usage_err(BD_WHO, "--sizes: at most %d sizes",
-							       BD_SIZES_MAX);
-				o->sizes[o->size_count++] = v;
-			}
-			if (o->size_count == 0)
-				return bench_usage_err(
-					BD_WHO, "--sizes: empty list; e.g. --sizes 256K,2M,16M");
+		case O_SIZES:
+			if (bench_parse_sizes(BD_WHO, optarg, KVT_VALUE_MAX, o->sizes, BD_SIZES_MAX,
+					      &o->size_count) != 0)
+				return BENCH_EXIT_USAGE;
 			have_sizes = true;
 			break;
-		}
 		case O_BLOCKS:
 			if (bench_parse_size(optarg, &o->lookup_blocks) < 0 || o->lookup_blocks == 0 ||
 			    o->lookup_blocks > (UINT64_C(1) << 32))
@@ -1511,7 +1432,7 @@ static int bd_parse_args(struct bd_opts *o, int argc, char **argv)
 			have_blocks = true;
 			break;
 		case O_BATCH:
-			if (bd_parse_uint(optarg, 1, BD_BATCH_MAX, &o->batch) < 0)
+			if (bench_parse_uint(optarg, 1, BD_BATCH_MAX, &o->batch) < 0)
 				return bench_usage_err(BD_WHO, "--batch '%s': want 1..%u", optarg,
 						       BD_BATCH_MAX);
 			break;
@@ -1580,23 +1501,6 @@ static int bd_parse_args(struct bd_opts *o, int argc, char **argv)
 	return 0;
 }
 
-/*
- * The machine's load: other processes on the same cores make A/B rounds
- * disagree, so the run says how busy the machine was when it started and
- * ended (in the table; on stderr under --json when it is busy).
- */
-static void bd_load_note(const struct bd *b, const char *when)
-{
-	char text[160];
-	bool busy = false;
-	if (!bench_load_text(text, sizeof(text), when, &busy))
-		return;
-	if (!b->o.json)
-		bench_note(b->o.json, b->o.progress, "%s", text);
-	else if (busy)
-		fprintf(stderr, "kvtier bench dram: %s\n", text);
-}
-
 int bench_dram_main(int argc, char **argv)
 {
 	struct bd b;
@@ -1611,7 +1515,7 @@ int bench_dram_main(int argc, char **argv)
 		if (b.o.smoke)
 			printf("# smoke run: checks that the rows run and verify; ratios mean nothing\n");
 	}
-	bd_load_note(&b, "start");
+	bench_load_note(BD_WHO, b.o.json, b.o.progress, "start");
 	rc = BENCH_EXIT_OK;
 	if (b.o.groups & BD_GROUP_COPY)
 		rc = bd_copy_rows(&b);
@@ -1630,7 +1534,7 @@ int bench_dram_main(int argc, char **argv)
 	}
 	bench_progress_end(b.o.progress);
 	if (rc == BENCH_EXIT_OK)
-		bd_load_note(&b, "end");
+		bench_load_note(BD_WHO, b.o.json, b.o.progress, "end");
 	if (rc == BENCH_EXIT_OK && !b.o.json) {
 		if (b.o.smoke)
 			printf("# smoke: every row ran and every byte verified\n");

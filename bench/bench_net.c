@@ -626,12 +626,16 @@ static int bn_kvt_stats(struct bn_conn *c, const char *const *names, uint64_t *v
 }
 
 /* ------------------------------------------------------------------------
- * memcached: meta commands.  redis: RESP.
+ * memcached: meta commands.  redis: RESP.  Either way a request is text
+ * (the command in c->wbuf[0..n), a set's value and "\r\n" after it) and
+ * the answer a line that `reply` parses (bench_reply_mc, bench_reply_resp),
+ * a get's value after it; `peer` names the server in messages.
  */
-static int bn_mc_get(struct bn_conn *c, const struct bn_key *k, uint8_t *dst, uint64_t cap,
-		     uint64_t *got)
+typedef int (*bn_reply_fn)(const char *line, size_t len, uint64_t *vlen);
+
+static int bn_text_get(struct bn_conn *c, int n, bn_reply_fn reply, const char *peer,
+		       uint8_t *dst, uint64_t cap, uint64_t *got)
 {
-	int n = snprintf((char *)c->wbuf, sizeof(c->wbuf), "mg %s v\r\n", k->s);
 	struct iovec iov = { c->wbuf, (size_t)n };
 	const char *line;
 	size_t len;
@@ -642,11 +646,11 @@ static int bn_mc_get(struct bn_conn *c, const struct bn_key *k, uint8_t *dst, ui
 
 	if ((rc = bn_sendv(c, &iov, 1)) < 0 || (rc = bn_line(c, &line, &len)) < 0)
 		return rc;
-	rc = bench_reply_mc(line, len, &vlen);
+	rc = reply(line, len, &vlen);
 	if (rc == BENCH_REPLY_MISS)
 		return KVT_MISS;
 	if (rc != BENCH_REPLY_VALUE) {
-		bench_err(BN_WHO, "memcached answered a get with '%.*s'",
+		bench_err(BN_WHO, "%s answered a get with '%.*s'", peer,
 			  (int)(len < 200 ? len : 200), line);
 		return -EPROTO;
 	}
@@ -658,9 +662,9 @@ static int bn_mc_get(struct bn_conn *c, const struct bn_key *k, uint8_t *dst, ui
 	return 0;
 }
 
-static int bn_mc_set(struct bn_conn *c, const struct bn_key *k, const uint8_t *src, uint64_t len)
+static int bn_text_set(struct bn_conn *c, int n, bn_reply_fn reply, const char *peer,
+		       const uint8_t *src, uint64_t len)
 {
-	int n = snprintf((char *)c->wbuf, sizeof(c->wbuf), "ms %s %" PRIu64 "\r\n", k->s, len);
 	struct iovec iov[3] = { { c->wbuf, (size_t)n }, { (void *)src, len }, { (void *)"\r\n", 2 } };
 	const char *line;
 	size_t l;
@@ -670,10 +674,23 @@ static int bn_mc_set(struct bn_conn *c, const struct bn_key *k, const uint8_t *s
 
 	if ((rc = bn_sendv(c, iov, 3)) < 0 || (rc = bn_line(c, &line, &l)) < 0)
 		return rc;
-	if (bench_reply_mc(line, l, &vlen) == BENCH_REPLY_STORED)
+	if (reply(line, l, &vlen) == BENCH_REPLY_STORED)
 		return 0;
-	bench_err(BN_WHO, "memcached answered a set with '%.*s'", (int)(l < 200 ? l : 200), line);
+	bench_err(BN_WHO, "%s answered a set with '%.*s'", peer, (int)(l < 200 ? l : 200), line);
 	return -EPROTO;
+}
+
+static int bn_mc_get(struct bn_conn *c, const struct bn_key *k, uint8_t *dst, uint64_t cap,
+		     uint64_t *got)
+{
+	int n = snprintf((char *)c->wbuf, sizeof(c->wbuf), "mg %s v\r\n", k->s);
+	return bn_text_get(c, n, bench_reply_mc, "memcached", dst, cap, got);
+}
+
+static int bn_mc_set(struct bn_conn *c, const struct bn_key *k, const uint8_t *src, uint64_t len)
+{
+	int n = snprintf((char *)c->wbuf, sizeof(c->wbuf), "ms %s %" PRIu64 "\r\n", k->s, len);
+	return bn_text_set(c, n, bench_reply_mc, "memcached", src, len);
 }
 
 static int bn_redis_get(struct bn_conn *c, const struct bn_key *k, uint8_t *dst, uint64_t cap,
@@ -681,30 +698,7 @@ static int bn_redis_get(struct bn_conn *c, const struct bn_key *k, uint8_t *dst,
 {
 	int n = snprintf((char *)c->wbuf, sizeof(c->wbuf), "*2\r\n$3\r\nGET\r\n$%u\r\n%s\r\n",
 			 k->len, k->s);
-	struct iovec iov = { c->wbuf, (size_t)n };
-	const char *line;
-	size_t len;
-	int rc;
-
-	*got = 0;
-	uint64_t vlen;
-
-	if ((rc = bn_sendv(c, &iov, 1)) < 0 || (rc = bn_line(c, &line, &len)) < 0)
-		return rc;
-	rc = bench_reply_resp(line, len, &vlen);
-	if (rc == BENCH_REPLY_MISS)
-		return KVT_MISS;
-	if (rc != BENCH_REPLY_VALUE) {
-		bench_err(BN_WHO, "redis answered a get with '%.*s'", (int)(len < 200 ? len : 200),
-			  line);
-		return -EPROTO;
-	}
-	if (vlen > cap)
-		return KVT_EBUFSMALL;
-	if ((rc = bn_body(c, dst, vlen)) < 0 || (rc = bn_crlf(c)) < 0)
-		return rc;
-	*got = vlen;
-	return 0;
+	return bn_text_get(c, n, bench_reply_resp, "redis", dst, cap, got);
 }
 
 static int bn_redis_set(struct bn_conn *c, const struct bn_key *k, const uint8_t *src,
@@ -712,19 +706,7 @@ static int bn_redis_set(struct bn_conn *c, const struct bn_key *k, const uint8_t
 {
 	int n = snprintf((char *)c->wbuf, sizeof(c->wbuf),
 			 "*3\r\n$3\r\nSET\r\n$%u\r\n%s\r\n$%" PRIu64 "\r\n", k->len, k->s, len);
-	struct iovec iov[3] = { { c->wbuf, (size_t)n }, { (void *)src, len }, { (void *)"\r\n", 2 } };
-	const char *line;
-	size_t l;
-	int rc;
-
-	uint64_t vlen;
-
-	if ((rc = bn_sendv(c, iov, 3)) < 0 || (rc = bn_line(c, &line, &l)) < 0)
-		return rc;
-	if (bench_reply_resp(line, l, &vlen) == BENCH_REPLY_STORED)
-		return 0;
-	bench_err(BN_WHO, "redis answered a set with '%.*s'", (int)(l < 200 ? l : 200), line);
-	return -EPROTO;
+	return bn_text_set(c, n, bench_reply_resp, "redis", src, len);
 }
 
 /* One protocol-neutral request. */

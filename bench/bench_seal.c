@@ -37,7 +37,7 @@
 
 #include "bench.h"
 
-#define BS_ROUNDS_MAX 99
+#define BS_ROUNDS_MAX BENCH_MEDIAN_MAX
 #define BS_TARGET 0.8
 #define BS_SAMPLE 16
 
@@ -133,14 +133,6 @@ static int bs_verify(struct bs *b, const char *what)
 	return 0;
 }
 
-static double bs_median(double *v, unsigned n)
-{
-	double t[BS_ROUNDS_MAX];
-	memcpy(t, v, n * sizeof(*v));
-	qsort(t, n, sizeof(*t), bench_cmp_double);
-	return n % 2 ? t[n / 2] : (t[n / 2 - 1] + t[n / 2]) / 2;
-}
-
 static int bs_run(struct bs *b)
 {
 	static const int order_a[] = { PH_GCM, PH_PUT_PLAIN, PH_PUT_SEALED, PH_GET_PLAIN,
@@ -169,13 +161,13 @@ static int bs_run(struct bs *b)
 
 static void bs_report(struct bs *b)
 {
-	double gcm = bs_median(b->gbps[PH_GCM], b->rounds);
+	double gcm = bench_median(b->gbps[PH_GCM], b->rounds);
 	char sz[32];
 	bench_fmt_size(sz, sizeof(sz), b->size);
 	for (int ph = 0; ph < PH_COUNT; ph++) {
-		double m = bs_median(b->gbps[ph], b->rounds);
-		double plain = ph == PH_PUT_SEALED ? bs_median(b->gbps[PH_PUT_PLAIN], b->rounds)
-			     : ph == PH_GET_SEALED ? bs_median(b->gbps[PH_GET_PLAIN], b->rounds)
+		double m = bench_median(b->gbps[ph], b->rounds);
+		double plain = ph == PH_PUT_SEALED ? bench_median(b->gbps[PH_PUT_PLAIN], b->rounds)
+			     : ph == PH_GET_SEALED ? bench_median(b->gbps[PH_GET_PLAIN], b->rounds)
 						   : 0;
 		if (b->json) {
 			printf("{\"bench\": \"seal\", \"op\": \"%s\", \"mode\": \"%s\", "

@@ -81,7 +81,7 @@
 #define BSH_MIB (UINT64_C(1) << 20)
 #define BSH_HDR 4096u          /* kvtier's block header page (doc/shared.md) */
 #define BSH_SIZES_MAX 8
-#define BSH_ROUNDS_MAX 99
+#define BSH_ROUNDS_MAX BENCH_MEDIAN_MAX
 #define BSH_CONNS_MAX 64
 #define BSH_TARGET 0.9
 #define BSH_SUSPECT 1.1        /* dir: a ratio above it is not believed */
@@ -657,18 +657,12 @@ static int bsh_curl_round(struct bsh *b, unsigned round, double *put_gbps, doubl
  * Rounds, results
  */
 
-static double bsh_median(double *v, unsigned n)
-{
-	qsort(v, n, sizeof(*v), bench_cmp_double);
-	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 /* One row.  dv: the rounds' device accounting (dir), else NULL. */
 static void bsh_report(struct bsh *b, int backend, const char *op, double *kv, double *base,
 		       bool have_base, const struct bsh_dev *dv)
 {
 	unsigned r = b->o.rounds;
-	double g = bsh_median(kv, r), bg = have_base ? bsh_median(base, r) : 0;
+	double g = bench_median(kv, r), bg = have_base ? bench_median(base, r) : 0;
 	double ratio = have_base && bg > 0 ? g / bg : 0;
 	const char *bname = backend == BSH_DIR ? "fio" : "libcurl";
 	bool get = !strcmp(op, "get");
@@ -680,8 +674,8 @@ static void bsh_report(struct bsh *b, int backend, const char *op, double *kv, d
 		double k[BSH_ROUNDS_MAX], f[BSH_ROUNDS_MAX];
 		for (unsigned i = 0; i < r; i++)
 			k[i] = dv[i].kvt, f[i] = dv[i].fio;
-		kdev = bsh_median(k, r);
-		fdev = have_base ? bsh_median(f, r) : -1;
+		kdev = bench_median(k, r);
+		fdev = have_base ? bench_median(f, r) : -1;
 	}
 	if (dv && have_base)
 		shape = get ? dv[r - 1].get_shape : dv[r - 1].put_shape;

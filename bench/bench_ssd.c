@@ -82,7 +82,7 @@
 #define BS_SUM_PER_REC 128u        /* summary bytes per record, an upper estimate */
 #define BS_SIZES_MAX 16
 #define BS_STORE_OPTS_MAX 32
-#define BS_ROUNDS_MAX 99
+#define BS_ROUNDS_MAX BENCH_MEDIAN_MAX
 #define BS_QD_MAX 1024u
 #define BS_POISON 0x5a
 #define BS_KEEP_FREE (10 * BS_GIB) /* refuse runs that would leave less free */
@@ -125,17 +125,6 @@ struct bs_opts {
 };
 
 /* A row of the human table (JSON is printed straight from the figures). */
-struct bs_cell {
-	const char *bench;
-	char value[24];
-	char kvtier[24];
-	char baseline[24];
-	char ratio[12];
-	char target[16];
-	const char *result;
-	char notes[320];
-};
-
 struct bs {
 	const char *who;      /* "kvtier bench ssd", for messages */
 	struct bs_opts o;
@@ -243,27 +232,9 @@ static void bs_shape(uint64_t value, uint64_t segment, struct bs_shape *sh)
 	sh->rd_bs = padded;
 }
 
-static void bs_cell_print(struct bs *b, const struct bs_cell *c)
+static void bs_cell_print(struct bs *b, const struct bench_cell *c)
 {
-	if (b->o.json)
-		return;
-	bench_progress_end(b->o.progress);
-	if (!b->header_done) {
-		printf("%-14s %-9s %15s %15s %6s %9s %-7s %s\n", "bench", "value", "kvtier",
-		       "baseline", "ratio", "target", "result", "notes");
-		b->header_done = true;
-	}
-	printf("%-14s %-9s %15s %15s %6s %9s %-7s %s\n", c->bench, c->value, c->kvtier,
-	       c->baseline, c->ratio, c->target, c->result, c->notes);
-	fflush(stdout);
-}
-
-static double bs_median(const double *v, unsigned n)
-{
-	double s[BS_ROUNDS_MAX];
-	memcpy(s, v, n * sizeof(double));
-	qsort(s, n, sizeof(double), bench_cmp_double);
-	return n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
+	bench_cell_print(c, b->o.json, b->o.progress, &b->header_done, 14, 7);
 }
 
 static void bs_json_rounds(const char *name, const double *v, unsigned n, const char *fmt)
@@ -280,33 +251,6 @@ static void bs_json_rounds(const char *name, const double *v, unsigned n, const 
 /* ------------------------------------------------------------------------
  * The machine: I/O counters, free space, files.
  */
-
-/*
- * read_bytes and write_bytes of /proc/self/io: bytes this process (and the
- * children it has reaped, fio among them) caused to be fetched from or sent
- * to the storage layer.  O_DIRECT I/O is counted; page cache hits are not.
- * Returns 0, or -1 if the file is unreadable (then nothing is proven).
- */
-static int bs_proc_io(uint64_t *rd, uint64_t *wr)
-{
-	FILE *f = fopen("/proc/self/io", "r");
-	char line[128];
-	int got = 0;
-	if (f == NULL)
-		return -1;
-	while (fgets(line, sizeof(line), f) != NULL) {
-		unsigned long long v;
-		if (sscanf(line, "read_bytes: %llu", &v) == 1) {
-			*rd = v;
-			got |= 1;
-		} else if (sscanf(line, "write_bytes: %llu", &v) == 1) {
-			*wr = v;
-			got |= 2;
-		}
-	}
-	fclose(f);
-	return got == 3 ? 0 : -1;
-}
 
 /* Bytes an unprivileged process may still allocate on the file system of path. */
 static int bs_free_bytes(const char *path, uint64_t *out)
@@ -395,31 +339,6 @@ static void bs_drop_cache(const char *path)
 /* ------------------------------------------------------------------------
  * Stores.
  */
-
-static void bs_log(void *ctx, int level, const char *msg)
-{
-	static const char *names[] = { "error", "warn", "info", "debug" };
-	(void)ctx;
-	fprintf(stderr, "libkvtier: %s: %s\n",
-		level >= 0 && level <= 3 ? names[level] : "?", msg);
-}
-
-static void bs_stat_dump_fn(void *ctx, const char *name, uint64_t value, const char *str)
-{
-	(void)ctx;
-	if (str != NULL)
-		fprintf(stderr, "  %s = %s\n", name, str);
-	else
-		fprintf(stderr, "  %s = %" PRIu64 "\n", name, value);
-}
-
-/* After a failure: every statistic to stderr, so the report has evidence. */
-static void bs_stat_dump(const struct bs *b, struct kvt_store *s)
-{
-	fprintf(stderr, "%s: store statistics at the failure:\n", b->who);
-	if (kvt_store_stats(s, bs_stat_dump_fn, NULL) < 0)
-		fprintf(stderr, "  (kvt_store_stats failed)\n");
-}
 
 /* Several numeric statistics in one walk of kvt_store_stats. */
 struct bs_statq {
@@ -569,7 +488,7 @@ static int bs_store_open(const struct bs *b, const struct bs_store_cfg *c,
 		if (bs_set_option(b, s, name, eq + 1) < 0)
 			goto usage;
 	}
-	(void)kvt_store_set_log(s, bs_log, NULL, c->log_level);
+	(void)kvt_store_set_log(s, bench_store_log, NULL, c->log_level);
 	/* The lock of a killed writer may outlive it by a moment (its files
 	 * are closed as the kernel tears it down): retry, time the last try. */
 	for (int tries = 0;; tries++) {
@@ -648,7 +567,7 @@ static int bs_pace(const struct bs *b, struct kvt_store *s, uint64_t len, uint64
 				  "write-down made no progress for %.0f s (%" PRIu64
 				  " bytes pending)",
 				  BS_STALL_S, v[PQ_PENDING]);
-			bs_stat_dump(b, s);
+			bench_stat_dump(b->who, s);
 			return -1;
 		}
 		/* The backlog is tens of milliseconds of device work: a poll
@@ -729,14 +648,14 @@ static int bs_fio_run(const struct bs *b, const char *rw, uint64_t bs, unsigned 
 
 	struct bs_blk k0 = { 0 }, k1 = { 0 };
 	memset(res, 0, sizeof(*res));
-	res->dev_known = bs_proc_io(&rd0, &wr0) == 0;
+	res->dev_known = bench_proc_io(&rd0, &wr0) == 0;
 	bool blk = bs_blk_read(b, &k0) == 0;
 	char *out = bs_fio_spawn(b, argv, &res->wall_s, false);
 	if (out == NULL)
 		return -1;
 	blk = blk && bs_blk_read(b, &k1) == 0;
 	res->req_bytes = bs_blk_req(blk, &k0, &k1, !wr);
-	res->dev_known = res->dev_known && bs_proc_io(&rd1, &wr1) == 0;
+	res->dev_known = res->dev_known && bench_proc_io(&rd1, &wr1) == 0;
 	if (res->dev_known) {
 		res->dev_rd = rd1 - rd0;
 		res->dev_wr = wr1 - wr0;
@@ -845,7 +764,7 @@ static int bs_kvt_write(struct bs_size *z, unsigned round)
 	ret = BENCH_EXIT_FAIL;
 	if (bs_stats(b, s, bs_stat_names, st0, ST_COUNT) < 0)
 		goto out;
-	bool dev = bs_proc_io(&rd0, &wr0) == 0;
+	bool dev = bench_proc_io(&rd0, &wr0) == 0;
 	struct bs_blk k0 = { 0 }, k1 = { 0 };
 	bool blk = bs_blk_read(b, &k0) == 0;
 
@@ -857,7 +776,7 @@ static int bs_kvt_write(struct bs_size *z, unsigned round)
 		rc = kvt_put(s, ns, &z->keys[i], &iov, 1);
 		if (rc != KVT_OK) {
 			bench_err(b->who, "kvt_put of value %zu: %s", i, kvt_strerror(rc));
-			bs_stat_dump(b, s);
+			bench_stat_dump(b->who, s);
 			goto out;
 		}
 	}
@@ -865,10 +784,10 @@ static int bs_kvt_write(struct bs_size *z, unsigned round)
 	double secs = bench_now() - t0;
 	if (rc != KVT_OK) {
 		bench_err(b->who, "kvt_flush: %s", kvt_strerror(rc));
-		bs_stat_dump(b, s);
+		bench_stat_dump(b->who, s);
 		goto out;
 	}
-	dev = dev && bs_proc_io(&rd1, &wr1) == 0;
+	dev = dev && bench_proc_io(&rd1, &wr1) == 0;
 	blk = blk && bs_blk_read(b, &k1) == 0;
 	z->w_req[round] = bs_blk_req(blk, &k0, &k1, false);
 	if (bs_stats(b, s, bs_stat_names, st1, ST_COUNT) < 0)
@@ -887,7 +806,7 @@ static int bs_kvt_write(struct bs_size *z, unsigned round)
 			  z->n, written, st1[ST_WD_SHED] - st0[ST_WD_SHED],
 			  st1[ST_WD_ERRORS] - st0[ST_WD_ERRORS], st1[ST_SSD_BLOCKS],
 			  st1[ST_SEG_EVICTED]);
-		bs_stat_dump(b, s);
+		bench_stat_dump(b->who, s);
 		goto out;
 	}
 	/* A smoke run checks the bench, not the file system CI gave it. */
@@ -982,7 +901,7 @@ static int bs_kvt_read(struct bs_size *z, unsigned round)
 			  "reopened store holds %" PRIu64 " blocks in DRAM and %" PRIu64
 			  " on SSD; want 0 and %zu",
 			  st0[ST_DRAM_BLOCKS], st0[ST_SSD_BLOCKS], z->n);
-		bs_stat_dump(b, s);
+		bench_stat_dump(b->who, s);
 		goto out;
 	}
 	/* A get that copies nothing must not verify; this also pre-faults dst. */
@@ -996,7 +915,7 @@ static int bs_kvt_read(struct bs_size *z, unsigned round)
 		z->perm[i - 1] = z->perm[j];
 		z->perm[j] = t;
 	}
-	bool dev = bs_proc_io(&rd0, &wr0) == 0;
+	bool dev = bench_proc_io(&rd0, &wr0) == 0;
 	struct bs_blk k0 = { 0 }, k1 = { 0 };
 	bool blk = bs_blk_read(b, &k0) == 0;
 
@@ -1029,14 +948,14 @@ static int bs_kvt_read(struct bs_size *z, unsigned round)
 		}
 		if (m == 0) {
 			bench_err(b->who, "%u gets still in flight after 10 s", inflight);
-			bs_stat_dump(b, s);
+			bench_stat_dump(b->who, s);
 			goto drain;
 		}
 		inflight -= (unsigned)m; /* all m are back, checked or not */
 		for (int j = 0; j < m; j++) {
 			done++;
 			if (bs_read_done(z, out[j]) < 0) {
-				bs_stat_dump(b, s);
+				bench_stat_dump(b->who, s);
 				goto drain;
 			}
 			if (next < z->n) {
@@ -1047,7 +966,7 @@ static int bs_kvt_read(struct bs_size *z, unsigned round)
 		}
 	}
 	double secs = bench_now() - t0;
-	dev = dev && bs_proc_io(&rd1, &wr1) == 0;
+	dev = dev && bench_proc_io(&rd1, &wr1) == 0;
 	blk = blk && bs_blk_read(b, &k1) == 0;
 	z->r_req[round] = bs_blk_req(blk, &k0, &k1, true);
 	if (bs_stats(b, s, bs_stat_names, st1, ST_COUNT) < 0)
@@ -1072,7 +991,7 @@ static int bs_kvt_read(struct bs_size *z, unsigned round)
 			  "%zu gets made %" PRIu64 " SSD reads after %" PRIu64 " DRAM misses; want "
 			  "%zu and %zu",
 			  z->n, reads, misses, z->n, z->n);
-		bs_stat_dump(b, s);
+		bench_stat_dump(b->who, s);
 		goto out;
 	}
 	double value_bytes = (double)z->n * (double)z->size;
@@ -1161,13 +1080,13 @@ static void bs_size_report(struct bs *b, struct bs_size *z, bool write)
 	double rat[BS_ROUNDS_MAX];
 	for (unsigned r = 0; r < rounds; r++)
 		rat[r] = b->have_fio ? x[r] / (y[r] > 0 ? y[r] : 1e-12) : 0;
-	double gx = bs_median(x, rounds), gy = b->have_fio ? bs_median(y, rounds) : 0;
+	double gx = bench_median(x, rounds), gy = b->have_fio ? bench_median(y, rounds) : 0;
 	double ratio = b->have_fio ? gx / (gy > 0 ? gy : 1e-12) : 0;
-	double rec = bs_median(write ? z->w_rec_gbps : z->r_rec_gbps, rounds);
+	double rec = bench_median(write ? z->w_rec_gbps : z->r_rec_gbps, rounds);
 	/* Reads must have come from the device: kvtier's and fio's
 	 * read_bytes must cover the bytes they returned. */
-	double dev = z->dev_known ? bs_median(write ? z->w_dev : z->r_dev, rounds) : -1;
-	double fdev = z->dev_known && !write && b->have_fio ? bs_median(z->fr_dev, rounds) : -1;
+	double dev = z->dev_known ? bench_median(write ? z->w_dev : z->r_dev, rounds) : -1;
+	double fdev = z->dev_known && !write && b->have_fio ? bench_median(z->fr_dev, rounds) : -1;
 	bool dev_short = !write && z->dev_known &&
 			 (dev < 0.999 || (b->have_fio && fdev < 0.999));
 	bool suspect = (b->have_fio && ratio > BS_SUSPECT_RATIO) || dev_short;
@@ -1180,8 +1099,8 @@ static void bs_size_report(struct bs *b, struct bs_size *z, bool write)
 	 * 256 KiB and more, format 2) */
 	double framed = (double)z->n - (double)z->batched / (double)(rounds ? rounds : 1);
 	const char *name = write ? "ssd.write" : "ssd.read";
-	double req = bs_median(write ? z->w_req : z->r_req, rounds);
-	double freq = b->have_fio ? bs_median(write ? z->fw_req : z->fr_req, rounds) : -1;
+	double req = bench_median(write ? z->w_req : z->r_req, rounds);
+	double freq = b->have_fio ? bench_median(write ? z->fw_req : z->fr_req, rounds) : -1;
 
 	if (b->o.json) {
 		printf("{\"bench\":\"%s\",\"value_bytes\":%" PRIu64 ",\"gbps\":%.3f", name, z->size, gx);
@@ -1238,7 +1157,7 @@ static void bs_size_report(struct bs *b, struct bs_size *z, bool write)
 		fflush(stdout);
 		return;
 	}
-	struct bs_cell cell = { .bench = name };
+	struct bench_cell cell = { .bench = name };
 	cell.result = b->have_fio ? bs_verdict(b, pass, suspect) : "-";
 	bench_fmt_size(cell.value, sizeof(cell.value), z->size);
 	snprintf(cell.kvtier, sizeof(cell.kvtier), "%.2f GB/s", gx);
@@ -1521,7 +1440,7 @@ static void bs_rec_child(struct bs_rec *rc, int fd)
 		pause();
 fail:
 	if (s != NULL)
-		bs_stat_dump(b, s);
+		bench_stat_dump(b->who, s);
 	n = snprintf(msg, sizeof(msg), "fail\n");
 	if (write(fd, msg, (size_t)n) != n)
 		_exit(1);
@@ -1680,14 +1599,14 @@ static int bs_recovery_row(struct bs *b)
 	/* 3. Cold: nothing of the store in the page cache. */
 	bs_drop_cache(rc.path);
 	uint64_t rd0 = 0, wr0 = 0, rd1 = 0, wr1 = 0;
-	bool dev = bs_proc_io(&rd0, &wr0) == 0;
+	bool dev = bench_proc_io(&rd0, &wr0) == 0;
 	double open_s = 0;
 	uint32_t ns;
 	ret = bs_store_open(b, &rc.cfg, &s, &ns, &open_s);
 	if (ret != BENCH_EXIT_OK)
 		goto out;
 	ret = BENCH_EXIT_FAIL;
-	dev = dev && bs_proc_io(&rd1, &wr1) == 0;
+	dev = dev && bench_proc_io(&rd1, &wr1) == 0;
 
 	static const char *const rn[] = {
 		"ssd.recovery_ns", "ssd.blocks", "ssd.recovery_checkpoint_blocks",
@@ -1702,7 +1621,7 @@ static int bs_recovery_row(struct bs *b)
 			  "recovery: %" PRIu64 " blocks recovered, %" PRIu64 " were written and "
 			  "flushed",
 			  rv[1], rc.n);
-		bs_stat_dump(b, s);
+		bench_stat_dump(b->who, s);
 		goto out;
 	}
 
@@ -1734,7 +1653,7 @@ static int bs_recovery_row(struct bs *b)
 				  " bytes%s",
 				  i, kvt_strerror(r), len,
 				  r == KVT_OK && len == rc.size ? ", bytes differ" : "");
-			bs_stat_dump(b, s);
+			bench_stat_dump(b->who, s);
 			goto out;
 		}
 	}
@@ -1766,7 +1685,7 @@ static int bs_recovery_row(struct bs *b)
 		printf("}\n");
 		fflush(stdout);
 	} else {
-		struct bs_cell cell = { .bench = "ssd.recovery", .result = bs_verdict(b, pass, false) };
+		struct bench_cell cell = { .bench = "ssd.recovery", .result = bs_verdict(b, pass, false) };
 		bench_fmt_size(cell.value, sizeof(cell.value), rc.size);
 		snprintf(cell.kvtier, sizeof(cell.kvtier), "%.3f s", open_s);
 		snprintf(cell.baseline, sizeof(cell.baseline), "-");
@@ -1884,15 +1803,6 @@ static void bs_recovery_usage(FILE *f)
 		"  --json, --keep, -o NAME=VALUE, -h: as for 'kvtier bench ssd'\n");
 }
 
-static int bs_parse_uint(const char *s, unsigned lo, unsigned hi, unsigned *out)
-{
-	uint64_t v;
-	if (bench_parse_size(s, &v) < 0 || v < lo || v > hi)
-		return -1;
-	*out = (unsigned)v;
-	return 0;
-}
-
 enum {
 	O_SMOKE = 256, O_JSON, O_DIR, O_SIZES, O_FOOTPRINT, O_ROUNDS, O_QD, O_WQD, O_IO,
 	O_IODEPTH, O_DRAM, O_SEGMENT, O_FIO, O_FIO_OPT, O_RECOVERY, O_KEEP, O_BLOCKS, O_VALUE,
@@ -2004,28 +1914,12 @@ static int bs_parse_args(struct bs *b, bool recovery_cmd, int argc, char **argv)
 		case O_DIR:
 			o->dir = optarg;
 			break;
-		case O_SIZES: {
-			char buf[512], *save = NULL, *tok;
-			snprintf(buf, sizeof(buf), "%s", optarg);
-			o->size_count = 0;
-			for (tok = strtok_r(buf, ",", &save); tok != NULL; tok = strtok_r(NULL, ",", &save)) {
-				uint64_t v;
-				if (bench_parse_size(tok, &v) < 0 || v == 0 || v > (UINT64_C(1) << 32))
-					return bench_usage_err(
-						b->who,
-						"--sizes: '%s' is not a value size such as 2M",
-						tok);
-				if (o->size_count == BS_SIZES_MAX)
-					return bench_usage_err(b->who, "--sizes: at most %d sizes",
-							       BS_SIZES_MAX);
-				o->sizes[o->size_count++] = v;
-			}
-			if (o->size_count == 0)
-				return bench_usage_err(
-					b->who, "--sizes: empty list; e.g. --sizes 256K,2M,16M");
+		case O_SIZES:
+			if (bench_parse_sizes(b->who, optarg, UINT64_C(1) << 32, o->sizes, BS_SIZES_MAX,
+					      &o->size_count) != 0)
+				return BENCH_EXIT_USAGE;
 			have_sizes = true;
 			break;
-		}
 		case O_FOOTPRINT:
 			if (bench_parse_size(optarg, &o->footprint) < 0 || o->footprint == 0)
 				return bench_usage_err(
@@ -2033,18 +1927,18 @@ static int bs_parse_args(struct bs *b, bool recovery_cmd, int argc, char **argv)
 			have_fp = true;
 			break;
 		case O_ROUNDS:
-			if (bs_parse_uint(optarg, 1, BS_ROUNDS_MAX, &o->rounds) < 0)
+			if (bench_parse_uint(optarg, 1, BS_ROUNDS_MAX, &o->rounds) < 0)
 				return bench_usage_err(b->who, "--rounds '%s': want 1..%d", optarg,
 						       BS_ROUNDS_MAX);
 			break;
 		case O_QD:
-			if (bs_parse_uint(optarg, 1, BS_QD_MAX, &o->qd) < 0)
+			if (bench_parse_uint(optarg, 1, BS_QD_MAX, &o->qd) < 0)
 				return bench_usage_err(b->who, "--qd '%s': want 1..%u", optarg,
 						       BS_QD_MAX);
 			have_qd = true;
 			break;
 		case O_WQD:
-			if (bs_parse_uint(optarg, 1, BS_QD_MAX, &o->write_qd) < 0)
+			if (bench_parse_uint(optarg, 1, BS_QD_MAX, &o->write_qd) < 0)
 				return bench_usage_err(b->who, "--write-qd '%s': want 1..%u",
 						       optarg, BS_QD_MAX);
 			have_wqd = true;
@@ -2056,7 +1950,7 @@ static int bs_parse_args(struct bs *b, bool recovery_cmd, int argc, char **argv)
 			o->io = optarg;
 			break;
 		case O_IODEPTH:
-			if (bs_parse_uint(optarg, 1, 4096, &o->io_depth) < 0)
+			if (bench_parse_uint(optarg, 1, 4096, &o->io_depth) < 0)
 				return bench_usage_err(b->who, "--io-depth '%s': want 1..4096",
 						       optarg);
 			break;
@@ -2106,7 +2000,7 @@ static int bs_parse_args(struct bs *b, bool recovery_cmd, int argc, char **argv)
 					b->who, "--value '%s': want 16..1G, e.g. 64K", optarg);
 			break;
 		case O_VERIFY:
-			if (bs_parse_uint(optarg, 1, UINT32_MAX, &o->verify) < 0)
+			if (bench_parse_uint(optarg, 1, UINT32_MAX, &o->verify) < 0)
 				return bench_usage_err(
 					b->who, "--verify '%s': want a count of blocks", optarg);
 			break;
@@ -2178,23 +2072,6 @@ static int bs_parse_args(struct bs *b, bool recovery_cmd, int argc, char **argv)
 	return 0;
 }
 
-/*
- * The machine's load: other processes on the same cores and the same disk
- * make A/B rounds disagree, so the run says how busy the machine was when
- * it started and ended (in the table; on stderr under --json when busy).
- */
-static void bs_load_note(const struct bs *b, const char *when)
-{
-	char text[160];
-	bool busy = false;
-	if (!bench_load_text(text, sizeof(text), when, &busy))
-		return;
-	if (!b->o.json)
-		bench_note(b->o.json, b->o.progress, "%s", text);
-	else if (busy)
-		fprintf(stderr, "%s: %s\n", b->who, text);
-}
-
 /* Is fio there?  Its version goes into the header. */
 static bool bs_fio_probe(struct bs *b, char *ver, size_t len)
 {
@@ -2238,6 +2115,21 @@ static void bs_footer(const struct bs *b, int rc)
 		       b->targets_missed, b->suspects, BS_SUSPECT_RATIO);
 	else
 		printf("# every target met; bytes all verified\n");
+}
+
+/* The end of a run that ended with rc: the machine's load then (if the
+ * rows ran), the footer, the run directory removed (or kept: --keep). */
+static int bs_finish(struct bs *b, int rc)
+{
+	bench_progress_end(b->o.progress);
+	if (rc == BENCH_EXIT_OK)
+		bench_load_note(b->who, b->o.json, b->o.progress, "end");
+	bs_footer(b, rc);
+	if (b->o.keep)
+		fprintf(stderr, "%s: kept %s\n", b->who, b->run_dir);
+	else
+		bench_rm_tree(b->run_dir);
+	return rc;
 }
 
 int bench_ssd_main(int argc, char **argv)
@@ -2289,19 +2181,11 @@ int bench_ssd_main(int argc, char **argv)
 			"(fdatasync); read: a reopened store (DRAM cold), every value once in "
 			"random order; device read = /proc/self/io read_bytes per byte returned");
 	}
-	bs_load_note(&b, "start");
+	bench_load_note(b.who, b.o.json, b.o.progress, "start");
 	rc = bs_ssd_rows(&b);
 	if (rc == BENCH_EXIT_OK && b.o.recovery)
 		rc = bs_recovery_row(&b);
-	bench_progress_end(b.o.progress);
-	if (rc == BENCH_EXIT_OK)
-		bs_load_note(&b, "end");
-	bs_footer(&b, rc);
-	if (b.o.keep)
-		fprintf(stderr, "%s: kept %s\n", b.who, b.run_dir);
-	else
-		bench_rm_tree(b.run_dir);
-	return rc;
+	return bs_finish(&b, rc);
 }
 
 int bench_recovery_main(int argc, char **argv)
@@ -2326,15 +2210,7 @@ int bench_recovery_main(int argc, char **argv)
 			   "kvtier: the open's wall time, after kill -9 of the writer and with the "
 			   "store's files dropped from the page cache");
 	}
-	bs_load_note(&b, "start");
+	bench_load_note(b.who, b.o.json, b.o.progress, "start");
 	rc = bs_recovery_row(&b);
-	bench_progress_end(b.o.progress);
-	if (rc == BENCH_EXIT_OK)
-		bs_load_note(&b, "end");
-	bs_footer(&b, rc);
-	if (b.o.keep)
-		fprintf(stderr, "%s: kept %s\n", b.who, b.run_dir);
-	else
-		bench_rm_tree(b.run_dir);
-	return rc;
+	return bs_finish(&b, rc);
 }

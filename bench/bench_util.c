@@ -3,7 +3,8 @@
  * deterministic byte streams values are filled with (so every read can be
  * checked), sizes in and out of text, the statistics of rounds, and the
  * error, progress and note lines every suite prints.
- * Pure helpers; no kvtier calls; any thread.
+ * Pure helpers, any thread; the only kvtier call is bench_stat_dump's
+ * kvt_store_stats.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -113,8 +114,8 @@ double bench_rate(double amount, double secs)
 
 double bench_median(const double *v, unsigned n)
 {
-	double s[BENCH_ROUNDS_MAX];
-	if (n == 0 || n > BENCH_ROUNDS_MAX)
+	double s[BENCH_MEDIAN_MAX];
+	if (n == 0 || n > BENCH_MEDIAN_MAX)
 		return 0;
 	memcpy(s, v, n * sizeof(double));
 	qsort(s, n, sizeof(double), bench_cmp_double);
@@ -136,6 +137,91 @@ void bench_json_num(const char *name, double v, const char *fmt)
 		printf("null");
 	else
 		printf(fmt, v);
+}
+
+int bench_parse_uint(const char *s, unsigned lo, unsigned hi, unsigned *out)
+{
+	uint64_t v;
+	if (bench_parse_size(s, &v) < 0 || v < lo || v > hi)
+		return -1;
+	*out = (unsigned)v;
+	return 0;
+}
+
+int bench_parse_sizes(const char *who, const char *arg, uint64_t max_size, uint64_t *sizes,
+		      unsigned max, unsigned *count)
+{
+	char buf[512], *save = NULL, *tok;
+	snprintf(buf, sizeof(buf), "%s", arg);
+	*count = 0;
+	for (tok = strtok_r(buf, ",", &save); tok != NULL; tok = strtok_r(NULL, ",", &save)) {
+		uint64_t v;
+		if (bench_parse_size(tok, &v) < 0 || v == 0 || v > max_size)
+			return bench_usage_err(who, "--sizes: '%s' is not a value size such as 2M",
+					       tok);
+		if (*count == max)
+			return bench_usage_err(who, "--sizes: at most %u sizes", max);
+		sizes[(*count)++] = v;
+	}
+	if (*count == 0)
+		return bench_usage_err(who, "--sizes: empty list; e.g. --sizes 256K,2M,16M");
+	return 0;
+}
+
+void bench_cell_print(const struct bench_cell *c, bool json, bool progress, bool *header_done,
+		      int bench_w, int result_w)
+{
+	if (json)
+		return;
+	bench_progress_end(progress);
+	if (!*header_done) {
+		printf("%-*s %-9s %15s %15s %6s %9s %-*s %s\n", bench_w, "bench", "value", "kvtier",
+		       "baseline", "ratio", "target", result_w, "result", "notes");
+		*header_done = true;
+	}
+	printf("%-*s %-9s %15s %15s %6s %9s %-*s %s\n", bench_w, c->bench, c->value, c->kvtier,
+	       c->baseline, c->ratio, c->target, result_w, c->result, c->notes);
+	fflush(stdout);
+}
+
+/*
+ * Other processes on the same cores (and disk) make A/B rounds disagree,
+ * so a run says how busy the machine was when it started and ended.
+ */
+void bench_load_note(const char *who, bool json, bool progress, const char *when)
+{
+	char text[160];
+	bool busy = false;
+	if (!bench_load_text(text, sizeof(text), when, &busy))
+		return;
+	if (!json)
+		bench_note(json, progress, "%s", text);
+	else if (busy)
+		fprintf(stderr, "%s: %s\n", who, text);
+}
+
+void bench_store_log(void *ctx, int level, const char *msg)
+{
+	static const char *names[] = { "error", "warn", "info", "debug" };
+	(void)ctx;
+	fprintf(stderr, "libkvtier: %s: %s\n",
+		level >= 0 && level <= 3 ? names[level] : "?", msg);
+}
+
+static void bench_stat_dump_fn(void *ctx, const char *name, uint64_t value, const char *str)
+{
+	(void)ctx;
+	if (str != NULL)
+		fprintf(stderr, "  %s = %s\n", name, str);
+	else
+		fprintf(stderr, "  %s = %" PRIu64 "\n", name, value);
+}
+
+void bench_stat_dump(const char *who, struct kvt_store *s)
+{
+	fprintf(stderr, "%s: store statistics at the failure:\n", who);
+	if (kvt_store_stats(s, bench_stat_dump_fn, NULL) < 0)
+		fprintf(stderr, "  (kvt_store_stats failed)\n");
 }
 
 const char *bench_load_text(char *buf, size_t len, const char *when, bool *busy)

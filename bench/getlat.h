@@ -1,9 +1,9 @@
 /*
  * getlat.h - what bench/evict_sweep_cost.c and idx_grow_cost.c (one-off
- * measurements, not built by meson) share: reader threads that time a
- * get every READ_GAP_NS while the main thread fills or evicts, a put that
- * waits out KVT_EFULL, a statistic by name, and the readers' latency
- * report.  Header-only, static; include after oneoff.h.
+ * measurements, not built by meson) share: the store they measure, reader
+ * threads that time a get every READ_GAP_NS while the main thread fills or
+ * evicts, a put that waits out KVT_EFULL, a statistic by name, and the
+ * readers' latency report.  Header-only, static; include after oneoff.h.
  */
 #ifndef KVT_BENCH_GETLAT_H
 #define KVT_BENCH_GETLAT_H
@@ -18,6 +18,46 @@
 
 #define READ_GAP_NS 50000ull
 #define LAT_MAX (1u << 22)
+
+/*
+ * The store both measure, in dir: DRAM 256M of 4 KiB chunks, an SSD of
+ * seg-byte segments with room for n blocks of vlen bytes and 1/8 more (a
+ * block takes its value rounded up to 512 and a share of its batch
+ * header), in whole segments (its size as text into cap), write-through
+ * (ssd.admission=always), nothing written down at close nor checkpointed
+ * by seals; a persistent namespace of `model` registered.  0, or -1.
+ */
+static int ssd_store_open(const char *dir, uint64_t n, uint64_t vlen, uint64_t seg,
+			  const char *model, char *cap, size_t cap_len, struct kvt_store **out,
+			  uint32_t *ns)
+{
+	struct kvt_ns_desc d = { .model = model, .dtype = "bf16", .layout = "raw",
+				 .block_tokens = 16, .tp_size = 1, .pp_size = 1,
+				 .flags = KVT_NS_PERSISTENT };
+	struct kvt_store *s;
+	char segs[32];
+
+	snprintf(cap, cap_len, "%llu",
+		 (unsigned long long)(((n * ((vlen + 511) / 512 * 512 + 160)) * 9 / 8 / seg + 2) *
+				      seg));
+	snprintf(segs, sizeof(segs), "%llu", (unsigned long long)seg);
+	if (kvt_store_create(&s) < 0)
+		return -1;
+	if (kvt_store_set_option(s, "path", dir) < 0 ||
+	    kvt_store_set_option(s, "dram.capacity", "256M") < 0 ||
+	    kvt_store_set_option(s, "dram.chunk", "4K") < 0 ||
+	    kvt_store_set_option(s, "ssd.capacity", cap) < 0 ||
+	    kvt_store_set_option(s, "ssd.segment", segs) < 0 ||
+	    kvt_store_set_option(s, "ssd.admission", "always") < 0 ||
+	    kvt_store_set_option(s, "ssd.close_writedown_ms", "0") < 0 ||
+	    kvt_store_set_option(s, "ssd.checkpoint_seals", "1000000") < 0 ||
+	    kvt_store_open(s) < 0 || kvt_ns_register(s, &d, ns) < 0) {
+		kvt_store_destroy(s);
+		return -1;
+	}
+	*out = s;
+	return 0;
+}
 
 struct reader {
 	struct kvt_store *s;

@@ -39,38 +39,23 @@ int main(int argc, char **argv)
 	uint64_t n = argc > 2 ? strtoull(argv[2], NULL, 0) : 0;
 	uint64_t vlen = argc > 3 ? strtoull(argv[3], NULL, 0) : 512;
 	uint64_t seg = argc > 4 ? strtoull(argv[4], NULL, 0) << 20 : 16u << 20;
-	struct kvt_ns_desc d = { .model = "idx-grow-cost", .dtype = "bf16", .layout = "raw",
-				 .block_tokens = 16, .tp_size = 1, .pp_size = 1,
-				 .flags = KVT_NS_PERSISTENT };
 	atomic_bool stop = false;
 	_Atomic uint64_t done = 0;
 	struct reader ra, rp;
 	pthread_t ta, tp;
 	struct kvt_store *s;
-	char cap[32], segs[32];
+	char cap[32];
 	uint8_t *v;
 	uint64_t i, t0, fill_ns;
 	uint32_t ns;
 
 	if (!dir || n < 1000 || vlen < 1 || vlen > 65536 || seg < (1u << 20))
 		return fprintf(stderr, "usage: idx_grow_cost DIR N [VLEN [SEG_MIB]]\n"), 2;
-	snprintf(cap, sizeof(cap), "%llu",
-		 (unsigned long long)(((n * ((vlen + 511) / 512 * 512 + 160)) * 9 / 8 / seg + 2) *
-				      seg));
-	snprintf(segs, sizeof(segs), "%llu", (unsigned long long)seg);
 	v = malloc(vlen);
 	ra.lat = calloc(LAT_MAX, sizeof(uint64_t));
 	rp.lat = calloc(LAT_MAX, sizeof(uint64_t));
-	if (!v || !ra.lat || !rp.lat || kvt_store_create(&s) < 0 ||
-	    kvt_store_set_option(s, "path", dir) < 0 ||
-	    kvt_store_set_option(s, "dram.capacity", "256M") < 0 ||
-	    kvt_store_set_option(s, "dram.chunk", "4K") < 0 ||
-	    kvt_store_set_option(s, "ssd.capacity", cap) < 0 ||
-	    kvt_store_set_option(s, "ssd.segment", segs) < 0 ||
-	    kvt_store_set_option(s, "ssd.admission", "always") < 0 ||
-	    kvt_store_set_option(s, "ssd.close_writedown_ms", "0") < 0 ||
-	    kvt_store_set_option(s, "ssd.checkpoint_seals", "1000000") < 0 ||
-	    kvt_store_open(s) < 0 || kvt_ns_register(s, &d, &ns) < 0)
+	if (!v || !ra.lat || !rp.lat ||
+	    ssd_store_open(dir, n, vlen, seg, "idx-grow-cost", cap, sizeof(cap), &s, &ns) < 0)
 		return fprintf(stderr, "cannot open a store in %s\n", dir), 1;
 	memset(v, 0x5a, vlen);
 	ra = (struct reader){ .s = s, .ns = ns, .salt = 7, .range = n, .stop = &stop,

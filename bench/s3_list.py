@@ -21,10 +21,8 @@ import argparse
 import concurrent.futures
 import json
 import os
-import re
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -32,30 +30,14 @@ import time
 import boto3
 from botocore.config import Config
 
+from s3_put_rate import s3_server
+
 
 def client(url, ak, sk):
     return boto3.client("s3", endpoint_url=url, aws_access_key_id=ak, aws_secret_access_key=sk,
                         region_name="us-east-1",
                         config=Config(s3={"addressing_style": "path"}, max_pool_connections=16,
                                       retries={"max_attempts": 1}))
-
-
-def start_kvtierd(kvtierd, d):
-    log = os.path.join(d, "kvtierd.log")
-    p = subprocess.Popen([kvtierd, "--dir", os.path.join(d, "data"), "--dram", "512M", "--ssd",
-                          "1G", "--set", "dram.prefault=off", "--listen", "127.0.0.1:0",
-                          "--s3", "127.0.0.1:0", "--log", log],
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    for _ in range(1200):
-        if os.path.exists(log):
-            m = re.search(r"S3 listener on 127\.0\.0\.1:(\d+)", open(log).read())
-            if m:
-                return p, int(m.group(1))
-        if p.poll() is not None:
-            sys.exit("kvtierd exited: see " + log)
-        time.sleep(0.05)
-    p.kill()
-    sys.exit("kvtierd did not start")
 
 
 def list_all(c, prefix):
@@ -78,7 +60,7 @@ def main():
     a = ap.parse_args()
     n, rounds = (1500, 1) if a.smoke else (a.objects, a.rounds)
     d = os.path.abspath(tempfile.mkdtemp(prefix="s3_list.", dir=a.dir))
-    srv, port = start_kvtierd(a.kvtierd, d)
+    srv, port = s3_server(a.kvtierd, d, ["--dram", "512M", "--ssd", "1G"])
     try:
         cs = {"kvtierd": client("http://127.0.0.1:%d" % port, "default", "unused-0123456789")}
         cs["kvtierd"].create_bucket(Bucket="bench")

@@ -31,11 +31,16 @@ import tempfile
 import threading
 import time
 
+from respd_bench import cpu_s
 
-def start(kvtierd, d):
+
+def s3_server(kvtierd, d, opts):
+    """kvtierd on DIR/data with opts (--dram, --ssd), an S3 listener on a
+    free port, logging to DIR/kvtierd.log: (process, S3 port) once it
+    listens.  s3_list.py's too."""
     log = os.path.join(d, "kvtierd.log")
-    p = subprocess.Popen([kvtierd, "--dir", os.path.join(d, "data"), "--dram", "1G", "--ssd",
-                          "0", "--set", "dram.prefault=off", "--listen", "127.0.0.1:0",
+    p = subprocess.Popen([kvtierd, "--dir", os.path.join(d, "data")] + opts +
+                         ["--set", "dram.prefault=off", "--listen", "127.0.0.1:0",
                           "--s3", "127.0.0.1:0", "--log", log],
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     for _ in range(1200):
@@ -48,12 +53,6 @@ def start(kvtierd, d):
         time.sleep(0.05)
     p.kill()
     sys.exit("kvtierd did not start")
-
-
-def cpu_s(pid):
-    """The process's user + system CPU time, seconds."""
-    f = open("/proc/%d/stat" % pid).read().rsplit(")", 1)[1].split()
-    return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def one(port, msg):
@@ -94,7 +93,7 @@ def main():
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
     d = tempfile.mkdtemp(dir=a.dir)
-    p, port = start(a.kvtierd, d)
+    p, port = s3_server(a.kvtierd, d, ["--dram", "1G", "--ssd", "0"])
     rates, cpus = [], []
     try:
         assert b" 200 " in one(port, b"PUT /rate HTTP/1.1\r\nHost: x\r\n"

@@ -16,6 +16,11 @@
 #include "kvtierd.h"
 
 #define CTR(field) offsetof(struct kvtd_server, ctr.field), KVTD_CTR_ATOMIC_U64
+/* The common rows: a u64 of srv->ctr after the cluster families, named
+ * server.<field> in STATS; with a /metrics family, or in STATS only. */
+#define COUNTER(field, metric, help) { "server." #field, metric, "counter", help, CTR(field), 2 }
+#define GAUGE(field, metric, help) { "server." #field, metric, "gauge", help, CTR(field), 2 }
+#define STAT_ONLY(field) { "server." #field, NULL, NULL, NULL, CTR(field), 2 }
 
 /* In /metrics order (part 1 before the per-loop connection gauge, part 2
  * after the cluster and repair families); STATS lists the rows in this
@@ -27,84 +32,74 @@ const struct kvtd_counter_def kvtd_counter_defs[] = {
 	  "connections closed", CTR(conns_closed), 1 },
 	{ "server.conns_active", "kvtier_connections_active", "gauge", "connections open now",
 	  CTR(conns_active), 1 },
-	{ "server.frames_out", NULL, NULL, NULL, CTR(frames_out), 2 },
-	{ "server.items_in", NULL, NULL, NULL, CTR(items_in), 2 },
-	{ "server.auth_ok", NULL, NULL, NULL, CTR(auth_ok), 2 },
-	{ "server.value_crc_errors", NULL, NULL, NULL, CTR(value_crc_errors), 2 },
-	{ "server.conns_refused", "kvtier_connections_refused_total", "counter",
-	  "connections refused past --max-conns", CTR(conns_refused), 2 },
-	{ "server.unauth_refused", "kvtier_connections_unauth_refused_total", "counter",
-	  "of them, past the unauthenticated limits (all, per address)", CTR(unauth_refused), 2 },
-	{ "server.unauth_evicted", "kvtier_connections_unauth_evicted_total", "counter",
-	  "unauthenticated connections closed, the oldest, to admit a new one past half of "
-	  "--max-conns", CTR(unauth_evicted), 2 },
-	{ "server.tenant_conns_refused", "kvtier_connections_tenant_refused_total", "counter",
-	  "of them, past --tenant-conns (after AUTH)", CTR(tenant_conns_refused), 2 },
-	{ "server.tenant_table_refused", "kvtier_connections_tenant_table_refused_total",
-	  "counter", "of them, after AUTH: the tenants table was full (4096 tenants in the "
-	  "tenants file or connected)", CTR(tenant_table_refused), 2 },
-	{ "server.conns_lingered", NULL, NULL, NULL, CTR(conns_lingered), 2 },
-	{ "server.conns_shed", "kvtier_connections_shed_total", "counter",
-	  "of them, shed at the descriptor limit (EMFILE) with the spare descriptor",
-	  CTR(conns_shed), 2 },
-	{ "server.listen_paused", "kvtier_listen_paused_total", "counter",
-	  "times a loop stopped listening for 100 ms at the descriptor limit",
-	  CTR(listen_paused), 2 },
+	STAT_ONLY(frames_out),
+	STAT_ONLY(items_in),
+	STAT_ONLY(auth_ok),
+	STAT_ONLY(value_crc_errors),
+	COUNTER(conns_refused, "kvtier_connections_refused_total",
+		"connections refused past --max-conns"),
+	COUNTER(unauth_refused, "kvtier_connections_unauth_refused_total",
+		"of them, past the unauthenticated limits (all, per address)"),
+	COUNTER(unauth_evicted, "kvtier_connections_unauth_evicted_total",
+		"unauthenticated connections closed, the oldest, to admit a new one past half of "
+		"--max-conns"),
+	COUNTER(tenant_conns_refused, "kvtier_connections_tenant_refused_total",
+		"of them, past --tenant-conns (after AUTH)"),
+	COUNTER(tenant_table_refused, "kvtier_connections_tenant_table_refused_total",
+		"of them, after AUTH: the tenants table was full (4096 tenants in the tenants "
+		"file or connected)"),
+	STAT_ONLY(conns_lingered),
+	COUNTER(conns_shed, "kvtier_connections_shed_total",
+		"of them, shed at the descriptor limit (EMFILE) with the spare descriptor"),
+	COUNTER(listen_paused, "kvtier_listen_paused_total",
+		"times a loop stopped listening for 100 ms at the descriptor limit"),
 	{ "server.unauth_conns", "kvtier_connections_unauthenticated", "gauge",
 	  "connections not yet authenticated", offsetof(struct kvtd_server, unauth_conns),
 	  KVTD_CTR_ATOMIC_UINT, 2 },
-	{ "server.tenants_reload_ok", "kvtier_tenants_last_reload_successful", "gauge",
-	  "1 if the tenants file the last SIGHUP read was taken (or none was read yet), 0 if "
-	  "it was refused and the old tenants still serve", CTR(tenants_reload_ok), 2 },
-	{ "server.tenants_reload_failures", "kvtier_tenants_reload_failures_total", "counter",
-	  "SIGHUPs whose tenants file was refused (the old one kept)",
-	  CTR(tenants_reload_failures), 2 },
-	{ "server.copy_refused", "kvtier_server_copy_refused_total", "counter",
-	  "grantee GET items answered as a miss (S3: 503): their private SSD copy "
-	  "would pass the connection's, the tenant's or the server's bound",
-	  CTR(copy_refused), 2 },
-	{ "server.pin_deferred", NULL, NULL, NULL, CTR(pin_deferred), 2 },
-	{ "server.work_deferred", NULL, NULL, NULL, CTR(work_deferred), 2 },
-	{ "server.ns_refused", NULL, NULL, NULL, CTR(ns_refused), 2 },
-	{ "server.s3_scan_refused", NULL, NULL, NULL, CTR(s3_scan_refused), 2 },
-	{ "server.metrics_renders", "kvtier_server_metrics_renders_total", "counter",
-	  "/metrics pages rendered (the scrapes of one loop iteration share one)",
-	  CTR(metrics_renders), 2 },
-	{ "server.metrics_refused", "kvtier_server_metrics_refused_total", "counter",
-	  "/metrics requests answered 503: their loop had as many pages in flight as it takes",
-	  CTR(metrics_refused), 2 },
-	{ "server.clear_refused", "kvtier_server_clear_refused_total", "counter",
-	  "CLEARs and FLUSHDBs refused: their tenant had its limit in progress",
-	  CTR(clear_refused), 2 },
-	{ "server.resp_expiry_held", "kvtier_resp_expiry_entries", "gauge",
-	  "RESP values with a TTL in the expiry index (a value never read after it expires "
-	  "is deleted when its entry is due)", CTR(resp_expiry_held), 2 },
-	{ "server.resp_expiry_dropped", "kvtier_resp_expiry_dropped_total", "counter",
-	  "SETs with a TTL not recorded in the expiry index: full, the tenant's quarter, or "
-	  "--max-memory (the value expires when read)", CTR(resp_expiry_dropped), 2 },
-	{ "server.resp_expiry_swept", "kvtier_resp_expiry_swept_total", "counter",
-	  "expired RESP values the expiry sweep deleted", CTR(resp_expiry_swept), 2 },
-	{ "server.resp_expiry_skipped", "kvtier_resp_expiry_skipped_total", "counter",
-	  "entries the sweep popped and left: the value gone, not expired any more (set "
-	  "again), or a write of its stripe in progress", CTR(resp_expiry_skipped), 2 },
-	{ "server.mem_refused", "kvtier_server_memory_refused_total", "counter",
-	  "frames refused because --max-memory was reached", CTR(mem_refused), 2 },
-	{ "server.mem_paused", "kvtier_server_memory_paused_total", "counter",
-	  "times a connection was not read because --max-memory was reached", CTR(mem_paused),
-	  2 },
-	{ "server.out_share_paused", "kvtier_server_output_share_paused_total", "counter",
-	  "times a connection was not read because its tenant's queued answers (or native "
-	  "frames in flight) held "
-	  "their share (a quarter) of --max-memory", CTR(out_share_paused), 2 },
-	{ "server.parse_deferred", "kvtier_server_parse_deferred_total", "counter",
-	  "times a connection's frames or commands past 64 in one loop iteration waited for "
-	  "the next (a pipelining client cannot hold the loop)", CTR(parse_deferred), 2 },
-	{ "server.put_parked", "kvtier_server_put_parked_total", "counter",
-	  "S3 PUTs parked waiting for SSD write-down room (a persistent namespace)",
-	  CTR(put_parked), 2 },
-	{ "server.put_park_timeouts", "kvtier_server_put_park_timeouts_total", "counter",
-	  "of them, answered 503 SlowDown: no room within ssd.writedown_wait_ms",
-	  CTR(put_park_timeouts), 2 },
+	GAUGE(tenants_reload_ok, "kvtier_tenants_last_reload_successful",
+		"1 if the tenants file the last SIGHUP read was taken (or none was read yet), 0 "
+		"if it was refused and the old tenants still serve"),
+	COUNTER(tenants_reload_failures, "kvtier_tenants_reload_failures_total",
+		"SIGHUPs whose tenants file was refused (the old one kept)"),
+	COUNTER(copy_refused, "kvtier_server_copy_refused_total",
+		"grantee GET items answered as a miss (S3: 503): their private SSD copy would "
+		"pass the connection's, the tenant's or the server's bound"),
+	STAT_ONLY(pin_deferred),
+	STAT_ONLY(work_deferred),
+	STAT_ONLY(ns_refused),
+	STAT_ONLY(s3_scan_refused),
+	COUNTER(metrics_renders, "kvtier_server_metrics_renders_total",
+		"/metrics pages rendered (the scrapes of one loop iteration share one)"),
+	COUNTER(metrics_refused, "kvtier_server_metrics_refused_total",
+		"/metrics requests answered 503: their loop had as many pages in flight as "
+		"it takes"),
+	COUNTER(clear_refused, "kvtier_server_clear_refused_total",
+		"CLEARs and FLUSHDBs refused: their tenant had its limit in progress"),
+	GAUGE(resp_expiry_held, "kvtier_resp_expiry_entries",
+		"RESP values with a TTL in the expiry index (a value never read after it expires "
+		"is deleted when its entry is due)"),
+	COUNTER(resp_expiry_dropped, "kvtier_resp_expiry_dropped_total",
+		"SETs with a TTL not recorded in the expiry index: full, the tenant's quarter, "
+		"or --max-memory (the value expires when read)"),
+	COUNTER(resp_expiry_swept, "kvtier_resp_expiry_swept_total",
+		"expired RESP values the expiry sweep deleted"),
+	COUNTER(resp_expiry_skipped, "kvtier_resp_expiry_skipped_total",
+		"entries the sweep popped and left: the value gone, not expired any more (set "
+		"again), or a write of its stripe in progress"),
+	COUNTER(mem_refused, "kvtier_server_memory_refused_total",
+		"frames refused because --max-memory was reached"),
+	COUNTER(mem_paused, "kvtier_server_memory_paused_total",
+		"times a connection was not read because --max-memory was reached"),
+	COUNTER(out_share_paused, "kvtier_server_output_share_paused_total",
+		"times a connection was not read because its tenant's queued answers (or native "
+		"frames in flight) held their share (a quarter) of --max-memory"),
+	COUNTER(parse_deferred, "kvtier_server_parse_deferred_total",
+		"times a connection's frames or commands past 64 in one loop iteration waited "
+		"for the next (a pipelining client cannot hold the loop)"),
+	COUNTER(put_parked, "kvtier_server_put_parked_total",
+		"S3 PUTs parked waiting for SSD write-down room (a persistent namespace)"),
+	COUNTER(put_park_timeouts, "kvtier_server_put_park_timeouts_total",
+		"of them, answered 503 SlowDown: no room within ssd.writedown_wait_ms"),
 	{ "server.mem_used", "kvtier_server_memory_bytes", "gauge",
 	  "receive buffers, tables, queued responses and TLS SSLs charged to --max-memory",
 	  offsetof(struct kvtd_server, mem_used), KVTD_CTR_ATOMIC_U64, 2 },
@@ -113,12 +108,9 @@ const struct kvtd_counter_def kvtd_counter_defs[] = {
 	  offsetof(struct kvtd_server, s3.hdr_charged), KVTD_CTR_ATOMIC_U64, 2 },
 	{ "server.mem_max", "kvtier_server_memory_limit_bytes", "gauge", "--max-memory",
 	  offsetof(struct kvtd_server, cfg.max_memory), KVTD_CTR_U64, 2 },
-	{ "server.bytes_in", "kvtier_server_bytes_in_total", "counter",
-	  "bytes received on every connection", CTR(bytes_in), 2 },
-	{ "server.bytes_out", "kvtier_server_bytes_out_total", "counter",
-	  "bytes sent on every connection", CTR(bytes_out), 2 },
-	{ "server.frames_in", "kvtier_server_frames_in_total", "counter",
-	  "native protocol frames received", CTR(frames_in), 2 },
+	COUNTER(bytes_in, "kvtier_server_bytes_in_total", "bytes received on every connection"),
+	COUNTER(bytes_out, "kvtier_server_bytes_out_total", "bytes sent on every connection"),
+	COUNTER(frames_in, "kvtier_server_frames_in_total", "native protocol frames received"),
 	{ "server.log_client_dropped", "kvtier_server_log_client_dropped_total", "counter",
 	  "log lines a client caused, dropped past the limit a second (log.c)",
 	  offsetof(struct kvtd_server, log_dropped), KVTD_CTR_ATOMIC_U64_REF, 2 },
@@ -127,23 +119,22 @@ const struct kvtd_counter_def kvtd_counter_defs[] = {
 	  CTR(tls_handshakes), 2 },
 	{ NULL, "kvtier_tls_ktls_total", "counter", "TLS connections sending through kernel TLS",
 	  CTR(tls_ktls), 2 },
-	{ "server.tls_throttled", "kvtier_tls_throttled_total", "counter",
-	  "TLS connections closed before their handshake: the address failed too many a second",
-	  CTR(tls_throttled), 2 },
+	COUNTER(tls_throttled, "kvtier_tls_throttled_total",
+		"TLS connections closed before their handshake: the address failed too many "
+		"a second"),
 	{ "server.tls_handshake_timeouts", "kvtier_tls_handshake_timeouts_total", "counter",
 	  "TLS handshakes not done in time (10 s) after the client sent bytes: failures of its address",
 	  CTR(tls_hs_timeouts), 2 },
-	{ "server.tls_mem_refused", "kvtier_tls_memory_refused_total", "counter",
-	  "TLS connections refused for their SSL's memory (of connections refused): at the "
-	  "accept past --max-memory or the unauthenticated half of it, at AUTH past the "
-	  "tenant's quarter", CTR(tls_mem_refused), 2 },
-	{ "server.tls_quiet_closed", "kvtier_tls_quiet_closed_total", "counter",
-	  "TLS connections closed for sending more than 32 records a minute that carry no "
-	  "application data (KeyUpdates, alerts), or a TLS 1.2 renegotiation",
-	  CTR(tls_quiet_closed), 2 },
-	{ "server.tls_deferred", "kvtier_tls_deferred_total", "counter",
-	  "TLS reads left for the next loop iteration: the tenant's records of this one spent",
-	  CTR(tls_deferred), 2 },
+	COUNTER(tls_mem_refused, "kvtier_tls_memory_refused_total",
+		"TLS connections refused for their SSL's memory (of connections refused): at the "
+		"accept past --max-memory or the unauthenticated half of it, at AUTH past the "
+		"tenant's quarter"),
+	COUNTER(tls_quiet_closed, "kvtier_tls_quiet_closed_total",
+		"TLS connections closed for sending more than 32 records a minute that carry no "
+		"application data (KeyUpdates, alerts), or a TLS 1.2 renegotiation"),
+	COUNTER(tls_deferred, "kvtier_tls_deferred_total",
+		"TLS reads left for the next loop iteration: the tenant's records of this "
+		"one spent"),
 };
 const size_t kvtd_counter_def_count = sizeof(kvtd_counter_defs) / sizeof(kvtd_counter_defs[0]);
 

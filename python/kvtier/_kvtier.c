@@ -203,6 +203,33 @@ static void opt_release(Py_buffer *b)
 		PyBuffer_Release(b);
 }
 
+/* The key chain functions' tokens and optional extra bytes, taken together
+ * (tokens_from, opt_buffer): release with chain_in_release. */
+struct chain_in {
+	Py_buffer tv, ev;
+	uint32_t *owned;
+	const uint32_t *tokens;
+	size_t count;
+};
+
+/* 0, or -1 (raised: nothing held). */
+static int chain_in_from(PyObject *toks, PyObject *extrao, struct chain_in *in)
+{
+	if (tokens_from(toks, &in->tv, &in->owned, &in->tokens, &in->count) < 0)
+		return -1;
+	if (opt_buffer(extrao, &in->ev) < 0) {
+		tokens_release(&in->tv, in->owned);
+		return -1;
+	}
+	return 0;
+}
+
+static void chain_in_release(struct chain_in *in)
+{
+	tokens_release(&in->tv, in->owned);
+	opt_release(&in->ev);
+}
+
 /* A 32-byte digest argument.  0 or -1 (raised). */
 static int digest_from(PyObject *o, uint8_t digest[32])
 {
@@ -1517,10 +1544,7 @@ static PyObject *mod_key_chain(PyObject *m, PyObject *args, PyObject *kw)
 	PyObject *dig, *parento, *toks, *extrao = NULL;
 	uint8_t digest[32];
 	struct kvt_key parent, out;
-	Py_buffer tv, ev;
-	uint32_t *owned;
-	const uint32_t *tokens;
-	size_t count;
+	struct chain_in in;
 	int ret;
 	(void)m;
 	if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO|O", kwlist, &dig, &parento, &toks, &extrao) ||
@@ -1528,16 +1552,11 @@ static PyObject *mod_key_chain(PyObject *m, PyObject *args, PyObject *kw)
 		return NULL;
 	if (parento != Py_None && key_from(parento, &parent) < 0)
 		return NULL;
-	if (tokens_from(toks, &tv, &owned, &tokens, &count) < 0)
+	if (chain_in_from(toks, extrao, &in) < 0)
 		return NULL;
-	if (opt_buffer(extrao, &ev) < 0) {
-		tokens_release(&tv, owned);
-		return NULL;
-	}
-	ret = kvt_key_chain(digest, parento == Py_None ? NULL : &parent, tokens, count,
-			    ev.buf, (size_t)ev.len, &out);
-	tokens_release(&tv, owned);
-	opt_release(&ev);
+	ret = kvt_key_chain(digest, parento == Py_None ? NULL : &parent, in.tokens, in.count,
+			    in.ev.buf, (size_t)in.ev.len, &out);
+	chain_in_release(&in);
 	if (ret < 0)
 		return raise_code(ret);
 	return PyBytes_FromStringAndSize((const char *)out.bytes, out.len);
@@ -1551,10 +1570,8 @@ static PyObject *mod_key_chain_prompt(PyObject *m, PyObject *args, PyObject *kw)
 	unsigned int block_tokens;
 	int partial = 0;
 	uint8_t digest[32];
-	Py_buffer tv, ev;
-	uint32_t *owned;
-	const uint32_t *tokens;
-	size_t count, max;
+	struct chain_in in;
+	size_t max;
 	struct kvt_key *keys;
 	int64_t ret;
 	(void)m;
@@ -1562,25 +1579,19 @@ static PyObject *mod_key_chain_prompt(PyObject *m, PyObject *args, PyObject *kw)
 					 &partial, &extrao) ||
 	    digest_from(dig, digest) < 0)
 		return NULL;
-	if (tokens_from(toks, &tv, &owned, &tokens, &count) < 0)
+	if (chain_in_from(toks, extrao, &in) < 0)
 		return NULL;
-	if (opt_buffer(extrao, &ev) < 0) {
-		tokens_release(&tv, owned);
-		return NULL;
-	}
-	max = block_tokens ? count / block_tokens + 1 : 1;
+	max = block_tokens ? in.count / block_tokens + 1 : 1;
 	keys = PyMem_Malloc(max * sizeof(*keys));
 	if (!keys) {
-		tokens_release(&tv, owned);
-		opt_release(&ev);
+		chain_in_release(&in);
 		return PyErr_NoMemory();
 	}
 	Py_BEGIN_ALLOW_THREADS
-	ret = kvt_key_chain_prompt(digest, tokens, count, block_tokens, partial, ev.buf,
-				   (size_t)ev.len, keys, max);
+	ret = kvt_key_chain_prompt(digest, in.tokens, in.count, block_tokens, partial, in.ev.buf,
+				   (size_t)in.ev.len, keys, max);
 	Py_END_ALLOW_THREADS
-	tokens_release(&tv, owned);
-	opt_release(&ev);
+	chain_in_release(&in);
 	if (ret < 0) {
 		PyMem_Free(keys);
 		return raise_code((int)ret);

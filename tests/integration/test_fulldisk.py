@@ -62,11 +62,12 @@ class Resp:
         self.s.close()
 
 
-def start(kvtierd, d, log):
-    p = subprocess.Popen([kvtierd, "--dir", d, "--dram", "16M", "--ssd", "256M",
-                          "--set", "ssd.segment=4M", "--set", "dram.prefault=off",
-                          "--set", "ssd.enospc_retry_ms=300",
-                          "--listen", "127.0.0.1:0", "--resp", "127.0.0.1:0", "--log", log],
+def launch(kvtierd, d, log, opts):
+    """kvtierd on store d with opts (in order: a repeated one wins), native
+    and RESP listeners on free ports, logging to log: (process, RESP port,
+    native port) once both listen."""
+    p = subprocess.Popen([kvtierd, "--dir", d] + list(opts) +
+                         ["--listen", "127.0.0.1:0", "--resp", "127.0.0.1:0", "--log", log],
                          stdout=subprocess.DEVNULL, stderr=open(log + ".stderr", "a"))
     for _ in range(600):
         if os.path.exists(log):
@@ -76,9 +77,19 @@ def start(kvtierd, d, log):
             if m and n:
                 return p, int(m[-1]), int(n[-1])
         if p.poll() is not None:
-            raise SystemExit("kvtierd exited: see " + log)
+            tail = ""
+            for f in (log, log + ".stderr"):
+                if os.path.exists(f):
+                    tail += "".join(open(f).readlines()[-10:])
+            raise SystemExit("kvtierd exited (status %s): %s\n%s" % (p.returncode, log, tail))
         time.sleep(0.05)
     raise SystemExit("kvtierd did not start")
+
+
+def start(kvtierd, d, log):
+    return launch(kvtierd, d, log, ["--dram", "16M", "--ssd", "256M", "--set", "ssd.segment=4M",
+                                    "--set", "dram.prefault=off",
+                                    "--set", "ssd.enospc_retry_ms=300"])
 
 
 def stats(kvtier, port):
@@ -120,6 +131,16 @@ def mount_tmpfs(prefix, mib):
               % r.stderr.strip())
         sys.exit(77)
     return base, mnt
+
+
+def cleanup(p, base, mnt):
+    """A run's finally: the kvtierd p (None: none running) killed, the
+    tmpfs of mount_tmpfs unmounted and BASE removed."""
+    if p is not None:
+        p.kill()
+        p.wait()
+    subprocess.run(["umount", mnt])
+    subprocess.run(["rm", "-rf", base])
 
 
 def main():
@@ -204,11 +225,7 @@ def main():
         assert r.returncode == 0 and r.stdout.rstrip().endswith("clean"), r.stdout + r.stderr
         print("fulldisk: ok")
     finally:
-        if p is not None:
-            p.kill()
-            p.wait()
-        subprocess.run(["umount", mnt])
-        subprocess.run(["rm", "-rf", base])
+        cleanup(p, base, mnt)
 
 
 if __name__ == "__main__":

@@ -44,7 +44,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import test_fulldisk as fd  # noqa: E402  (Resp, settled, stop, mount_tmpfs)
+import test_fulldisk as fd  # noqa: E402  (Resp, launch, settled, stop, mount_tmpfs, cleanup)
 
 FS_MIB = 24
 NA = 80
@@ -52,26 +52,8 @@ NB = 48
 
 
 def start(kvtierd, d, log, extra=()):
-    p = subprocess.Popen([kvtierd, "--dir", d, "--dram", "16M", "--ssd", "64M",
-                          "--set", "ssd.segment=1M", "--set", "dram.prefault=off",
-                          "--listen", "127.0.0.1:0", "--resp", "127.0.0.1:0",
-                          "--log", log] + list(extra),
-                         stdout=subprocess.DEVNULL, stderr=open(log + ".stderr", "a"))
-    for _ in range(600):
-        if os.path.exists(log):
-            text = open(log).read()
-            m = re.findall(r"RESP listener on 127\.0\.0\.1:(\d+)", text)
-            n = re.findall(r"listening on 127\.0\.0\.1:(\d+)", text)
-            if m and n:
-                return p, int(m[-1]), int(n[-1])
-        if p.poll() is not None:
-            tail = ""
-            for f in (log, log + ".stderr"):
-                if os.path.exists(f):
-                    tail += "".join(open(f).readlines()[-10:])
-            raise SystemExit("kvtierd exited (status %s): %s\n%s" % (p.returncode, log, tail))
-        time.sleep(0.05)
-    raise SystemExit("kvtierd did not start")
+    return fd.launch(kvtierd, d, log, ["--dram", "16M", "--ssd", "64M", "--set", "ssd.segment=1M",
+                                       "--set", "dram.prefault=off"] + list(extra))
 
 
 def put(kvtier, port, i):
@@ -279,11 +261,7 @@ def main():
         assert kept > 0
         print("slow stop: ok")
     finally:
-        if p is not None:
-            p.kill()
-            p.wait()
-        subprocess.run(["umount", mnt])
-        subprocess.run(["rm", "-rf", base])
+        fd.cleanup(p, base, mnt)
 
 
 if __name__ == "__main__":

@@ -47,36 +47,6 @@ static const char canary[] = "KVTIER-PLAINTEXT-CANARY-7f3a9";
 
 /* ------------------------------------------------------------------------ */
 
-static bool dir_contains(const char *dir, const char *pat)
-{
-	bool found = false;
-	DIR *d = opendir(dir);
-	struct dirent *e;
-	if (!d)
-		return false;
-	while (!found && (e = readdir(d))) {
-		char path[4096];
-		struct stat st;
-		if (e->d_name[0] == '.')
-			continue;
-		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
-		if (lstat(path, &st) < 0)
-			continue;
-		if (S_ISDIR(st.st_mode)) {
-			found = dir_contains(path, pat);
-		} else if (S_ISREG(st.st_mode) && st.st_size > 0) {
-			uint8_t *b = malloc((size_t)st.st_size);
-			int fd = open(path, O_RDONLY);
-			T_ASSERT(b && fd >= 0);
-			T_EQ_INT(pread(fd, b, (size_t)st.st_size, 0), st.st_size);
-			close(fd);
-			found = memmem(b, (size_t)st.st_size, pat, strlen(pat)) != NULL;
-			free(b);
-		}
-	}
-	closedir(d);
-	return found;
-}
 
 static struct kvt_store *engine(const char *addr)
 {
@@ -273,7 +243,7 @@ int main(int argc, char **argv)
 	T_ASSERT(!tproxy_saw(&px, canary));
 	kvt_store_destroy(a);
 	T_EQ_INT(tsrv_stop(&srv), 0);
-	T_ASSERT(!dir_contains(dir, canary));
+	T_ASSERT(!t_dir_contains(dir, canary));
 
 	/* Control: the same pattern unsealed is visible in both places. */
 	tsrv_start(&srv, argv[1], base, dir, NULL, extra);
@@ -285,7 +255,7 @@ int main(int argc, char **argv)
 	kvt_store_destroy(a);
 	T_EQ_INT(tsrv_stop(&srv), 0);
 	T_ASSERT(tproxy_saw(&px, canary));
-	T_ASSERT(dir_contains(dir, canary));
+	T_ASSERT(t_dir_contains(dir, canary));
 
 	tproxy_stop(&px);
 	t_rmtree(base);

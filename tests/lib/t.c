@@ -1,6 +1,8 @@
 /* t.c - helpers shared by the test programs (see t.h). */
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <ftw.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -8,6 +10,7 @@
 #include <strings.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "t.h"
@@ -35,6 +38,37 @@ void t_rmtree(const char *path)
 {
 	if (path)
 		nftw(path, t_rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+bool t_dir_contains(const char *dir, const char *pat)
+{
+	size_t pl = strlen(pat);
+	bool found = false;
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	T_ASSERT(d);
+	while (!found && (e = readdir(d))) {
+		char path[4096];
+		struct stat st;
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+		if (stat(path, &st) < 0)
+			continue;
+		if (S_ISDIR(st.st_mode)) {
+			found = t_dir_contains(path, pat);
+		} else if (S_ISREG(st.st_mode) && st.st_size > 0) {
+			uint8_t *b = malloc((size_t)st.st_size);
+			int fd = open(path, O_RDONLY);
+			T_ASSERT(b && fd >= 0);
+			T_EQ_INT(pread(fd, b, (size_t)st.st_size, 0), st.st_size);
+			close(fd);
+			found = memmem(b, (size_t)st.st_size, pat, pl) != NULL;
+			free(b);
+		}
+	}
+	closedir(d);
+	return found;
 }
 
 uint8_t *t_at_guard(const void *src, size_t len)

@@ -177,6 +177,8 @@ uint8_t *t_at_guard(const void *src, size_t len);
 /* A temporary directory under $TMPDIR (or /tmp); removed by t_rmdir. */
 char *t_mkdtemp(void);
 void t_rmtree(const char *path);
+/* Does any file under dir (which must exist) hold the bytes of pat? */
+bool t_dir_contains(const char *dir, const char *pat);
 
 /*
  * A loopback TCP port nothing is bound to now, for a server the test starts

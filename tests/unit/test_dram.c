@@ -15,6 +15,18 @@
 #include "t.h"
 #include "tstore.h"
 
+/* A 1 MiB DRAM tier of 4 KiB chunks in one shard with `policy`, no huge
+ * pages, no prefault, no log; its metadata counted in *mem. */
+static struct dram *small_dram(struct kvt_mem *mem, int policy)
+{
+	static const struct kvt_logger quiet = { 0 };
+	struct dram_config cfg = { .capacity = 1 << 20, .chunk = 4096, .shards = 1,
+				   .policy = policy, .hugepages = DRAM_HUGE_OFF, .prefault = false };
+	struct dram *d;
+	T_OK(dram_open(&d, &cfg, mem, &quiet));
+	return d;
+}
+
 static void test_shapes(void)
 {
 	struct kvt_store *s = t_store_open("dram.capacity", "64M", "dram.chunk", "64K", NULL);
@@ -497,16 +509,12 @@ static void hook(void *ctx, const struct dram_victim *v)
 static void test_hook(void)
 {
 	struct kvt_mem mem;
-	struct kvt_logger lg = { 0 };
-	struct dram_config cfg = { .capacity = 1 << 20, .chunk = 4096, .shards = 1,
-				   .policy = DRAM_POLICY_S3FIFO, .hugepages = DRAM_HUGE_OFF,
-				   .prefault = false };
 	struct dram *d;
 	struct hook_seen seen = { 0 };
 	char *buf = malloc(10000);
 
 	kvt_mem_init(&mem);
-	T_OK(dram_open(&d, &cfg, &mem, &lg));
+	d = small_dram(&mem, DRAM_POLICY_S3FIFO);
 	dram_set_evict_hook(d, hook, &seen);
 	for (uint64_t i = 0; i < 300; i++) {
 		struct kvt_key k = t_key(i);
@@ -529,10 +537,6 @@ static void test_hook(void)
 static void test_ref_cap(void)
 {
 	struct kvt_mem mem;
-	struct kvt_logger lg = { 0 };
-	struct dram_config cfg = { .capacity = 1 << 20, .chunk = 4096, .shards = 1,
-				   .policy = DRAM_POLICY_LRU, .hugepages = DRAM_HUGE_OFF,
-				   .prefault = false };
 	const uint32_t max = (UINT32_C(1) << 21) - 1;
 	struct dram *d;
 	struct dram_item *it, *first = NULL;
@@ -541,7 +545,7 @@ static void test_ref_cap(void)
 	struct iovec v = { buf, sizeof(buf) };
 
 	kvt_mem_init(&mem);
-	T_OK(dram_open(&d, &cfg, &mem, &lg));
+	d = small_dram(&mem, DRAM_POLICY_LRU);
 	t_fill(buf, sizeof(buf), 7);
 	T_RC(dram_put(d, 1, &k, &v, 1, NULL, 0), KVT_OK);
 	for (uint32_t i = 0; i < max; i++) {
@@ -583,16 +587,12 @@ static void test_ref_cap(void)
 static void test_hash_secret(void)
 {
 	struct kvt_mem mem;
-	struct kvt_logger lg = { 0 };
-	struct dram_config cfg = { .capacity = 1 << 20, .chunk = 4096, .shards = 1,
-				   .policy = DRAM_POLICY_S3FIFO, .hugepages = DRAM_HUGE_OFF,
-				   .prefault = false };
 	struct dram *a, *b;
 	unsigned same_bucket = 0;
 
 	kvt_mem_init(&mem);
-	T_OK(dram_open(&a, &cfg, &mem, &lg));
-	T_OK(dram_open(&b, &cfg, &mem, &lg));
+	a = small_dram(&mem, DRAM_POLICY_S3FIFO);
+	b = small_dram(&mem, DRAM_POLICY_S3FIFO);
 	for (uint64_t i = 0; i < 64; i++) {
 		struct kvt_key k = t_key(i);
 		uint64_t ha = dram_key_hash(a, 1, &k), hb = dram_key_hash(b, 1, &k);
@@ -680,10 +680,6 @@ static int promote_one(struct dram *d, uint64_t k, unsigned flags)
 static void test_delete_promoted(void)
 {
 	struct kvt_mem mem;
-	struct kvt_logger lg = { 0 };
-	struct dram_config cfg = { .capacity = 1 << 20, .chunk = 4096, .shards = 1,
-				   .policy = DRAM_POLICY_LRU, .hugepages = DRAM_HUGE_OFF,
-				   .prefault = false };
 	struct dram *d;
 	struct dram_item *it;
 	struct iovec view[DRAM_MAX_RUNS];
@@ -693,7 +689,7 @@ static void test_delete_promoted(void)
 	struct kvt_key k1 = t_key(1), k2 = t_key(2), k3 = t_key(3);
 
 	kvt_mem_init(&mem);
-	T_OK(dram_open(&d, &cfg, &mem, &lg));
+	d = small_dram(&mem, DRAM_POLICY_LRU);
 	t_fill(buf, sizeof(buf), 1);
 	T_RC(dram_put(d, 1, &k1, &v, 1, NULL, 0), KVT_OK);
 	T_RC(promote_one(d, 2, DRAM_ON_LOWER), KVT_OK);
@@ -722,10 +718,6 @@ static void test_delete_promoted(void)
 static void test_lower_gauges(void)
 {
 	struct kvt_mem mem;
-	struct kvt_logger lg = { 0 };
-	struct dram_config cfg = { .capacity = 1 << 20, .chunk = 4096, .shards = 1,
-				   .policy = DRAM_POLICY_LRU, .hugepages = DRAM_HUGE_OFF,
-				   .prefault = false };
 	struct dram *d;
 	struct dram_item *it;
 	char buf[4096], out[4096];
@@ -733,7 +725,7 @@ static void test_lower_gauges(void)
 	struct kvt_key k;
 
 	kvt_mem_init(&mem);
-	T_OK(dram_open(&d, &cfg, &mem, &lg));
+	d = small_dram(&mem, DRAM_POLICY_LRU);
 	k = t_key(1);
 	t_fill(buf, sizeof(buf), 1);
 	T_RC(dram_put(d, 1, &k, &v, 1, NULL, 0), KVT_OK);
@@ -913,10 +905,6 @@ static void *absent_looker(void *arg)
 static void test_absent_nowait(void)
 {
 	struct kvt_mem mem;
-	struct kvt_logger lg = { 0 };
-	struct dram_config cfg = { .capacity = 1 << 20, .chunk = 4096, .shards = 1,
-				   .policy = DRAM_POLICY_LRU, .hugepages = DRAM_HUGE_OFF,
-				   .prefault = false };
 	struct absent_state st = { .mu = PTHREAD_MUTEX_INITIALIZER,
 				   .cv = PTHREAD_COND_INITIALIZER };
 	struct kvt_key k1 = t_key(1), k2 = t_key(2);
@@ -926,7 +914,7 @@ static void test_absent_nowait(void)
 	bool looked = false;
 
 	kvt_mem_init(&mem);
-	T_OK(dram_open(&st.d, &cfg, &mem, &lg));
+	st.d = small_dram(&mem, DRAM_POLICY_LRU);
 	t_fill(buf, sizeof(buf), 1);
 	T_RC(dram_put(st.d, 1, &k1, &v, 1, NULL, 0), KVT_OK); /* no hook yet */
 	dram_set_absent_hook(st.d, absent_hook, &st);

@@ -879,6 +879,36 @@ static void *gc_main(void *p)
 	return NULL;
 }
 
+/* GC_THREADS adders into r at once, thread t's namespaces numbered from
+ * step * (t + 1); returns when all are done. */
+static void gc_run(struct gc_arg *a, struct ns_registry *r, uint32_t step)
+{
+	for (int t = 0; t < GC_THREADS; t++) {
+		a[t].r = r;
+		a[t].base = step * (uint32_t)(t + 1);
+		T_RC(pthread_create(&a[t].t, NULL, gc_main, &a[t]), 0);
+	}
+	for (int t = 0; t < GC_THREADS; t++)
+		pthread_join(a[t].t, NULL);
+}
+
+/* r (reloaded) finds every namespace the adders of gc_run registered,
+ * under the id each was given. */
+static void gc_find_all(struct ns_registry *r, const struct gc_arg *a)
+{
+	for (int t = 0; t < GC_THREADS; t++) {
+		for (uint32_t i = 0; i < GC_EACH; i++) {
+			char name[32], canon[NS_CANON_MAX + 1];
+			uint8_t digest[32];
+			struct kvt_ns_desc d = desc_n(a[t].base + i, name);
+			uint32_t id;
+			canon_of(&d, digest, canon);
+			T_RC(ns_reg_find(r, digest, &id), 0);
+			T_EQ_INT(id, a[t].ids[i]);
+		}
+	}
+}
+
 /* Concurrent adds share fdatasyncs, ids stay dense and survive a reopen. */
 static void test_reg_group_commit(void)
 {
@@ -892,13 +922,7 @@ static void test_reg_group_commit(void)
 
 	kvt_mem_init(&mem);
 	T_RC(load_fresh(&mem, &r, dir_fd), 0);
-	for (int t = 0; t < GC_THREADS; t++) {
-		a[t].r = &r;
-		a[t].base = 1000u * (uint32_t)(t + 1);
-		T_RC(pthread_create(&a[t].t, NULL, gc_main, &a[t]), 0);
-	}
-	for (int t = 0; t < GC_THREADS; t++)
-		pthread_join(a[t].t, NULL);
+	gc_run(a, &r, 1000);
 	T_EQ_INT(atomic_load(&r.count), total);
 	for (int t = 0; t < GC_THREADS; t++) {
 		T_EQ_INT(a[t].ids[GC_EACH], a[0].ids[GC_EACH]);
@@ -916,17 +940,7 @@ static void test_reg_group_commit(void)
 
 	T_RC(load_fresh(&mem, &r, dir_fd), 0);
 	T_EQ_INT(atomic_load(&r.count), total);
-	for (int t = 0; t < GC_THREADS; t++) {
-		for (uint32_t i = 0; i < GC_EACH; i++) {
-			char name[32], canon[NS_CANON_MAX + 1];
-			uint8_t digest[32];
-			struct kvt_ns_desc d = desc_n(a[t].base + i, name);
-			uint32_t id;
-			canon_of(&d, digest, canon);
-			T_RC(ns_reg_find(&r, digest, &id), 0);
-			T_EQ_INT(id, a[t].ids[i]);
-		}
-	}
+	gc_find_all(&r, a);
 	ns_reg_free(&r);
 	T_EQ_INT(atomic_load(&mem.bytes), 0);
 	close(dir_fd);
@@ -990,13 +1004,7 @@ static void test_reg_words_concurrent(void)
 	wa.r = &r;
 	T_RC(pthread_create(&wt, NULL, wc_writer, &wa), 0);
 	T_RC(pthread_create(&rt, NULL, wc_reader, &wa), 0);
-	for (int t = 0; t < GC_THREADS; t++) {
-		a[t].r = &r;
-		a[t].base = 5000u * (uint32_t)(t + 1);
-		T_RC(pthread_create(&a[t].t, NULL, gc_main, &a[t]), 0);
-	}
-	for (int t = 0; t < GC_THREADS; t++)
-		pthread_join(a[t].t, NULL);
+	gc_run(a, &r, 5000);
 	pthread_join(wt, NULL);
 	pthread_join(rt, NULL);
 	T_EQ_INT(atomic_load(&r.count), GC_THREADS * GC_EACH + 2);
@@ -1006,15 +1014,7 @@ static void test_reg_words_concurrent(void)
 	T_RC(load_fresh(&mem, &r, dir_fd), 0);
 	T_EQ_INT(atomic_load(&r.count), GC_THREADS * GC_EACH + 2);
 	T_EQ_U64(word_of(&r, 1), WC_WORDS);
-	for (int t = 0; t < GC_THREADS; t++) {
-		for (uint32_t i = 0; i < GC_EACH; i++) {
-			char name[32];
-			struct kvt_ns_desc d = desc_n(a[t].base + i, name);
-			canon_of(&d, digest, canon);
-			T_RC(ns_reg_find(&r, digest, &id), 0);
-			T_EQ_INT(id, a[t].ids[i]);
-		}
-	}
+	gc_find_all(&r, a);
 	ns_reg_free(&r);
 	T_EQ_INT(atomic_load(&mem.bytes), 0);
 	close(dir_fd);

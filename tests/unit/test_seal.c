@@ -233,37 +233,6 @@ static void test_round_trips(void)
 	free(out);
 }
 
-/* Does any file under dir contain pat? */
-static bool dir_contains(const char *dir, const char *pat)
-{
-	size_t pl = strlen(pat);
-	bool found = false;
-	DIR *d = opendir(dir);
-	struct dirent *e;
-	T_ASSERT(d);
-	while (!found && (e = readdir(d))) {
-		char path[4096];
-		struct stat st;
-		if (e->d_name[0] == '.')
-			continue;
-		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
-		if (stat(path, &st) < 0)
-			continue;
-		if (S_ISDIR(st.st_mode)) {
-			found = dir_contains(path, pat);
-		} else if (S_ISREG(st.st_mode) && st.st_size > 0) {
-			uint8_t *b = malloc((size_t)st.st_size);
-			int fd = open(path, O_RDONLY);
-			T_ASSERT(b && fd >= 0);
-			T_EQ_INT(pread(fd, b, (size_t)st.st_size, 0), st.st_size);
-			close(fd);
-			found = memmem(b, (size_t)st.st_size, pat, pl) != NULL;
-			free(b);
-		}
-	}
-	closedir(d);
-	return found;
-}
 
 static void fill_canary(uint8_t *b, size_t len)
 {
@@ -366,7 +335,7 @@ static void test_ssd(void)
 	T_RC(kvt_ns_seal_key_export(s, plain_ns, nskey + 0), KVT_MISS);
 	T_OK(kvt_ns_seal_key_export(s, ns, nskey));
 	kvt_store_destroy(s);
-	T_ASSERT(!dir_contains(dir, canary));
+	T_ASSERT(!t_dir_contains(dir, canary));
 
 	/* Restart: the block comes from SSD. */
 	s = OPEN();
@@ -398,7 +367,7 @@ static void test_ssd(void)
 	T_RC(put_parts(s, plain_ns, 43, buf, 65536, 1), KVT_OK);
 	T_OK(kvt_flush(s));
 	kvt_store_destroy(s);
-	T_ASSERT(dir_contains(dir, canary));
+	T_ASSERT(t_dir_contains(dir, canary));
 
 	/* A bit flipped on disk, CRCs made right again: the tag catches it. */
 	for (uint64_t bit = 0; bit < 3; bit++) {

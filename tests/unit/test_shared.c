@@ -347,6 +347,64 @@ static void test_evict_writedown(void)
 	free(dir);
 }
 
+/* shared.writedown_max of one block, with the pool slowed: of two blocks
+ * read twice and evicted from DRAM, the first is reserved and queued
+ * (shared.wd_evicted), the second finds the budget spent and is shed
+ * (shared.wd_shed) -- written nowhere, its reservation never taken; once
+ * the first is written the budget is whole again (shared.wd_bytes 0) and
+ * a third goes down.  (The DRAM eviction hook's queued and shed paths,
+ * kept apart from the SSD one's since 2026-12-07: wd_buf_queue, wd_shed.) */
+static void test_evict_writedown_budget(void)
+{
+	char *dir = t_mkdtemp(), p[512];
+	size_t len = 256 * 1024;
+	struct kvt_store *a = t_store_open("dram.capacity", "4M", "dram.chunk", "64K",
+					   "dram.shards", "1", "dram.policy", "lru",
+					   "shared.dir", dir, "shared.threads", "1",
+					   "shared.writedown_max", "256K",
+					   "shared.debug_write_delay_ms", "400", NULL);
+	uint32_t na = t_ns(a, "evict-budget"); /* not persistent */
+	uint8_t *buf = malloc(len);
+	struct stat st;
+
+	for (uint64_t k = 1; k <= 3; k++)
+		put_block(a, na, k, len);
+	for (uint64_t k = 1; k <= 2; k++)
+		for (int r = 0; r < 2; r++) {
+			struct kvt_key key = t_key(k);
+			T_RC(kvt_get(a, na, &key, buf, len, NULL), KVT_OK);
+		}
+	for (uint64_t i = 100; i < 140; i++) /* 10 MiB through 4 MiB of DRAM */
+		put_block(a, na, i, len);
+	T_EQ_U64(t_stat(a, "shared.wd_evicted"), 1);
+	T_EQ_U64(t_stat(a, "shared.wd_shed"), 1);
+	T_OK(kvt_flush(a));
+	T_EQ_U64(t_stat(a, "shared.wd_bytes"), 0);
+	T_EQ_U64(t_stat(a, "shared.writes"), 1);
+	block_path(a, dir, na, 1, p, sizeof(p));
+	T_ASSERT(stat(p, &st) == 0);
+	block_path(a, dir, na, 2, p, sizeof(p));
+	T_ASSERT(stat(p, &st) < 0);
+	/* The budget is back: block 3, put again and read twice, goes down. */
+	put_block(a, na, 3, len);
+	for (int r = 0; r < 2; r++) {
+		struct kvt_key key = t_key(3);
+		T_RC(kvt_get(a, na, &key, buf, len, NULL), KVT_OK);
+	}
+	for (uint64_t i = 200; i < 240; i++)
+		put_block(a, na, i, len);
+	T_OK(kvt_flush(a));
+	T_EQ_U64(t_stat(a, "shared.wd_evicted"), 2);
+	T_EQ_U64(t_stat(a, "shared.wd_shed"), 1);
+	T_EQ_U64(t_stat(a, "shared.wd_bytes"), 0);
+	block_path(a, dir, na, 3, p, sizeof(p));
+	T_ASSERT(stat(p, &st) == 0);
+	kvt_store_destroy(a);
+	free(buf);
+	t_rmtree(dir);
+	free(dir);
+}
+
 /* A store over dir whose shared tier writes down one block at a time,
  * each after 400 ms (shared.debug_write_delay_ms), with blocks 1 and 2 of
  * namespace name (256 KiB, read twice) evicted from its 4 MiB of DRAM:
@@ -764,6 +822,48 @@ static void test_ssd_evict_writedown(void)
 	free(path);
 }
 
+/* The SSD eviction hook past shared.writedown_max (here under one
+ * block): a block promoted twice and dropped by SSD segment eviction is
+ * refused at the reserve and counted as shed (shared.wd_shed), neither
+ * handed down (ssd.evicted_to_shared) nor queued (shared.wd_ssd_evicted);
+ * nothing stays reserved (shared.wd_bytes 0). */
+static void test_ssd_evict_writedown_budget(void)
+{
+	char *dir = t_mkdtemp(), *path = t_mkdtemp(), file[1024];
+	struct kvt_store *s = t_store_open(
+		"path", path, "dram.capacity", "2M", "dram.chunk", "4K", "dram.prefault", "off",
+		"dram.policy", "lru",
+		"ssd.capacity", "16M", "ssd.segment", "1M", "ssd.admission", "always",
+		"ssd.reinsert_pct", "0", "shared.dir", dir, "shared.threads", "2",
+		"shared.writedown_max", "32K", NULL);
+	uint32_t ns = t_ns(s, "ssd-evict-budget");
+	uint64_t next = 1000;
+	struct stat st;
+
+	put_block(s, ns, 1, 65536);
+	T_OK(kvt_flush(s));
+	for (int r = 0; r < 2; r++) {
+		churn_out(s, ns, &next, 1);
+		get_exact(s, ns, 1, 65536, KVT_TIER_SSD);
+	}
+	T_EQ_U64(t_stat(s, "shared.wd_shed"), 0);
+	churn(s, ns, &next, 20u << 20); /* through the whole SSD */
+	T_ASSERT(t_stat(s, "ssd.evicted_blocks") > 0);
+	T_OK(kvt_flush(s));
+	T_EQ_U64(t_stat(s, "ssd.evicted_to_shared"), 0);
+	T_EQ_U64(t_stat(s, "shared.wd_ssd_evicted"), 0);
+	T_EQ_U64(t_stat(s, "shared.wd_shed"), 1);
+	T_EQ_U64(t_stat(s, "shared.wd_bytes"), 0);
+	T_EQ_U64(t_stat(s, "shared.writes"), 0);
+	block_path(s, dir, ns, 1, file, sizeof(file));
+	T_ASSERT(stat(file, &st) < 0);
+	kvt_store_destroy(s);
+	t_rmtree(dir);
+	t_rmtree(path);
+	free(dir);
+	free(path);
+}
+
 /* kvt_shared_gc over a budget, mtimes spread over 45 days (the plan's
  * histograms narrow twice, gcplan.h) with four files of one second at the
  * cut: exactly the oldest go, and of the cut's second only as many as
@@ -853,6 +953,7 @@ int main(int argc, char **argv)
 	test_two_stores();
 	test_corrupt();
 	test_evict_writedown();
+	test_evict_writedown_budget();
 	test_delete_vs_writedown(false);
 	test_delete_vs_writedown(true);
 	test_writedown_vs_other_deletes();
@@ -863,6 +964,7 @@ int main(int argc, char **argv)
 	test_prefetch();
 	test_below_ssd();
 	test_ssd_evict_writedown();
+	test_ssd_evict_writedown_budget();
 	if (argc > 1)
 		test_gc_cli(argv[1]);
 	printf("test_shared: ok\n");

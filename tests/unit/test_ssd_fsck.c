@@ -352,6 +352,44 @@ static void reap(pid_t pid, const char *dir, struct open_seg *o)
 	T_ASSERT(find_open(dir, o));
 }
 
+/* The first tombstone among o's records (there is one). */
+static uint32_t first_tomb(const struct open_seg *o)
+{
+	uint32_t at = 0;
+	while (at < o->n && o->types[at] != SSD_REC_DELETE)
+		at++;
+	T_ASSERT(at < o->n);
+	return at;
+}
+
+/* The writer of 9 and 12, in a child (it dies, _exit, with no close):
+ * key 0 put, then more until its segment is sealed, flushed one by one so
+ * that the delete goes into a segment just begun, room for it and the 4
+ * puts after it; a checkpoint naming the open segment before the delete
+ * if ckpt (recovery skips the records below its seq, the delete above
+ * it); key 0 deleted (its tombstone durable when kvt_delete returns);
+ * keys 1000-1003 put. */
+static void tomb_writer(struct kvt_store *c, bool ckpt)
+{
+	uint32_t cns = ns_of(c);
+	struct kvt_key key0 = t_key(0);
+	uint64_t k = 0;
+	put_k(c, cns, k++);
+	while (t_stat(c, "ssd.segments_sealed") < 1) {
+		put_k(c, cns, k++);
+		T_OK(kvt_flush(c));
+	}
+	if (ckpt && ssd_checkpoint(store_ssd(c)) < 0)
+		_exit(3);
+	if (kvt_delete(c, cns, &key0) != KVT_OK)
+		_exit(5);
+	for (uint64_t i = 0; i < 4; i++)
+		put_k(c, cns, 1000 + i);
+	if (kvt_flush(c) != KVT_OK)
+		_exit(4);
+	_exit(0);
+}
+
 /* 2. A crash (no graceful stop) with the open segment in a reused slot,
  *    the checkpoint taken after its first records (ckpt) or none taken:
  *    fsck reports no damage.  A header past the checkpoint's write point
@@ -1435,34 +1473,14 @@ static void tomb_damaged(const char *format, const char *align, int copy, bool z
 	char *dir = t_mkdtemp();
 	struct open_seg o;
 	struct said w;
-	uint32_t at = 0;
-	uint64_t k = 0;
+	uint32_t at;
 	pid_t pid = fork();
 
 	T_GE_INT(pid, 0);
-	if (pid == 0) {
-		struct kvt_store *c = open_fmt(dir, align, "progressive", format);
-		uint32_t cns = ns_of(c);
-		struct kvt_key key0 = t_key(0);
-		/* Flushed one by one: the delete goes into a segment
-		 * just begun, room for it and the 4 puts after it. */
-		put_k(c, cns, k++);
-		while (t_stat(c, "ssd.segments_sealed") < 1) {
-			put_k(c, cns, k++);
-			T_OK(kvt_flush(c));
-		}
-		if (kvt_delete(c, cns, &key0) != KVT_OK)
-			_exit(5);
-		for (uint64_t i = 0; i < 4; i++)
-			put_k(c, cns, 1000 + i);
-		if (kvt_flush(c) != KVT_OK)
-			_exit(4);
-		_exit(0);
-	}
+	if (pid == 0)
+		tomb_writer(open_fmt(dir, align, "progressive", format), false);
 	reap(pid, dir, &o);
-	while (at < o.n && o.types[at] != SSD_REC_DELETE)
-		at++;
-	T_ASSERT(at < o.n);
+	at = first_tomb(&o);
 	T_EQ_U64(o.keys[at], 0);
 	/* Its twin, the same record, right after it. */
 	T_ASSERT(at + 1 < o.n);
@@ -1520,37 +1538,14 @@ static void hdr_damaged(const char *align, bool zero, bool ckpt)
 	char *dir = t_mkdtemp();
 	struct open_seg o;
 	struct said w;
-	uint32_t at = 0;
-	uint64_t k = 0;
+	uint32_t at;
 	pid_t pid = fork();
 
 	T_GE_INT(pid, 0);
-	if (pid == 0) {
-		struct kvt_store *c = open_at(dir, align, "progressive");
-		uint32_t cns = ns_of(c);
-		struct kvt_key key0 = t_key(0);
-		put_k(c, cns, k++);
-		while (t_stat(c, "ssd.segments_sealed") < 1) {
-			put_k(c, cns, k++);
-			T_OK(kvt_flush(c));
-		}
-		/* A checkpoint naming the open segment, before the delete:
-		 * recovery skips the records below its seq, the delete
-		 * above it. */
-		if (ckpt && ssd_checkpoint(store_ssd(c)) < 0)
-			_exit(3);
-		if (kvt_delete(c, cns, &key0) != KVT_OK)
-			_exit(5);
-		for (uint64_t i = 0; i < 4; i++)
-			put_k(c, cns, 1000 + i);
-		if (kvt_flush(c) != KVT_OK)
-			_exit(4);
-		_exit(0);
-	}
+	if (pid == 0)
+		tomb_writer(open_at(dir, align, "progressive"), ckpt);
 	reap(pid, dir, &o);
-	while (at < o.n && o.types[at] != SSD_REC_DELETE)
-		at++;
-	T_ASSERT(at < o.n);
+	at = first_tomb(&o);
 	T_EQ_U64(o.keys[at], 0);
 	{
 		int fd = seg_fd(dir, o.slot, O_RDWR);
@@ -1841,7 +1836,7 @@ static void hl_agree(void)
 	char *dir = t_mkdtemp();
 	struct open_seg o;
 	struct said w;
-	uint32_t at = 0;
+	uint32_t at;
 	pid_t pid = fork();
 
 	T_GE_INT(pid, 0);
@@ -1859,9 +1854,7 @@ static void hl_agree(void)
 		_exit(0);
 	}
 	reap(pid, dir, &o);
-	while (at < o.n && o.types[at] != SSD_REC_DELETE)
-		at++;
-	T_ASSERT(at < o.n);
+	at = first_tomb(&o);
 	zero_hdr(dir, o.slot);
 	flip_crc(dir, o.slot, o.offs[at]);
 	T_RC(fsck(dir, &w), 0);

@@ -1087,70 +1087,8 @@ void shared_put(struct shared *sh, uint32_t ns, const struct kvt_key *key)
 	A(sh->wd_queued);
 }
 
-void shared_evicted(void *ctx, const struct dram_victim *v)
-{
-	struct shared *sh = ctx;
-	struct sh_task *t;
-	const struct iovec *view = v->view;
-	uint32_t ns = v->ns;
-	uint64_t len = v->len;
-	uint64_t off = 0, lens[KVT_PARTS_MAX];
-	uint32_t crcs[KVT_PARTS_MAX];
-	uint64_t gen = atomic_load(&sh->gen); /* the item is still indexed: a delete waits */
-	int np;
-	bool ok;
-
-	/* Only blocks read at least twice in DRAM are worth the shared file
-	 * system; a persistent namespace's blocks went down at put. */
-	if (v->reads < 2 || ns_persistent(sh, ns))
-		return;
-	pthread_mutex_lock(&sh->lock);
-	ok = wd_reserve_locked(sh, len);
-	pthread_mutex_unlock(&sh->lock);
-	if (!ok) {
-		A(sh->wd_shed);
-		return;
-	}
-	t = kvt_mem_calloc(sh->mem, 1, sizeof(*t));
-	if (!t)
-		goto shed;
-	t->type = T_WD_BUF;
-	t->ns = ns;
-	t->key = *v->key;
-	t->gen = gen;
-	t->len = len;
-	t->flags = v->flags;
-	t->buf_cap = KVT_ALIGN_UP(len, 4096);
-	t->buf = kvt_mem_alloc_aligned(sh->mem, 4096, t->buf_cap);
-	np = dram_victim_parts(v, lens, crcs, KVT_PARTS_MAX, &t->crcs_valid);
-	if (!t->buf || np <= 0)
-		goto shed_free;
-	t->part_lens = kvt_mem_alloc(sh->mem, (size_t)np * sizeof(uint64_t));
-	t->crcs = kvt_mem_alloc(sh->mem, (size_t)np * sizeof(uint32_t));
-	t->part_count = (uint32_t)np; /* task_free's sizes, also on failure */
-	if (!t->part_lens || !t->crcs)
-		goto shed_free;
-	memcpy(t->part_lens, lens, (size_t)np * sizeof(uint64_t));
-	memcpy(t->crcs, crcs, (size_t)np * sizeof(uint32_t));
-	for (unsigned i = 0; i < v->view_count && off < len; i++) {
-		uint64_t n = view[i].iov_len < len - off ? view[i].iov_len : len - off;
-		memcpy(t->buf + off, view[i].iov_base, n);
-		off += n;
-	}
-	memset(t->buf + len, 0, t->buf_cap - len);
-	if (!enqueue(sh, t, P_LOW))
-		goto shed_free;
-	A(sh->wd_evicted);
-	A(sh->wd_queued);
-	return;
-shed_free:
-	task_free(sh, t);
-shed:
-	A(sh->wd_shed);
-	wd_unreserve(sh, len);
-}
-
-/* The SSD evict hook (ssd.h), first half: take len bytes of ns? */
+/* The SSD evict hook (ssd.h), first half, and the DRAM one's check:
+ * take len bytes of ns?  A refusal for want of budget counts as shed. */
 static bool shared_ssd_reserve(void *ctx, uint32_t ns, uint64_t len)
 {
 	struct shared *sh = ctx;
@@ -1165,6 +1103,93 @@ static bool shared_ssd_reserve(void *ctx, uint32_t ns, uint64_t len)
 	return ok;
 }
 
+/* A write-down of a private copy (T_WD_BUF) of len bytes of key, taken at
+ * gen, with np parts of lens and crcs (copied); buf is the caller's to set.
+ * NULL without memory. */
+static struct sh_task *wd_buf_task(struct shared *sh, uint32_t ns, const struct kvt_key *key,
+				   uint64_t gen, uint64_t len, uint32_t flags, unsigned np,
+				   const uint64_t *lens, const uint32_t *crcs)
+{
+	struct sh_task *t = kvt_mem_calloc(sh->mem, 1, sizeof(*t));
+	if (!t)
+		return NULL;
+	t->type = T_WD_BUF;
+	t->ns = ns;
+	t->key = *key;
+	t->gen = gen;
+	t->len = len;
+	t->flags = flags;
+	t->part_lens = kvt_mem_alloc(sh->mem, (size_t)np * sizeof(uint64_t));
+	t->crcs = kvt_mem_alloc(sh->mem, (size_t)np * sizeof(uint32_t));
+	t->part_count = np; /* task_free's sizes, also on failure */
+	if (!t->part_lens || !t->crcs) {
+		task_free(sh, t);
+		return NULL;
+	}
+	memcpy(t->part_lens, lens, (size_t)np * sizeof(uint64_t));
+	memcpy(t->crcs, crcs, (size_t)np * sizeof(uint32_t));
+	return t;
+}
+
+/* A write-down of len reserved bytes that will not happen: t (NULL: none
+ * was made) freed, the reservation given back, counted as shed. */
+static void wd_shed(struct shared *sh, struct sh_task *t, uint64_t len)
+{
+	if (t)
+		task_free(sh, t);
+	A(sh->wd_shed);
+	wd_unreserve(sh, len);
+}
+
+/* Queue t, a write-down of len reserved bytes, counted in *evicted; or shed. */
+static void wd_buf_queue(struct shared *sh, struct sh_task *t, uint64_t len,
+			 _Atomic uint64_t *evicted)
+{
+	if (!enqueue(sh, t, P_LOW)) {
+		wd_shed(sh, t, len);
+		return;
+	}
+	A(*evicted);
+	A(sh->wd_queued);
+}
+
+void shared_evicted(void *ctx, const struct dram_victim *v)
+{
+	struct shared *sh = ctx;
+	struct sh_task *t = NULL;
+	const struct iovec *view = v->view;
+	uint64_t len = v->len;
+	uint64_t off = 0, lens[KVT_PARTS_MAX];
+	uint32_t crcs[KVT_PARTS_MAX];
+	uint64_t gen = atomic_load(&sh->gen); /* the item is still indexed: a delete waits */
+	bool crcs_valid;
+	int np;
+
+	/* Only blocks read at least twice in DRAM are worth the shared file
+	 * system; a persistent namespace's blocks went down at put. */
+	if (v->reads < 2 || !shared_ssd_reserve(sh, v->ns, len))
+		return;
+	np = dram_victim_parts(v, lens, crcs, KVT_PARTS_MAX, &crcs_valid);
+	if (np > 0)
+		t = wd_buf_task(sh, v->ns, v->key, gen, len, v->flags, (unsigned)np, lens, crcs);
+	if (t) {
+		t->crcs_valid = crcs_valid;
+		t->buf_cap = KVT_ALIGN_UP(len, 4096);
+		t->buf = kvt_mem_alloc_aligned(sh->mem, 4096, t->buf_cap);
+	}
+	if (!t || !t->buf) {
+		wd_shed(sh, t, len);
+		return;
+	}
+	for (unsigned i = 0; i < v->view_count && off < len; i++) {
+		uint64_t n = view[i].iov_len < len - off ? view[i].iov_len : len - off;
+		memcpy(t->buf + off, view[i].iov_base, n);
+		off += n;
+	}
+	memset(t->buf + len, 0, t->buf_cap - len);
+	wd_buf_queue(sh, t, len, &sh->wd_evicted);
+}
+
 /* Second half: the record read back from SSD (buf owned from here on), or
  * NULL (it could not be read: drop the reservation). */
 static void shared_ssd_take(void *ctx, uint32_t ns, const struct kvt_key *key, uint8_t *buf,
@@ -1173,41 +1198,18 @@ static void shared_ssd_take(void *ctx, uint32_t ns, const struct kvt_key *key, u
 			    uint64_t gen)
 {
 	struct shared *sh = ctx;
-	struct sh_task *t = NULL;
-	if (!buf)
-		goto shed;
-	t = kvt_mem_calloc(sh->mem, 1, sizeof(*t));
+	struct sh_task *t = buf ? wd_buf_task(sh, ns, key, gen, len, flags, np, lens, crcs) : NULL;
 	if (!t) {
-		kvt_mem_free(sh->mem, buf, buf_cap);
-		goto shed;
+		if (buf)
+			kvt_mem_free(sh->mem, buf, buf_cap);
+		wd_shed(sh, NULL, len);
+		return;
 	}
-	t->type = T_WD_BUF;
-	t->ns = ns;
-	t->key = *key;
-	t->gen = gen;
-	t->len = len;
-	t->flags = flags;
 	t->buf = buf;
 	t->buf_cap = buf_cap;
 	t->buf_off = value_off;
-	t->part_count = np;
-	t->part_lens = kvt_mem_alloc(sh->mem, (size_t)np * sizeof(uint64_t));
-	t->crcs = kvt_mem_alloc(sh->mem, (size_t)np * sizeof(uint32_t));
-	if (!t->part_lens || !t->crcs)
-		goto shed_free;
-	memcpy(t->part_lens, lens, (size_t)np * sizeof(uint64_t));
-	memcpy(t->crcs, crcs, (size_t)np * sizeof(uint32_t));
 	t->crcs_valid = true;
-	if (!enqueue(sh, t, P_LOW))
-		goto shed_free;
-	A(sh->wd_ssd_evicted);
-	A(sh->wd_queued);
-	return;
-shed_free:
-	task_free(sh, t);
-shed:
-	A(sh->wd_shed);
-	wd_unreserve(sh, len);
+	wd_buf_queue(sh, t, len, &sh->wd_ssd_evicted);
 }
 
 static uint64_t shared_ssd_gen(void *ctx)
