@@ -368,14 +368,14 @@ static void test_evict_writedown_budget(void)
 	struct stat st;
 
 	for (uint64_t k = 1; k <= 3; k++)
-		put_block(a, na, k, len);
+		t_put_thirds(a, na, k, len);
 	for (uint64_t k = 1; k <= 2; k++)
 		for (int r = 0; r < 2; r++) {
 			struct kvt_key key = t_key(k);
 			T_RC(kvt_get(a, na, &key, buf, len, NULL), KVT_OK);
 		}
 	for (uint64_t i = 100; i < 140; i++) /* 10 MiB through 4 MiB of DRAM */
-		put_block(a, na, i, len);
+		t_put_thirds(a, na, i, len);
 	T_EQ_U64(t_stat(a, "shared.wd_evicted"), 1);
 	T_EQ_U64(t_stat(a, "shared.wd_shed"), 1);
 	T_OK(kvt_flush(a));
@@ -386,13 +386,13 @@ static void test_evict_writedown_budget(void)
 	block_path(a, dir, na, 2, p, sizeof(p));
 	T_ASSERT(stat(p, &st) < 0);
 	/* The budget is back: block 3, put again and read twice, goes down. */
-	put_block(a, na, 3, len);
+	t_put_thirds(a, na, 3, len);
 	for (int r = 0; r < 2; r++) {
 		struct kvt_key key = t_key(3);
 		T_RC(kvt_get(a, na, &key, buf, len, NULL), KVT_OK);
 	}
 	for (uint64_t i = 200; i < 240; i++)
-		put_block(a, na, i, len);
+		t_put_thirds(a, na, i, len);
 	T_OK(kvt_flush(a));
 	T_EQ_U64(t_stat(a, "shared.wd_evicted"), 2);
 	T_EQ_U64(t_stat(a, "shared.wd_shed"), 1);
@@ -840,11 +840,11 @@ static void test_ssd_evict_writedown_budget(void)
 	uint64_t next = 1000;
 	struct stat st;
 
-	put_block(s, ns, 1, 65536);
+	t_put_thirds(s, ns, 1, 65536);
 	T_OK(kvt_flush(s));
 	for (int r = 0; r < 2; r++) {
 		churn_out(s, ns, &next, 1);
-		get_exact(s, ns, 1, 65536, KVT_TIER_SSD);
+		T_RC(t_get_tier(s, ns, 1, 65536, KVT_TIER_SSD, 10000), KVT_OK);
 	}
 	T_EQ_U64(t_stat(s, "shared.wd_shed"), 0);
 	churn(s, ns, &next, 20u << 20); /* through the whole SSD */
