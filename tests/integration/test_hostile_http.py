@@ -8189,6 +8189,9 @@ def s3_bucket_race(ph):
         t0 = time.monotonic()
         d.sendall(sm("DELETE", bkt))
         time.sleep(RACE_PUT_AT_S)
+        # answered already: the trigger's write-down was mostly behind
+        # it when the delete came (a loaded machine), not the case
+        early = bool(select.select([d], [], [], 0)[0])
         st_put, _, b_put = req("PUT", bkt + "/late", body=b"late")
         st_del, _, b_del = read_answer(d, 10)
         dt = time.monotonic() - t0
@@ -8202,6 +8205,9 @@ def s3_bucket_race(ph):
         if st_put == 200 and st_del == 409 and code_of(b_del) == "BucketNotEmpty":
             req("DELETE", bkt + "/late")
             continue  # the PUT came first: linearizable, not the case under test
+        if early and st_del == 204 and attempt < 2:
+            print("the DeleteBucket answered before the PUT was sent: tried again")
+            continue
         break
     st_mk, _, _ = req("PUT", bkt)
     st_get, _, _ = req("GET", bkt + "/late")
