@@ -33,14 +33,6 @@
 #include "oneoff.h"
 #include "getlat.h"
 
-static int reg(struct kvt_store *s, const char *model, uint32_t *ns)
-{
-	struct kvt_ns_desc d = { .model = model, .dtype = "bf16", .layout = "raw",
-				 .block_tokens = 16, .tp_size = 1, .pp_size = 1,
-				 .flags = KVT_NS_PERSISTENT };
-	return kvt_ns_register(s, &d, ns);
-}
-
 /* Readers of namespace a (absent keys, put keys) until *stop. */
 static void readers_run(struct reader *ra, struct reader *rp, pthread_t *ta, pthread_t *tp)
 {
@@ -61,7 +53,7 @@ int main(int argc, char **argv)
 	struct reader ra, rp;
 	pthread_t ta, tp;
 	struct kvt_store *s;
-	char cap[32], segs[32];
+	char cap[32];
 	uint8_t *v;
 	uint64_t t0, fill_ns;
 	uint32_t a, b;
@@ -69,24 +61,12 @@ int main(int argc, char **argv)
 	if (!dir || n < 1000 || vlen < 1 || vlen > 65536 || clears < 1)
 		return fprintf(stderr, "usage: clear_sweep_cost DIR N [VLEN [CLEARS]]\n"), 2;
 	nb = n / 100;
-	snprintf(cap, sizeof(cap), "%llu",
-		 (unsigned long long)((((n + nb) * ((vlen + 511) / 512 * 512 + 160)) * 9 / 8 / seg +
-				       2) * seg));
-	snprintf(segs, sizeof(segs), "%llu", (unsigned long long)seg);
 	v = malloc(vlen);
 	ra.lat = calloc(LAT_MAX, sizeof(uint64_t));
 	rp.lat = calloc(LAT_MAX, sizeof(uint64_t));
-	if (!v || !ra.lat || !rp.lat || kvt_store_create(&s) < 0 ||
-	    kvt_store_set_option(s, "path", dir) < 0 ||
-	    kvt_store_set_option(s, "dram.capacity", "256M") < 0 ||
-	    kvt_store_set_option(s, "dram.chunk", "4K") < 0 ||
-	    kvt_store_set_option(s, "ssd.capacity", cap) < 0 ||
-	    kvt_store_set_option(s, "ssd.segment", segs) < 0 ||
-	    kvt_store_set_option(s, "ssd.admission", "always") < 0 ||
-	    kvt_store_set_option(s, "ssd.close_writedown_ms", "0") < 0 ||
-	    kvt_store_set_option(s, "ssd.checkpoint_seals", "1000000") < 0 ||
-	    kvt_store_open(s) < 0 || reg(s, "clear-cost-a", &a) < 0 ||
-	    reg(s, "clear-cost-b", &b) < 0)
+	if (!v || !ra.lat || !rp.lat ||
+	    ssd_store_open(dir, n + nb, vlen, seg, "clear-cost-a", cap, sizeof(cap), &s, &a) < 0 ||
+	    ssd_ns(s, "clear-cost-b", &b) < 0)
 		return fprintf(stderr, "cannot open a store in %s\n", dir), 1;
 	memset(v, 0x5a, vlen);
 	t0 = now_ns();

@@ -19,6 +19,15 @@
 #define READ_GAP_NS 50000ull
 #define LAT_MAX (1u << 22)
 
+/* Register a persistent namespace of model in s (ssd_store_open's kind). */
+static int ssd_ns(struct kvt_store *s, const char *model, uint32_t *ns)
+{
+	struct kvt_ns_desc d = { .model = model, .dtype = "bf16", .layout = "raw",
+				 .block_tokens = 16, .tp_size = 1, .pp_size = 1,
+				 .flags = KVT_NS_PERSISTENT };
+	return kvt_ns_register(s, &d, ns);
+}
+
 /*
  * The store both measure, in dir: DRAM 256M of 4 KiB chunks, an SSD of
  * seg-byte segments with room for n blocks of vlen bytes and 1/8 more (a
@@ -31,9 +40,6 @@ static int ssd_store_open(const char *dir, uint64_t n, uint64_t vlen, uint64_t s
 			  const char *model, char *cap, size_t cap_len, struct kvt_store **out,
 			  uint32_t *ns)
 {
-	struct kvt_ns_desc d = { .model = model, .dtype = "bf16", .layout = "raw",
-				 .block_tokens = 16, .tp_size = 1, .pp_size = 1,
-				 .flags = KVT_NS_PERSISTENT };
 	struct kvt_store *s;
 	char segs[32];
 
@@ -51,7 +57,7 @@ static int ssd_store_open(const char *dir, uint64_t n, uint64_t vlen, uint64_t s
 	    kvt_store_set_option(s, "ssd.admission", "always") < 0 ||
 	    kvt_store_set_option(s, "ssd.close_writedown_ms", "0") < 0 ||
 	    kvt_store_set_option(s, "ssd.checkpoint_seals", "1000000") < 0 ||
-	    kvt_store_open(s) < 0 || kvt_ns_register(s, &d, ns) < 0) {
+	    kvt_store_open(s) < 0 || ssd_ns(s, model, ns) < 0) {
 		kvt_store_destroy(s);
 		return -1;
 	}
