@@ -3628,9 +3628,10 @@ static void promote_free(struct ssd *s, struct promote_task *p)
 static bool ssd_entry_same(struct ssd *s, uint32_t ns, const struct kvt_key *key, uint64_t seq);
 
 /* ssd_entry_same, and still in the place p read (its slot and generation):
- * a record carried and published elsewhere keeps its seq, and the place p
- * read may have been written over since (promote_settle). */
-static bool ssd_entry_at(struct ssd *s, const struct promote_task *p)
+ * a record carried and published elsewhere keeps nothing of its old place,
+ * which may have been written over since (promote_settle).  Unpins the
+ * entry if p pinned it (a copy, ssd_read_copy, never does). */
+static bool ssd_entry_at(struct ssd *s, struct promote_task *p)
 {
 	uint64_t h = ssd_hash(s, p->ns, &p->key);
 	struct ssd_shard *sh = shard_of(s, h);
@@ -3641,10 +3642,11 @@ static bool ssd_entry_at(struct ssd *s, const struct promote_task *p)
 	e = *ssd_idx_slot(sh, h, p->ns, &p->key);
 	same = e && e->seq == p->seq && !(e->flags & E_PENDING) && e->slot == p->slot &&
 	       e->generation == p->generation;
-	if (e && (e->flags & E_PINNED)) { /* this promotion's: one a block */
+	if (p->pinned && e && (e->flags & E_PINNED)) { /* its own: one promotion a block */
 		e->flags &= (uint8_t)~E_PINNED;
 		pthread_cond_broadcast(&s->pin_cond);
 	}
+	p->pinned = false;
 	pthread_mutex_unlock(&sh->lock);
 	return same;
 }
@@ -3961,7 +3963,7 @@ static bool promote_settle(struct ssd *s, struct promote_task *p, struct ssd_sha
 				A(s->promote_relocated);
 			}
 			e->flags |= E_PINNED;
-			ok = true;
+			p->pinned = ok = true;
 		}
 		pthread_mutex_unlock(&sh->lock);
 		if (!wait || pthread_cond_timedwait(&s->wd_cond, &s->wd_lock, &dl) == ETIMEDOUT)

@@ -321,6 +321,7 @@ struct promote_task {
 	bool in_flight;           /* in s->pf[] (promotions only, not copies) */
 	bool first;               /* the record's first read (E_READ was clear) */
 	bool demand;              /* a get's (IO_PRIO_DEMAND), not a prefetch */
+	bool pinned;              /* its entry E_PINNED (promote_settle) */
 	/* E_BATCHED (format 3): the I/O is the value alone (hdr_len 0),
 	 * checked by value_crc; sealed from E_SEALED_VALUE. */
 	bool batched, sealed;
