@@ -3642,8 +3642,14 @@ static bool ssd_entry_at(struct ssd *s, struct promote_task *p)
 	e = *ssd_idx_slot(sh, h, p->ns, &p->key);
 	same = e && e->seq == p->seq && !(e->flags & E_PENDING) && e->slot == p->slot &&
 	       e->generation == p->generation;
-	if (p->pinned && e && (e->flags & E_PINNED)) { /* its own: one promotion a block */
-		e->flags &= (uint8_t)~E_PINNED;
+	if (p->pinned) {
+		if (e && (e->flags & E_PINNED)) /* its own: one promotion a block */
+			e->flags &= (uint8_t)~E_PINNED;
+		/* Woken also when the pinned entry went meanwhile (a delete, a
+		 * newer put: freed with its pin, and nobody woke the writer):
+		 * reclamation may be waiting on it, and only this wakes it
+		 * (review46h: a delete during the read left the writer asleep,
+		 * seg_lock held, until another promotion's read ended). */
 		pthread_cond_broadcast(&s->pin_cond);
 	}
 	p->pinned = false;
