@@ -301,7 +301,8 @@ static int io_fault_pick_locked(struct kvt_io *io, struct io_req *r, uint64_t *t
 	for (unsigned i = 0; i < io->fault_count && !kind; i++) {
 		struct io_fault_slot *s = &io->faults[i];
 		bool is_read = s->f.kind == IO_FAULT_EIO_READ || s->f.kind == IO_FAULT_SHORT_READ ||
-			       s->f.kind == IO_FAULT_CORRUPT_READ;
+			       s->f.kind == IO_FAULT_CORRUPT_READ ||
+			       s->f.kind == IO_FAULT_SLOW_READ;
 		bool is_sync = s->f.kind == IO_FAULT_SLOW_FSYNC || s->f.kind == IO_FAULT_EIO_FSYNC;
 		int op = is_read ? IO_READ : is_sync ? IO_FSYNC : IO_WRITE;
 		if (s->f.kind == IO_FAULT_ALLOC_ENOSPC)
@@ -310,7 +311,7 @@ static int io_fault_pick_locked(struct kvt_io *io, struct io_req *r, uint64_t *t
 			continue;
 		kind = s->f.kind;
 		*torn = kind == IO_FAULT_SLOW_FSYNC || kind == IO_FAULT_ENOSPC ||
-				kind == IO_FAULT_SLOW_WRITE
+				kind == IO_FAULT_SLOW_WRITE || kind == IO_FAULT_SLOW_READ
 			? s->f.delay_ms
 			: s->f.torn_bytes;
 	}
@@ -356,7 +357,8 @@ static unsigned io_take_locked(struct kvt_io *io, struct io_req **list, unsigned
 				/* done_len_ carries the torn length (or the delay)
 				 * to io_pre_issue. */
 				if (kind == IO_FAULT_TORN_WRITE || kind == IO_FAULT_SLOW_FSYNC ||
-				    kind == IO_FAULT_ENOSPC || kind == IO_FAULT_SLOW_WRITE)
+				    kind == IO_FAULT_ENOSPC || kind == IO_FAULT_SLOW_WRITE ||
+				    kind == IO_FAULT_SLOW_READ)
 					r->done_len_ = torn;
 			}
 		}
@@ -555,6 +557,7 @@ static bool io_pre_issue(struct kvt_io *io, struct io_req *r)
 	case IO_FAULT_ENOSPC:
 	case IO_FAULT_SLOW_FSYNC:
 	case IO_FAULT_SLOW_WRITE:
+	case IO_FAULT_SLOW_READ:
 		if (torn)
 			io_fault_delay(io, torn, releases);
 		if (kind == IO_FAULT_ENOSPC) {
@@ -1292,7 +1295,7 @@ int io_fault_add(struct kvt_io *io, const struct io_fault *f)
 	int ret = 0;
 	if (!io || !f)
 		return KVT_ENULL;
-	if (f->kind < IO_FAULT_EIO_READ || f->kind > IO_FAULT_SLOW_WRITE)
+	if (f->kind < IO_FAULT_EIO_READ || f->kind > IO_FAULT_SLOW_READ)
 		return -EINVAL;
 	pthread_mutex_lock(&io->fault_lock);
 	if (io->fault_count == IO_FAULT_MAX) {

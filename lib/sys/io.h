@@ -143,6 +143,10 @@ enum {
 	 * tier's writer places while writes are in flight (test_ssd
 	 * f3_room).  The issuing thread waits, as for SLOW_FSYNC. */
 	IO_FAULT_SLOW_WRITE,
+	/* a read waits delay_ms before it runs (then succeeds): a slow
+	 * device's read, so a test can see what the writer does while a
+	 * promotion's read is in flight (test_ssd promote_own_victims) */
+	IO_FAULT_SLOW_READ,
 };
 
 struct io_fault {
@@ -151,7 +155,7 @@ struct io_fault {
 	uint64_t skip;       /* let this many matching requests pass first */
 	uint64_t count;      /* then fire this many times (0: until cleared) */
 	uint64_t torn_bytes; /* TORN_WRITE */
-	uint64_t delay_ms;   /* SLOW_FSYNC, SLOW_WRITE, ENOSPC */
+	uint64_t delay_ms;   /* SLOW_FSYNC, SLOW_WRITE, SLOW_READ, ENOSPC */
 	/* only reads or writes of exactly this many bytes (the iovecs'
 	 * total) match (0: any): one kind of write among many, e.g. a
 	 * segment's 4 KiB summary among larger records (test_ssd

@@ -1949,6 +1949,71 @@ static int tier_of(struct kvt_store *s, uint32_t ns, uint64_t k)
 	return tier;
 }
 
+/*
+ * A promotion's own victims do not reclaim the record it reads (doc/ssd.md
+ * "Session 46: a promotion's own victims").  As DRAM's victim tier, on a
+ * full log: each round gets the oldest block still only on SSD with its
+ * read slowed (IO_FAULT_SLOW_READ, 200 ms); the get's DRAM reservation
+ * evicts victims, and placing them fills the open segment now and then,
+ * reclaiming the oldest -- the one holding the block being read.  Until
+ * the fix the writer placed them during the read, and the read missed
+ * (ssd.read_misses; `lost 1` in a replay with --flush-each, one run in a
+ * few).  Now every such get is a hit with the exact bytes.
+ */
+#define POV_LEN 32768 /* one size: DRAM's free room never fragments */
+
+static void test_promote_own_victims(void)
+{
+	char *dir = t_mkdtemp();
+	struct kvt_store *s = t_store_open("path", dir, "dram.capacity", "8M", "dram.chunk", "4K",
+					   "dram.shards", "1", "dram.prefault", "off", "ssd.capacity", "12M",
+					   "ssd.segment", "1M", "ssd.first_hit", "promote",
+					   "ssd.io", io_backend, NULL);
+	struct io_fault slow = { .kind = IO_FAULT_SLOW_READ, .fd = -1, .count = 1, .delay_ms = 200 };
+	uint32_t ns = ns_of(s);
+	uint64_t k = 100, cand = 100, reclaims = 0, rounds = 0;
+
+	/* Fill until the log has wrapped (the setup of test_carry: every
+	 * write-down ends before the next put, so none is shed). */
+	while (t_stat(s, "ssd.segments_evicted") == 0 && k < 3000) {
+		T_RC(t_put_filled(s, ns, k++, POV_LEN), KVT_OK);
+		wait_writes(s);
+	}
+	T_ASSERT(t_stat(s, "ssd.segments_evicted") >= 1);
+	/* Rounds until three of them reclaimed something while the read was
+	 * slowed (each reclaims the oldest segment: the one cand is in). */
+	while (reclaims < 3 && rounds < 400) {
+		uint64_t before, misses = t_stat(s, "ssd.read_misses");
+		T_RC(t_put_filled(s, ns, k++, POV_LEN), KVT_OK); /* DRAM full of blocks not yet below */
+		T_OK(kvt_flush(s)); /* its victims and their carries landed (as --flush-each) */
+		wait_writes(s);
+		while (cand < k && tier_of(s, ns, cand) != KVT_TIER_SSD)
+			cand++;
+		T_ASSERT(cand < k);
+		before = t_stat(s, "ssd.evicted_blocks") + t_stat(s, "ssd.carried_blocks");
+		T_OK(io_fault_add(ssd_io(store_ssd(s)), &slow));
+		T_RC(t_get_filled(s, ns, cand, POV_LEN), KVT_OK);
+		io_fault_clear(ssd_io(store_ssd(s)));
+		T_EQ_U64(t_stat(s, "ssd.read_misses"), misses);
+		wait_writes(s);
+		if (t_stat(s, "ssd.evicted_blocks") + t_stat(s, "ssd.carried_blocks") != before)
+			reclaims++;
+		rounds++;
+		cand++;
+	}
+	T_EQ_U64(reclaims, 3);
+	T_EQ_U64(t_stat(s, "ssd.writedown_shed"), 0);
+	/* The race was there: a record carried while its get reserved DRAM
+	 * (read at its new place), or reclaimed during its read (waited for). */
+	T_ASSERT(t_stat(s, "ssd.promote_relocated") + t_stat(s, "ssd.reclaim_read_waits") >= 1);
+	fprintf(stderr, "promote_own_victims: %llu rounds, %llu relocated, %llu waits\n",
+		(unsigned long long)rounds, (unsigned long long)t_stat(s, "ssd.promote_relocated"),
+		(unsigned long long)t_stat(s, "ssd.reclaim_read_waits"));
+	kvt_store_destroy(s);
+	t_rmtree(dir);
+	free(dir);
+}
+
 static void test_carry(void)
 {
 	char *dir = t_mkdtemp();
@@ -7535,6 +7600,7 @@ int main(void)
 		}
 		/* KVT_TEST_ONLY=carry: reclamation's carries and their races. */
 		if (test_only("carry")) {
+			test_promote_own_victims();
 			test_carry();
 			test_carry_deletes();
 			test_carry_put();
@@ -7651,6 +7717,7 @@ int main(void)
 		if (test_only("races")) {
 			test_persistent_wait();
 			test_delete_race();
+			test_promote_own_victims();
 			test_carry();
 			test_carry_deletes();
 			test_carry_put();
@@ -7718,6 +7785,7 @@ int main(void)
 		test_room();
 		test_room_text();
 		test_room_retry();
+		test_promote_own_victims();
 		test_carry();
 		test_carry_deletes();
 		test_carry_put();

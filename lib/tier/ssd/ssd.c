@@ -473,6 +473,14 @@ static int evict_entry_cb(void *ctx, const struct ssd_sum_entry *se)
 	sh = shard_of(s, h);
 	pthread_mutex_lock(&sh->lock);
 	pp = ssd_idx_slot(sh, h, se->ns_id, &se->key);
+	/* A promotion's read of it in flight (promote_settle): it ends
+	 * without any lock or work of the writer's, so wait for it. */
+	while (*pp && (*pp)->slot == ec->slot && (*pp)->generation == ec->gen &&
+	       ((*pp)->flags & E_PINNED)) {
+		A(s->reclaim_read_waits);
+		pthread_cond_wait(&s->pin_cond, &sh->lock);
+		pp = ssd_idx_slot(sh, h, se->ns_id, &se->key);
+	}
 	if (*pp && (*pp)->slot == ec->slot && (*pp)->generation == ec->gen &&
 	    !((*pp)->flags & E_PENDING)) {
 		/* A batched value (format 3) is read back by its value
@@ -3605,8 +3613,9 @@ static void promote_free(struct ssd *s, struct promote_task *p)
 
 /*
  * A read of the record of (ns, key, seq) has completed: is its entry still
- * that record, published (the same seq, not PENDING)?  Nothing pins a
- * record while it is read; what keeps its bytes is the order the writer
+ * that record, published (the same seq, not PENDING)?  Nothing but a
+ * promotion's read pins a record (E_PINNED, promote_settle; part reads
+ * and copies do not); what keeps its bytes is the order the writer
  * keeps: a record leaves the index, or turns PENDING (a carry, its seq
  * unchanged), under its shard lock before any write over it is submitted
  * (evict_entry_cb from seg_reclaim_upto_locked and seg_evict_oldest_locked).
@@ -3616,6 +3625,38 @@ static void promote_free(struct ssd *s, struct promote_task *p)
  * count only what fails them then.  The CRC32C alone would not do: it is
  * linear, and a value built to collide with another's part passes it.
  */
+static bool ssd_entry_same(struct ssd *s, uint32_t ns, const struct kvt_key *key, uint64_t seq);
+
+/* ssd_entry_same, and still in the place p read (its slot and generation):
+ * a record carried and published elsewhere keeps nothing of its old place,
+ * which may have been written over since (promote_settle).  Unpins the
+ * entry if p pinned it (a copy, ssd_read_copy, never does). */
+static bool ssd_entry_at(struct ssd *s, struct promote_task *p)
+{
+	uint64_t h = ssd_hash(s, p->ns, &p->key);
+	struct ssd_shard *sh = shard_of(s, h);
+	struct ssd_entry *e;
+	bool same;
+
+	pthread_mutex_lock(&sh->lock);
+	e = *ssd_idx_slot(sh, h, p->ns, &p->key);
+	same = e && e->seq == p->seq && !(e->flags & E_PENDING) && e->slot == p->slot &&
+	       e->generation == p->generation;
+	if (p->pinned) {
+		if (e && (e->flags & E_PINNED)) /* its own: one promotion a block */
+			e->flags &= (uint8_t)~E_PINNED;
+		/* Woken also when the pinned entry went meanwhile (a delete, a
+		 * newer put: freed with its pin, and nobody woke the writer):
+		 * reclamation may be waiting on it, and only this wakes it
+		 * (review46h: a delete during the read left the writer asleep,
+		 * seg_lock held, until another promotion's read ended). */
+		pthread_cond_broadcast(&s->pin_cond);
+	}
+	p->pinned = false;
+	pthread_mutex_unlock(&sh->lock);
+	return same;
+}
+
 static bool ssd_entry_same(struct ssd *s, uint32_t ns, const struct kvt_key *key, uint64_t seq)
 {
 	uint64_t h = ssd_hash(s, ns, key);
@@ -3672,6 +3713,7 @@ static void promote_done(struct multi_io *m, int64_t res)
 	int status = KVT_MISS, rc;
 
 	if (res < 0 || (uint64_t)res != p->rec_len) {
+		(void)ssd_entry_at(s, p); /* unpins */
 		A(s->io_errors);
 		if (res == -EIO)
 			ssd_seg_mark_bad(s, p->slot, -EIO);
@@ -3679,7 +3721,7 @@ static void promote_done(struct multi_io *m, int64_t res)
 	}
 	/* Reclaimed (its segment reused, a carry), deleted or dropped since
 	 * the lookup: the bytes may be another record's. */
-	if (!ssd_entry_same(s, p->ns, &p->key, p->seq))
+	if (!ssd_entry_at(s, p))
 		goto fail;
 	if (p->part_count > KVT_ARRAY_LEN(parts_small)) {
 		parts = kvt_mem_alloc(s->mem, p->part_count * (sizeof(*parts) + sizeof(*lens) +
@@ -3868,6 +3910,75 @@ static uint64_t promote_from_entry(struct promote_task *p, struct ssd *s, uint32
 	return (uint64_t)e->off_512 * SSD_REC_ALIGN;
 }
 
+/*
+ * After a promotion's DRAM reservation, before its read: is the record the
+ * lookup found still there, and where?  Pin it there for the read.
+ *
+ * The reservation may evict blocks and wait for their write-downs, and the
+ * writer, placing them, may reclaim the segment holding this very record.
+ * The record, read at the lookup (E_READ), is then carried: pending (E_CARRY,
+ * its seq) until its copy at the log's head lands, published there under
+ * a new seq.  Until 2026-12-07 the promotion read the old place regardless
+ * and missed if the carry was in flight at its check: a hit lost, and
+ * `kvtier replay --flush-each` gave 44.24 % instead of 44.28 % one run in
+ * a few, as the writer was quicker or not (doc/ssd.md "Session 46: a
+ * promotion's own victims").  Now it waits for the carry (wd_finish
+ * broadcasts wd_cond) and reads the record where it landed.  And the
+ * writer, placing the victims still queued, may reclaim it during the
+ * read: the entry is pinned (E_PINNED, under its shard lock with this
+ * check) until the read is checked (ssd_entry_at), and reclamation waits
+ * for that (evict_entry_cb) -- the read needs nothing of the writer's, and
+ * nothing waits on this get while it waits for a carry (no lock held).
+ * False: a miss (gone, replaced, dead, a carry not landed within
+ * PROMOTE_CARRY_WAIT_NS, or a layout other than the reservation's).
+ * sh->lock and wd_lock not held.
+ */
+#define PROMOTE_CARRY_WAIT_NS (10 * UINT64_C(1000000000))
+
+static bool promote_settle(struct ssd *s, struct promote_task *p, struct ssd_shard *sh,
+			   uint64_t *off)
+{
+	struct timespec dl = kvt_deadline(CLOCK_MONOTONIC, PROMOTE_CARRY_WAIT_NS);
+	bool ok = false, carried = false;
+
+	pthread_mutex_lock(&s->wd_lock); /* wd_lock -> SSD shard lock */
+	for (;;) {
+		struct ssd_entry *e;
+		bool wait;
+		pthread_mutex_lock(&sh->lock);
+		e = *ssd_idx_slot(sh, p->h, p->ns, &p->key);
+		/* Carried: pending under its seq (E_CARRY), then under the
+		 * carry's (placed, not landed: wd_finish).  Only a carry is
+		 * waited for, not a newer put's write-down (a miss, as before).
+		 * A record as new or newer already published will do (the
+		 * carry's landed, or a newer put's): the read checks it is
+		 * the one the index names. */
+		wait = e && (e->flags & (E_PENDING | E_DEAD)) == E_PENDING &&
+		       (e->seq == p->seq ? (e->flags & E_CARRY) != 0 : carried && e->seq > p->seq);
+		carried |= wait;
+		/* Its own record, or the one it was carried to (framed or
+		 * batched: the caller sizes the header): the same value length
+		 * and parts as the reservation, or a miss. */
+		if (e && e->seq >= p->seq && !(e->flags & E_PENDING) &&
+		    e->value_len == p->value_len && e->part_count == p->part_count) {
+			if (e->seq != p->seq || e->slot != p->slot ||
+			    e->generation != p->generation) {
+				p->batched = p->sealed = false; /* as a new task */
+				p->value_crc = 0;
+				*off = promote_from_entry(p, s, p->ns, &p->key, e);
+				A(s->promote_relocated);
+			}
+			e->flags |= E_PINNED;
+			p->pinned = ok = true;
+		}
+		pthread_mutex_unlock(&sh->lock);
+		if (!wait || pthread_cond_timedwait(&s->wd_cond, &s->wd_lock, &dl) == ETIMEDOUT)
+			break;
+	}
+	pthread_mutex_unlock(&s->wd_lock);
+	return ok;
+}
+
 int ssd_promote(struct ssd *s, uint32_t ns, const struct kvt_key *key, int prio,
 		tier_got_fn cb, void *ctx)
 {
@@ -3961,13 +4072,21 @@ int ssd_promote(struct ssd *s, uint32_t ns, const struct kvt_key *key, int prio,
 	 * A delete after this point kills the reserved DRAM item instead (the
 	 * store deletes from DRAM again after the SSD index), and publish fails. */
 	{
-		struct ssd_entry *e2;
-		bool same;
-		pthread_mutex_lock(&sh->lock);
-		e2 = *ssd_idx_slot(sh, h, ns, key);
-		same = e2 && e2->seq == p->seq;
-		pthread_mutex_unlock(&sh->lock);
-		if (!same) {
+		uint8_t *hdr = p->hdr;
+		uint32_t hdr_len = p->hdr_len;
+		bool settled = promote_settle(s, p, sh, &off);
+		if (settled && (p->hdr_len != hdr_len || p->batched != !hdr)) {
+			/* Carried to another layout: its header's buffer. */
+			if (hdr)
+				kvt_mem_free(s->mem, hdr, hdr_len);
+			p->hdr = p->batched ? NULL
+					    : kvt_mem_alloc_aligned(s->mem, SSD_ALIGN, p->hdr_len);
+		}
+		if (settled && ((!p->batched && !p->hdr) || p->rec_align == 0)) {
+			(void)ssd_entry_at(s, p); /* unpins */
+			settled = false;
+		}
+		if (!settled) {
 			dram_abort(s->dram, p->item);
 			pf_end(s, p, KVT_MISS, NULL, false);
 			promote_free(s, p);
@@ -4634,6 +4753,7 @@ int ssd_open(struct ssd **out, const struct ssd_config *cfg, int dir_fd, struct 
 		pthread_condattr_destroy(&ca);
 	}
 	pthread_cond_init(&s->sync_cond, NULL);
+	pthread_cond_init(&s->pin_cond, NULL);
 	pthread_mutex_init(&s->sync_run_lock, NULL);
 	if (r < 0)
 		goto fail;
@@ -4826,6 +4946,7 @@ void ssd_close(struct ssd *s)
 	pthread_mutex_destroy(&s->pf_lock);
 	pthread_cond_destroy(&s->wd_cond);
 	pthread_cond_destroy(&s->sync_cond);
+	pthread_cond_destroy(&s->pin_cond);
 	pthread_mutex_destroy(&s->sync_run_lock);
 	kvt_mem_free(s->mem, s, sizeof(*s));
 }
@@ -4951,6 +5072,8 @@ void ssd_stats(struct ssd *s, kvt_stats_fn fn, void *ctx)
 	fn(ctx, "ssd.read_bytes", AL(s->read_bytes), NULL);
 	fn(ctx, "ssd.read_misses", AL(s->read_misses), NULL);
 	fn(ctx, "ssd.promote_full", AL(s->promote_full), NULL);
+	fn(ctx, "ssd.promote_relocated", AL(s->promote_relocated), NULL);
+	fn(ctx, "ssd.reclaim_read_waits", AL(s->reclaim_read_waits), NULL);
 	fn(ctx, "ssd.copy_reads", AL(s->copy_reads), NULL);
 	fn(ctx, "ssd.part_reads", AL(s->part_reads), NULL);
 	fn(ctx, "ssd.read_bps", (uint64_t)bps, NULL);

@@ -59,6 +59,10 @@ enum {
 	 * a framed record keeps in its header. */
 	E_BATCHED = 0x20,
 	E_SEALED_VALUE = 0x40,
+	/* a promotion's read of the record is in flight: reclamation waits
+	 * for it before it carries or drops the record (ssd.c promote_settle;
+	 * one promotion a block at a time: s->pf[]) */
+	E_PINNED = 0x80,
 };
 /* T_CARRY: a hot record of a reclaimed segment, read back, written again
  * at the log's head (ssd.c, "Reclamation"). */
@@ -317,6 +321,7 @@ struct promote_task {
 	bool in_flight;           /* in s->pf[] (promotions only, not copies) */
 	bool first;               /* the record's first read (E_READ was clear) */
 	bool demand;              /* a get's (IO_PRIO_DEMAND), not a prefetch */
+	bool pinned;              /* its entry E_PINNED (promote_settle) */
 	/* E_BATCHED (format 3): the I/O is the value alone (hdr_len 0),
 	 * checked by value_crc; sealed from E_SEALED_VALUE. */
 	bool batched, sealed;
@@ -393,6 +398,7 @@ struct ssd {
 
 	pthread_mutex_t wd_lock;
 	pthread_cond_t wd_cond;     /* work queued, stop, or an in-flight write finished */
+	pthread_cond_t pin_cond;    /* an E_PINNED entry unpinned (with its shard's lock) */
 	/* Two lanes (ssd.c "Deletes jump the queue"): write-downs, flushes
 	 * and checkpoints in wd_head; tombstones and the syncs of the deletes
 	 * waiting on them in wd_uhead, taken first. */
@@ -453,7 +459,8 @@ struct ssd {
 	_Atomic uint64_t wd_queued, wd_written, delete_syncs, delete_sync_rounds, wd_written_bytes,
 		wd_shed, wd_skipped, wd_errors, tombstones, reads, read_bytes, read_misses,
 		crc_errors, hdr_errors, io_errors, seg_sealed, seg_evicted, evicted_blocks,
-		reinserted, quarantined, ckpts, enospc, promote_full, copy_reads, part_reads,
+		reinserted, quarantined, ckpts, enospc, promote_full, promote_relocated,
+		reclaim_read_waits, copy_reads, part_reads,
 		evicted_handed, carried, carried_bytes, carry_lost, wd_put_waits, wd_put_timeouts,
 		dropped_promoted, sealed_records, evicted_unread, evicted_over_budget, evicted_dead,
 		room_capped, batches, batched_blocks, batched_carried, carried_in_batches,
