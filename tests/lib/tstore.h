@@ -28,23 +28,34 @@ static inline bool t_ssd_format3(void)
 	return t_ssd_format() == 3;
 }
 
-/* Open a memory-only store with options given as "name", "value" pairs, NULL-terminated. */
-static inline struct kvt_store *t_store_open(const char *first, ...)
+/* Set option n=v of s for t_store_vopen; a refused one fails the test.
+ * *format_named: whether a test's option pins ssd.format. */
+static inline void t_store_opt(struct kvt_store *s, const char *n, const char *v,
+			       bool *format_named)
+{
+	int r = kvt_store_set_option(s, n, v);
+	*format_named |= !strcmp(n, "ssd.format");
+	if (r < 0)
+		T_FAIL("option %s=%s: %s", n, v, kvt_strerror(r));
+}
+
+/* Open a memory-only store with the "name", "value" pairs of base (an
+ * array ended by a NULL name; NULL: none), then first and the pairs that
+ * follow it in *more (ended by a NULL name; first NULL: none, and more
+ * may be NULL).  A later pair of the same name overrides an earlier one,
+ * so a test's own helper can keep its common options in base and take a
+ * test's others as its variadic arguments. */
+static inline struct kvt_store *t_store_vopen(const char *const *base, const char *first,
+					      va_list *more)
 {
 	struct kvt_store *s;
-	va_list ap;
 	const char *n;
 	bool format_named = false; /* the test pins ssd.format */
 	T_OK(kvt_store_create(&s));
-	va_start(ap, first);
-	for (n = first; n; n = va_arg(ap, const char *)) {
-		const char *v = va_arg(ap, const char *);
-		int r = kvt_store_set_option(s, n, v);
-		format_named |= !strcmp(n, "ssd.format");
-		if (r < 0)
-			T_FAIL("option %s=%s: %s", n, v, kvt_strerror(r));
-	}
-	va_end(ap);
+	for (; base && base[0]; base += 2)
+		t_store_opt(s, base[0], base[1], &format_named);
+	for (n = first; n; n = va_arg(*more, const char *))
+		t_store_opt(s, n, va_arg(*more, const char *), &format_named);
 	/* KVT_TEST_DIO_ALIGN=4096: every store's SSD tier lays records out at
 	 * 4096 bytes, as on a 4Kn drive (meson test test_ssd_4k). */
 	if (getenv("KVT_TEST_DIO_ALIGN"))
@@ -56,6 +67,17 @@ static inline struct kvt_store *t_store_open(const char *first, ...)
 	if (getenv("KVT_TEST_SSD_FORMAT") && !format_named)
 		T_OK(kvt_store_set_option(s, "ssd.format", getenv("KVT_TEST_SSD_FORMAT")));
 	T_OK(kvt_store_open(s));
+	return s;
+}
+
+/* Open a memory-only store with options given as "name", "value" pairs, NULL-terminated. */
+static inline struct kvt_store *t_store_open(const char *first, ...)
+{
+	struct kvt_store *s;
+	va_list ap;
+	va_start(ap, first);
+	s = t_store_vopen(NULL, first, &ap);
+	va_end(ap);
 	return s;
 }
 
