@@ -43,12 +43,28 @@
 
 static const char *io_backend = "uring";
 
+/* A store in dir: dram bytes of DRAM in 4K chunks, not prefaulted; an SSD
+ * tier of ssd bytes in seg segments on io_backend, admission adm (NULL:
+ * the default); then the test's other "name", "value" pairs, NULL-ended
+ * (one that names an option above overrides it). */
+static struct kvt_store *store_at(const char *dir, const char *dram, const char *ssd,
+				  const char *seg, const char *adm, ...)
+{
+	const char *base[] = { "path", dir, "dram.capacity", dram, "dram.chunk", "4K",
+			       "dram.prefault", "off", "ssd.capacity", ssd, "ssd.segment", seg,
+			       "ssd.io", io_backend, adm ? "ssd.admission" : NULL, adm, NULL };
+	struct kvt_store *s;
+	va_list ap;
+	va_start(ap, adm);
+	s = t_store_vopen(base, va_arg(ap, const char *), &ap);
+	va_end(ap);
+	return s;
+}
+
 /* A store in dir: 64 MiB DRAM, SSD of `ssd` bytes in 1 MiB segments. */
 static struct kvt_store *open_store(const char *dir, const char *ssd, const char *admission)
 {
-	return t_store_open("path", dir, "dram.capacity", "64M", "dram.chunk", "4K",
-			    "dram.prefault", "off", "ssd.capacity", ssd, "ssd.segment", "1M",
-			    "ssd.admission", admission, "ssd.io", io_backend, NULL);
+	return store_at(dir, "64M", ssd, "1M", admission, NULL);
 }
 
 static size_t len_of(uint64_t k)
@@ -391,10 +407,8 @@ static int delete_kill9_child(const char *dir, void *ctx)
 {
 	bool flush = *(const bool *)ctx;
 	struct kvt_key x = t_key(1);
-	struct kvt_store *s = t_store_open("path", dir, "dram.capacity", "64M", "dram.chunk", "4K",
-					   "dram.prefault", "off", "ssd.capacity", "16M",
-					   "ssd.segment", "1M", "ssd.admission", "always", "ssd.io",
-					   io_backend, "ssd.debug_write_delay_ms", "500", NULL);
+	struct kvt_store *s = store_at(dir, "64M", "16M", "1M", "always",
+				       "ssd.debug_write_delay_ms", "500", NULL);
 	uint32_t ns = ns_of(s);
 	if (put_k(s, ns, 1) != KVT_OK || kvt_flush(s) != 0)
 		_exit(2);
@@ -851,18 +865,13 @@ static int f3w_put_any(struct kvt_store *s, uint32_t ns, uint64_t k)
 
 static struct kvt_store *f3w_open(const char *dir, const char *dram, const char *admission)
 {
-	return t_store_open("path", dir, "dram.capacity", dram, "dram.chunk", "4K",
-			    "dram.prefault", "off", "ssd.capacity", "16M", "ssd.segment", "1M",
-			    "ssd.admission", admission, "ssd.io", io_backend, "ssd.format", "3",
-			    "ssd.close_writedown_ms", "0", "dram.victim_wait_ms", "30000", NULL);
+	return store_at(dir, dram, "16M", "1M", admission, "ssd.format", "3",
+			"ssd.close_writedown_ms", "0", "dram.victim_wait_ms", "30000", NULL);
 }
 
 static struct kvt_store *f3w_kill9_open(const char *dir)
 {
-	return t_store_open("path", dir, "dram.capacity", "64M", "dram.chunk", "4K",
-			    "dram.prefault", "off", "ssd.capacity", "32M", "ssd.segment", "1M",
-			    "ssd.admission", "always", "ssd.io", io_backend, "ssd.format", "3",
-			    NULL);
+	return store_at(dir, "64M", "32M", "1M", "always", "ssd.format", "3", NULL);
 }
 
 /* Whether a segment file of dir holds a batch header (its magic at a
@@ -1075,20 +1084,16 @@ static int tier_of(struct kvt_store *s, uint32_t ns, uint64_t k);
  *    promotion by its value_crc) with no CRC error. */
 static struct kvt_store *f3w_carry_open(const char *dir)
 {
-	return t_store_open("path", dir, "dram.capacity", "2M", "dram.chunk", "4K",
-			    "dram.shards", "1", "dram.prefault", "off", "ssd.capacity", "16M",
-			    "ssd.segment", "1M", "ssd.admission", "always", "ssd.io", io_backend,
-			    "ssd.format", "3", NULL);
+	return store_at(dir, "2M", "16M", "1M", "always", "dram.shards", "1", "ssd.format", "3",
+			NULL);
 }
 
 /* f3w_carry_open's store with no periodic checkpoint (the writer takes
  * seg_lock for one after a batch: f3_carry_gone would stop it there). */
 static struct kvt_store *f3w_carry_open_nockpt(const char *dir)
 {
-	return t_store_open("path", dir, "dram.capacity", "2M", "dram.chunk", "4K",
-			    "dram.shards", "1", "dram.prefault", "off", "ssd.capacity", "16M",
-			    "ssd.segment", "1M", "ssd.admission", "always", "ssd.io", io_backend,
-			    "ssd.format", "3", "ssd.checkpoint_seals", "0", NULL);
+	return store_at(dir, "2M", "16M", "1M", "always", "dram.shards", "1", "ssd.format", "3",
+			"ssd.checkpoint_seals", "0", NULL);
 }
 
 #define F3W_CARRIED 7 /* 4..10 */
@@ -1388,11 +1393,9 @@ static void f3w_carry_gone(void)
  *    records): a DRAM+SSD+shared store lost those hand-downs at format 3. */
 static struct kvt_store *f3w_shared_open_fmt(const char *dir, const char *shdir, const char *fmt)
 {
-	return t_store_open("path", dir, "dram.capacity", "2M", "dram.chunk", "4K",
-			    "dram.shards", "1", "dram.prefault", "off", "dram.policy", "lru",
-			    "ssd.capacity", "16M", "ssd.segment", "1M", "ssd.admission", "always",
-			    "ssd.reinsert_pct", "0", "ssd.io", io_backend, "ssd.format", fmt,
-			    "shared.dir", shdir, "shared.threads", "2", NULL);
+	return store_at(dir, "2M", "16M", "1M", "always", "dram.shards", "1", "dram.policy", "lru",
+			"ssd.reinsert_pct", "0", "ssd.format", fmt, "shared.dir", shdir,
+			"shared.threads", "2", NULL);
 }
 
 static struct kvt_store *f3w_shared_open(const char *dir, const char *shdir)
@@ -1696,10 +1699,8 @@ static void f3w_same_key(void)
 
 static struct kvt_store *f3w_room_open(const char *dir)
 {
-	return t_store_open("path", dir, "dram.capacity", "64M", "dram.chunk", "16K",
-			    "dram.prefault", "off", "ssd.capacity", "64M", "ssd.segment", "16M",
-			    "ssd.admission", "always", "ssd.io", io_backend, "ssd.format", "3",
-			    "ssd.writedown_window", "1M", NULL);
+	return store_at(dir, "64M", "64M", "16M", "always", "dram.chunk", "16K", "ssd.format", "3",
+			"ssd.writedown_window", "1M", NULL);
 }
 
 static void f3w_room(void)
@@ -1965,10 +1966,8 @@ static int tier_of(struct kvt_store *s, uint32_t ns, uint64_t k)
 static void test_promote_own_victims(void)
 {
 	char *dir = t_mkdtemp();
-	struct kvt_store *s = t_store_open("path", dir, "dram.capacity", "8M", "dram.chunk", "4K",
-					   "dram.shards", "1", "dram.prefault", "off", "ssd.capacity", "12M",
-					   "ssd.segment", "1M", "ssd.first_hit", "promote",
-					   "ssd.io", io_backend, NULL);
+	struct kvt_store *s = store_at(dir, "8M", "12M", "1M", NULL, "dram.shards", "1",
+				       "ssd.first_hit", "promote", NULL);
 	struct io_fault slow = { .kind = IO_FAULT_SLOW_READ, .fd = -1, .count = 1, .delay_ms = 200 };
 	uint32_t ns = ns_of(s);
 	uint64_t k = 100, cand = 100, reclaims = 0, rounds = 0;
@@ -2018,10 +2017,7 @@ static void test_carry(void)
 {
 	char *dir = t_mkdtemp();
 	const uint64_t hot = 5; /* 40,595 bytes: within 10 % of a 1 MiB segment */
-	struct kvt_store *s = t_store_open("path", dir, "dram.capacity", "2M", "dram.chunk", "4K",
-					   "dram.shards", "1", "dram.prefault", "off", "ssd.capacity", "16M",
-					   "ssd.segment", "1M", "ssd.admission", "always",
-					   "ssd.io", io_backend, NULL);
+	struct kvt_store *s = store_at(dir, "2M", "16M", "1M", "always", "dram.shards", "1", NULL);
 	uint32_t ns = ns_of(s);
 	uint64_t k = 100, reads;
 
@@ -2069,9 +2065,7 @@ static void test_carry(void)
 	kvt_store_destroy(s);
 
 	/* After a restart the carried copy is there; deleted, it stays gone. */
-	s = t_store_open("path", dir, "dram.capacity", "2M", "dram.chunk", "4K", "dram.prefault",
-			 "off", "ssd.capacity", "16M", "ssd.segment", "1M", "ssd.admission", "always",
-			 "ssd.io", io_backend, NULL);
+	s = store_at(dir, "2M", "16M", "1M", "always", NULL);
 	T_RC(get_k(s, ns, hot), KVT_OK);
 	{
 		struct kvt_key key = t_key(hot);
@@ -2079,9 +2073,7 @@ static void test_carry(void)
 	}
 	T_RC(kvt_flush(s), KVT_OK);
 	kvt_store_destroy(s);
-	s = t_store_open("path", dir, "dram.capacity", "2M", "dram.chunk", "4K", "dram.prefault",
-			 "off", "ssd.capacity", "16M", "ssd.segment", "1M", "ssd.admission", "always",
-			 "ssd.io", io_backend, NULL);
+	s = store_at(dir, "2M", "16M", "1M", "always", NULL);
 	T_RC(get_k(s, ns, hot), KVT_MISS);
 	kvt_store_destroy(s);
 	t_rmtree(dir);
@@ -2104,10 +2096,8 @@ static uint64_t carry_deletes_round(bool paced, uint64_t *shed)
 	char *dir = t_mkdtemp();
 	const uint64_t n = 1200;
 	uint8_t *deleted = calloc(n, 1);
-	struct kvt_store *s = t_store_open("path", dir, "dram.capacity", "2M", "dram.chunk", "4K",
-					   "dram.shards", "1", "dram.prefault", "off", "ssd.capacity", "8M",
-					   "ssd.segment", "1M", "ssd.admission", "always",
-					   "ssd.reinsert_pct", "50", "ssd.io", io_backend, NULL);
+	struct kvt_store *s = store_at(dir, "2M", "8M", "1M", "always", "dram.shards", "1",
+				       "ssd.reinsert_pct", "50", NULL);
 	uint32_t ns = ns_of(s);
 	uint64_t x = 88172645463325252ull, dels = 0, carried;
 
@@ -2148,9 +2138,7 @@ static uint64_t carry_deletes_round(bool paced, uint64_t *shed)
 		(unsigned long long)t_stat(s, "ssd.carry_lost"), (unsigned long long)*shed,
 		paced ? "paced, " : "", io_backend);
 	kvt_store_destroy(s);
-	s = t_store_open("path", dir, "dram.capacity", "2M", "dram.chunk", "4K", "dram.shards", "1",
-			 "dram.prefault", "off", "ssd.capacity", "8M", "ssd.segment", "1M",
-			 "ssd.admission", "always", "ssd.io", io_backend, NULL);
+	s = store_at(dir, "2M", "8M", "1M", "always", "dram.shards", "1", NULL);
 	for (uint64_t k = 0; k < n; k++) {
 		int rc = get_k(s, ns, k);
 		if (deleted[k])
@@ -2202,7 +2190,7 @@ static void test_carry_put(void)
 	const char *opts[] = { "path", dir, "dram.capacity", "2M", "dram.chunk", "4K",
 			       "dram.shards", "1", "dram.prefault", "off", "ssd.capacity", "16M",
 			       "ssd.segment", "1M", "ssd.admission", "always", "ssd.format", "2",
-			       "ssd.io", "psync" };
+			       "ssd.io", "psync", NULL };
 	struct kvt_store *s;
 	struct ssd *sd;
 	struct io_fault f = { .kind = IO_FAULT_ENOSPC, .fd = -1, .count = 1, .delay_ms = 30000 };
@@ -2215,9 +2203,7 @@ static void test_carry_put(void)
 		free(dir);
 		return;
 	}
-	s = t_store_open(opts[0], opts[1], opts[2], opts[3], opts[4], opts[5], opts[6], opts[7],
-			 opts[8], opts[9], opts[10], opts[11], opts[12], opts[13], opts[14],
-			 opts[15], opts[16], opts[17], opts[18], opts[19], NULL);
+	s = t_store_vopen(opts, NULL, NULL);
 	sd = store_ssd(s);
 	ns = ns_of(s);
 	T_RC(t_put_filled(s, ns, hot, hlen), KVT_OK);
@@ -2259,9 +2245,7 @@ static void test_carry_put(void)
 	T_ASSERT(t_stat(s, "ssd.tombstones") >= tombs + 1);
 	T_RC(t_get_filled(s, ns, hot, 8192), KVT_OK);
 	kvt_store_destroy(s);
-	s = t_store_open(opts[0], opts[1], opts[2], opts[3], opts[4], opts[5], opts[6], opts[7],
-			 opts[8], opts[9], opts[10], opts[11], opts[12], opts[13], opts[14],
-			 opts[15], opts[16], opts[17], opts[18], opts[19], NULL);
+	s = t_store_vopen(opts, NULL, NULL);
 	put = t_get_filled(s, ns, hot, 8192);
 	T_ASSERT(put == KVT_OK || put == KVT_MISS);
 	kvt_store_destroy(s);
@@ -2303,10 +2287,8 @@ static void wait_writes(struct kvt_store *s)
  * be allocated and none after (room UINT64_MAX: no fault). */
 static struct kvt_store *room_store(const char *dir, const char *retry, uint64_t room)
 {
-	struct kvt_store *s = t_store_open("path", dir, "dram.capacity", "8M", "dram.chunk", "4K",
-					   "dram.prefault", "off", "ssd.capacity", "16M",
-					   "ssd.segment", "1M", "ssd.admission", "always",
-					   "ssd.io", io_backend, "ssd.enospc_retry_ms", retry, NULL);
+	struct kvt_store *s = store_at(dir, "8M", "16M", "1M", "always",
+				       "ssd.enospc_retry_ms", retry, NULL);
 	if (room != UINT64_MAX) {
 		struct io_fault f = { .kind = IO_FAULT_ALLOC_ENOSPC, .fd = -1, .skip = room };
 		T_OK(io_fault_add(ssd_io(store_ssd(s)), &f));
@@ -2494,10 +2476,7 @@ static void test_faults(void)
 	uint32_t ns;
 	struct kvt_io *io;
 
-	s = t_store_open("path", dir, "dram.capacity", "8M", "dram.chunk", "4K",
-			 "dram.prefault", "off", "ssd.capacity", "16M", "ssd.segment", "1M",
-			 "ssd.admission", "always", "ssd.io", io_backend,
-			 "ssd.enospc_retry_ms", "200", NULL);
+	s = store_at(dir, "8M", "16M", "1M", "always", "ssd.enospc_retry_ms", "200", NULL);
 	ns = ns_of(s);
 	io = ssd_io(store_ssd(s));
 	for (uint64_t k = 0; k < 10; k++)
@@ -2546,9 +2525,7 @@ static void test_faults(void)
 	 * is back exactly; what was flushed after it shares the quarantined
 	 * segment, whose blocks are misses (doc/ssd.md "Faults": EIO), so
 	 * those are exact or misses. */
-	s = t_store_open("path", dir, "dram.capacity", "8M", "dram.chunk", "4K",
-			 "dram.prefault", "off", "ssd.capacity", "16M", "ssd.segment", "1M",
-			 "ssd.admission", "always", "ssd.io", io_backend, NULL);
+	s = store_at(dir, "8M", "16M", "1M", "always", NULL);
 	ns = ns_of(s);
 	T_ASSERT(len_of(30) > 8192);
 	fprintf(stderr, "  torn key after reopen: %s\n",
@@ -2885,10 +2862,7 @@ static void test_race_eviction(void)
 	 * keeps DRAM from holding just the newest 8 MiB: under a recency
 	 * policy (prefix, the default's order over an SSD) DRAM would hold
 	 * everything the 6 MiB SSD holds, and no read would reach the SSD. */
-	rc.s = t_store_open("path", dir, "dram.capacity", "8M", "dram.chunk", "4K",
-			    "dram.policy", "s3fifo",
-			    "dram.prefault", "off", "ssd.capacity", "6M", "ssd.segment", "1M",
-			    "ssd.admission", "always", "ssd.io", io_backend, NULL);
+	rc.s = store_at(dir, "8M", "6M", "1M", "always", "dram.policy", "s3fifo", NULL);
 	rc.ns = ns_of(rc.s);
 	for (int i = 0; i < 2; i++)
 		T_EQ_INT(pthread_create(&th[i], NULL, race_reader, &rc), 0);
@@ -3647,9 +3621,7 @@ static const size_t pl_lens[PL_PARTS] = { 3584, (3u << 20) + 12388, (2u << 20) +
 
 static struct kvt_store *pl_open(const char *dir)
 {
-	return t_store_open("path", dir, "dram.capacity", "64M", "dram.chunk", "4K",
-			    "dram.prefault", "off", "ssd.capacity", "64M", "ssd.segment", "16M",
-			    "ssd.admission", "always", "ssd.io", io_backend, NULL);
+	return store_at(dir, "64M", "64M", "16M", "always", NULL);
 }
 
 /* A quiet get of part `part` of key into d[n] on q, answered OK from the
@@ -3942,10 +3914,7 @@ static void test_part_read_race(void)
 	uint32_t slot, hdr_len;
 	int fd;
 
-#define PRR_OPEN()                                                                            \
-	t_store_open("path", dir, "dram.capacity", "64M", "dram.chunk", "4K", "dram.prefault",   \
-		     "off", "ssd.capacity", "16M", "ssd.segment", "1M", "ssd.admission", "always", \
-		     "ssd.io", io_backend, "ssd.io_depth", "1", NULL)
+#define PRR_OPEN() store_at(dir, "64M", "16M", "1M", "always", "ssd.io_depth", "1", NULL)
 	s = PRR_OPEN();
 	pr_put(s, ns_of(s), 0);
 	pr_put(s, ns_of(s), 1);
@@ -4059,10 +4028,7 @@ static void test_promote_race(void)
 	uint32_t slot[2], hdr_len[2];
 	int fd;
 
-#define PRR_OPEN()                                                                            \
-	t_store_open("path", dir, "dram.capacity", "64M", "dram.chunk", "4K", "dram.prefault",   \
-		     "off", "ssd.capacity", "16M", "ssd.segment", "1M", "ssd.admission", "always", \
-		     "ssd.io", io_backend, "ssd.io_depth", "1", NULL)
+#define PRR_OPEN() store_at(dir, "64M", "16M", "1M", "always", "ssd.io_depth", "1", NULL)
 	T_ASSERT(buf && want);
 	s = PRR_OPEN();
 	pr_put(s, ns_of(s), 0);
@@ -4249,10 +4215,8 @@ static int put_64k(struct kvt_store *s, uint32_t ns, uint64_t k)
 static void test_wd_share(void)
 {
 	char *dir = t_mkdtemp();
-	struct kvt_store *s = t_store_open("path", dir, "dram.capacity", "64M", "dram.chunk", "4K",
-					   "dram.prefault", "off", "ssd.capacity", "16M",
-					   "ssd.segment", "1M", "ssd.io", io_backend,
-					   "ssd.admission", "always", "ssd.writedown_max", "1M", NULL);
+	struct kvt_store *s = store_at(dir, "64M", "16M", "1M", "always", "ssd.writedown_max", "1M",
+				       NULL);
 	uint32_t g1 = t_ns(s, "wd-share-1"), g2 = t_ns(s, "wd-share-2");
 
 	T_RC(kvt_quota_set(s, 1, 0, 0), KVT_OK);
@@ -4284,11 +4248,8 @@ static void test_wd_share(void)
 static void test_persistent_wait(void)
 {
 	char *dir = t_mkdtemp();
-	struct kvt_store *s = t_store_open("path", dir, "dram.capacity", "64M", "dram.chunk", "4K",
-					   "dram.prefault", "off", "ssd.capacity", "16M",
-					   "ssd.segment", "1M", "ssd.io", io_backend,
-					   "ssd.writedown_max", "1M", "ssd.writedown_wait_ms", "1000",
-					   NULL);
+	struct kvt_store *s = store_at(dir, "64M", "16M", "1M", NULL, "ssd.writedown_max", "1M",
+				       "ssd.writedown_wait_ms", "1000", NULL);
 	struct kvt_ns_desc d = t_desc("persistent-wait", 0);
 	struct hold_release h = { ssd_of(s), s, 2 };
 	struct timespec a, b;
@@ -4321,9 +4282,7 @@ static void test_persistent_wait(void)
 	T_EQ_U64(t_stat(s, "ssd.writedown_shed"), 0);
 	/* A restart keeps all 17: they were on disk, not only in DRAM. */
 	kvt_store_destroy(s);
-	s = t_store_open("path", dir, "dram.capacity", "64M", "dram.chunk", "4K",
-			 "dram.prefault", "off", "ssd.capacity", "16M", "ssd.segment", "1M",
-			 "ssd.io", io_backend, NULL);
+	s = store_at(dir, "64M", "16M", "1M", NULL, NULL);
 	T_OK(kvt_ns_register(s, &d, &pns));
 	T_EQ_U64(t_stat(s, "ssd.blocks"), 17);
 	kvt_store_destroy(s);
@@ -4375,11 +4334,9 @@ static void puts_flushed(struct kvt_store *s, uint32_t ns, uint64_t from, uint64
  * ssd.first_hit fh and ssd.young_reads_pct young. */
 static struct kvt_store *tiers_open(const char *dir, const char *fh, const char *young)
 {
-	return t_store_open("path", dir, "dram.capacity", "256K", "dram.chunk", "64K",
-			    "dram.shards", "1", "dram.prefault", "off", "dram.policy", "prefix",
-			    "dram.victim_wait_ms", "30000", "ssd.capacity", "16M", "ssd.segment",
-			    "1M", "ssd.io", io_backend, "ssd.first_hit", fh,
-			    "ssd.young_reads_pct", young, NULL);
+	return store_at(dir, "256K", "16M", "1M", NULL, "dram.chunk", "64K", "dram.shards", "1",
+			"dram.policy", "prefix", "dram.victim_wait_ms", "30000",
+			"ssd.first_hit", fh, "ssd.young_reads_pct", young, NULL);
 }
 
 static void first_hit(const char *mode)
@@ -4664,10 +4621,9 @@ static void young_default_case(const char *young, bool stays)
 	char *dir = t_mkdtemp();
 	struct kvt_store *s =
 		young ? tiers_open(dir, "cold", young)
-		      : t_store_open("path", dir, "dram.capacity", "256K", "dram.chunk", "64K",
-				     "dram.shards", "1", "dram.prefault", "off", "dram.policy",
-				     "prefix", "dram.victim_wait_ms", "30000", "ssd.capacity", "16M",
-				     "ssd.segment", "1M", "ssd.io", io_backend, NULL);
+		      : store_at(dir, "256K", "16M", "1M", NULL, "dram.chunk", "64K",
+				 "dram.shards", "1", "dram.policy", "prefix",
+				 "dram.victim_wait_ms", "30000", NULL);
 	uint32_t ns = ns_of(s);
 	struct kvt_key k1 = t_key(1);
 	uint64_t k = 9;
@@ -4699,11 +4655,9 @@ static void test_young_default(void)
 
 static struct kvt_store *bytes_open(const char *dir)
 {
-	return t_store_open("path", dir, "dram.capacity", "256K", "dram.chunk", "64K",
-			    "dram.shards", "1", "dram.prefault", "off", "dram.policy", "prefix",
-			    "dram.victim_wait_ms", "30000", "ssd.capacity", "4M", "ssd.segment", "1M",
-			    "ssd.close_writedown_ms", "0", "ssd.io", io_backend,
-			    "ssd.young_reads_pct", "0", NULL);
+	return store_at(dir, "256K", "4M", "1M", NULL, "dram.chunk", "64K", "dram.shards", "1",
+			"dram.policy", "prefix", "dram.victim_wait_ms", "30000",
+			"ssd.close_writedown_ms", "0", "ssd.young_reads_pct", "0", NULL);
 }
 
 /*
@@ -4783,10 +4737,8 @@ static void test_bytes(void)
  */
 static struct kvt_store *reuse_open(const char *dir, const char *reuse)
 {
-	return t_store_open("path", dir, "dram.capacity", "2M", "dram.chunk", "4K", "dram.shards",
-			    "1", "dram.prefault", "off", "ssd.capacity", "4M", "ssd.segment", "1M",
-			    "ssd.admission", "always", "ssd.checkpoint_seals", "0", "ssd.reuse",
-			    reuse, "ssd.io", io_backend, NULL);
+	return store_at(dir, "2M", "4M", "1M", "always", "dram.shards", "1",
+			"ssd.checkpoint_seals", "0", "ssd.reuse", reuse, NULL);
 }
 
 static void reuse_fsck_problem(void *ctx, int kind, const char *msg)
@@ -5205,11 +5157,8 @@ static uint64_t slot_lists_bad(struct ssd *sd)
 static void slot_sweep_round(const char *reuse)
 {
 	char *dir = t_mkdtemp();
-	struct kvt_store *s = t_store_open(
-		"path", dir, "dram.capacity", "2M", "dram.chunk", "4K", "dram.shards", "1",
-		"dram.prefault", "off", "ssd.capacity", "16M", "ssd.segment", "1M",
-		"ssd.admission", "always", "ssd.checkpoint_seals", "0", "ssd.reuse", reuse,
-		"ssd.io", io_backend, NULL);
+	struct kvt_store *s = store_at(dir, "2M", "16M", "1M", "always", "dram.shards", "1",
+				       "ssd.checkpoint_seals", "0", "ssd.reuse", reuse, NULL);
 	uint32_t ns = ns_of(s);
 	const size_t len = 2048;
 	uint64_t k = 0, sweeps, visited, per_seg, blocks, hits;
@@ -5270,10 +5219,7 @@ static void slot_sweep_round(const char *reuse)
 static void test_slot_list_check(void)
 {
 	char *dir = t_mkdtemp();
-	struct kvt_store *s = t_store_open(
-		"path", dir, "dram.capacity", "2M", "dram.chunk", "4K", "dram.shards", "1",
-		"dram.prefault", "off", "ssd.capacity", "16M", "ssd.segment", "1M",
-		"ssd.admission", "always", "ssd.io", io_backend, NULL);
+	struct kvt_store *s = store_at(dir, "2M", "16M", "1M", "always", "dram.shards", "1", NULL);
 	uint32_t ns = ns_of(s);
 	struct ssd *sd = ssd_of(s);
 	struct ssd_shard *sh = NULL;
@@ -5348,10 +5294,8 @@ static void test_slot_list_check(void)
 /* Room for every block, none evicted: 4 KiB a record at 4096 (test_ssd_4k). */
 static struct kvt_store *idx_grow_open(const char *dir)
 {
-	return t_store_open("path", dir, "dram.capacity", "2M", "dram.chunk", "4K",
-			    "dram.shards", "1", "dram.prefault", "off", "ssd.capacity",
-			    getenv("KVT_TEST_DIO_ALIGN") ? "256M" : "64M", "ssd.segment", "1M",
-			    "ssd.admission", "always", "ssd.io", io_backend, NULL);
+	return store_at(dir, "2M", getenv("KVT_TEST_DIO_ALIGN") ? "256M" : "64M", "1M", "always",
+			"dram.shards", "1", NULL);
 }
 
 static void test_idx_grow(void)
@@ -5672,10 +5616,8 @@ static void test_idx_grow_threads(void)
 static void test_stop_shed(void)
 {
 	char *dir = t_mkdtemp();
-	struct kvt_store *s = t_store_open("path", dir, "dram.capacity", "64M", "dram.chunk", "4K",
-					   "dram.prefault", "off", "ssd.capacity", "32M",
-					   "ssd.segment", "1M", "ssd.io", io_backend,
-					   "ssd.writedown_max", "1M", NULL);
+	struct kvt_store *s = store_at(dir, "64M", "32M", "1M", NULL, "ssd.writedown_max", "1M",
+				       NULL);
 	uint32_t ns = ns_of(s);
 	uint64_t shed;
 
@@ -5837,10 +5779,7 @@ static void test_slot_sweep(void)
 
 static struct kvt_store *resize_open(const char *dir, const char *cap, const char *seg)
 {
-	return t_store_open("path", dir, "dram.capacity", "64M", "dram.chunk", "4K",
-			    "dram.prefault", "off", "ssd.capacity", cap, "ssd.segment", seg,
-			    "ssd.admission", "always", "ssd.checkpoint_seals", "0", "ssd.io",
-			    io_backend, NULL);
+	return store_at(dir, "64M", cap, seg, "always", "ssd.checkpoint_seals", "0", NULL);
 }
 
 static void resize_round(const char *cap_b)
@@ -5934,9 +5873,7 @@ static void wait_killed(pid_t pid, const char *what)
  *     never returned (the round died of SIGALRM). */
 static struct kvt_store *backlog_open(const char *dir)
 {
-	return t_store_open("path", dir, "dram.capacity", "64M", "dram.chunk", "4K",
-			    "dram.prefault", "off", "ssd.capacity", "32M", "ssd.segment", "1M",
-			    "ssd.admission", "always", "ssd.io", io_backend, NULL);
+	return store_at(dir, "64M", "32M", "1M", "always", NULL);
 }
 
 /* kvtierd's way: a KVT_OP_DELETE of key k on a queue, then a KVT_OP_FLUSH
@@ -6085,11 +6022,8 @@ static int dw_put(struct kvt_store *s, uint32_t ns, uint64_t k)
 static void test_delete_window(void)
 {
 	char *dir = t_mkdtemp();
-	struct kvt_store *s = t_store_open("path", dir, "dram.capacity", "64M", "dram.chunk",
-					   "4K", "dram.prefault", "off", "ssd.capacity", "64M",
-					   "ssd.segment", "16M", "ssd.admission", "always",
-					   "ssd.io", io_backend, "ssd.io_depth", "1",
-					   "ssd.writedown_window", "4M", NULL);
+	struct kvt_store *s = store_at(dir, "64M", "64M", "16M", "always", "ssd.io_depth", "1",
+				       "ssd.writedown_window", "4M", NULL);
 	struct ssd *sd = ssd_of(s);
 	uint32_t ns = ns_of(s);
 	struct prr_gate g;
@@ -6259,10 +6193,8 @@ static void test_delete_race(void)
 		pthread_t th[4];
 		struct dr_arg a[3];
 		alarm(120);
-		d->s = t_store_open("path", dir, "dram.capacity", "64M", "dram.chunk", "4K",
-				    "dram.prefault", "off", "ssd.capacity", "64M", "ssd.segment",
-				    "4M", "ssd.admission", "always", "ssd.io", io_backend,
-				    "ssd.debug_write_delay_ms", "1", NULL);
+		d->s = store_at(dir, "64M", "64M", "4M", "always", "ssd.debug_write_delay_ms", "1",
+				NULL);
 		d->ns = ns_of(d->s);
 		d->ns2 = t_ns(d->s, "ssd-test-2");
 		atomic_store(&d->putters_left, 3);
@@ -6284,9 +6216,7 @@ static void test_delete_race(void)
 	}
 	wait_killed(pid, "delete_race");
 	T_EQ_U64(d->deleted_n, DR_PUTS);
-	s = t_store_open("path", dir, "dram.capacity", "64M", "dram.chunk", "4K", "dram.prefault",
-			 "off", "ssd.capacity", "64M", "ssd.segment", "4M", "ssd.admission",
-			 "always", "ssd.io", io_backend, NULL);
+	s = store_at(dir, "64M", "64M", "4M", "always", NULL);
 	dr_check(s, d, ns_of(s), t_ns(s, "ssd-test-2"));
 	kvt_store_destroy(s);
 	munmap(d, sizeof(*d));
@@ -6371,10 +6301,7 @@ static uint64_t ds_ms(void)
 static void test_delete_sync(void)
 {
 	char *dir = t_mkdtemp();
-	struct kvt_store *s = t_store_open("path", dir, "dram.capacity", "64M", "dram.chunk",
-					   "4K", "dram.prefault", "off", "ssd.capacity", "64M",
-					   "ssd.segment", "16M", "ssd.admission", "always",
-					   "ssd.io", "psync", NULL);
+	struct kvt_store *s = store_at(dir, "64M", "64M", "16M", "always", "ssd.io", "psync", NULL);
 	struct io_fault slow = { .kind = IO_FAULT_SLOW_FSYNC, .fd = -1, .count = 1,
 				 .delay_ms = DS_DELAY_MS };
 	struct dw_del d = { .s = s, .ns = ns_of(s) }, more[4];
@@ -6429,9 +6356,7 @@ static void test_delete_sync(void)
 		T_RC(ssd_find(store_ssd(s), d.ns, &k1, NULL), KVT_MISS);
 	}
 	kvt_store_destroy(s);
-	s = t_store_open("path", dir, "dram.capacity", "64M", "dram.chunk", "4K",
-			 "dram.prefault", "off", "ssd.capacity", "64M", "ssd.segment", "16M",
-			 "ssd.admission", "always", "ssd.io", "psync", NULL);
+	s = store_at(dir, "64M", "64M", "16M", "always", "ssd.io", "psync", NULL);
 	{
 		for (uint64_t k = 1; k <= 5; k++) {
 			struct kvt_key key = t_key(k);
