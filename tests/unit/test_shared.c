@@ -48,6 +48,58 @@ static void block_path(struct kvt_store *s, const char *dir, uint32_t ns, uint64
 static const size_t sizes[] = { 1, 4095, 4096, 5000, 65536 + 17, (1u << 20) + 123 };
 #define NSIZES (sizeof(sizes) / sizeof(sizes[0]))
 
+/* A store over the shared tier in dir with 4 MiB of DRAM in 64 KiB
+ * chunks, one shard, LRU (S3-FIFO would keep a twice-read block in its
+ * main queue while the fillers churn through the small one); then the
+ * test's other "name", "value" pairs, NULL-ended. */
+static struct kvt_store *small_dram(const char *dir, ...)
+{
+	const char *base[] = { "dram.capacity", "4M", "dram.chunk", "64K", "dram.shards", "1",
+			       "dram.policy", "lru", "shared.dir", dir, NULL };
+	struct kvt_store *s;
+	va_list ap;
+	va_start(ap, dir);
+	s = t_store_vopen(base, va_arg(ap, const char *), &ap);
+	va_end(ap);
+	return s;
+}
+
+/* Get block k (len bytes, t_put_thirds) of ns twice, each a hit. */
+static void read_twice(struct kvt_store *a, uint32_t ns, uint64_t k, uint8_t *buf, size_t len)
+{
+	for (int r = 0; r < 2; r++) {
+		struct kvt_key key = t_key(k);
+		T_RC(kvt_get(a, ns, &key, buf, len, NULL), KVT_OK);
+	}
+}
+
+/* Put 40 blocks of len (256 KiB) from key first on: 10 MiB through
+ * small_dram's 4 MiB, evicting what it held. */
+static void churn_dram(struct kvt_store *a, uint32_t ns, uint64_t first, size_t len)
+{
+	for (uint64_t i = first; i < first + 40; i++)
+		t_put_thirds(a, ns, i, len);
+}
+
+/* A store over dir with an SSD tier in path (16 MiB in 1 MiB segments,
+ * admission always, no reinsertion) between 2 MiB of DRAM (4 KiB chunks,
+ * LRU: a block leaves DRAM after a DRAM's worth of puts; S3-FIFO kept the
+ * first block put through 16 MiB of churn) and the shared tier (two
+ * threads); then the test's other "name", "value" pairs, NULL-ended. */
+static struct kvt_store *ssd_shared(const char *path, const char *dir, ...)
+{
+	const char *base[] = { "path", path, "dram.capacity", "2M", "dram.chunk", "4K",
+			       "dram.prefault", "off", "dram.policy", "lru", "ssd.capacity", "16M",
+			       "ssd.segment", "1M", "ssd.admission", "always", "ssd.reinsert_pct",
+			       "0", "shared.dir", dir, "shared.threads", "2", NULL };
+	struct kvt_store *s;
+	va_list ap;
+	va_start(ap, dir);
+	s = t_store_vopen(base, va_arg(ap, const char *), &ap);
+	va_end(ap);
+	return s;
+}
+
 /* ------------------------------------------------------------------------ */
 
 static void test_hdr_codec(void)
@@ -311,11 +363,7 @@ static void test_replaced_not_removed(void)
 static void test_evict_writedown(void)
 {
 	char *dir = t_mkdtemp(), p[512];
-	/* LRU: S3-FIFO would keep the twice-read block in its main queue
-	 * while the fillers churn through the small one. */
-	struct kvt_store *a = t_store_open("dram.capacity", "4M", "dram.chunk", "64K",
-					   "dram.shards", "1", "dram.policy", "lru",
-					   "shared.dir", dir, NULL);
+	struct kvt_store *a = small_dram(dir, NULL);
 	uint32_t na = t_ns(a, "evict-model"); /* not persistent */
 	size_t len = 256 * 1024;
 	uint8_t *buf = malloc(len);
@@ -323,16 +371,12 @@ static void test_evict_writedown(void)
 
 	t_put_thirds(a, na, 1, len); /* read twice below */
 	t_put_thirds(a, na, 2, len); /* read once */
-	for (int r = 0; r < 2; r++) {
-		struct kvt_key k = t_key(1);
-		T_RC(kvt_get(a, na, &k, buf, len, NULL), KVT_OK);
-	}
+	read_twice(a, na, 1, buf, len);
 	{
 		struct kvt_key k = t_key(2);
 		T_RC(kvt_get(a, na, &k, buf, len, NULL), KVT_OK);
 	}
-	for (uint64_t i = 100; i < 140; i++) /* 10 MiB through 4 MiB of DRAM */
-		t_put_thirds(a, na, i, len);
+	churn_dram(a, na, 100, len);
 	T_OK(kvt_flush(a));
 	T_EQ_U64(t_stat(a, "shared.wd_evicted"), 1);
 	block_path(a, dir, na, 1, p, sizeof(p));
@@ -358,11 +402,8 @@ static void test_evict_writedown_budget(void)
 {
 	char *dir = t_mkdtemp(), p[512];
 	size_t len = 256 * 1024;
-	struct kvt_store *a = t_store_open("dram.capacity", "4M", "dram.chunk", "64K",
-					   "dram.shards", "1", "dram.policy", "lru",
-					   "shared.dir", dir, "shared.threads", "1",
-					   "shared.writedown_max", "256K",
-					   "shared.debug_write_delay_ms", "400", NULL);
+	struct kvt_store *a = small_dram(dir, "shared.threads", "1", "shared.writedown_max", "256K",
+					 "shared.debug_write_delay_ms", "400", NULL);
 	uint32_t na = t_ns(a, "evict-budget"); /* not persistent */
 	uint8_t *buf = malloc(len);
 	struct stat st;
@@ -370,12 +411,8 @@ static void test_evict_writedown_budget(void)
 	for (uint64_t k = 1; k <= 3; k++)
 		t_put_thirds(a, na, k, len);
 	for (uint64_t k = 1; k <= 2; k++)
-		for (int r = 0; r < 2; r++) {
-			struct kvt_key key = t_key(k);
-			T_RC(kvt_get(a, na, &key, buf, len, NULL), KVT_OK);
-		}
-	for (uint64_t i = 100; i < 140; i++) /* 10 MiB through 4 MiB of DRAM */
-		t_put_thirds(a, na, i, len);
+		read_twice(a, na, k, buf, len);
+	churn_dram(a, na, 100, len);
 	T_EQ_U64(t_stat(a, "shared.wd_evicted"), 1);
 	T_EQ_U64(t_stat(a, "shared.wd_shed"), 1);
 	T_OK(kvt_flush(a));
@@ -387,12 +424,8 @@ static void test_evict_writedown_budget(void)
 	T_ASSERT(stat(p, &st) < 0);
 	/* The budget is back: block 3, put again and read twice, goes down. */
 	t_put_thirds(a, na, 3, len);
-	for (int r = 0; r < 2; r++) {
-		struct kvt_key key = t_key(3);
-		T_RC(kvt_get(a, na, &key, buf, len, NULL), KVT_OK);
-	}
-	for (uint64_t i = 200; i < 240; i++)
-		t_put_thirds(a, na, i, len);
+	read_twice(a, na, 3, buf, len);
+	churn_dram(a, na, 200, len);
 	T_OK(kvt_flush(a));
 	T_EQ_U64(t_stat(a, "shared.wd_evicted"), 2);
 	T_EQ_U64(t_stat(a, "shared.wd_shed"), 1);
@@ -412,21 +445,15 @@ static void test_evict_writedown_budget(void)
 static struct kvt_store *slow_wd_store(const char *dir, const char *name, uint32_t *ns,
 				       uint8_t *buf, size_t len)
 {
-	struct kvt_store *a = t_store_open("dram.capacity", "4M", "dram.chunk", "64K",
-					   "dram.shards", "1", "dram.policy", "lru",
-					   "shared.dir", dir, "shared.threads", "1",
-					   "shared.debug_write_delay_ms", "400", NULL);
+	struct kvt_store *a = small_dram(dir, "shared.threads", "1",
+					 "shared.debug_write_delay_ms", "400", NULL);
 	uint32_t na = t_ns(a, name);
 
 	for (uint64_t k = 1; k <= 2; k++)
 		t_put_thirds(a, na, k, len);
 	for (uint64_t k = 1; k <= 2; k++)
-		for (int r = 0; r < 2; r++) {
-			struct kvt_key key = t_key(k);
-			T_RC(kvt_get(a, na, &key, buf, len, NULL), KVT_OK);
-		}
-	for (uint64_t i = 100; i < 140; i++) /* 10 MiB through 4 MiB of DRAM */
-		t_put_thirds(a, na, i, len);
+		read_twice(a, na, k, buf, len);
+	churn_dram(a, na, 100, len);
 	T_EQ_U64(t_stat(a, "shared.wd_evicted"), 2); /* one being written, one queued */
 	*ns = na;
 	return a;
@@ -779,13 +806,7 @@ static void churn_out(struct kvt_store *s, uint32_t ns, uint64_t *next, uint64_t
 static void test_ssd_evict_writedown(void)
 {
 	char *dir = t_mkdtemp(), *path = t_mkdtemp(), file[1024];
-	/* LRU: a block leaves DRAM after a DRAM's worth of puts (S3-FIFO kept
-	 * the first block put through 16 MiB of churn in a 2 MiB DRAM). */
-	struct kvt_store *s = t_store_open(
-		"path", path, "dram.capacity", "2M", "dram.chunk", "4K", "dram.prefault", "off",
-		"dram.policy", "lru",
-		"ssd.capacity", "16M", "ssd.segment", "1M", "ssd.admission", "always",
-		"ssd.reinsert_pct", "0", "shared.dir", dir, "shared.threads", "2", NULL);
+	struct kvt_store *s = ssd_shared(path, dir, NULL);
 	uint32_t ns = t_ns(s, "ssd-evict"); /* not persistent: nothing goes down at put */
 	uint64_t next = 1000;
 	struct stat st;
@@ -830,12 +851,7 @@ static void test_ssd_evict_writedown(void)
 static void test_ssd_evict_writedown_budget(void)
 {
 	char *dir = t_mkdtemp(), *path = t_mkdtemp(), file[1024];
-	struct kvt_store *s = t_store_open(
-		"path", path, "dram.capacity", "2M", "dram.chunk", "4K", "dram.prefault", "off",
-		"dram.policy", "lru",
-		"ssd.capacity", "16M", "ssd.segment", "1M", "ssd.admission", "always",
-		"ssd.reinsert_pct", "0", "shared.dir", dir, "shared.threads", "2",
-		"shared.writedown_max", "32K", NULL);
+	struct kvt_store *s = ssd_shared(path, dir, "shared.writedown_max", "32K", NULL);
 	uint32_t ns = t_ns(s, "ssd-evict-budget");
 	uint64_t next = 1000;
 	struct stat st;
