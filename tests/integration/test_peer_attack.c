@@ -945,6 +945,17 @@ static void pod_fake(const char *name, int mode, const char *more, const char *c
 	tsrv_start(&srv, bin, base, dir, tenants, extra);
 }
 
+/* The server and the fake storing every copy (pod_fake: phase name,
+ * users, opts), the server started with KVTD_TEST_LANE_IDLE_MS idle_ms
+ * (its kept lane connections' idle time; the variable unset again). */
+static void lane_pod(const char *name, const char *idle_ms, const char *users,
+		     const char *const *opts)
+{
+	T_OK(setenv("KVTD_TEST_LANE_IDLE_MS", idle_ms, 1));
+	pod_fake(name, M_LANE, users, opts);
+	T_OK(unsetenv("KVTD_TEST_LANE_IDLE_MS"));
+}
+
 /* The server and the fake (pod_fake) and alice's forwarded put. */
 static void start(const char *name, int mode)
 {
@@ -2281,9 +2292,7 @@ static void phase_lane_reuse(void)
 	uint64_t end, t_idle, passes, connects, reused;
 	char key[32];
 
-	T_OK(setenv("KVTD_TEST_LANE_IDLE_MS", LANE_IDLE_MS, 1));
-	pod_fake("lane_reuse", M_LANE, "root " SECRET_ROOT " admin\n", opts);
-	T_OK(unsetenv("KVTD_TEST_LANE_IDLE_MS"));
+	lane_pod("lane_reuse", LANE_IDLE_MS, "root " SECRET_ROOT " admin\n", opts);
 	for (unsigned i = 0; i < LANE_BATCHES; i++) {
 		snprintf(key, sizeof(key), "lane-%u", i);
 		forward_put_key(&srv, ns, key, 2);
@@ -3264,6 +3273,27 @@ static void phase_pass_busy_tenant(void)
 	pod_members_stop(s, sub);
 }
 
+/* lane_stale's and lane_stale_ns's outcome, said as `what`: once both
+ * batches are stored (10 s at most), the kept connection closed once and
+ * the second batch sent again, once, on a second connection, no error. */
+static void lane_stale_check(const char *what)
+{
+	uint64_t resent, errors, end = tsrv_now_ns() + 10000000000ull;
+
+	while (atomic_load(&F.busy_ok) < 2 && tsrv_now_ns() < end)
+		tsrv_sleep_ms(2);
+	resent = stat_of(&srv, "repair.lane_resent");
+	errors = stat_of(&srv, "repair.errors");
+	printf("%s: stored %u of 2, closed %u, on %u connection(s); repair.lane_resent %" PRIu64
+	       ", repair.errors %" PRIu64 "\n", what, atomic_load(&F.busy_ok),
+	       atomic_load(&F.dropped), atomic_load(&F.data_conns), resent, errors);
+	T_EQ_INT(atomic_load(&F.dropped), 1);
+	T_EQ_INT(atomic_load(&F.busy_ok), 2);
+	T_EQ_U64(errors, 0);
+	T_EQ_U64(resent, 1);
+	T_EQ_INT(atomic_load(&F.data_conns), 2);
+}
+
 /* A lane's kept connection the member closes just after the server's
  * reuse check (lane_stale in the header).  The server and the fake
  * storing every copy, KVTD_TEST_LANE_IDLE_MS STALE_IDLE_MS: a forward
@@ -3277,30 +3307,12 @@ static void phase_pass_busy_tenant(void)
 static void phase_lane_stale(void)
 {
 	const char *const opts[] = { "--repair-grace", "600000", NULL };
-	uint64_t resent, errors;
 
-	T_OK(setenv("KVTD_TEST_LANE_IDLE_MS", STALE_IDLE_MS, 1));
-	pod_fake("lane_stale", M_LANE, "root " SECRET_ROOT " admin\n", opts);
-	T_OK(unsetenv("KVTD_TEST_LANE_IDLE_MS"));
+	lane_pod("lane_stale", STALE_IDLE_MS, "root " SECRET_ROOT " admin\n", opts);
 	lane_put_stored("stale-0", 1);
 	atomic_store(&F.drop_exists, true);
 	forward_put_key(&srv, (uint8_t[PROTO_DIGEST_LEN]){ 0 }, "stale-1", 2);
-	{
-		uint64_t end = tsrv_now_ns() + 10000000000ull;
-		while (atomic_load(&F.busy_ok) < 2 && tsrv_now_ns() < end)
-			tsrv_sleep_ms(2);
-	}
-	resent = stat_of(&srv, "repair.lane_resent");
-	errors = stat_of(&srv, "repair.errors");
-	printf("lane_stale: the kept connection closed as the next batch came: stored %u of 2, "
-	       "closed %u, on %u connection(s); repair.lane_resent %" PRIu64
-	       ", repair.errors %" PRIu64 "\n", atomic_load(&F.busy_ok),
-	       atomic_load(&F.dropped), atomic_load(&F.data_conns), resent, errors);
-	T_EQ_INT(atomic_load(&F.dropped), 1);
-	T_EQ_INT(atomic_load(&F.busy_ok), 2);
-	T_EQ_U64(errors, 0);
-	T_EQ_U64(resent, 1);
-	T_EQ_INT(atomic_load(&F.data_conns), 2);
+	lane_stale_check("lane_stale: the kept connection closed as the next batch came");
 	T_EQ_U64(stat_of(&srv, "repair.forwarded"), 2);
 	stop();
 	tsrv_check_reports(base);
@@ -3320,30 +3332,15 @@ static void phase_lane_stale_ns(void)
 					   .layout = "vllm-flash-nhd", .block_tokens = 16,
 					   .tp_size = 1, .pp_size = 1 };
 	uint8_t ns[PROTO_DIGEST_LEN];
-	uint64_t resent, errors, end;
 
-	T_OK(setenv("KVTD_TEST_LANE_IDLE_MS", STALE_IDLE_MS, 1));
-	pod_fake("lane_stale_ns", M_LANE, "root " SECRET_ROOT " admin\n", opts);
-	T_OK(unsetenv("KVTD_TEST_LANE_IDLE_MS"));
+	lane_pod("lane_stale_ns", STALE_IDLE_MS, "root " SECRET_ROOT " admin\n", opts);
 	lane_put_stored("stale-ns-0", 1);
 	atomic_store(&F.drop_register, true);
 	fwd_desc = &other;
 	forward_put_key(&srv, ns, "stale-ns-1", 2);
 	fwd_desc = &desc;
-	end = tsrv_now_ns() + 10000000000ull;
-	while (atomic_load(&F.busy_ok) < 2 && tsrv_now_ns() < end)
-		tsrv_sleep_ms(2);
-	resent = stat_of(&srv, "repair.lane_resent");
-	errors = stat_of(&srv, "repair.errors");
-	printf("lane_stale_ns: the kept connection closed at the next batch's NS_REGISTER: "
-	       "stored %u of 2, closed %u, on %u connection(s); repair.lane_resent %" PRIu64
-	       ", repair.errors %" PRIu64 "\n", atomic_load(&F.busy_ok),
-	       atomic_load(&F.dropped), atomic_load(&F.data_conns), resent, errors);
-	T_EQ_INT(atomic_load(&F.dropped), 1);
-	T_EQ_INT(atomic_load(&F.busy_ok), 2);
-	T_EQ_U64(errors, 0);
-	T_EQ_U64(resent, 1);
-	T_EQ_INT(atomic_load(&F.data_conns), 2);
+	lane_stale_check("lane_stale_ns: the kept connection closed at the next batch's "
+			 "NS_REGISTER");
 	stop();
 	tsrv_check_reports(base);
 }
@@ -3360,9 +3357,7 @@ static void phase_lane_mem(void)
 	const char *const opts[] = { "--repair-grace", "600000", NULL };
 	uint64_t kept, idle, end;
 
-	T_OK(setenv("KVTD_TEST_LANE_IDLE_MS", MEM_IDLE_MS, 1));
-	pod_fake("lane_mem", M_LANE, "root " SECRET_ROOT " admin\n", opts);
-	T_OK(unsetenv("KVTD_TEST_LANE_IDLE_MS"));
+	lane_pod("lane_mem", MEM_IDLE_MS, "root " SECRET_ROOT " admin\n", opts);
 	lane_put_stored("mem-0", 1);
 	tsrv_sleep_ms(50); /* (the batch's end: its arrays given back) */
 	kept = stat_of(&srv, "server.mem_used");
@@ -3404,10 +3399,8 @@ static void phase_lane_keep(void)
 	uint64_t used0, used1, end, refused, t_ok;
 	struct kc a;
 
-	T_OK(setenv("KVTD_TEST_LANE_IDLE_MS", KEEP_IDLE_MS, 1));
-	pod_fake("lane_keep", M_LANE, "root " SECRET_ROOT " admin\nbob " SECRET_BOB " tenant\n",
-		 opts);
-	T_OK(unsetenv("KVTD_TEST_LANE_IDLE_MS"));
+	lane_pod("lane_keep", KEEP_IDLE_MS,
+		 "root " SECRET_ROOT " admin\nbob " SECRET_BOB " tenant\n", opts);
 	fwd_flags = PROTO_IF_PLACED;
 	forward_put_key(&srv, ns, "keep-warm", 2); /* the table made: tracked */
 	fwd_flags = PROTO_IF_PLACED | PROTO_IF_FORWARD;
