@@ -28,34 +28,17 @@ static char *base;
 static int run(char **out, char **err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static int run(char **out, char **err, const char *fmt, ...)
 {
-	char args[4096], op[700], ep[700], *cmd;
+	char args[4096], *cmd;
+	int st;
 	va_list ap;
 	va_start(ap, fmt);
 	vsnprintf(args, sizeof(args), fmt, ap);
 	va_end(ap);
-	snprintf(op, sizeof(op), "%s/out", base);
-	snprintf(ep, sizeof(ep), "%s/err", base);
-	if (asprintf(&cmd, "'%s' </dev/null %s >'%s' 2>'%s'", kvtier, args, op, ep) < 0)
+	if (asprintf(&cmd, "'%s' </dev/null %s", kvtier, args) < 0)
 		T_FAIL("asprintf");
-	int st = system(cmd);
+	st = t_sh_capture(base, cmd, out, err);
 	free(cmd);
-	T_ASSERT(st != -1 && WIFEXITED(st));
-	const char *paths[2] = { op, ep };
-	char **bufs[2] = { out, err };
-	for (int i = 0; i < 2; i++) {
-		FILE *f = fopen(paths[i], "r");
-		T_ASSERT(f != NULL);
-		char *b = calloc(1, 1 << 20);
-		T_ASSERT(b != NULL);
-		size_t n = fread(b, 1, (1 << 20) - 1, f);
-		b[n] = 0;
-		fclose(f);
-		if (bufs[i])
-			*bufs[i] = b;
-		else
-			free(b);
-	}
-	return WEXITSTATUS(st);
+	return st;
 }
 
 static void write_file(const char *path, const void *p, size_t n)

@@ -48,28 +48,14 @@ static const char *kvtier;
 static int run(const char *args, char **out, char **err)
 {
 	char *dir = t_mkdtemp(), *cmd;
-	char op[4096], ep[4096];
-	snprintf(op, sizeof op, "%s/out", dir);
-	snprintf(ep, sizeof ep, "%s/err", dir);
-	if (asprintf(&cmd, "'%s' replay %s >'%s' 2>'%s'", kvtier, args, op, ep) < 0)
+	int st;
+	if (asprintf(&cmd, "'%s' replay %s", kvtier, args) < 0)
 		T_FAIL("asprintf");
-	int st = system(cmd);
+	st = t_sh_capture(dir, cmd, out, err);
 	free(cmd);
-	T_ASSERT(st != -1 && WIFEXITED(st));
-	const char *paths[2] = { op, ep };
-	char **bufs[2] = { out, err };
-	for (int i = 0; i < 2; i++) {
-		FILE *f = fopen(paths[i], "r");
-		T_ASSERT(f != NULL);
-		char *b = calloc(1, 1 << 20);
-		size_t n = fread(b, 1, (1 << 20) - 1, f);
-		b[n] = '\0';
-		fclose(f);
-		*bufs[i] = b;
-	}
 	t_rmtree(dir);
 	free(dir);
-	return WEXITSTATUS(st);
+	return st;
 }
 
 /* The first JSON line of out whose "kind" is kind (the nth such). */

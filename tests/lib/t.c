@@ -11,6 +11,7 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "t.h"
@@ -69,6 +70,36 @@ bool t_dir_contains(const char *dir, const char *pat)
 	}
 	closedir(d);
 	return found;
+}
+
+int t_sh_capture(const char *dir, const char *cmd, char **out, char **err)
+{
+	char op[4200], ep[4200], *full;
+	const char *paths[2] = { op, ep };
+	char **bufs[2] = { out, err };
+	int st;
+	snprintf(op, sizeof(op), "%s/out", dir);
+	snprintf(ep, sizeof(ep), "%s/err", dir);
+	if (asprintf(&full, "%s >'%s' 2>'%s'", cmd, op, ep) < 0)
+		T_FAIL("asprintf");
+	st = system(full);
+	free(full);
+	T_ASSERT(st != -1 && WIFEXITED(st));
+	for (int i = 0; i < 2; i++) {
+		FILE *f = fopen(paths[i], "r");
+		char *b = calloc(1, 1 << 20);
+		size_t n;
+		T_ASSERT(f != NULL);
+		T_ASSERT(b != NULL);
+		n = fread(b, 1, (1 << 20) - 1, f);
+		b[n] = 0;
+		fclose(f);
+		if (bufs[i])
+			*bufs[i] = b;
+		else
+			free(b);
+	}
+	return WEXITSTATUS(st);
 }
 
 uint8_t *t_at_guard(const void *src, size_t len)

@@ -179,6 +179,12 @@ char *t_mkdtemp(void);
 void t_rmtree(const char *path);
 /* Does any file under dir (which must exist) hold the bytes of pat? */
 bool t_dir_contains(const char *dir, const char *pat);
+/* Run the shell command cmd with its stdout and stderr into the files
+ * out and err of dir (which must exist), then read back into *out and
+ * *err (NUL-terminated, at most 1 MiB - 1 bytes each, freed by the
+ * caller; either may be NULL: not kept): its exit status.  A command
+ * that did not exit (killed by a signal) fails the test. */
+int t_sh_capture(const char *dir, const char *cmd, char **out, char **err);
 
 /*
  * A loopback TCP port nothing is bound to now, for a server the test starts
