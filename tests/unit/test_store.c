@@ -485,6 +485,22 @@ static void test_log_and_fork(void)
 	kvt_store_destroy(s);
 }
 
+/* A KVT_OP_GET_PINNED of key, a hit of three parts: their CRCs into
+ * got[3], the pin released. */
+static void pinned_crcs(struct kvt_store *s, uint32_t ns, const struct kvt_key *key,
+			uint32_t got[3])
+{
+	struct kvt_req r = { .op = KVT_OP_GET_PINNED, .ns = ns, .key = *key }, *rp = &r, *done;
+	struct kvt_queue *q;
+	T_OK(kvt_queue_create(s, &q));
+	T_RC(kvt_submit(q, &rp, 1), 1);
+	T_RC(kvt_queue_wait(q, &done, 1, 1000), 1);
+	T_RC(r.status, KVT_OK);
+	T_RC(kvt_pin_parts(s, r.pin, NULL, got, 3), 3);
+	T_OK(kvt_pin_release(s, r.pin));
+	T_OK(kvt_queue_destroy(q));
+}
+
 /* Zero-copy puts: reserve, fill the view, commit (or abort). */
 static void test_reserve_commit(void)
 {
@@ -522,16 +538,8 @@ static void test_reserve_commit(void)
 	T_EQ_MEM(out, src, total);
 	{
 		uint32_t got[3];
-		struct kvt_req r = { .op = KVT_OP_GET_PINNED, .ns = ns, .key = k }, *rp = &r, *done;
-		struct kvt_queue *q;
-		T_OK(kvt_queue_create(s, &q));
-		T_RC(kvt_submit(q, &rp, 1), 1);
-		T_RC(kvt_queue_wait(q, &done, 1, 1000), 1);
-		T_RC(r.status, KVT_OK);
-		T_RC(kvt_pin_parts(s, r.pin, NULL, got, 3), 3);
+		pinned_crcs(s, ns, &k, got);
 		T_EQ_INT(got[2], crcs[2]);
-		T_OK(kvt_pin_release(s, r.pin));
-		T_OK(kvt_queue_destroy(q));
 	}
 
 	/* Wrong bytes: commit checks the CRCs and drops the value. */
@@ -573,16 +581,8 @@ static void test_reserve_commit(void)
 	T_RC(kvt_put_commit_checked(s, res.handle, crcs), KVT_EPIN);
 	{
 		uint32_t got[3];
-		struct kvt_req r = { .op = KVT_OP_GET_PINNED, .ns = ns, .key = k2 }, *rp = &r, *done;
-		struct kvt_queue *q;
-		T_OK(kvt_queue_create(s, &q));
-		T_RC(kvt_submit(q, &rp, 1), 1);
-		T_RC(kvt_queue_wait(q, &done, 1, 1000), 1);
-		T_RC(r.status, KVT_OK);
-		T_RC(kvt_pin_parts(s, r.pin, NULL, got, 3), 3);
+		pinned_crcs(s, ns, &k2, got);
 		T_EQ_MEM(got, crcs, sizeof(got));
-		T_OK(kvt_pin_release(s, r.pin));
-		T_OK(kvt_queue_destroy(q));
 	}
 	/* A delete while reserved wins. */
 	k2 = t_key(3);
