@@ -856,6 +856,26 @@ static void pod_start(struct tsrv s[2], char sub[2][600], const uint16_t port[2]
 	}
 }
 
+/* pod_start's two members (more: their other options) on port[0..1],
+ * the tenants file the pod's account, root and the lines of users, the
+ * members started under KVTD_TEST_LANE_IDLE_MS idle_ms (NULL: unset). */
+static void pod_two(struct tsrv s[2], char sub[2][600], const uint16_t port[2],
+		    const char *users, const char *idle_ms, const char *const *more)
+{
+	char tenants[700], members[80], text[600];
+
+	snprintf(tenants, sizeof(tenants), "%s/tenants", base);
+	snprintf(text, sizeof(text),
+		 "pod secret-of-the-pod-0123456789 tenant\nroot " SECRET_ROOT " admin\n%s", users);
+	tsrv_write_file(NULL, tenants, text);
+	snprintf(members, sizeof(members), "127.0.0.1:%u,127.0.0.1:%u", port[0], port[1]);
+	if (idle_ms)
+		T_OK(setenv("KVTD_TEST_LANE_IDLE_MS", idle_ms, 1));
+	pod_start(s, sub, port, members, tenants, more);
+	if (idle_ms)
+		T_OK(unsetenv("KVTD_TEST_LANE_IDLE_MS"));
+}
+
 /* pod_start's members stopped, their reports checked. */
 static void pod_members_stop(struct tsrv s[2], char sub[2][600])
 {
@@ -2447,7 +2467,7 @@ static void read_back_at(const struct tsrv *s, const char *tenant, const char *s
 #define LANE_BUSY_IDLE_MS "200" /* the lane's connection lets go of the slot soon */
 static void phase_lane_busy(void)
 {
-	char tenants[700], members[80], sub[2][600];
+	char sub[2][600];
 	uint16_t port[2] = { listen_tcp(NULL), listen_tcp(NULL) };
 	const char *const more[] = { "--tenant-conns", "1", "--repair-grace", "600000", NULL };
 	struct tsrv s[2];
@@ -2456,14 +2476,7 @@ static void phase_lane_busy(void)
 	struct kc c;
 	int rc;
 
-	snprintf(tenants, sizeof(tenants), "%s/tenants", base);
-	tsrv_write_file(NULL, tenants,
-			"pod secret-of-the-pod-0123456789 tenant\nroot " SECRET_ROOT " admin\n"
-			"alice " SECRET_ALICE " tenant\n");
-	snprintf(members, sizeof(members), "127.0.0.1:%u,127.0.0.1:%u", port[0], port[1]);
-	T_OK(setenv("KVTD_TEST_LANE_IDLE_MS", LANE_BUSY_IDLE_MS, 1));
-	pod_start(s, sub, port, members, tenants, more);
-	T_OK(unsetenv("KVTD_TEST_LANE_IDLE_MS"));
+	pod_two(s, sub, port, "alice " SECRET_ALICE " tenant\n", LANE_BUSY_IDLE_MS, more);
 
 	T_RC(kc_connect_unix(&c, s[1].sock), 0);
 	T_RC(kc_login(&c, "alice", SECRET_ALICE), 0);
@@ -2534,7 +2547,7 @@ static void phase_lane_busy(void)
  * alice's, and given up with it after 3 more refusals). */
 static void phase_lane_busy_tenant(void)
 {
-	char tenants[700], members[80], sub[2][600];
+	char sub[2][600];
 	uint16_t port[2] = { listen_tcp(NULL), listen_tcp(NULL) };
 	const char *const more[] = { "--tenant-conns", "1", "--repair-grace", "600000", NULL };
 	struct tsrv s[2];
@@ -2542,14 +2555,8 @@ static void phase_lane_busy_tenant(void)
 	uint64_t end, fwd, dropped;
 	struct kc c;
 
-	snprintf(tenants, sizeof(tenants), "%s/tenants", base);
-	tsrv_write_file(NULL, tenants,
-			"pod secret-of-the-pod-0123456789 tenant\nroot " SECRET_ROOT " admin\n"
-			"alice " SECRET_ALICE " tenant\nbob " SECRET_BOB " tenant\n");
-	snprintf(members, sizeof(members), "127.0.0.1:%u,127.0.0.1:%u", port[0], port[1]);
-	T_OK(setenv("KVTD_TEST_LANE_IDLE_MS", "0", 1));
-	pod_start(s, sub, port, members, tenants, more);
-	T_OK(unsetenv("KVTD_TEST_LANE_IDLE_MS"));
+	pod_two(s, sub, port, "alice " SECRET_ALICE " tenant\nbob " SECRET_BOB " tenant\n", "0",
+		more);
 
 	T_RC(kc_connect_unix(&c, s[0].sock), 0);
 	T_RC(kc_login(&c, "alice", SECRET_ALICE), 0);
@@ -3158,7 +3165,7 @@ static void phase_tls_eku(void)
  * of reach). */
 static void phase_pass_busy(void)
 {
-	char tenants[700], members[80], sub[2][600];
+	char sub[2][600];
 	uint16_t port[2] = { listen_tcp(NULL), listen_tcp(NULL) };
 	const char *const more[] = { "--tenant-conns", "1", "--repair-grace", HEAL_BUSY_GRACE,
 				     NULL };
@@ -3168,12 +3175,7 @@ static void phase_pass_busy(void)
 	bool unreachable;
 	struct kc c;
 
-	snprintf(tenants, sizeof(tenants), "%s/tenants", base);
-	tsrv_write_file(NULL, tenants,
-			"pod secret-of-the-pod-0123456789 tenant\nroot " SECRET_ROOT " admin\n"
-			"alice " SECRET_ALICE " tenant\n");
-	snprintf(members, sizeof(members), "127.0.0.1:%u,127.0.0.1:%u", port[0], port[1]);
-	pod_start(s, sub, port, members, tenants, more);
+	pod_two(s, sub, port, "alice " SECRET_ALICE " tenant\n", NULL, more);
 	T_RC(kc_connect_unix(&c, s[1].sock), 0);
 	T_RC(kc_login(&c, "alice", SECRET_ALICE), 0);
 	r0 = stat_of(&s[1], "server.tenant_conns_refused");
@@ -3226,7 +3228,7 @@ static void phase_pass_busy(void)
  * alice, pass after pass, every second, for as long as she held it). */
 static void phase_pass_busy_tenant(void)
 {
-	char tenants[700], members[80], sub[2][600];
+	char sub[2][600];
 	uint16_t port[2] = { listen_tcp(NULL), listen_tcp(NULL) };
 	const char *const more[] = { "--tenant-conns", "1", "--repair-grace", HEAL_BUSY_GRACE,
 				     NULL };
@@ -3235,12 +3237,8 @@ static void phase_pass_busy_tenant(void)
 	uint64_t end, copied = 0, busy;
 	struct kc c;
 
-	snprintf(tenants, sizeof(tenants), "%s/tenants", base);
-	tsrv_write_file(NULL, tenants,
-			"pod secret-of-the-pod-0123456789 tenant\nroot " SECRET_ROOT " admin\n"
-			"alice " SECRET_ALICE " tenant\nbob " SECRET_BOB " tenant\n");
-	snprintf(members, sizeof(members), "127.0.0.1:%u,127.0.0.1:%u", port[0], port[1]);
-	pod_start(s, sub, port, members, tenants, more);
+	pod_two(s, sub, port, "alice " SECRET_ALICE " tenant\nbob " SECRET_BOB " tenant\n", NULL,
+		more);
 	T_RC(kc_connect_unix(&c, s[1].sock), 0);
 	T_RC(kc_login(&c, "alice", SECRET_ALICE), 0);
 	fwd_flags = PROTO_IF_PLACED;
