@@ -125,6 +125,8 @@ double bench_median(const double *v, unsigned n);       /* of n <= BENCH_MEDIAN_
  * ,"name":v with fmt, or null where v < 0. */
 void bench_json_rounds(const char *name, const double *v, unsigned n);
 void bench_json_num(const char *name, double v, const char *fmt);
+/* ,"pass":true|false; null in a smoke run (its figures prove nothing). */
+void bench_json_pass(bool smoke, bool pass);
 
 /*
  * Options and tables of the suites that print one (dram, ssd).

@@ -181,14 +181,6 @@ static const char *bd_verdict(const struct bd *b, bool pass)
 	return pass ? "ok" : "FAIL";
 }
 
-static void bd_json_pass(const struct bd *b, bool pass)
-{
-	if (b->o.smoke)
-		printf(",\"pass\":null");
-	else
-		printf(",\"pass\":%s", pass ? "true" : "false");
-}
-
 static void bd_cell_print(struct bd *b, const struct bench_cell *c)
 {
 	bench_cell_print(c, b->o.json, b->o.progress, &b->header_done, 16, 6);
@@ -668,7 +660,7 @@ static void bd_copy_report(struct bd *b, struct bd_copy *c, unsigned phase, unsi
 			printf(",\"views_per_get\":%.3f,\"max_views\":%u",
 			       (double)c->views / ((double)c->n * rounds), c->max_views);
 		printf(",\"target\":%.2f", BD_TARGET_RATIO);
-		bd_json_pass(b, pass);
+		bench_json_pass(b->o.smoke, pass);
 		printf("}\n");
 		fflush(stdout);
 		return;
@@ -1124,7 +1116,7 @@ static void bd_lookup_report(struct bd *b, const char *name, const char *how, si
 			printf("%s%.0f", r ? "," : "",
 			       bench_rate((double)prompts * (BD_LK_HITS + 1), secs[r]));
 		printf("]");
-		bd_json_pass(b, pass);
+		bench_json_pass(b->o.smoke, pass);
 		printf("}\n");
 		fflush(stdout);
 		return;
@@ -1309,7 +1301,7 @@ static void bd_meta_report(struct bd *b)
 		       per, b->meta_blocks, BD_LK_VALUE, b->meta_loaded, b->meta_open, delta);
 		bd_json_str(stdout, b->meta_huge);
 		printf(",\"target\":%.0f", BD_TARGET_META);
-		bd_json_pass(b, pass);
+		bench_json_pass(b->o.smoke, pass);
 		printf("}\n");
 		fflush(stdout);
 		return;

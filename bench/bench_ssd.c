@@ -1064,14 +1064,6 @@ static const char *bs_verdict(const struct bs *b, bool pass, bool suspect)
 	return pass ? "ok" : "FAIL";
 }
 
-static void bs_json_pass(const struct bs *b, bool pass)
-{
-	if (b->o.smoke)
-		printf(",\"pass\":null");
-	else
-		printf(",\"pass\":%s", pass ? "true" : "false");
-}
-
 static void bs_size_report(struct bs *b, struct bs_size *z, bool write)
 {
 	unsigned rounds = b->o.rounds;
@@ -1150,7 +1142,7 @@ static void bs_size_report(struct bs *b, struct bs_size *z, bool write)
 		}
 		printf(",\"target\":%.2f", BS_TARGET_RATIO);
 		if (b->have_fio)
-			bs_json_pass(b, pass);
+			bench_json_pass(b->o.smoke, pass);
 		else
 			printf(",\"pass\":null");
 		printf("}\n");
@@ -1681,7 +1673,7 @@ static int bs_recovery_row(struct bs *b)
 		printf(",\"writer_gbps\":%.3f,\"io\":\"%s\",\"target_s\":%.1f",
 		       bench_rate((double)rc.n * (double)rc.size, c_secs) / 1e9, b->o.io,
 		       BS_TARGET_RECOVERY_S);
-		bs_json_pass(b, pass);
+		bench_json_pass(b->o.smoke, pass);
 		printf("}\n");
 		fflush(stdout);
 	} else {

@@ -139,6 +139,14 @@ void bench_json_num(const char *name, double v, const char *fmt)
 		printf(fmt, v);
 }
 
+void bench_json_pass(bool smoke, bool pass)
+{
+	if (smoke)
+		printf(",\"pass\":null");
+	else
+		printf(",\"pass\":%s", pass ? "true" : "false");
+}
+
 int bench_parse_uint(const char *s, unsigned lo, unsigned hi, unsigned *out)
 {
 	uint64_t v;
