@@ -4332,6 +4332,152 @@ static void test_part_reclaim(void)
 	prw_round(true);
 }
 
+/* 16b. The same race where the summary does not name the record
+ *     (review47a, doc/ssd.md "Session 47: part reads and copies under
+ *     reclamation", review): pin47's argument holds only if the old
+ *     summary names every indexed record of its generation, since only
+ *     the summary's entries are reclaimed before a write reaches them (the
+ *     rest went at the seal, after the overwrite).  A real path breaks
+ *     that: a write-down fails EIO (held until the record after it,
+ *     block 60, is written and published), the segment is quarantined
+ *     and its entries kept dead, and the checkpoint names them as blocks.
+ *     Reopened, the entries are live again; the walk of the segment (its
+ *     header still open) stops at the failed write, and the seal's summary
+ *     names only the record before it.  When the log wraps onto the slot,
+ *     block 60's place is overwritten with its entry still live: a part
+ *     read held across that returned the filler's bytes (KVT_OK, part 2's
+ *     CRC32C kept) until the reuse swept the entries its summary does not
+ *     name (seg_reuse_oldest_locked).  psync only (as part_reclaim: on
+ *     io_uring a held write or read holds the engine thread). */
+static void test_part_reclaim_unnamed(void)
+{
+	char *dir = t_mkdtemp(), buf[16384], want[32768], path[4096];
+	struct kvt_store *s;
+	struct kvt_queue *q;
+	struct kvt_req r, *rp = &r, *got;
+	struct iovec v = { buf, sizeof(buf) };
+	struct kvt_key key = t_key(60), k0 = t_key(999);
+	struct io_fault hold = { .kind = IO_FAULT_SLOW_WRITE, .count = 1, .delay_ms = 60000 };
+	struct io_fault eio = { .kind = IO_FAULT_EIO_WRITE, .count = 1 };
+	struct io_fault slow = { .kind = IO_FAULT_SLOW_READ, .count = 1, .skip = 1,
+				 .delay_ms = 60000 };
+	struct ssd *sd;
+	struct ssd_entry *e;
+	unsigned char disk[sizeof(prr_d)];
+	uint64_t rec_off, rec_len, faults, quar, h, k = 2000;
+	uint32_t slot, hdr_len;
+	bool gone = false, over = false;
+	int fd;
+
+	if (strcmp(io_backend, "psync") != 0) {
+		fprintf(stderr, "part_reclaim_unnamed: psync only (skipped on %s)\n", io_backend);
+		t_rmtree(dir);
+		free(dir);
+		return;
+	}
+	/* One request at a time (ssd.io_depth 1): blocks 1000, 1001 and 60
+	 * placed while block 1000's write is held, then written in order.
+	 * No write-down at close: block 60 (dead on SSD, in DRAM) is not
+	 * written again elsewhere. */
+	s = t_store_open("path", dir, "dram.capacity", "64M", "dram.chunk", "4K", "dram.prefault",
+			 "off", "ssd.capacity", "4M", "ssd.segment", "1M", "ssd.admission",
+			 "always", "ssd.io", io_backend, "ssd.io_depth", "1",
+			 "ssd.close_writedown_ms", "0", NULL);
+	sd = ssd_of(s);
+	prw_put(s, ns_of(s), 999);
+	wait_writes(s);
+	h = ssd_hash(sd, ns_of(s), &k0);
+	e = *ssd_idx_slot(shard_of(sd, h), h, ns_of(s), &k0);
+	T_ASSERT(e != NULL);
+	slot = e->slot;
+	rec_len = (uint64_t)e->len_512 * SSD_REC_ALIGN;
+	T_EQ_U64((uint64_t)e->off_512 * SSD_REC_ALIGN, SSD_ALIGN);
+	faults = t_stat(s, "io.faults_injected");
+	quar = t_stat(s, "ssd.segments_quarantined");
+	hold.fd = eio.fd = sd->segs[slot].fd;
+	T_OK(io_fault_add(ssd_io(sd), &hold)); /* block 1000's write */
+	T_OK(io_fault_add(ssd_io(sd), &eio));  /* block 1001's */
+	prw_put(s, ns_of(s), 1000);
+	for (int i = 0; i < 1000 && t_stat(s, "io.faults_injected") == faults; i++)
+		usleep(10000);
+	T_EQ_U64(t_stat(s, "io.faults_injected"), faults + 1);
+	prw_put(s, ns_of(s), 1001);
+	pr_put(s, ns_of(s), 0);
+	for (int i = 0; i < 1000 && !pr_entry(sd, ns_of(s), 0); i++)
+		usleep(10000);
+	e = pr_entry(sd, ns_of(s), 0); /* placed (its write queued) */
+	T_ASSERT(e != NULL);
+	T_EQ_INT((int)e->slot, (int)slot);
+	rec_off = (uint64_t)e->off_512 * SSD_REC_ALIGN;
+	T_EQ_U64(rec_off, SSD_ALIGN + 3 * rec_len);
+	io_fault_release(ssd_io(sd));
+	for (int i = 0; i < 1000 && t_stat(s, "ssd.segments_quarantined") == quar; i++)
+		usleep(10000);
+	T_EQ_U64(t_stat(s, "ssd.segments_quarantined"), quar + 1);
+	wait_writes(s);
+	io_fault_clear(ssd_io(sd));
+	kvt_store_destroy(s);
+
+#define PRU_OPEN()                                                                            \
+	t_store_open("path", dir, "dram.capacity", "64M", "dram.chunk", "4K", "dram.prefault",   \
+		     "off", "ssd.capacity", "4M", "ssd.segment", "1M", "ssd.admission", "always",  \
+		     "ssd.io", io_backend, NULL)
+	s = PRU_OPEN(); /* cold DRAM: block 60's entry from the checkpoint */
+	sd = ssd_of(s);
+	T_OK(kvt_queue_create(s, &q));
+	e = pr_entry(sd, ns_of(s), 0);
+	T_ASSERT(e != NULL && e->slot == slot && (uint64_t)e->off_512 * SSD_REC_ALIGN == rec_off);
+	hdr_len = ssd_rec_hdr_len(PR_PARTS, ssd_rec_align_of(PR_PARTS, e->value_len, rec_len));
+	t_fill(want, pr_off(0, PR_PARTS), 60);
+	faults = t_stat(s, "io.faults_injected");
+	slow.fd = sd->segs[slot].fd;
+	T_OK(io_fault_add(ssd_io(sd), &slow));
+	memset(&r, 0, sizeof(r));
+	r.ns = ns_of(s);
+	r.key = key;
+	r.op = KVT_OP_GET;
+	r.flags = KVT_F_PART | KVT_F_QUIET;
+	r.part = 2;
+	r.iov = &v;
+	r.iov_count = 1;
+	T_RC(kvt_submit(q, &rp, 1), 1);
+	for (int i = 0; i < 1000 && t_stat(s, "io.faults_injected") == faults; i++)
+		usleep(10000);
+	T_EQ_U64(t_stat(s, "io.faults_injected"), faults + 1); /* the read is held */
+	snprintf(path, sizeof(path), "%s/ssd/seg-%06u", dir, slot);
+	/* The log wraps onto the slot: until block 60's entry goes, or a
+	 * filler lands where it is (its entry still live: the hole). */
+	while (!gone && !over && k < 3000) {
+		prw_put(s, ns_of(s), k++);
+		wait_writes(s);
+		gone = ssd_find(sd, ns_of(s), &key, NULL) == KVT_MISS;
+		fd = open(path, O_RDONLY);
+		T_GE_INT(fd, 0);
+		T_EQ_INT(pread(fd, disk, sizeof(disk),
+			       (off_t)(rec_off + hdr_len + pr_off(0, 2) + 1000)),
+			 (int)sizeof(disk));
+		close(fd);
+		over = disk[0] != (unsigned char)want[pr_off(0, 2) + 1000];
+	}
+	fprintf(stderr, "part_reclaim_unnamed: after %llu fillers block 60's entry %s, its place %s\n",
+		(unsigned long long)(k - 2000), gone ? "gone" : "live",
+		over ? "overwritten" : "intact");
+	io_fault_release(ssd_io(sd));
+	T_RC(kvt_queue_wait(q, &got, 1, 30000), 1);
+	T_ASSERT(got == &r);
+	io_fault_clear(ssd_io(sd));
+	if (r.status == KVT_OK && memcmp(buf, want + pr_off(0, 2), pr_lens[0][2]) != 0)
+		T_FAIL("a part read of block 60 read over: KVT_OK with other bytes");
+	T_ASSERT(gone); /* its entry went before its place was written */
+	T_EQ_U64(t_stat(s, "ssd.crc_errors"), 0);
+	T_EQ_U64(t_stat(s, "ssd.header_errors"), 0);
+	T_OK(kvt_queue_destroy(q));
+	kvt_store_destroy(s);
+#undef PRU_OPEN
+	t_rmtree(dir);
+	free(dir);
+}
+
 /* Index buckets are keyed by a per-store secret (issue 21 item 14): the
  * same client key in the same (small, public) namespace id lands in
  * unrelated buckets in two stores, so nobody can aim keys at one bucket. */
@@ -7780,12 +7926,14 @@ int main(void)
 			test_part_read_race();
 			test_promote_race();
 			test_part_reclaim();
+			test_part_reclaim_unnamed();
 			continue;
 		}
 		/* KVT_TEST_ONLY=part_reclaim: a part read and a copy held while
 		 * the writer reuses their record's place. */
 		if (test_only("part_reclaim")) {
 			test_part_reclaim();
+			test_part_reclaim_unnamed();
 			continue;
 		}
 		/* KVT_TEST_ONLY=sync_fail: the failed fdatasyncs' cases. */
@@ -7902,6 +8050,7 @@ int main(void)
 			test_part_read_race();
 			test_promote_race();
 			test_part_reclaim();
+			test_part_reclaim_unnamed();
 			continue;
 		}
 		/* KVT_TEST_ONLY=slot_sweep: what an eviction's sweep visits. */
@@ -7993,6 +8142,7 @@ int main(void)
 		test_part_read_race();
 		test_promote_race();
 		test_part_reclaim();
+		test_part_reclaim_unnamed();
 	}
 	test_hash_secret();
 	return 0;
