@@ -4349,6 +4349,32 @@ static void test_part_reclaim(void)
  *     CRC32C kept) until the reuse swept the entries its summary does not
  *     name (seg_reuse_oldest_locked).  psync only (as part_reclaim: on
  *     io_uring a held write or read holds the engine thread). */
+/* Key n's entry's slot, offset and record length, read under its shard's
+ * lock (the writer may be placing entries meanwhile); false if none. */
+static bool pru_where_n(struct ssd *sd, uint32_t ns, uint64_t n, uint32_t *slot, uint64_t *off,
+			uint64_t *len)
+{
+	struct kvt_key key = t_key(n);
+	uint64_t h = ssd_hash(sd, ns, &key);
+	struct ssd_shard *sh = shard_of(sd, h);
+	struct ssd_entry *e;
+	pthread_mutex_lock(&sh->lock);
+	e = *ssd_idx_slot(sh, h, ns, &key);
+	if (e) {
+		*slot = e->slot;
+		*off = (uint64_t)e->off_512 * SSD_REC_ALIGN;
+		*len = (uint64_t)e->len_512 * SSD_REC_ALIGN;
+	}
+	pthread_mutex_unlock(&sh->lock);
+	return e != NULL;
+}
+
+static bool pru_where(struct ssd *sd, uint32_t ns, uint32_t *slot, uint64_t *off)
+{
+	uint64_t len;
+	return pru_where_n(sd, ns, 60, slot, off, &len);
+}
+
 static void test_part_reclaim_unnamed(void)
 {
 	char *dir = t_mkdtemp(), buf[16384], want[32768], path[4096];
@@ -4356,16 +4382,15 @@ static void test_part_reclaim_unnamed(void)
 	struct kvt_queue *q;
 	struct kvt_req r, *rp = &r, *got;
 	struct iovec v = { buf, sizeof(buf) };
-	struct kvt_key key = t_key(60), k0 = t_key(999);
+	struct kvt_key key = t_key(60);
 	struct io_fault hold = { .kind = IO_FAULT_SLOW_WRITE, .count = 1, .delay_ms = 60000 };
 	struct io_fault eio = { .kind = IO_FAULT_EIO_WRITE, .count = 1 };
 	struct io_fault slow = { .kind = IO_FAULT_SLOW_READ, .count = 1, .skip = 1,
 				 .delay_ms = 60000 };
 	struct ssd *sd;
-	struct ssd_entry *e;
 	unsigned char disk[sizeof(prr_d)];
-	uint64_t rec_off, rec_len, faults, quar, h, k = 2000;
-	uint32_t slot, hdr_len;
+	uint64_t rec_off, rec_len, faults, quar, k = 2000;
+	uint32_t slot, at = 0, hdr_len;
 	bool gone = false, over = false;
 	int fd;
 
@@ -4386,12 +4411,8 @@ static void test_part_reclaim_unnamed(void)
 	sd = ssd_of(s);
 	prw_put(s, ns_of(s), 999);
 	wait_writes(s);
-	h = ssd_hash(sd, ns_of(s), &k0);
-	e = *ssd_idx_slot(shard_of(sd, h), h, ns_of(s), &k0);
-	T_ASSERT(e != NULL);
-	slot = e->slot;
-	rec_len = (uint64_t)e->len_512 * SSD_REC_ALIGN;
-	T_EQ_U64((uint64_t)e->off_512 * SSD_REC_ALIGN, SSD_ALIGN);
+	T_ASSERT(pru_where_n(sd, ns_of(s), 999, &slot, &rec_off, &rec_len));
+	T_EQ_U64(rec_off, SSD_ALIGN);
 	faults = t_stat(s, "io.faults_injected");
 	quar = t_stat(s, "ssd.segments_quarantined");
 	hold.fd = eio.fd = sd->segs[slot].fd;
@@ -4403,12 +4424,10 @@ static void test_part_reclaim_unnamed(void)
 	T_EQ_U64(t_stat(s, "io.faults_injected"), faults + 1);
 	prw_put(s, ns_of(s), 1001);
 	pr_put(s, ns_of(s), 0);
-	for (int i = 0; i < 1000 && !pr_entry(sd, ns_of(s), 0); i++)
+	for (int i = 0; i < 1000 && !pru_where(sd, ns_of(s), &at, &rec_off); i++)
 		usleep(10000);
-	e = pr_entry(sd, ns_of(s), 0); /* placed (its write queued) */
-	T_ASSERT(e != NULL);
-	T_EQ_INT((int)e->slot, (int)slot);
-	rec_off = (uint64_t)e->off_512 * SSD_REC_ALIGN;
+	T_ASSERT(pru_where(sd, ns_of(s), &at, &rec_off)); /* placed (its write queued) */
+	T_EQ_INT((int)at, (int)slot);
 	T_EQ_U64(rec_off, SSD_ALIGN + 3 * rec_len);
 	io_fault_release(ssd_io(sd));
 	for (int i = 0; i < 1000 && t_stat(s, "ssd.segments_quarantined") == quar; i++)
@@ -4425,9 +4444,11 @@ static void test_part_reclaim_unnamed(void)
 	s = PRU_OPEN(); /* cold DRAM: block 60's entry from the checkpoint */
 	sd = ssd_of(s);
 	T_OK(kvt_queue_create(s, &q));
-	e = pr_entry(sd, ns_of(s), 0);
-	T_ASSERT(e != NULL && e->slot == slot && (uint64_t)e->off_512 * SSD_REC_ALIGN == rec_off);
-	hdr_len = ssd_rec_hdr_len(PR_PARTS, ssd_rec_align_of(PR_PARTS, e->value_len, rec_len));
+	{
+		uint64_t o = 0;
+		T_ASSERT(pru_where(sd, ns_of(s), &at, &o) && at == slot && o == rec_off);
+	}
+	hdr_len = ssd_rec_hdr_len(PR_PARTS, ssd_rec_align_of(PR_PARTS, pr_off(0, PR_PARTS), rec_len));
 	t_fill(want, pr_off(0, PR_PARTS), 60);
 	faults = t_stat(s, "io.faults_injected");
 	slow.fd = sd->segs[slot].fd;
