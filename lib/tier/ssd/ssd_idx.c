@@ -502,8 +502,8 @@ uint64_t ssd_idx_sweep_unnamed(struct ssd *s, uint32_t slot, uint64_t gen,
 				struct ssd_entry **pp;
 				next = e->snext;
 				visited++;
-				if (e->slot != slot || e->generation != gen || (e->flags & E_CARRY) ||
-				    sum_names(e, v, n))
+				if (e->slot != slot || e->generation != gen ||
+				    (e->flags & E_CARRY) || sum_names(e, v, n))
 					continue;
 				pp = idx_link_of(s, sh, e);
 				if (!pp)
