@@ -4134,6 +4134,337 @@ static void test_promote_race(void)
 	free(want);
 }
 
+/* 16. Part reads and copies under the real writer (doc/ssd.md "Session 47:
+ *     part reads and copies under reclamation"): neither pins its record
+ *     (only a promotion does, E_PINNED), so the writer may reuse the
+ *     record's place while the read is in flight.  Here it does, at a
+ *     chosen moment: block 60 is the first record of its segment; its read
+ *     (a quiet part read's second read, of part 2; a quiet pinned get's
+ *     copy, ssd_read_copy) is held by IO_FAULT_SLOW_READ; puts of fillers
+ *     wrap the log until the segment's progressive reuse reclaims block 60
+ *     (its entry gone) and writes the first filler where it was.  Each
+ *     filler has block 60's layout and bytes but prr_d XORed into part 2:
+ *     the part's CRC32C unchanged, so only the index check after the read
+ *     (ssd_entry_same, ssd_entry_at) stands between the read and the
+ *     filler's bytes.  The read must miss, counting no header or CRC error.
+ *     With psync the held read waits on one worker and the writes go on
+ *     on the others, so the bytes read are the filler's (checked on disk
+ *     first); with io_uring the held read holds the engine thread, the
+ *     writer cannot seal past its writes, and only the outcome is checked
+ *     (exact bytes or a miss). */
+#define PRW_FILL 1000 /* the fillers' first key */
+
+static void prw_put(struct kvt_store *s, uint32_t ns, uint64_t k)
+{
+	size_t len = pr_off(0, PR_PARTS);
+	char *buf = malloc(len);
+	struct kvt_key key = t_key(k);
+	struct iovec v[PR_PARTS];
+	T_ASSERT(buf != NULL);
+	t_fill(buf, len, 60);
+	for (size_t i = 0; i < sizeof(prr_d); i++)
+		buf[pr_off(0, 2) + 1000 + i] ^= (char)prr_d[i];
+	for (uint32_t i = 0; i < PR_PARTS; i++)
+		v[i] = (struct iovec){ buf + pr_off(0, i), pr_lens[0][i] };
+	T_RC(kvt_put(s, ns, &key, v, PR_PARTS), KVT_OK);
+	free(buf);
+}
+
+static void prw_round(bool copy)
+{
+	char *dir = t_mkdtemp(), buf[16384], want[32768], path[4096];
+	struct kvt_store *s;
+	struct kvt_queue *q;
+	struct kvt_req r, *rp = &r, *got;
+	struct iovec v = { buf, sizeof(buf) };
+	struct kvt_key key = t_key(60);
+	struct io_fault slow = { .kind = IO_FAULT_SLOW_READ, .count = 1, .delay_ms = 60000 };
+	struct ssd *sd;
+	struct ssd_entry *e;
+	unsigned char disk[sizeof(prr_d)];
+	uint64_t rec_off, faults, misses, k = PRW_FILL;
+	uint32_t slot, hdr_len;
+	bool psync = !strcmp(io_backend, "psync"), gone = false;
+	int fd;
+
+#define PRW_OPEN()                                                                            \
+	t_store_open("path", dir, "dram.capacity", "64M", "dram.chunk", "4K", "dram.prefault",   \
+		     "off", "ssd.capacity", "4M", "ssd.segment", "1M", "ssd.admission", "always",  \
+		     "ssd.io", io_backend, NULL)
+	s = PRW_OPEN();
+	pr_put(s, ns_of(s), 0);
+	T_OK(kvt_flush(s));
+	kvt_store_destroy(s);
+	s = PRW_OPEN(); /* cold DRAM: block 60 on SSD only */
+	T_OK(kvt_queue_create(s, &q));
+	sd = ssd_of(s);
+	e = pr_entry(sd, ns_of(s), 0);
+	T_ASSERT(e != NULL);
+	slot = e->slot;
+	rec_off = (uint64_t)e->off_512 * SSD_REC_ALIGN;
+	hdr_len = ssd_rec_hdr_len(PR_PARTS, ssd_rec_align_of(PR_PARTS, e->value_len,
+							     (uint64_t)e->len_512 * SSD_REC_ALIGN));
+	/* Its segment's first record: a reuse's first write lands there. */
+	T_EQ_U64(rec_off, SSD_ALIGN);
+	t_fill(want, pr_off(0, PR_PARTS), 60);
+	misses = t_stat(s, "ssd.read_misses");
+	faults = t_stat(s, "io.faults_injected");
+	slow.fd = sd->segs[slot].fd;
+	slow.skip = copy ? 0 : 1; /* a part read: its first read (the header) passes */
+	T_OK(io_fault_add(ssd_io(sd), &slow));
+	memset(&r, 0, sizeof(r));
+	r.ns = ns_of(s);
+	r.key = key;
+	if (copy) {
+		r.op = KVT_OP_GET_PINNED;
+		r.flags = KVT_F_QUIET;
+	} else {
+		r.op = KVT_OP_GET;
+		r.flags = KVT_F_PART | KVT_F_QUIET;
+		r.part = 2;
+		r.iov = &v;
+		r.iov_count = 1;
+	}
+	T_RC(kvt_submit(q, &rp, 1), 1);
+	for (int i = 0; i < 1000 && t_stat(s, "io.faults_injected") == faults; i++)
+		usleep(10000);
+	T_EQ_U64(t_stat(s, "io.faults_injected"), faults + 1); /* the read is held */
+	/* The log wraps: block 60's segment reused, its entry reclaimed. */
+	while (k < PRW_FILL + (psync ? 1000 : 400)) {
+		prw_put(s, ns_of(s), k++);
+		/* psync: each written before the next (none shed) */
+		if (psync)
+			wait_writes(s);
+		if (psync && ssd_find(sd, ns_of(s), &key, NULL) == KVT_MISS) {
+			gone = true;
+			break;
+		}
+	}
+	if (psync) {
+		T_ASSERT(gone);
+		wait_writes(s);
+		/* A filler now holds the place: part 2's CRC, other bytes. */
+		snprintf(path, sizeof(path), "%s/ssd/seg-%06u", dir, slot);
+		fd = open(path, O_RDONLY);
+		T_GE_INT(fd, 0);
+		T_EQ_INT(pread(fd, disk, sizeof(disk),
+			       (off_t)(rec_off + hdr_len + pr_off(0, 2) + 1000)),
+			 (int)sizeof(disk));
+		close(fd);
+		for (size_t i = 0; i < sizeof(disk); i++)
+			T_EQ_INT(disk[i], (unsigned char)want[pr_off(0, 2) + 1000 + i] ^ prr_d[i]);
+	}
+	io_fault_release(ssd_io(sd));
+	T_RC(kvt_queue_wait(q, &got, 1, 30000), 1);
+	T_ASSERT(got == &r);
+	io_fault_clear(ssd_io(sd));
+	if (r.status == KVT_OK) {
+		const char *at = buf;
+		size_t len = copy ? pr_off(0, PR_PARTS) : pr_lens[0][2];
+		if (copy) {
+			T_EQ_U64(r.length, len);
+			for (uint32_t i = 0, o = 0; i < r.view_count; i++) {
+				memcpy(buf + o, r.view[i].iov_base, r.view[i].iov_len);
+				o += (uint32_t)r.view[i].iov_len;
+			}
+			T_OK(kvt_pin_release(s, r.pin));
+		} else {
+			T_EQ_U64(r.length, len);
+		}
+		if (memcmp(at, want + (copy ? 0 : pr_off(0, 2)), len) != 0)
+			T_FAIL("%s of block 60 read over: KVT_OK with other bytes",
+			       copy ? "a quiet copy" : "a part read");
+		T_ASSERT(!psync); /* psync: its record was gone before the read ran */
+	} else {
+		T_RC(r.status, KVT_MISS);
+		if (psync)
+			T_EQ_U64(t_stat(s, "ssd.read_misses"), misses + 1);
+	}
+	T_EQ_U64(t_stat(s, "ssd.crc_errors"), 0);
+	T_EQ_U64(t_stat(s, "ssd.header_errors"), 0);
+	fprintf(stderr, "part_reclaim (%s, %s): %s after %llu fillers\n",
+		copy ? "copy" : "part", io_backend, r.status == KVT_OK ? "hit" : "miss",
+		(unsigned long long)(k - PRW_FILL));
+	T_OK(kvt_queue_destroy(q));
+	kvt_store_destroy(s);
+#undef PRW_OPEN
+	t_rmtree(dir);
+	free(dir);
+}
+
+static void test_part_reclaim(void)
+{
+	prw_round(false);
+	prw_round(true);
+}
+
+/* 16b. The same race where the summary does not name the record
+ *     (review47a, doc/ssd.md "Session 47: part reads and copies under
+ *     reclamation", review): pin47's argument holds only if the old
+ *     summary names every indexed record of its generation, since only
+ *     the summary's entries are reclaimed before a write reaches them (the
+ *     rest went at the seal, after the overwrite).  A real path breaks
+ *     that: a write-down fails EIO (held until the record after it,
+ *     block 60, is written and published), the segment is quarantined
+ *     and its entries kept dead, and the checkpoint names them as blocks.
+ *     Reopened, the entries are live again; the walk of the segment (its
+ *     header still open) stops at the failed write, and the seal's summary
+ *     names only the record before it.  When the log wraps onto the slot,
+ *     block 60's place is overwritten with its entry still live: a part
+ *     read held across that returned the filler's bytes (KVT_OK, part 2's
+ *     CRC32C kept) until the reuse swept the entries its summary does not
+ *     name (seg_reuse_oldest_locked).  psync only (as part_reclaim: on
+ *     io_uring a held write or read holds the engine thread). */
+/* Key n's entry's slot, offset and record length, read under its shard's
+ * lock (the writer may be placing entries meanwhile); false if none. */
+static bool pru_where_n(struct ssd *sd, uint32_t ns, uint64_t n, uint32_t *slot, uint64_t *off,
+			uint64_t *len)
+{
+	struct kvt_key key = t_key(n);
+	uint64_t h = ssd_hash(sd, ns, &key);
+	struct ssd_shard *sh = shard_of(sd, h);
+	struct ssd_entry *e;
+	pthread_mutex_lock(&sh->lock);
+	e = *ssd_idx_slot(sh, h, ns, &key);
+	if (e) {
+		*slot = e->slot;
+		*off = (uint64_t)e->off_512 * SSD_REC_ALIGN;
+		*len = (uint64_t)e->len_512 * SSD_REC_ALIGN;
+	}
+	pthread_mutex_unlock(&sh->lock);
+	return e != NULL;
+}
+
+static bool pru_where(struct ssd *sd, uint32_t ns, uint32_t *slot, uint64_t *off)
+{
+	uint64_t len;
+	return pru_where_n(sd, ns, 60, slot, off, &len);
+}
+
+static void test_part_reclaim_unnamed(void)
+{
+	char *dir = t_mkdtemp(), buf[16384], want[32768], path[4096];
+	struct kvt_store *s;
+	struct kvt_queue *q;
+	struct kvt_req r, *rp = &r, *got;
+	struct iovec v = { buf, sizeof(buf) };
+	struct kvt_key key = t_key(60);
+	struct io_fault hold = { .kind = IO_FAULT_SLOW_WRITE, .count = 1, .delay_ms = 60000 };
+	struct io_fault eio = { .kind = IO_FAULT_EIO_WRITE, .count = 1 };
+	struct io_fault slow = { .kind = IO_FAULT_SLOW_READ, .count = 1, .skip = 1,
+				 .delay_ms = 60000 };
+	struct ssd *sd;
+	unsigned char disk[sizeof(prr_d)];
+	uint64_t rec_off, rec_len, faults, quar, k = 2000;
+	uint32_t slot, at = 0, hdr_len;
+	bool gone = false, over = false;
+	int fd;
+
+	if (strcmp(io_backend, "psync") != 0) {
+		fprintf(stderr, "part_reclaim_unnamed: psync only (skipped on %s)\n", io_backend);
+		t_rmtree(dir);
+		free(dir);
+		return;
+	}
+	/* One request at a time (ssd.io_depth 1): blocks 1000, 1001 and 60
+	 * placed while block 1000's write is held, then written in order.
+	 * No write-down at close: block 60 (dead on SSD, in DRAM) is not
+	 * written again elsewhere. */
+	s = t_store_open("path", dir, "dram.capacity", "64M", "dram.chunk", "4K", "dram.prefault",
+			 "off", "ssd.capacity", "4M", "ssd.segment", "1M", "ssd.admission",
+			 "always", "ssd.io", io_backend, "ssd.io_depth", "1",
+			 "ssd.close_writedown_ms", "0", NULL);
+	sd = ssd_of(s);
+	prw_put(s, ns_of(s), 999);
+	wait_writes(s);
+	T_ASSERT(pru_where_n(sd, ns_of(s), 999, &slot, &rec_off, &rec_len));
+	T_EQ_U64(rec_off, SSD_ALIGN);
+	faults = t_stat(s, "io.faults_injected");
+	quar = t_stat(s, "ssd.segments_quarantined");
+	hold.fd = eio.fd = sd->segs[slot].fd;
+	T_OK(io_fault_add(ssd_io(sd), &hold)); /* block 1000's write */
+	T_OK(io_fault_add(ssd_io(sd), &eio));  /* block 1001's */
+	prw_put(s, ns_of(s), 1000);
+	for (int i = 0; i < 1000 && t_stat(s, "io.faults_injected") == faults; i++)
+		usleep(10000);
+	T_EQ_U64(t_stat(s, "io.faults_injected"), faults + 1);
+	prw_put(s, ns_of(s), 1001);
+	pr_put(s, ns_of(s), 0);
+	for (int i = 0; i < 1000 && !pru_where(sd, ns_of(s), &at, &rec_off); i++)
+		usleep(10000);
+	T_ASSERT(pru_where(sd, ns_of(s), &at, &rec_off)); /* placed (its write queued) */
+	T_EQ_INT((int)at, (int)slot);
+	T_EQ_U64(rec_off, SSD_ALIGN + 3 * rec_len);
+	io_fault_release(ssd_io(sd));
+	for (int i = 0; i < 1000 && t_stat(s, "ssd.segments_quarantined") == quar; i++)
+		usleep(10000);
+	T_EQ_U64(t_stat(s, "ssd.segments_quarantined"), quar + 1);
+	wait_writes(s);
+	io_fault_clear(ssd_io(sd));
+	kvt_store_destroy(s);
+
+#define PRU_OPEN()                                                                            \
+	t_store_open("path", dir, "dram.capacity", "64M", "dram.chunk", "4K", "dram.prefault",   \
+		     "off", "ssd.capacity", "4M", "ssd.segment", "1M", "ssd.admission", "always",  \
+		     "ssd.io", io_backend, NULL)
+	s = PRU_OPEN(); /* cold DRAM: block 60's entry from the checkpoint */
+	sd = ssd_of(s);
+	T_OK(kvt_queue_create(s, &q));
+	{
+		uint64_t o = 0;
+		T_ASSERT(pru_where(sd, ns_of(s), &at, &o) && at == slot && o == rec_off);
+	}
+	hdr_len = ssd_rec_hdr_len(PR_PARTS, ssd_rec_align_of(PR_PARTS, pr_off(0, PR_PARTS), rec_len));
+	t_fill(want, pr_off(0, PR_PARTS), 60);
+	faults = t_stat(s, "io.faults_injected");
+	slow.fd = sd->segs[slot].fd;
+	T_OK(io_fault_add(ssd_io(sd), &slow));
+	memset(&r, 0, sizeof(r));
+	r.ns = ns_of(s);
+	r.key = key;
+	r.op = KVT_OP_GET;
+	r.flags = KVT_F_PART | KVT_F_QUIET;
+	r.part = 2;
+	r.iov = &v;
+	r.iov_count = 1;
+	T_RC(kvt_submit(q, &rp, 1), 1);
+	for (int i = 0; i < 1000 && t_stat(s, "io.faults_injected") == faults; i++)
+		usleep(10000);
+	T_EQ_U64(t_stat(s, "io.faults_injected"), faults + 1); /* the read is held */
+	snprintf(path, sizeof(path), "%s/ssd/seg-%06u", dir, slot);
+	/* The log wraps onto the slot: until block 60's entry goes, or a
+	 * filler lands where it is (its entry still live: the hole). */
+	while (!gone && !over && k < 3000) {
+		prw_put(s, ns_of(s), k++);
+		wait_writes(s);
+		gone = ssd_find(sd, ns_of(s), &key, NULL) == KVT_MISS;
+		fd = open(path, O_RDONLY);
+		T_GE_INT(fd, 0);
+		T_EQ_INT(pread(fd, disk, sizeof(disk),
+			       (off_t)(rec_off + hdr_len + pr_off(0, 2) + 1000)),
+			 (int)sizeof(disk));
+		close(fd);
+		over = disk[0] != (unsigned char)want[pr_off(0, 2) + 1000];
+	}
+	fprintf(stderr, "part_reclaim_unnamed: after %llu fillers block 60's entry %s, its place %s\n",
+		(unsigned long long)(k - 2000), gone ? "gone" : "live",
+		over ? "overwritten" : "intact");
+	io_fault_release(ssd_io(sd));
+	T_RC(kvt_queue_wait(q, &got, 1, 30000), 1);
+	T_ASSERT(got == &r);
+	io_fault_clear(ssd_io(sd));
+	if (r.status == KVT_OK && memcmp(buf, want + pr_off(0, 2), pr_lens[0][2]) != 0)
+		T_FAIL("a part read of block 60 read over: KVT_OK with other bytes");
+	T_ASSERT(gone); /* its entry went before its place was written */
+	T_EQ_U64(t_stat(s, "ssd.crc_errors"), 0);
+	T_EQ_U64(t_stat(s, "ssd.header_errors"), 0);
+	T_OK(kvt_queue_destroy(q));
+	kvt_store_destroy(s);
+#undef PRU_OPEN
+	t_rmtree(dir);
+	free(dir);
+}
+
 /* Index buckets are keyed by a per-store secret (issue 21 item 14): the
  * same client key in the same (small, public) namespace id lands in
  * unrelated buckets in two stores, so nobody can aim keys at one bucket. */
@@ -7540,6 +7871,15 @@ int main(void)
 			test_part_table_check();
 			test_part_read_race();
 			test_promote_race();
+			test_part_reclaim();
+			test_part_reclaim_unnamed();
+			continue;
+		}
+		/* KVT_TEST_ONLY=part_reclaim: a part read and a copy held while
+		 * the writer reuses their record's place. */
+		if (test_only("part_reclaim")) {
+			test_part_reclaim();
+			test_part_reclaim_unnamed();
 			continue;
 		}
 		/* KVT_TEST_ONLY=sync_fail: the failed fdatasyncs' cases. */
@@ -7655,6 +7995,8 @@ int main(void)
 			test_part_read();
 			test_part_read_race();
 			test_promote_race();
+			test_part_reclaim();
+			test_part_reclaim_unnamed();
 			continue;
 		}
 		/* KVT_TEST_ONLY=slot_sweep: what an eviction's sweep visits. */
@@ -7745,6 +8087,8 @@ int main(void)
 		test_part_table_check();
 		test_part_read_race();
 		test_promote_race();
+		test_part_reclaim();
+		test_part_reclaim_unnamed();
 	}
 	test_hash_secret();
 	return 0;

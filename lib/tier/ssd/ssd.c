@@ -854,6 +854,9 @@ static int seg_reuse_oldest_locked(struct ssd *s)
 	if (!c.v)
 		AN(s->evicted_blocks, ssd_idx_sweep(s, KVT_NS_ALL, (uint32_t)victim, old_gen,
 						    UINT64_MAX));
+	else /* what the summary does not name is never reclaimed before a write */
+		AN(s->evicted_blocks,
+		   ssd_idx_sweep_unnamed(s, (uint32_t)victim, old_gen, c.v, c.n));
 	g->state = SEG_OPEN;
 	s->open_slot = (int32_t)victim;
 	return 0;

@@ -461,6 +461,80 @@ uint64_t ssd_idx_sweep(struct ssd *s, uint32_t ns, uint32_t slot, uint64_t gen, 
 	return n;
 }
 
+/* Does the summary v[0..n) (rising offsets) name e at its offset?  A
+ * summary out of order names less: its entries go early (a miss). */
+static bool sum_names(const struct ssd_entry *e, const struct ssd_sum_entry *v, size_t n)
+{
+	size_t lo = 0, hi = n;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (v[mid].off_512 < e->off_512)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < n && v[lo].off_512 == e->off_512 && v[lo].ns_id == e->ns &&
+	       v[lo].key.len == e->key_len && memcmp(v[lo].key.bytes, e->key, e->key_len) == 0;
+}
+
+/*
+ * Progressive reuse reclaims an old record (evict_entry_cb) when the new
+ * generation's writes are about to reach it -- but only the records its
+ * summary names.  An indexed record the summary does not name went at the
+ * seal, after it was overwritten: a part read whose first read passed
+ * before the overwrite then had only the part's CRC32C against another
+ * record's bytes, and a read after it counted a header error (review47a:
+ * a checkpoint names the dead entries of a quarantined segment, and a
+ * reopen's walk of it stops at the failed write, so its seal's summary
+ * names none past it; test_ssd part_reclaim_unnamed).  So they go here,
+ * before the first write.  Writer thread, seg_lock held.
+ */
+uint64_t ssd_idx_sweep_unnamed(struct ssd *s, uint32_t slot, uint64_t gen,
+			       const struct ssd_sum_entry *v, size_t n)
+{
+	uint64_t gone = 0, visited = 0, t0 = kvt_now_ns();
+	for (int i = 0; i < SSD_SHARDS; i++) {
+		struct ssd_shard *sh = &s->shards[i];
+		pthread_mutex_lock(&sh->lock);
+		if (sh->slot_heads) {
+			struct ssd_entry *e = sh->slot_heads[slot], *next;
+			for (; e; e = next) {
+				struct ssd_entry **pp;
+				next = e->snext;
+				visited++;
+				if (e->slot != slot || e->generation != gen ||
+				    (e->flags & E_CARRY) || sum_names(e, v, n))
+					continue;
+				pp = idx_link_of(s, sh, e);
+				if (!pp)
+					continue;
+				if (!(e->flags & E_PENDING))
+					gone++;
+				ssd_idx_remove_locked(s, sh, pp);
+			}
+		} else {
+			for (uint64_t b = 0; b < ssd_idx_chains(sh); b++) {
+				struct ssd_entry **pp = ssd_idx_chain(sh, b);
+				while (*pp) {
+					struct ssd_entry *e = *pp;
+					visited++;
+					if (e->slot == slot && e->generation == gen &&
+					    !(e->flags & E_CARRY) && !sum_names(e, v, n)) {
+						if (!(e->flags & E_PENDING))
+							gone++;
+						ssd_idx_remove_locked(s, sh, pp);
+					} else {
+						pp = &e->hnext;
+					}
+				}
+			}
+		}
+		pthread_mutex_unlock(&sh->lock);
+	}
+	slot_sweep_note(s, visited, t0);
+	return gone;
+}
+
 /* Kill e if it is of slot's generation gen (ssd_idx_kill); whether it was
  * published.  Locked. */
 static bool idx_kill_one(struct ssd *s, struct ssd_shard *sh, struct ssd_entry *e,

@@ -585,6 +585,12 @@ bool ssd_idx_remove_key(struct ssd *s, uint32_t ns, const struct kvt_key *k, uin
 /* Remove (ns, k)'s entry if it is dead (E_DEAD); whether it was. */
 bool ssd_idx_remove_dead(struct ssd *s, uint32_t ns, const struct kvt_key *k);
 uint64_t ssd_idx_sweep(struct ssd *s, uint32_t ns, uint32_t slot, uint64_t gen, uint64_t below);
+/* Remove the entries of slot's generation gen (but those kept for a carry)
+ * that the summary v[0..n) (rising offsets) does not name at their offset
+ * and key; returns how many were published.  Progressive reuse, before the
+ * new generation's first write (ssd.c seg_reuse_oldest_locked). */
+uint64_t ssd_idx_sweep_unnamed(struct ssd *s, uint32_t slot, uint64_t gen,
+			       const struct ssd_sum_entry *v, size_t n);
 /* The entries of slot's generation gen become misses, kept (E_DEAD);
  * returns how many were published. */
 uint64_t ssd_idx_kill(struct ssd *s, uint32_t slot, uint64_t gen);
