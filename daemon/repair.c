@@ -177,6 +177,9 @@ struct kvtd_repair {
 	/* --drain-budget: bytes of unreplicated blocks a drain hands over */
 	uint64_t drain_budget;
 	_Atomic uint64_t drain_skipped; /* blocks a drain left behind (over the budget) */
+	/* drains that left blocks behind a member did not take (busy or out
+	 * of reach through every try): counted once a drain, when known */
+	_Atomic uint64_t drains_incomplete;
 	/* the repair thread's own: pacing */
 	double tokens;
 	uint64_t tok_ns, frames_seen, busy_ns;
@@ -1678,7 +1681,7 @@ static void repair_drain(struct kvtd_repair *rp, bool exit_after)
 	uint64_t wait_ms = rp->grace_ns / 1000000; /* > the engines' remote.refresh_ms */
 	struct kvtd_member *m;
 	unsigned n;
-	bool ok = false;
+	bool ok = false, counted;
 
 	atomic_store(&rp->drain_state, 1);
 	kvtd_log(KVTD_INFO, "drain: handing over", "exit=%s", exit_after ? "yes" : "no");
@@ -1689,6 +1692,12 @@ static void repair_drain(struct kvtd_repair *rp, bool exit_after)
 		if (!ok)
 			sleep_ms(REPAIR_RETRY_MS);
 	}
+	/* Blocks left behind (a member busy or out of reach through every
+	 * try: a refusal busy is no repair.error): said now, before the
+	 * grace, so that kvtier drain --exit sees it before the stop */
+	counted = !ok && !repair_stopping(rp);
+	if (counted)
+		atomic_fetch_add(&rp->drains_incomplete, 1);
 	kvtd_cluster_leave(srv, self);
 	atomic_store(&rp->drain_state, 2);
 	if (srv->cluster.source == KVTD_CLUSTER_STATIC && wait_ms < 3 * REPAIR_POLL_MS)
@@ -1699,6 +1708,8 @@ static void repair_drain(struct kvtd_repair *rp, bool exit_after)
 	if (m && n)
 		ok = repair_pass(rp, m, n, self, true) && ok;
 	free(m);
+	if (!ok && !counted && !repair_stopping(rp))
+		atomic_fetch_add(&rp->drains_incomplete, 1);
 	atomic_store(&rp->drain_state, 3);
 	kvtd_log(ok ? KVTD_INFO : KVTD_WARN, "drain: done", "complete=%s copied=%llu exit=%s",
 		 ok ? "yes" : "no", (unsigned long long)atomic_load(&rp->copied),
@@ -2766,6 +2777,7 @@ void kvtd_repair_stats(struct kvtd_server *srv,
 	fn(ctx, "repair.drain_budget", rp->drain_budget);
 	fn(ctx, "repair.drain_skipped", atomic_load(&rp->drain_skipped));
 	fn(ctx, "repair.drain_state", (uint64_t)atomic_load(&rp->drain_state));
+	fn(ctx, "repair.drains_incomplete", atomic_load(&rp->drains_incomplete));
 	fn(ctx, "repair.forward_queued", atomic_load(&rp->fwd_queued));
 	fn(ctx, "repair.forward_passes", atomic_load(&rp->fwd_passes));
 	fn(ctx, "repair.forwarded", atomic_load(&rp->fwd_copied));
