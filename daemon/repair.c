@@ -2175,11 +2175,13 @@ static bool repair_peer_reusable(const struct rpeer *r)
 }
 
 /* What a kept connection holds (charged to --max-memory while kept):
- * its read buffer and, over TLS, the SSL's established state, write
- * buffer and a read buffer (tlsmem.h, as a client connection's). */
+ * its read buffer and, over TLS, a client SSL's established state with
+ * the member's chain, its write buffer and a read buffer (tlsmem.h
+ * TLS_PEER_MEM: measured on the client side, bench/peer_tls_mem.c; until
+ * session 47 a server SSL's TLS_SSL_MEM, 10 KiB short of the state). */
 static uint64_t repair_conn_bytes(const struct kvtd_peer *p)
 {
-	return (uint64_t)p->rcap + (p->ssl ? (uint64_t)TLS_SSL_MEM + TLS_RBUF : 0);
+	return (uint64_t)p->rcap + (p->ssl ? (uint64_t)TLS_PEER_MEM + TLS_RBUF : 0);
 }
 
 /* The lane's connection r closed if open, its charge (*charged) given
