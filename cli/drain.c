@@ -163,11 +163,6 @@ int drain_main(int argc, char **argv)
 		return 1;
 	}
 	SSL_CTX_free(ctx); /* the connection's SSL holds its own reference */
-	/* drains that left blocks behind, before this one (a server without
-	 * the stat: 0, and never more) */
-	if (kvtd_peer_stat(&p, PROTO_SCOPE_TENANT, "repair.drains_incomplete", &inc0) != KVT_OK)
-		inc0 = 0;
-	inc = inc0;
 	rc = kvtd_peer_drain(&p, exit_after ? PROTO_DRAIN_EXIT : PROTO_DRAIN_STAY);
 	if (rc < 0) {
 		fprintf(stderr, "kvtier drain: %s refused: %s%s\n", addr, drain_err(rc),
@@ -181,6 +176,15 @@ int drain_main(int argc, char **argv)
 		kvtd_peer_close(&p);
 		return 0;
 	}
+	/* Drains that left blocks behind before this one (a server without
+	 * the stat: 0, and never more), read once this one is accepted: an
+	 * earlier drain is done then, its count final -- read before, one
+	 * ending just then (its last hand-over failed) was this one's
+	 * (review47b) -- and this one counts none for 5 tries a second
+	 * apart. */
+	if (kvtd_peer_stat(&p, PROTO_SCOPE_TENANT, "repair.drains_incomplete", &inc0) != KVT_OK)
+		inc0 = 0;
+	inc = inc0;
 	t0 = time(NULL);
 	for (;;) {
 		struct timespec ts = { 0, 200 * 1000000L };

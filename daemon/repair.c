@@ -1723,10 +1723,20 @@ int kvtd_repair_drain(struct kvtd_server *srv, bool exit_after)
 	struct kvtd_repair *rp = srv->repair;
 	if (!rp || srv->cluster.source == KVTD_CLUSTER_NONE)
 		return -ENOTSUP;
-	if (atomic_load(&rp->drain_state) == 1 || atomic_load(&rp->drain_state) == 2)
-		return -EALREADY;
+	/* Handing over (state 1) from the answer on, not from the repair
+	 * thread's next tick (up to REPAIR_TICK_MS, or a whole pass, later):
+	 * a drain after an earlier one's end found state 3 still there, so
+	 * kvtier drain's first look said "drained" at once, exit 0, and a
+	 * second request in between was accepted too (review47b). */
 	pthread_mutex_lock(&rp->lock);
+	if (rp->drain_req || atomic_load(&rp->drain_state) == 1 ||
+	    atomic_load(&rp->drain_state) == 2) {
+		pthread_mutex_unlock(&rp->lock);
+		return -EALREADY;
+	}
+	atomic_store(&rp->drain_state, 1);
 	rp->drain_req = exit_after ? 2 : 1;
+	pthread_cond_broadcast(&rp->cond);
 	pthread_mutex_unlock(&rp->lock);
 	return 0;
 }
