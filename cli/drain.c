@@ -198,8 +198,8 @@ int drain_main(int argc, char **argv)
 		}
 		if ((rc < 0 && exit_after) || (rc == KVT_OK && state == 3 && !exit_after)) {
 			/* Done (with --exit: it stopped, the drain finished
-			 * just before; a last hand-over that failed in the
-			 * instant before the stop is in its log only) */
+			 * just before; one that left blocks behind answers
+			 * a second after its count, REPAIR_DRAIN_SAY_MS) */
 			const char *end = exit_after ? "stopped" : "out of the member list";
 			kvtd_peer_close(&p);
 			if (inc > inc0) {

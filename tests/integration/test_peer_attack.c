@@ -189,6 +189,13 @@
  *              log alone); a second drain the same, counted again (it
  *              said "drained" at once: the first one's state 3 seen
  *              before the repair thread took the request)
+ *   drain_exit_late (test_peer_attack KVTIERD drain_exit_late KVTIER)
+ *              the same pod, kvtier drain --exit: the first hand-over
+ *              good, alice's slots at s[1] held once s[0] left the list
+ *              and a block of hers put there -- the last hand-over
+ *              refused, kvtier drain --exit exit 1 saying so (it said
+ *              "drained", exit 0: the server stopped in the instant
+ *              after counting it)
  *   tls_lane   two real TLS members, s[0] reaching s[1] through a
  *              relaying proxy: the lane's kept TLS connection shut as the
  *              next batch's question waits at the proxy -- the batch sent
@@ -3617,6 +3624,73 @@ static void phase_drain_busy(void)
 	pod_members_stop(s, sub);
 }
 
+/* drain_exit_late (in the header): kvtier drain --exit on its own thread */
+struct drain_cli {
+	char args[2000], out[4096];
+	int rc;
+};
+
+static void *drain_cli_main(void *arg)
+{
+	struct drain_cli *d = arg;
+	d->rc = cli_run(d->out, sizeof(d->out), d->args);
+	return NULL;
+}
+
+/* A drain with --exit whose first hand-over went well and whose last,
+ * after the grace, was refused busy at every try: drain_busy's pod, no
+ * block of alice's at first; once s[0] is out of the list (state 2) this
+ * test holds alice's slot at s[1] and puts a block of hers on s[0], which
+ * its last hand-over cannot copy.  kvtier drain --exit must say so, exit
+ * 1: the drain counted it in the instant before its stop, and the CLI,
+ * reading every 200 ms, found the server gone -- "drained", exit 0, the
+ * count lost with the process (pod47's note; review47b). */
+static void phase_drain_exit_late(void)
+{
+	char tenants[700], members[80], sub[2][600], secret[700];
+	uint16_t port[2] = { listen_tcp(NULL), listen_tcp(NULL) };
+	/* 2: the CLI's root connection and the test's stats at s[0] */
+	const char *const more[] = { "--tenant-conns", "2", "--repair-grace", "500", NULL };
+	struct tsrv s[2];
+	struct drain_cli d = { .rc = -1 };
+	uint8_t ns[PROTO_DIGEST_LEN];
+	uint64_t end;
+	pthread_t th;
+	struct kc c[2];
+
+	if (!cli)
+		T_FAIL("usage: test_peer_attack KVTIERD drain_exit_late KVTIER");
+	snprintf(tenants, sizeof(tenants), "%s/tenants", base);
+	tsrv_write_file(NULL, tenants,
+			"root " SECRET_ROOT " admin\nalice " SECRET_ALICE " tenant\n");
+	snprintf(secret, sizeof(secret), "%s/root.secret", base);
+	tsrv_write_file(NULL, secret, SECRET_ROOT "\n");
+	snprintf(members, sizeof(members), "127.0.0.1:%u,127.0.0.1:%u", port[0], port[1]);
+	pod_start(s, sub, port, members, tenants, more);
+	FMT(d.args, "drain 127.0.0.1:%u --exit --tenant root --secret-file '%s' --timeout 50",
+	    port[0], secret);
+	T_OK(pthread_create(&th, NULL, drain_cli_main, &d));
+	end = tsrv_now_ns() + 20000000000ull;
+	while (stat_of(&s[0], "repair.drain_state") < 2 && tsrv_now_ns() < end)
+		tsrv_sleep_ms(20);
+	T_EQ_U64(stat_of(&s[0], "repair.drain_state"), 2);
+	T_EQ_U64(stat_of(&s[0], "repair.drains_incomplete"), 0);
+	for (int i = 0; i < 2; i++) /* alice's slots at s[1], held to the end */
+		kc_open_as(&c[i], &s[1], "alice", SECRET_ALICE);
+	fwd_flags = PROTO_IF_PLACED;
+	forward_put_key(&s[0], ns, "drain-late", 2);
+	fwd_flags = PROTO_IF_PLACED | PROTO_IF_FORWARD;
+	T_OK(pthread_join(th, NULL));
+	printf("drain_exit_late: kvtier drain --exit exit %d\n", d.rc);
+	T_ASSERT(log_says(s[0].log, "complete=no"));
+	T_EQ_INT(d.rc, 1);
+	if (!strstr(d.out, "drained with blocks left behind"))
+		T_FAIL("kvtier drain --exit: no word of the blocks left behind: %s", d.out);
+	for (int i = 0; i < 2; i++)
+		kc_close(&c[i]);
+	pod_members_stop(s, sub);
+}
+
 /* A pass's refused connections to one member are capped (pass_busy_cap
  * in the header): s[1] at its --max-conns (this test holds both of its
  * connections), s[0] holding a placed block of each of CAP_TENANTS
@@ -3869,6 +3943,7 @@ static const struct tsrv_phase phases[] = {
 	{ "lane_mem", phase_lane_mem },
 	{ "lane_keep", phase_lane_keep },
 	{ "drain_busy", phase_drain_busy },
+	{ "drain_exit_late", phase_drain_exit_late },
 	{ "pass_busy_cap", phase_pass_busy_cap },
 	{ "tls_lane", phase_tls_lane },
 	{ "lane_pace", phase_lane_pace },
