@@ -1451,6 +1451,11 @@ static void stat_print(const char *addr, const char *scope, const struct stat_ma
 		       stat_num(m, "repair.passes", NULL), stat_num(m, "repair.copied", NULL), b,
 		       stat_num(m, "repair.refused", NULL), stat_num(m, "repair.errors", NULL),
 		       ds < 4 ? drain[ds] : "");
+		/* a drain that left blocks behind is no repair.error (a member
+		 * refusing busy is not one): said here */
+		if (stat_num(m, "repair.drains_incomplete", NULL))
+			printf("; %" PRIu64 " drain(s) left blocks behind",
+			       stat_num(m, "repair.drains_incomplete", NULL));
 		if (prev && dt > 0)
 			printf("; %.1f MB/s",
 			       (double)(bytes - stat_num(prev, "repair.bytes", NULL)) / dt / 1e6);

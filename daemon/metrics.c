@@ -393,6 +393,9 @@ static void metrics_repair(void *ctx, const char *name, uint64_t v)
 		  "milliseconds the last repair pass took" },
 		{ "repair.drain_state", "kvtier_repair_drain_state", "gauge",
 		  "0, or a drain: 1 handing over, 2 out of the member list, 3 done" },
+		{ "repair.drains_incomplete", "kvtier_repair_drains_incomplete_total", "counter",
+		  "drains that left blocks behind: a member busy or out of reach through "
+		  "every try" },
 		{ "repair.drain_skipped", "kvtier_repair_drain_skipped", "gauge",
 		  "blocks of one copy the last drain pass left behind (over --drain-budget)" },
 		{ "repair.forward_queued", "kvtier_repair_forward_queued_total", "counter",

@@ -37,6 +37,17 @@
 #define TLS_SSL_KIB 14u
 #endif
 #define TLS_SSL_MEM (TLS_SSL_KIB * 1024 + TLS_WBUF)
+/* A client's SSL (a pod member's connection to another, repair.c: a
+ * lane's kept connection), established and idle: larger than a server's,
+ * as it holds the member's certificate chain, verified -- 24,051 bytes of
+ * heap each, over 1,000 connections with the pod's P-256 certificates
+ * (bench/peer_tls_mem.c, OpenSSL 3.0, session 47; a longer chain or RSA
+ * keys hold more) -- rounded up; and its write buffer, which
+ * SSL_MODE_RELEASE_BUFFERS frees while idle but each batch takes again. */
+#ifndef TLS_PEER_KIB
+#define TLS_PEER_KIB 24u
+#endif
+#define TLS_PEER_MEM (TLS_PEER_KIB * 1024 + TLS_WBUF)
 _Static_assert(TLS_WBUF == 16568, "OpenSSL 3.0's write buffer");
 
 #endif

@@ -517,6 +517,19 @@ int kvt_store_create(struct kvt_store **out);
  *                     them, so that several threads receive and check
  *                     values side by side (doc/remote.md).
  *   remote.timeout_ms deadline of one remote operation (default 2000).
+ *                     Past it the operation fails -ETIMEDOUT: no answer
+ *                     came by then, whether it was sent or not -- a
+ *                     request still waiting to go (for the window, a
+ *                     connection, or, a DELETE, released from its hold
+ *                     in the instant after its deadline) fails so,
+ *                     never sent, as does one sent and not answered,
+ *                     which the server may still apply.  For a
+ *                     KVT_OP_DELETE (kvt_delete) it says "not known":
+ *                     the block may or may not be gone from the server
+ *                     (the local tiers' copies are); try it again.
+ *                     -EAGAIN alone says "never sent" (a DELETE held
+ *                     behind an unanswered put of its key past its
+ *                     deadline: the server untouched; doc/remote.md).
  *   remote.connect_timeout_ms  connect and handshake deadline (default 1000).
  *   remote.backoff_ms, remote.backoff_max_ms  reconnect delay, doubling
  *                     from the first to the second (default 50, 5000).

@@ -93,8 +93,9 @@
  *              forward stored at once, sent again twice (the refused
  *              copy was lost until the member list changed); a copy
  *              always refused is given up after 3 more sends, counted;
- *              a stop during the lane's 400 ms delay exits within twice
- *              a plain server's stop and 190 ms (it waited the delay
+ *              a stop during the lane's 400 ms delay stops within
+ *              a plain server's stop, each read from its own log
+ *              ("stopping" to "stopped"), and 190 ms (it waited the delay
  *              out)
  *   fwd_busy_hol the same, a copy always refused: a copy of another key
  *              forwarded 10 ms after its third refusal is stored within
@@ -175,6 +176,33 @@
  *              the budget but 40 KiB (a PUT's table declared, not sent):
  *              a forward stored, its connection closed after the batch,
  *              not kept (repair.lane_keep_refused; kept until idle)
+ *   pass_busy_cap  a member at its --max-conns (this test holds them),
+ *              ten tenants' blocks due there: each pass makes 4 refused
+ *              connects to it at most (REPAIR_PASS_BUSY_MAX), not one a
+ *              tenant; every block copied once it has room
+ *   drain_busy (test_peer_attack KVTIERD drain_busy KVTIER) pass_busy's
+ *              pod, alice's slot at s[1] held throughout, s[0] drained
+ *              with the CLI: every hand-over refused busy, the drain ends
+ *              with her block left behind -- repair.drains_incomplete 1,
+ *              kvtier drain exit 1 saying so, kvtier stat's repair line
+ *              (it said "drained", exit 0, every counter 0: a WARN in the
+ *              log alone); a second drain the same, counted again (it
+ *              said "drained" at once: the first one's state 3 seen
+ *              before the repair thread took the request)
+ *   drain_exit_late (test_peer_attack KVTIERD drain_exit_late KVTIER)
+ *              the same pod, kvtier drain --exit: the first hand-over
+ *              good, alice's slots at s[1] held once s[0] left the list
+ *              and a block of hers put there -- the last hand-over
+ *              refused, kvtier drain --exit exit 1 saying so (it said
+ *              "drained", exit 0: the server stopped in the instant
+ *              after counting it)
+ *   tls_lane   two real TLS members, s[0] reaching s[1] through a
+ *              relaying proxy: the lane's kept TLS connection shut as the
+ *              next batch's question waits at the proxy -- the batch sent
+ *              again once on a new connection, stored, no error
+ *              (repair.lane_resent); the kept TLS connection charged its
+ *              read buffer and TLS state to --max-memory, given back at
+ *              its idle close
  *   lane_bench a measurement, no test runs it (bench/RESULTS.md "Session 45:
  *              a lane's connection"): lane batches/s with a connection a
  *              batch and kept, TLS off and on
@@ -203,6 +231,7 @@
 
 #include "client.h"
 #include "placement.h"
+#include "proxy.h"
 #include "proto.h"
 #include "server.h"
 #include "t.h"
@@ -896,6 +925,29 @@ static void pod_stop(struct tsrv s[2], char sub[2][600])
  * bytes of seed 7; its namespace's digest in ns. */
 static const struct kvt_ns_desc *fwd_desc = &desc; /* ... its namespace */
 
+/* c connected to s and logged in as tenant, a refusal busy (the
+ * server's --max-conns or --tenant-conns full for now: the pod's other
+ * member asks it every second, and a connection closed just before may
+ * not be let go yet) tried again for 5 s, as stat_of does (pass_busy_cap
+ * runs its members at --max-conns 2: its puts were refused so at load
+ * 11, review47b). */
+static void kc_open_as(struct kc *c, const struct tsrv *s, const char *tenant,
+		       const char *secret)
+{
+	uint64_t end = tsrv_now_ns() + 5000000000ull;
+	int rc;
+
+	for (;;) {
+		T_RC(kc_connect_unix(c, s->sock), 0);
+		rc = kc_login(c, tenant, secret);
+		if (rc != KVT_EBUSY || tsrv_now_ns() >= end)
+			break;
+		kc_close(c);
+		tsrv_sleep_ms(5);
+	}
+	T_RC(rc, 0);
+}
+
 static void forward_put_as(const struct tsrv *s, uint8_t ns[PROTO_DIGEST_LEN],
 			   const char *key, uint8_t copies, const char *tenant,
 			   const char *secret)
@@ -912,8 +964,7 @@ static void forward_put_as(const struct tsrv *s, uint8_t ns[PROTO_DIGEST_LEN],
 	T_ASSERT(val);
 	tsrv_fill(val, vlen, 7);
 	crc[0] = kvt_crc32c(0, val, vlen);
-	T_RC(kc_connect_unix(&c, s->sock), 0);
-	T_RC(kc_login(&c, tenant, secret), 0);
+	kc_open_as(&c, s, tenant, secret);
 	T_RC(kc_register(&c, fwd_desc, ns, NULL, 0), KVT_OK);
 	kvt_key_set(&it.key, key, strlen(key));
 	it.flags = fwd_flags;
@@ -1220,6 +1271,39 @@ static int log_count(const char *path, const char *what)
 		n += strstr(line, what) != NULL;
 	fclose(f);
 	return n;
+}
+
+/* The microseconds of a log line's ts= (its time of day: a stop does
+ * not span days but may cross midnight, the caller's difference mod a
+ * day). */
+static uint64_t log_ts_us(const char *line)
+{
+	const char *t = strstr(line, "ts=");
+	unsigned h, m, sec, us;
+
+	if (!t || sscanf(t, "ts=%*4d-%*2d-%*2dT%2u:%2u:%2u.%6uZ", &h, &m, &sec, &us) != 4)
+		return UINT64_MAX;
+	return (((uint64_t)h * 60 + m) * 60 + sec) * 1000000ull + us;
+}
+
+/* A server's own stop, from its log at path: microseconds from its last
+ * "stopping" to its "stopped" (the test fails without both). */
+static uint64_t log_stop_us(const char *path)
+{
+	char line[4096];
+	FILE *f = fopen(path, "r");
+	uint64_t a = UINT64_MAX, b = UINT64_MAX;
+
+	T_ASSERT(f);
+	while (fgets(line, sizeof(line), f)) {
+		if (strstr(line, " msg=stopping "))
+			a = log_ts_us(line);
+		else if (strstr(line, " msg=stopped "))
+			b = log_ts_us(line);
+	}
+	fclose(f);
+	T_ASSERT(a != UINT64_MAX && b != UINT64_MAX);
+	return (b + 86400000000ull - a) % 86400000000ull;
 }
 
 #define EKU_WARNING "TLS certificate not valid for client authentication"
@@ -1995,18 +2079,26 @@ static uint64_t busy_base_ms(const char *key)
 	return (tsrv_now_ns() - t0) / 1000000;
 }
 
-/* A stop during the lane's 400 ms delay, a copy queued: its exit within
- * twice the stop of a plain server in the same run and half that delay
- * (the delay waited out: 380 ms and more; it was 250 ms, fixed).  (A
- * server with --members of itself and an address nobody listens on took
- * 89-101 ms to stop: no baseline for the 400 ms.) */
+/* A stop during the lane's 400 ms delay, a copy queued: the server's
+ * own stop -- from its log's "stopping" to its "stopped", timestamps of
+ * microseconds -- within that of a plain server in the same run and half
+ * the delay (the delay waited out: 380 ms more).  It was the whole
+ * process's stop bounded by twice a plain server's whole stop and 190 ms
+ * (session 46; 250 ms, fixed, before): the exit's leak check and the
+ * signal's delivery are most of a stop on a loaded machine (a plain stop
+ * of 175-432 ms at load 10), and past 210 ms twice it passed the delay
+ * waited out too (review46a).  The log's interval leaves them out; the
+ * bound is the baseline and a constant, so a slow machine never covers
+ * the 380 ms.  (A server with --members of itself and an address nobody
+ * listens on took 89-101 ms to stop, whole: no baseline for the 400 ms.) */
 #define BUSY_STOP_SLACK_MS 190
 static void phase_fwd_busy(void)
 {
 	uint8_t ns[PROTO_DIGEST_LEN];
 	uint64_t t0, end, ms, base_ms, base_stop, retried = 0, dropped = 0, fwd_dropped = 0;
+	uint64_t own, base_own;
 	unsigned refused;
-	char dir[700];
+	char dir[700], data[720];
 	struct tsrv plain;
 
 	pod_fake("fwd_busy", M_FWD_BUSY, "root " SECRET_ROOT " admin\n", NULL);
@@ -2059,16 +2151,21 @@ static void phase_fwd_busy(void)
 	tsrv_sleep_ms(20);
 	fake_stop();
 	ms = stop_timed(&srv);
+	own = log_stop_us(srv.log);
 	tsrv_check_reports(base);
-	/* the baseline: a plain server's stop */
+	/* the baseline: a plain server's stop (its own base: its own log) */
 	snprintf(dir, sizeof(dir), "%s/fwd_busy_plain", base);
-	tsrv_start(&plain, bin, base, dir, NULL, (const char *[]){ "--ssd", "0", NULL });
+	T_OK(mkdir(dir, 0700));
+	T_ASSERT(snprintf(data, sizeof(data), "%s/data", dir) < (int)sizeof(data));
+	tsrv_start(&plain, bin, dir, data, NULL, (const char *[]){ "--ssd", "0", NULL });
 	base_stop = stop_timed(&plain);
-	printf("fwd_busy: stopped during the lane's delay: exited in %" PRIu64 " ms (bound %"
-	       PRIu64 ": a plain server's stop took %" PRIu64 " ms)\n", ms,
-	       2 * base_stop + BUSY_STOP_SLACK_MS, base_stop);
-	T_LE_INT(ms, 2 * base_stop + BUSY_STOP_SLACK_MS);
-	tsrv_check_reports(base);
+	base_own = log_stop_us(plain.log);
+	printf("fwd_busy: stopped during the lane's delay: stopping to stopped in %.1f ms "
+	       "(bound %.1f: a plain server's %.1f ms); the whole stop %" PRIu64 " ms beside "
+	       "%" PRIu64 " ms\n", own / 1e3, base_own / 1e3 + BUSY_STOP_SLACK_MS,
+	       base_own / 1e3, ms, base_stop);
+	T_LE_INT(own, base_own + BUSY_STOP_SLACK_MS * 1000ull);
+	tsrv_check_reports(dir);
 }
 
 /* A copy refused busy waits out its delay in its lane, and another
@@ -3441,6 +3538,364 @@ static void phase_lane_keep(void)
 	tsrv_check_reports(base);
 }
 
+/* A drain whose member keeps refusing busy (drain_busy in the header):
+ * pass_busy's pod, this test holding alice's one connection at s[1]
+ * throughout, s[0] drained with the CLI.  Its hand-over refused at every
+ * try, the drain ends with alice's block left behind: that must be said
+ * -- repair.drains_incomplete 1 (counted once), kvtier drain exit 1 with
+ * the words, kvtier stat's repair line -- while repair.errors stays 0 (a
+ * refusal busy is none).  It was "drained (0 blocks copied)", exit 0, and
+ * every counter 0: the WARN "drain: done complete=no" in the log alone
+ * (review46a). */
+static void phase_drain_busy(void)
+{
+	char tenants[700], members[80], sub[2][600], secret[700], args[2000], out[4096];
+	uint16_t port[2] = { listen_tcp(NULL), listen_tcp(NULL) };
+	const char *const more[] = { "--tenant-conns", "1", "--repair-grace", "500", NULL };
+	struct tsrv s[2];
+	uint8_t ns[PROTO_DIGEST_LEN];
+	uint64_t t0;
+	struct kc c;
+	int rc;
+
+	if (!cli)
+		T_FAIL("usage: test_peer_attack KVTIERD drain_busy KVTIER");
+	snprintf(tenants, sizeof(tenants), "%s/tenants", base);
+	tsrv_write_file(NULL, tenants,
+			"root " SECRET_ROOT " admin\nalice " SECRET_ALICE " tenant\n");
+	snprintf(secret, sizeof(secret), "%s/root.secret", base);
+	tsrv_write_file(NULL, secret, SECRET_ROOT "\n");
+	snprintf(members, sizeof(members), "127.0.0.1:%u,127.0.0.1:%u", port[0], port[1]);
+	pod_start(s, sub, port, members, tenants, more);
+	T_RC(kc_connect_unix(&c, s[1].sock), 0);
+	T_RC(kc_login(&c, "alice", SECRET_ALICE), 0); /* held to the end */
+	fwd_flags = PROTO_IF_PLACED;
+	forward_put_key(&s[0], ns, "drain-busy", 2);
+	fwd_flags = PROTO_IF_PLACED | PROTO_IF_FORWARD;
+	t0 = tsrv_now_ns();
+	FMT(args, "drain 127.0.0.1:%u --tenant root --secret-file '%s' --timeout 50", port[0],
+	    secret);
+	rc = cli_run(out, sizeof(out), args);
+	printf("drain_busy: the drain ended after %.0f ms: repair.drains_incomplete %" PRIu64
+	       ", repair.errors %" PRIu64 ", repair.pass_conn_busy %" PRIu64 ", copied %"
+	       PRIu64 ", drain_state %" PRIu64 "\n", (double)(tsrv_now_ns() - t0) / 1e6,
+	       stat_of(&s[0], "repair.drains_incomplete"), stat_of(&s[0], "repair.errors"),
+	       stat_of(&s[0], "repair.pass_conn_busy"), stat_of(&s[0], "repair.copied"),
+	       stat_of(&s[0], "repair.drain_state"));
+	T_EQ_INT(rc, 1);
+	if (!strstr(out, "drained with blocks left behind"))
+		T_FAIL("kvtier drain: no word of the blocks left behind: %s", out);
+	T_EQ_U64(stat_of(&s[0], "repair.drain_state"), 3);
+	T_EQ_U64(stat_of(&s[0], "repair.drains_incomplete"), 1);
+	T_EQ_U64(stat_of(&s[0], "repair.copied"), 0);
+	T_EQ_U64(stat_of(&s[0], "repair.errors"), 0);
+	T_ASSERT(log_says(s[0].log, "complete=no"));
+	FMT(args, "stat --server 127.0.0.1:%u --tenant root --secret-file '%s'", port[0],
+	    secret);
+	T_EQ_INT(cli_run(out, sizeof(out), args), 0);
+	if (!strstr(out, "1 drain(s) left blocks behind"))
+		T_FAIL("kvtier stat: no word of the drain: %s", out);
+	/* A second drain, alice's slot still held: as incomplete, and said
+	 * so -- the first one's state 3 was there until the repair thread
+	 * took the request (up to a tick later), so the CLI's first look
+	 * said "drained", exit 0, at once (review47b) */
+	t0 = tsrv_now_ns();
+	FMT(args, "drain 127.0.0.1:%u --tenant root --secret-file '%s' --timeout 50", port[0],
+	    secret);
+	rc = cli_run(out, sizeof(out), args);
+	printf("drain_busy: a second drain ended after %.0f ms, exit %d: "
+	       "repair.drains_incomplete %" PRIu64 "\n", (double)(tsrv_now_ns() - t0) / 1e6, rc,
+	       stat_of(&s[0], "repair.drains_incomplete"));
+	T_EQ_INT(rc, 1);
+	if (!strstr(out, "drained with blocks left behind"))
+		T_FAIL("kvtier drain, the second: no word of the blocks left behind: %s", out);
+	T_EQ_U64(stat_of(&s[0], "repair.drains_incomplete"), 2);
+	T_EQ_U64(stat_of(&s[0], "repair.drain_state"), 3);
+	kc_close(&c);
+	pod_members_stop(s, sub);
+}
+
+/* drain_exit_late (in the header): kvtier drain --exit on its own thread */
+struct drain_cli {
+	char args[2000], out[4096];
+	int rc;
+};
+
+static void *drain_cli_main(void *arg)
+{
+	struct drain_cli *d = arg;
+	d->rc = cli_run(d->out, sizeof(d->out), d->args);
+	return NULL;
+}
+
+/* A drain with --exit whose first hand-over went well and whose last,
+ * after the grace, was refused busy at every try: drain_busy's pod, no
+ * block of alice's at first; once s[0] is out of the list (state 2) this
+ * test holds alice's slot at s[1] and puts a block of hers on s[0], which
+ * its last hand-over cannot copy.  kvtier drain --exit must say so, exit
+ * 1: the drain counted it in the instant before its stop, and the CLI,
+ * reading every 200 ms, found the server gone -- "drained", exit 0, the
+ * count lost with the process (pod47's note; review47b). */
+static void phase_drain_exit_late(void)
+{
+	char tenants[700], members[80], sub[2][600], secret[700];
+	uint16_t port[2] = { listen_tcp(NULL), listen_tcp(NULL) };
+	/* 2: the CLI's root connection and the test's stats at s[0] */
+	const char *const more[] = { "--tenant-conns", "2", "--repair-grace", "500", NULL };
+	struct tsrv s[2];
+	struct drain_cli d = { .rc = -1 };
+	uint8_t ns[PROTO_DIGEST_LEN];
+	uint64_t end;
+	pthread_t th;
+	struct kc c[2];
+
+	if (!cli)
+		T_FAIL("usage: test_peer_attack KVTIERD drain_exit_late KVTIER");
+	snprintf(tenants, sizeof(tenants), "%s/tenants", base);
+	tsrv_write_file(NULL, tenants,
+			"root " SECRET_ROOT " admin\nalice " SECRET_ALICE " tenant\n");
+	snprintf(secret, sizeof(secret), "%s/root.secret", base);
+	tsrv_write_file(NULL, secret, SECRET_ROOT "\n");
+	snprintf(members, sizeof(members), "127.0.0.1:%u,127.0.0.1:%u", port[0], port[1]);
+	pod_start(s, sub, port, members, tenants, more);
+	FMT(d.args, "drain 127.0.0.1:%u --exit --tenant root --secret-file '%s' --timeout 50",
+	    port[0], secret);
+	T_OK(pthread_create(&th, NULL, drain_cli_main, &d));
+	end = tsrv_now_ns() + 20000000000ull;
+	while (stat_of(&s[0], "repair.drain_state") < 2 && tsrv_now_ns() < end)
+		tsrv_sleep_ms(20);
+	T_EQ_U64(stat_of(&s[0], "repair.drain_state"), 2);
+	T_EQ_U64(stat_of(&s[0], "repair.drains_incomplete"), 0);
+	for (int i = 0; i < 2; i++) /* alice's slots at s[1], held to the end */
+		kc_open_as(&c[i], &s[1], "alice", SECRET_ALICE);
+	fwd_flags = PROTO_IF_PLACED;
+	forward_put_key(&s[0], ns, "drain-late", 2);
+	fwd_flags = PROTO_IF_PLACED | PROTO_IF_FORWARD;
+	T_OK(pthread_join(th, NULL));
+	printf("drain_exit_late: kvtier drain --exit exit %d\n", d.rc);
+	T_ASSERT(log_says(s[0].log, "complete=no"));
+	T_EQ_INT(d.rc, 1);
+	if (!strstr(d.out, "drained with blocks left behind"))
+		T_FAIL("kvtier drain --exit: no word of the blocks left behind: %s", d.out);
+	for (int i = 0; i < 2; i++)
+		kc_close(&c[i]);
+	pod_members_stop(s, sub);
+}
+
+/* A pass's refused connections to one member are capped (pass_busy_cap
+ * in the header): s[1] at its --max-conns (this test holds both of its
+ * connections), s[0] holding a placed block of each of CAP_TENANTS
+ * tenants, each due at s[1].  Every pass's connection there is refused
+ * busy; after REPAIR_PASS_BUSY_MAX (4) refusals the pass gives s[1] up:
+ * repair.pass_conn_busy never more than 4 for each pass ended and the
+ * one under way (a connect a tenant: 10 a pass, every second, for as
+ * long as the member is full).  Once s[1] has room, every block is
+ * copied, no error counted. */
+#define CAP_TENANTS 10u
+#define CAP_REFUSALS 4u /* repair.c's REPAIR_PASS_BUSY_MAX */
+static void phase_pass_busy_cap(void)
+{
+	char tenants[2000], members[80], sub[2][600], name[CAP_TENANTS][16];
+	char secret[CAP_TENANTS][40];
+	uint16_t port[2] = { listen_tcp(NULL), listen_tcp(NULL) };
+	const char *const more[] = { "--max-conns", "2", "--tenant-conns", "2",
+				     "--repair-grace", HEAL_BUSY_GRACE,
+				     NULL };
+	struct tsrv s[2];
+	uint8_t ns[PROTO_DIGEST_LEN];
+	uint64_t p0, b0, busy = 0, passes = 0, worst = 0, end, copied = 0;
+	size_t at = 0;
+	struct kc c[2];
+
+	at += (size_t)snprintf(tenants, sizeof(tenants), "root " SECRET_ROOT " admin\n");
+	for (unsigned i = 0; i < CAP_TENANTS; i++) {
+		snprintf(name[i], sizeof(name[i]), "cap%u", i);
+		snprintf(secret[i], sizeof(secret[i]), "secret-of-cap%u-0123456789abcdef", i);
+		at += (size_t)snprintf(tenants + at, sizeof(tenants) - at, "%s %s tenant\n",
+				       name[i], secret[i]);
+		T_ASSERT(at < sizeof(tenants));
+	}
+	snprintf(members, sizeof(members), "127.0.0.1:%u,127.0.0.1:%u", port[0], port[1]);
+	{
+		char path[700];
+		snprintf(path, sizeof(path), "%s/tenants", base);
+		tsrv_write_file(NULL, path, tenants);
+		pod_start(s, sub, port, members, path, more);
+	}
+	for (int i = 0; i < 2; i++) /* s[1] full (s[0]'s poll of it may be there) */
+		kc_open_as(&c[i], &s[1], "root", SECRET_ROOT);
+	p0 = stat_of(&s[0], "repair.passes");
+	b0 = stat_of(&s[0], "repair.pass_conn_busy");
+	fwd_flags = PROTO_IF_PLACED;
+	for (unsigned i = 0; i < CAP_TENANTS; i++)
+		forward_put_as(&s[0], ns, "cap-block", 2, name[i], secret[i]);
+	fwd_flags = PROTO_IF_PLACED | PROTO_IF_FORWARD;
+	/* refusals read before passes: each pass counted after its
+	 * refusals, so at most one pass under way is not in passes yet */
+	end = tsrv_now_ns() + 6000000000ull;
+	while (tsrv_now_ns() < end && busy < 3 * CAP_TENANTS) {
+		busy = stat_of(&s[0], "repair.pass_conn_busy") - b0;
+		passes = stat_of(&s[0], "repair.passes") - p0;
+		if (busy > worst * (passes + 1))
+			worst = (busy + passes) / (passes + 1); /* (rounded up) */
+		T_LE_INT(busy, CAP_REFUSALS * (passes + 1));
+		tsrv_sleep_ms(10);
+	}
+	printf("pass_busy_cap: %u tenants' blocks for a member at its --max-conns: %" PRIu64
+	       " refused connections in %" PRIu64 " passes (and one under way), %" PRIu64
+	       " a pass at most; repair.errors %" PRIu64 "\n", CAP_TENANTS, busy, passes, worst,
+	       stat_of(&s[0], "repair.errors"));
+	T_GE_INT(busy, CAP_REFUSALS); /* refused at all */
+	for (int i = 0; i < 2; i++)
+		kc_close(&c[i]);
+	end = tsrv_now_ns() + 20000000000ull;
+	while ((copied = stat_of(&s[0], "repair.copied")) < CAP_TENANTS && tsrv_now_ns() < end)
+		tsrv_sleep_ms(20);
+	printf("pass_busy_cap: once s[1] had room, copied %" PRIu64 " of %u\n", copied,
+	       CAP_TENANTS);
+	T_EQ_U64(copied, CAP_TENANTS);
+	pod_members_stop(s, sub);
+}
+
+/* A lane's kept connection over TLS (tls_lane in the header): two real
+ * members with --tls-cert and --tls-verify-client, s[0] reaching s[1]
+ * through a relaying proxy (s[0]'s --members names the proxy for s[1]),
+ * KVTD_TEST_LANE_IDLE_MS TLS_LANE_IDLE_MS.  A forward stored, its TLS
+ * connection kept; the proxy then holds what s[0] sends on it, and once
+ * the next batch's first question waits there, the test shuts the
+ * connection (its end to s[0]): to s[0] a member that closed the kept
+ * connection just after its reuse check.  The batch must go again on a
+ * new TLS connection, once, and be stored, no error (lane_stale's path,
+ * which only a plain fake had tested: a TLS peer's end of file read as
+ * -ECONNRESET).  The new connection, kept, is charged its read buffer
+ * and its SSL's state and buffers (tlsmem.h: TLS_PEER_MEM + TLS_RBUF,
+ * 57,853 bytes with OpenSSL 3.0) to --max-memory: server.mem_used while
+ * it is kept, against once the lane closed it idle (a server SSL's
+ * figures until session 47, 47,613: a client's holds 24,051 bytes idle,
+ * with the member's chain, against 14 KiB charged for it). */
+#define TLS_LANE_IDLE_MS "3000"
+/* rbuf + a client SSL's state (24 KiB: TLS_PEER_KIB) + its buffers */
+#define TLS_LANE_CHARGE (65536u + 24u * 1024 + 16568u + 16709u)
+/* The proxy's slot past after that stays open 200 ms (the lane's kept
+ * connection: s[0]'s polls of s[1] come through the proxy too, each
+ * closed within ms), -1 if none. */
+static int proxy_kept_slot(struct tproxy *px, int after)
+{
+	bool open[TPROXY_SLOTS] = { false };
+	int kept = -1;
+
+	for (int i = after + 1; i < atomic_load(&px->opened) && i < TPROXY_SLOTS; i++)
+		open[i] = atomic_load(&px->fd_up[i]) >= 0;
+	tsrv_sleep_ms(200);
+	for (int i = after + 1; i < atomic_load(&px->opened) && i < TPROXY_SLOTS; i++)
+		if (open[i] && atomic_load(&px->fd_up[i]) >= 0)
+			kept = i;
+	return kept;
+}
+
+/* server.mem_used of s, the least of 5 reads 20 ms apart: s[1]'s polls
+ * of s[0] are TLS connections too, each charged there while it lasts
+ * (its handshake: 61,765 bytes, tlsmem.h TLS_HS_MEM), a few ms a second. */
+static uint64_t mem_used_least(const struct tsrv *s)
+{
+	uint64_t least = UINT64_MAX;
+
+	for (int i = 0; i < 5; i++) {
+		uint64_t v = stat_of(s, "server.mem_used");
+		least = v < least ? v : least;
+		tsrv_sleep_ms(20);
+	}
+	return least;
+}
+
+static void phase_tls_lane(void)
+{
+	char ca[760], cert[760], key[760], tenants[700], members[2][80], sub[2][600];
+	char self[2][32], dir[2][700];
+	uint16_t port[2] = { listen_tcp(NULL), listen_tcp(NULL) };
+	struct tproxy px;
+	struct tsrv s[2];
+	uint8_t ns[PROTO_DIGEST_LEN];
+	uint64_t end, kept, idle;
+	int slot, slot2;
+
+	make_pki("", ca, cert, key);
+	snprintf(tenants, sizeof(tenants), "%s/tenants", base);
+	tsrv_write_file(NULL, tenants,
+			"root " SECRET_ROOT " admin\nalice " SECRET_ALICE " tenant\n");
+	tproxy_start(&px, port[1], NULL, false);
+	snprintf(members[0], sizeof(members[0]), "127.0.0.1:%u,127.0.0.1:%u", port[0], px.port);
+	snprintf(members[1], sizeof(members[1]), "127.0.0.1:%u,127.0.0.1:%u", port[0], port[1]);
+	for (int i = 1; i >= 0; i--) {
+		const char *opts[] = { "--listen", self[i], "--advertise", self[i], "--members",
+				       members[i], "--ssd", "0", "--tls-cert", cert, "--tls-key",
+				       key, "--tls-ca", ca, "--tls-verify-client",
+				       "--repair-grace", "600000", NULL };
+		snprintf(self[i], sizeof(self[i]), "127.0.0.1:%u", port[i]);
+		snprintf(sub[i], sizeof(sub[i]), "%s/m%d", base, i);
+		T_OK(mkdir(sub[i], 0700));
+		T_ASSERT(snprintf(dir[i], sizeof(dir[i]), "%s/data", sub[i]) < (int)sizeof(dir[i]));
+		if (i == 0)
+			T_OK(setenv("KVTD_TEST_LANE_IDLE_MS", TLS_LANE_IDLE_MS, 1));
+		tsrv_start(&s[i], bin, sub[i], dir[i], tenants, opts);
+	}
+	T_OK(unsetenv("KVTD_TEST_LANE_IDLE_MS"));
+
+	/* a forward stored over TLS: its connection kept */
+	forward_put_key(&s[0], ns, "tls-lane-0", 2);
+	end = tsrv_now_ns() + 10000000000ull;
+	while (stat_of(&s[0], "repair.forwarded") < 1 && tsrv_now_ns() < end)
+		tsrv_sleep_ms(5);
+	T_EQ_U64(stat_of(&s[0], "repair.forwarded"), 1);
+	read_back_at(&s[1], "alice", SECRET_ALICE, ns, "tls-lane-0");
+	slot = proxy_kept_slot(&px, -1); /* the lane's, kept */
+	T_ASSERT(slot >= 0);
+
+	/* what s[0] sends on it held; once the next batch's question waits,
+	 * the connection shut (an end of file to s[0]) */
+	atomic_fetch_or(&px.hold_up, UINT64_C(1) << slot);
+	tsrv_sleep_ms(120); /* (seen by the relay within 50 ms) */
+	forward_put_key(&s[0], ns, "tls-lane-1", 2);
+	end = tsrv_now_ns() + 10000000000ull;
+	while (tproxy_queued(&px, slot, true) == 0 && tsrv_now_ns() < end)
+		tsrv_sleep_ms(1);
+	T_ASSERT(tproxy_queued(&px, slot, true) > 0);
+	T_OK(shutdown(atomic_load(&px.fd_up[slot]), SHUT_RDWR));
+	atomic_fetch_and(&px.hold_up, ~(UINT64_C(1) << slot));
+	end = tsrv_now_ns() + 10000000000ull;
+	while (stat_of(&s[0], "repair.forwarded") < 2 && tsrv_now_ns() < end)
+		tsrv_sleep_ms(5);
+	printf("tls_lane: the kept TLS connection shut as the next batch came: forwarded %"
+	       PRIu64 ", repair.lane_resent %" PRIu64 ", repair.errors %" PRIu64
+	       ", repair.lane_connects %" PRIu64 "\n", stat_of(&s[0], "repair.forwarded"),
+	       stat_of(&s[0], "repair.lane_resent"), stat_of(&s[0], "repair.errors"),
+	       stat_of(&s[0], "repair.lane_connects"));
+	T_EQ_U64(stat_of(&s[0], "repair.forwarded"), 2);
+	T_EQ_U64(stat_of(&s[0], "repair.lane_resent"), 1);
+	T_EQ_U64(stat_of(&s[0], "repair.errors"), 0);
+	read_back_at(&s[1], "alice", SECRET_ALICE, ns, "tls-lane-1");
+
+	/* the new connection kept, charged; then closed idle, given back */
+	slot2 = proxy_kept_slot(&px, slot);
+	T_ASSERT(slot2 > slot);
+	kept = mem_used_least(&s[0]);
+	end = tsrv_now_ns() + 20000000000ull;
+	while (atomic_load(&px.fd_up[slot2]) >= 0 && tsrv_now_ns() < end)
+		tsrv_sleep_ms(10);
+	T_ASSERT(atomic_load(&px.fd_up[slot2]) < 0);
+	tsrv_sleep_ms(50);
+	idle = mem_used_least(&s[0]);
+	printf("tls_lane: server.mem_used %" PRIu64 " with the lane's TLS connection kept, %"
+	       PRIu64 " once closed: %" PRId64 " bytes charged for it (read buffer and TLS: %u)\n",
+	       kept, idle, (int64_t)(kept - idle), TLS_LANE_CHARGE);
+	T_GE_INT(kept, idle + TLS_LANE_CHARGE);
+	T_EQ_INT(tsrv_stop(&s[0]), 0);
+	T_EQ_INT(tsrv_stop(&s[1]), 0);
+	tproxy_stop(&px);
+	tsrv_check_reports(sub[0]);
+	tsrv_check_reports(sub[1]);
+}
+
 static const struct tsrv_phase phases[] = {
 	{ "tls_pod", phase_tls_pod },
 	{ "tls_drain", phase_tls_drain },
@@ -3478,6 +3933,10 @@ static const struct tsrv_phase phases[] = {
 	{ "lane_stale_ns", phase_lane_stale_ns },
 	{ "lane_mem", phase_lane_mem },
 	{ "lane_keep", phase_lane_keep },
+	{ "drain_busy", phase_drain_busy },
+	{ "drain_exit_late", phase_drain_exit_late },
+	{ "pass_busy_cap", phase_pass_busy_cap },
+	{ "tls_lane", phase_tls_lane },
 	{ "lane_pace", phase_lane_pace },
 	{ "lane_bench", phase_lane_bench }, /* a measurement: no test runs it */
 };
