@@ -384,8 +384,11 @@ struct value_get_out {
 	uint32_t n;               /* the stored part table: n entries */
 	uint64_t *lens;           /* &lens1, malloc'd (owned), or shared */
 	uint32_t *crcs;           /* &crcs1, malloc'd (owned), or shared */
+	uint64_t *offs;           /* where each part starts: &offs1, malloc'd
+				   * (owned), or shared (value_part_at) */
 	uint64_t lens1;           /* a single part's entry */
 	uint32_t crcs1;
+	uint64_t offs1;           /* 0 */
 	uint64_t range_len;       /* a range's entry */
 	uint32_t range_crc;
 	struct iovec *slices;     /* into the pinned view (owned array) */
@@ -414,8 +417,10 @@ struct value_ptab {
 	uint32_t n;
 	uint64_t *lens;           /* &lens1, or malloc'd (owned) */
 	uint32_t *crcs;           /* &crcs1, or malloc'd (owned) */
+	uint64_t *offs;           /* &offs1, or malloc'd (owned) */
 	uint64_t lens1;
 	uint32_t crcs1;
+	uint64_t offs1;
 };
 
 struct value_ptabs {
@@ -449,6 +454,8 @@ static void value_ptabs_free(struct value_ptabs *t)
 			free(t->e[i].lens);
 		if (t->e[i].crcs != &t->e[i].crcs1)
 			free(t->e[i].crcs);
+		if (t->e[i].offs != &t->e[i].offs1)
+			free(t->e[i].offs);
 	}
 	free(t->e);
 	free(t);
@@ -469,8 +476,9 @@ static struct value_ptab *value_ptab_slot(struct value_ptabs *t, uintptr_t at)
 
 /*
  * The part table of the pinned value: the writer's lengths and CRCs
- * (kvt_pin_parts), or the one tabs read for the same value.  One part --
- * the common case -- needs no allocation.  Returns 0 or an error status.
+ * (kvt_pin_parts), and where each part starts (offs, for value_part_at),
+ * or the one tabs read for the same value.  One part -- the common case
+ * -- needs no allocation.  Returns 0 or an error status.
  */
 static int value_parts_read(struct kvtd_server *srv, const struct kvt_req *r,
 			    struct value_get_out *g, struct value_ptabs *tabs)
@@ -482,19 +490,22 @@ static int value_parts_read(struct kvtd_server *srv, const struct kvt_req *r,
 	if (e && e->at) {
 		g->lens = e->lens;
 		g->crcs = e->crcs;
+		g->offs = e->offs;
 		g->n = e->n;
 		g->shared = true;
 		return 0; /* checked when read */
 	}
 	g->lens = &g->lens1;
 	g->crcs = &g->crcs1;
+	g->offs = &g->offs1;
 	n = kvt_pin_parts(srv->store, r->pin, g->lens, g->crcs, 1);
 	if (n < 0)
 		return n;
 	if (n > 1) {
 		g->lens = malloc((size_t)n * sizeof(*g->lens));
 		g->crcs = malloc((size_t)n * sizeof(*g->crcs));
-		if (!g->lens || !g->crcs)
+		g->offs = malloc((size_t)n * sizeof(*g->offs));
+		if (!g->lens || !g->crcs || !g->offs)
 			return -ENOMEM;
 		int m = kvt_pin_parts(srv->store, r->pin, g->lens, g->crcs, (unsigned)n);
 		if (m < 0)
@@ -503,8 +514,12 @@ static int value_parts_read(struct kvtd_server *srv, const struct kvt_req *r,
 			return KVT_ECORRUPT; /* a pinned value's table cannot change */
 	}
 	g->n = (uint32_t)n;
-	for (uint32_t p = 0; p < g->n; p++)
+	for (uint32_t p = 0; p < g->n; p++) {
+		if (g->lens[p] > r->length - sum)
+			return KVT_ECORRUPT; /* (nor wraps: offs never falls) */
+		g->offs[p] = sum;
 		sum += g->lens[p];
+	}
 	if (n < 1 || sum != r->length)
 		return KVT_ECORRUPT;
 	if (e) {
@@ -513,13 +528,39 @@ static int value_parts_read(struct kvtd_server *srv, const struct kvt_req *r,
 		e->n = g->n;
 		e->lens = g->lens == &g->lens1 ? &e->lens1 : g->lens;
 		e->crcs = g->crcs == &g->crcs1 ? &e->crcs1 : g->crcs;
+		e->offs = g->offs == &g->offs1 ? &e->offs1 : g->offs;
 		e->lens1 = g->lens1;
 		e->crcs1 = g->crcs1;
+		e->offs1 = 0;
 		g->lens = e->lens;
 		g->crcs = e->crcs;
+		g->offs = e->offs;
 		g->shared = true;
 	}
 	return 0;
+}
+
+/*
+ * The part of g's value that holds byte off (< the value's length): the
+ * last whose start is at or before it, by a binary search of offs (which
+ * never falls: value_parts_read).  Each
+ * range walked the whole table to find its parts (value_range_crc, the
+ * plan): a frame of 1,024 one-byte ranges of a value of 1,024 parts was
+ * ~1M steps, 3x the frame over a value of one part (bench/RESULTS.md
+ * "get47").
+ */
+static uint32_t value_part_at(const struct value_get_out *g, uint64_t off)
+{
+	uint32_t lo = 0, hi = g->n; /* the part is in [lo, hi) */
+
+	while (hi - lo > 1) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		if (g->offs[mid] <= off)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	return lo;
 }
 
 /*
@@ -627,15 +668,14 @@ static bool value_range_crc(struct value_vcache *cache, const struct iovec *v, u
 			    const struct value_get_out *g, uint64_t off, uint64_t len,
 			    uint32_t *crc)
 {
-	uint64_t start = 0;
-
-	for (uint32_t p = 0; p < g->n; p++) {
-		uint64_t end = start + g->lens[p];
+	/* the parts it reads, from the one holding its first byte */
+	for (uint32_t p = value_part_at(g, off); p < g->n && g->offs[p] < off + len; p++) {
+		uint64_t start = g->offs[p], end = start + g->lens[p];
 		if (start == off && g->lens[p] == len) {
 			*crc = g->crcs[p];
 			return true;
 		}
-		if (end > off && start < off + len) {
+		if (end > off) {
 			struct value_vent *e =
 				vc ? value_vfind(cache, v[0].iov_base, p, true) : NULL;
 			if (e) {
@@ -660,7 +700,6 @@ static bool value_range_crc(struct value_vcache *cache, const struct iovec *v, u
 				return false;
 			}
 		}
-		start = end;
 	}
 	*crc = value_view_crc(v, vc, off, len);
 	return true;
@@ -698,8 +737,7 @@ static int value_get_item(struct kvtd_server *srv, struct kvtd_item *it, uint32_
 			g->pi.flags = 0;
 			return 0;
 		}
-		for (uint32_t p = 0; p < it->part; p++)
-			off += g->lens[p];
+		off = g->offs[it->part];
 		g->slice_count = value_view_slice(r->view, r->view_count, off, g->lens[it->part],
 						  g->slices);
 		g->pi.flags |= PROTO_IF_PART;
@@ -748,11 +786,14 @@ static void value_get_out_free(struct value_get_out *g)
 	if (g->shared) { /* the pass's (value_ptabs_free) */
 		g->lens = &g->lens1;
 		g->crcs = &g->crcs1;
+		g->offs = &g->offs1;
 	}
 	if (g->lens != &g->lens1)
 		free(g->lens);
 	if (g->crcs != &g->crcs1)
 		free(g->crcs);
+	if (g->offs != &g->offs1)
+		free(g->offs);
 	free(g->slices);
 }
 
@@ -774,7 +815,6 @@ uint64_t kvtd_value_verify_plan(struct kvtd_frame *fr)
 		struct kvtd_item *it = &fr->items[i];
 		const struct kvt_req *r = &it->req;
 		struct value_get_out g;
-		uint64_t start = 0;
 
 		/* answered (their pins the outputs'), or deferred: no view */
 		if (i < fr->chunk_start || it->deferred)
@@ -784,14 +824,18 @@ uint64_t kvtd_value_verify_plan(struct kvtd_frame *fr)
 		    it->len > r->length - it->off)
 			continue;
 		memset(&g, 0, sizeof(g));
-		if (value_parts_read(srv, r, &g, tabs) < 0)
+		if (value_parts_read(srv, r, &g, tabs) < 0) {
+			value_get_out_free(&g); /* what it allocated, if any */
 			continue;
+		}
 		if (!fr->vcache)
 			fr->vcache = calloc(1, sizeof(struct value_vcache));
-		for (uint32_t p = 0; p < g.n && fr->vcache; p++) {
-			uint64_t end = start + g.lens[p];
+		/* its parts, from the one holding its first byte */
+		for (uint32_t p = value_part_at(&g, it->off);
+		     p < g.n && g.offs[p] < it->off + it->len && fr->vcache; p++) {
+			uint64_t start = g.offs[p], end = start + g.lens[p];
 			bool whole = start == it->off && g.lens[p] == it->len;
-			if (!whole && end > it->off && start < it->off + it->len) {
+			if (!whole && end > it->off) {
 				struct value_vent *e =
 					value_vfind(fr->vcache, r->view[0].iov_base, p, true);
 				if (e && !e->view) {
@@ -803,7 +847,6 @@ uint64_t kvtd_value_verify_plan(struct kvtd_frame *fr)
 					total += e->len;
 				}
 			}
-			start = end;
 		}
 		value_get_out_free(&g);
 	}
