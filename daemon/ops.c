@@ -2234,6 +2234,9 @@ static bool ops_get_answer(struct kvtd_frame *fr)
 	}
 	if (end == fr->n || c->dead)
 		return false;
+	/* Read again later, by key: each must find the version it read
+	 * now, or miss (value.c "Versions") */
+	kvtd_value_note_versions(fr, end);
 	for (uint32_t i = end; i < fr->n; i++) {
 		struct kvtd_item *it = &fr->items[i];
 		if (it->pinned) {

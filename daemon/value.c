@@ -32,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
+#include <xxhash.h>
 
 #include "kvtierd.h"
 
@@ -389,6 +390,7 @@ struct value_get_out {
 	uint64_t lens1;           /* a single part's entry */
 	uint32_t crcs1;
 	uint64_t offs1;           /* 0 */
+	uint64_t ver;             /* the table's digest (value_table_ver) */
 	uint64_t range_len;       /* a range's entry */
 	uint32_t range_crc;
 	struct iovec *slices;     /* into the pinned view (owned array) */
@@ -421,6 +423,7 @@ struct value_ptab {
 	uint64_t lens1;
 	uint32_t crcs1;
 	uint64_t offs1;
+	uint64_t ver;
 };
 
 struct value_ptabs {
@@ -475,6 +478,23 @@ static struct value_ptab *value_ptab_slot(struct value_ptabs *t, uintptr_t at)
 }
 
 /*
+ * Which version of a value an item read (ops.c "Pinned answers": a frame
+ * answered in chunks reads its later items again): a digest of its part
+ * table, lengths and CRCs, keyed by the server's secret; never 0.  Two
+ * puts of one key with the same table hold the same bytes as far as the
+ * writer's CRCs can tell -- a value moved between tiers, or put again
+ * alike, is the same version; any other is another.
+ */
+static uint64_t value_table_ver(const struct kvtd_server *srv, const struct value_get_out *g)
+{
+	uint64_t h = XXH3_64bits_withSeed(g->lens, (size_t)g->n * sizeof(*g->lens),
+					  srv->key_secret);
+
+	h = XXH3_64bits_withSeed(g->crcs, (size_t)g->n * sizeof(*g->crcs), h);
+	return h ? h : 1;
+}
+
+/*
  * The part table of the pinned value: the writer's lengths and CRCs
  * (kvt_pin_parts), and where each part starts (offs, for value_part_at),
  * or the one tabs read for the same value.  One part -- the common case
@@ -492,6 +512,7 @@ static int value_parts_read(struct kvtd_server *srv, const struct kvt_req *r,
 		g->crcs = e->crcs;
 		g->offs = e->offs;
 		g->n = e->n;
+		g->ver = e->ver;
 		g->shared = true;
 		return 0; /* checked when read */
 	}
@@ -522,6 +543,7 @@ static int value_parts_read(struct kvtd_server *srv, const struct kvt_req *r,
 	}
 	if (n < 1 || sum != r->length)
 		return KVT_ECORRUPT;
+	g->ver = value_table_ver(srv, g);
 	if (e) {
 		/* kept for the pass: the items after this one share it */
 		e->at = kvtd_req_pin_at(r);
@@ -532,6 +554,7 @@ static int value_parts_read(struct kvtd_server *srv, const struct kvt_req *r,
 		e->lens1 = g->lens1;
 		e->crcs1 = g->crcs1;
 		e->offs1 = 0;
+		e->ver = g->ver;
 		g->lens = e->lens;
 		g->crcs = e->crcs;
 		g->offs = e->offs;
@@ -724,6 +747,13 @@ static int value_get_item(struct kvtd_server *srv, struct kvtd_item *it, uint32_
 		g->pi.status = rc;
 		return 0;
 	}
+	if (it->ver_noted && g->ver != it->ver) {
+		/* read again after a chunk, and its key holds another
+		 * version now: a miss, never bytes of two versions */
+		KVTD_COUNT(srv, get_version_misses, 1);
+		g->pi.status = KVT_MISS;
+		return 0;
+	}
 	g->slices = malloc((r->view_count ? r->view_count : 1) * sizeof(*g->slices));
 	if (!g->slices) {
 		g->pi.status = -ENOMEM;
@@ -824,9 +854,9 @@ uint64_t kvtd_value_verify_plan(struct kvtd_frame *fr)
 		    it->len > r->length - it->off)
 			continue;
 		memset(&g, 0, sizeof(g));
-		if (value_parts_read(srv, r, &g, tabs) < 0) {
+		if (value_parts_read(srv, r, &g, tabs) < 0 || (it->ver_noted && g.ver != it->ver)) {
 			value_get_out_free(&g); /* what it allocated, if any */
-			continue;
+			continue; /* (answered without bytes) */
 		}
 		if (!fr->vcache)
 			fr->vcache = calloc(1, sizeof(struct value_vcache));
@@ -852,6 +882,34 @@ uint64_t kvtd_value_verify_plan(struct kvtd_frame *fr)
 	}
 	value_ptabs_free(tabs);
 	return total;
+}
+
+/*
+ * Versions.  A frame answered in chunks lets the pins of its later items
+ * go and reads them again by key once its answers drain (ops.c "Pinned
+ * answers"): a DELETE and PUT of the key meanwhile gave them the new
+ * value, and a client's ranges of one value came back part old, part new,
+ * each exact (test_hostile range_version).  Before an item's pin goes it
+ * notes the version it read (value_table_ver), the first time; read
+ * again, another version is KVT_MISS (value_get_item).  A table that
+ * cannot be read now notes 0, which no version matches.  Loop thread.
+ */
+void kvtd_value_note_versions(struct kvtd_frame *fr, uint32_t from)
+{
+	struct kvtd_server *srv = fr->loop->srv;
+	struct value_ptabs *tabs = value_ptabs_new(fr->n - from);
+
+	for (uint32_t i = from; i < fr->n; i++) {
+		struct kvtd_item *it = &fr->items[i];
+		struct value_get_out g;
+		if (!it->pinned || it->ver_noted)
+			continue;
+		memset(&g, 0, sizeof(g));
+		it->ver = value_parts_read(srv, &it->req, &g, tabs) == 0 ? g.ver : 0;
+		it->ver_noted = true;
+		value_get_out_free(&g);
+	}
+	value_ptabs_free(tabs);
 }
 
 /* Check the parts kvtd_value_verify_plan entered, a slice a call: a

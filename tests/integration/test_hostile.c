@@ -1404,6 +1404,136 @@ static void phase_range_chunk_check(void)
 }
 
 /* ------------------------------------------------------------------------
+ * range_version (get47): a frame answered in chunks lets the pins of its
+ * later items go and reads them again, by key, once its answers drain
+ * (ops.c "Pinned answers").  A DELETE and PUT of the key meanwhile gave
+ * them the new value: a client reading a value as ranges in one frame got
+ * its first half old and its second half new, each range exact.  Now an
+ * item read again must find the version it first read (value.c
+ * "Versions": its part table's digest), or it is a miss.  The value
+ * (16 MiB, 16 parts) is read as 64 ranges of 256 KiB, 16 MiB of range
+ * CRCs against the connection's 8 MiB budget: two chunks or more.  The
+ * reader's socket keeps a small window, so that its first chunk (8 MiB)
+ * stays queued until it reads.  Round 1 puts the same bytes again (the
+ * same version: every range exact), round 2 other bytes (old ranges,
+ * then misses: never a mix).
+ */
+
+#define RV_LEN (16u << 20)
+#define RV_PARTS 16u
+#define RV_RANGES 64u
+
+struct rv_seen {
+	const struct proto_item *its;
+	const uint8_t *a, *b;     /* the two versions */
+	unsigned seen, old, new_, miss, bad;
+};
+
+static void rv_item(void *ctx, const struct kc_resp *r, const struct proto_item *pi)
+{
+	struct rv_seen *rs = ctx;
+	const struct proto_item *q = &rs->its[pi->index];
+	const uint8_t *d = r->data + pi->data_off;
+	uint64_t l = 0;
+	uint32_t crc = 0;
+
+	rs->seen++;
+	if (pi->status == KVT_MISS) {
+		rs->miss++;
+		return;
+	}
+	if (pi->status != KVT_OK || pi->data_len != q->len || pi->off != q->off ||
+	    proto_item_part(pi, 0, &l, &crc) != 0 || crc != kvt_crc32c(0, d, q->len)) {
+		rs->bad++;
+		return;
+	}
+	if (memcmp(d, rs->a + q->off, q->len) == 0)
+		rs->old++;
+	else if (memcmp(d, rs->b + q->off, q->len) == 0)
+		rs->new_++;
+	else
+		rs->bad++;
+}
+
+static void phase_range_version(void)
+{
+	const char *extra[] = { "--threads", "1", "--ssd", "0", NULL };
+	uint8_t ns[PROTO_DIGEST_LEN], *a = malloc(RV_LEN), *b = malloc(RV_LEN);
+	struct iovec pa[RV_PARTS], pb[RV_PARTS];
+	struct proto_item its[RV_RANGES];
+	struct proto_frame f = { .op = PROTO_OP_GET };
+	struct kvt_key k;
+	struct kc c, w, adm;
+	int rb = 64 << 10;
+
+	T_ASSERT(a != NULL && b != NULL);
+	start("range_version", extra);
+	T_RC(kc_dial(&c, srv.port, "alice", SECRET_ALICE), 0);
+	T_RC(kc_dial(&w, srv.port, "alice", SECRET_ALICE), 0);
+	T_RC(kc_dial(&adm, srv.port, "admin", SECRET_ADMIN), 0);
+	T_EQ_INT(setsockopt(c.fd, SOL_SOCKET, SO_RCVBUF, &rb, sizeof(rb)), 0);
+	T_RC(kc_register(&c, &desc, ns, NULL, 0), KVT_OK);
+	T_RC(kc_register(&w, &desc, ns, NULL, 0), KVT_OK);
+	tsrv_fill(a, RV_LEN, 61);
+	tsrv_fill(b, RV_LEN, 62);
+	for (unsigned p = 0; p < RV_PARTS; p++) {
+		pa[p] = (struct iovec){ a + (size_t)p * (RV_LEN / RV_PARTS), RV_LEN / RV_PARTS };
+		pb[p] = (struct iovec){ b + (size_t)p * (RV_LEN / RV_PARTS), RV_LEN / RV_PARTS };
+	}
+	kvt_key_set(&k, "rv-value", 8);
+	T_RC(kc_put(&w, ns, &k, pa, RV_PARTS, NULL), KVT_OK);
+	memset(its, 0, sizeof(its));
+	for (unsigned i = 0; i < RV_RANGES; i++) {
+		its[i].key = k;
+		its[i].flags = PROTO_IF_RANGE;
+		its[i].off = (uint64_t)i * (RV_LEN / RV_RANGES);
+		its[i].len = RV_LEN / RV_RANGES;
+	}
+	f.ns_count = 1;
+	f.ns = ns;
+	for (int round = 1; round <= 2; round++) {
+		struct rv_seen rs = { its, a, b, 0, 0, 0, 0, 0 };
+		uint64_t vm0 = 0, vm1 = 0;
+		int frames, st0, st1; /* (checked last: the mix first) */
+		st0 = kc_stat(&adm, PROTO_SCOPE_ALL, "server.get_version_misses", &vm0);
+		f.tag = 0;
+		T_ASSERT(kc_request(&c, &f, its, RV_RANGES, NULL, 0) > 0);
+		tsrv_sleep_ms(300); /* its first chunk answered, unread */
+		T_RC(kc_delete(&w, ns, &k), KVT_OK);
+		T_RC(kc_put(&w, ns, &k, round == 1 ? pa : pb, RV_PARTS, NULL), KVT_OK);
+		frames = kc_recv_items(&c, 60000, rv_item, &rs, NULL);
+		st1 = kc_stat(&adm, PROTO_SCOPE_ALL, "server.get_version_misses", &vm1);
+		printf("range_version round %d (%s): %u ranges in %d answer frames: %u of the "
+		       "first version, %u of the second, %u misses (get_version_misses +%" PRIu64
+		       "), %u wrong\n", round, round == 1 ? "the same bytes put again"
+						  : "other bytes put",
+		       rs.seen, frames, rs.old, rs.new_, rs.miss, vm1 - vm0, rs.bad);
+		T_EQ_INT(rs.seen, RV_RANGES);
+		T_EQ_INT(rs.bad, 0);
+		T_GE_INT(frames, 2); /* in chunks, else it proves nothing */
+		T_GE_INT(rs.old, 1); /* the first chunk, read before the PUT */
+		if (round == 1) {
+			/* the same version: read again, every range exact */
+			T_EQ_INT(rs.old, RV_RANGES);
+		} else {
+			/* never a mix: the rest missed, none of the new bytes */
+			T_EQ_INT(rs.new_, 0);
+			T_GE_INT(rs.miss, 1);
+			T_EQ_INT(rs.old + rs.miss, RV_RANGES);
+		}
+		T_EQ_INT(st0, 0);
+		T_EQ_INT(st1, 0);
+		T_EQ_INT(vm1 - vm0, rs.miss);
+	}
+	kc_close(&adm);
+	kc_close(&w);
+	kc_close(&c);
+	free(a);
+	free(b);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
+/* ------------------------------------------------------------------------
  * range_pins: a GET's answer keeps its whole value pinned whatever range
  * it sends, so the pin caps count the value, once per answer however
  * many of its items pin it (ops.c "Pinned answers").  They counted the
@@ -11961,6 +12091,7 @@ static const struct tsrv_phase phases[] = {
 	{ "quiet_pins_pipe", phase_quiet_pins_pipe },
 	{ "range_one_pin", phase_range_one_pin },
 	{ "range_chunk_check", phase_range_chunk_check },
+	{ "range_version", phase_range_version },
 	{ "stats_unread", phase_stats_unread },
 	{ "resp_items", phase_resp_items },
 	{ "resp_tenant_items", phase_resp_tenant_items },
