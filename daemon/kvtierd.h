@@ -951,6 +951,12 @@ struct kvtd_server {
 	char *metrics_token;      /* bearer token for /metrics, or NULL */
 	void *tls_ctx;            /* SSL_CTX * of the TCP listeners, or NULL (tls.c) */
 	void *tls_peer_ctx;       /* SSL_CTX * to reach the other members, or NULL (tls.c) */
+	/* Tests' hooks, read from the environment once at start
+	 * (kvtd_value_test_init; as struct kvtd_s3's): KVTD_TEST_GET_NOMEM=I,
+	 * the slice array of item I of every native GET answer is not
+	 * allocated, as if the heap were out (value.c value_get_item:
+	 * -ENOMEM).  I + 1; 0: none. */
+	uint32_t test_get_nomem;
 };
 
 /* Per-connection flow control: defaults of --conn-inflight, --conn-output. */
@@ -1369,6 +1375,9 @@ uint64_t kvtd_value_verify_plan(struct kvtd_frame *fr);
  * again (each call an aux job of its own, other tenants' between). */
 bool kvtd_value_verify_run(struct kvtd_frame *fr);
 void kvtd_value_vcache_free(struct kvtd_frame *fr);
+/* The tests' hooks of value.c (struct kvtd_server test_get_nomem), from
+ * the environment; before the loops start. */
+void kvtd_value_test_init(struct kvtd_server *srv);
 /* Items [from, fr->n) of a GET are to be let go and read again (ops.c
  * deferral): each pinned one notes the version it read, if it has not. */
 void kvtd_value_note_versions(struct kvtd_frame *fr, uint32_t from);

@@ -754,7 +754,10 @@ static int value_get_item(struct kvtd_server *srv, struct kvtd_item *it, uint32_
 		g->pi.status = KVT_MISS;
 		return 0;
 	}
-	g->slices = malloc((r->view_count ? r->view_count : 1) * sizeof(*g->slices));
+	/* (KVTD_TEST_GET_NOMEM: a test's allocation failure, kvtd_value_test_init) */
+	g->slices = srv->test_get_nomem == index + 1
+			    ? NULL
+			    : malloc((r->view_count ? r->view_count : 1) * sizeof(*g->slices));
 	if (!g->slices) {
 		g->pi.status = -ENOMEM;
 		return 0;
@@ -932,6 +935,28 @@ bool kvtd_value_verify_run(struct kvtd_frame *fr)
 		done += e->len;
 	}
 	return true;
+}
+
+/*
+ * A test's fault (test_hostile range_nomem): KVTD_TEST_GET_NOMEM=I in
+ * kvtierd's environment makes the slice array of item I of every GET
+ * answer fail to allocate, the item answered -ENOMEM and its pin let go
+ * before the next item is read -- the path of review46g's use-after-free
+ * (value_range_crc), which no test reached: the heap does not fail on
+ * demand.  Read once, into the server (no global state), as the S3
+ * sweeps' hooks are (kvtd_s3_init).
+ */
+void kvtd_value_test_init(struct kvtd_server *srv)
+{
+	const char *env = getenv("KVTD_TEST_GET_NOMEM");
+	char *end;
+	unsigned long i;
+
+	if (!env || !*env)
+		return;
+	i = strtoul(env, &end, 10);
+	if (!*end && i < UINT32_MAX)
+		srv->test_get_nomem = (uint32_t)i + 1;
 }
 
 /* ------------------------------------------------------------------------

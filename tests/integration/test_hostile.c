@@ -1534,6 +1534,99 @@ static void phase_range_version(void)
 }
 
 /* ------------------------------------------------------------------------
+ * range_nomem (get47): review46g's use-after-free, which no test reached.
+ * A frame's range checks are planned while all its items are pinned,
+ * each stored part with the view of the first item that reads it; a
+ * check of at most 1 MiB in all is left to the answer.  An item whose
+ * slice array cannot be allocated is answered -ENOMEM and its pin let go
+ * before the next item is read; a later item reading the same part then
+ * checked it through the released pin's view (heap-use-after-free in
+ * value_view_crc: kvtierd stopped by ASan, the connection reset).  The
+ * allocation is made to fail by KVTD_TEST_GET_NOMEM=0 (item 0 of each
+ * GET answer: value.c kvtd_value_test_init).  Two one-byte ranges of one
+ * key (4 parts of 64 KiB) in one frame, 3 rounds: item 0 -ENOMEM, item 1
+ * exact; a whole GET of the value alone after (its item 0 fails too).
+ */
+
+#define RN_PART (64u << 10)
+#define RN_PARTS 4u
+
+struct rn_seen {
+	const uint8_t *v;
+	const struct proto_item *its;
+	int32_t status[2];
+	unsigned ok;
+};
+
+static void rn_item(void *ctx, const struct kc_resp *r, const struct proto_item *pi)
+{
+	struct rn_seen *rs = ctx;
+	const struct proto_item *q = &rs->its[pi->index];
+	uint64_t l = 0;
+	uint32_t crc = 0;
+
+	if (pi->index < 2)
+		rs->status[pi->index] = pi->status;
+	if (pi->status == KVT_OK && pi->data_len == 1 && proto_item_part(pi, 0, &l, &crc) == 0 &&
+	    r->data[pi->data_off] == rs->v[q->off] &&
+	    crc == kvt_crc32c(0, r->data + pi->data_off, 1))
+		rs->ok++;
+}
+
+static void phase_range_nomem(void)
+{
+	const char *extra[] = { "--threads", "1", "--ssd", "0", NULL };
+	uint8_t ns[PROTO_DIGEST_LEN], *v = malloc(RN_PARTS * RN_PART);
+	struct iovec parts[RN_PARTS];
+	struct proto_item its[2];
+	struct proto_frame f = { .op = PROTO_OP_GET };
+	struct kvt_key k;
+	struct kc_value whole;
+	struct kc c;
+
+	T_ASSERT(v != NULL);
+	T_OK(setenv("KVTD_TEST_GET_NOMEM", "0", 1));
+	start("range_nomem", extra);
+	T_OK(unsetenv("KVTD_TEST_GET_NOMEM"));
+	T_RC(kc_dial(&c, srv.port, "alice", SECRET_ALICE), 0);
+	T_RC(kc_register(&c, &desc, ns, NULL, 0), KVT_OK);
+	tsrv_fill(v, RN_PARTS * RN_PART, 63);
+	for (unsigned p = 0; p < RN_PARTS; p++)
+		parts[p] = (struct iovec){ v + (size_t)p * RN_PART, RN_PART };
+	kvt_key_set(&k, "rn-value", 8);
+	T_RC(kc_put(&c, ns, &k, parts, RN_PARTS, NULL), KVT_OK);
+	memset(its, 0, sizeof(its));
+	for (unsigned i = 0; i < 2; i++) {
+		its[i].key = k;
+		its[i].flags = PROTO_IF_RANGE;
+		its[i].off = RN_PART + 100 + i; /* both in part 1, neither the whole part */
+		its[i].len = 1;
+	}
+	f.ns_count = 1;
+	f.ns = ns;
+	for (int round = 1; round <= 3; round++) {
+		struct rn_seen rs = { v, its, { 1, 1 }, 0 };
+		int frames;
+		f.tag = 0;
+		T_ASSERT(kc_request(&c, &f, its, 2, NULL, 0) > 0);
+		frames = kc_recv_items(&c, 20000, rn_item, &rs, NULL);
+		printf("range_nomem round %d: %d answer frames; item 0 status %d, item 1 status %d, "
+		       "%u exact\n", round, frames, rs.status[0], rs.status[1], rs.ok);
+		T_GE_INT(frames, 1);
+		T_EQ_INT(rs.status[0], -ENOMEM);
+		T_EQ_INT(rs.status[1], KVT_OK);
+		T_EQ_INT(rs.ok, 1);
+	}
+	/* the hook is item 0 of every answer: a single GET fails, the
+	 * connection stays */
+	T_RC(kc_get(&c, ns, &k, 0, 0, 0, 0, &whole), -ENOMEM);
+	T_RC(kc_ping(&c), 0);
+	kc_close(&c);
+	free(v);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
+/* ------------------------------------------------------------------------
  * range_pins: a GET's answer keeps its whole value pinned whatever range
  * it sends, so the pin caps count the value, once per answer however
  * many of its items pin it (ops.c "Pinned answers").  They counted the
@@ -12092,6 +12185,7 @@ static const struct tsrv_phase phases[] = {
 	{ "range_one_pin", phase_range_one_pin },
 	{ "range_chunk_check", phase_range_chunk_check },
 	{ "range_version", phase_range_version },
+	{ "range_nomem", phase_range_nomem },
 	{ "stats_unread", phase_stats_unread },
 	{ "resp_items", phase_resp_items },
 	{ "resp_tenant_items", phase_resp_tenant_items },
