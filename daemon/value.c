@@ -566,11 +566,12 @@ static int value_parts_read(struct kvtd_server *srv, const struct kvt_req *r,
 /*
  * The part of g's value that holds byte off (< the value's length): the
  * last whose start is at or before it, by a binary search of offs (which
- * never falls: value_parts_read).  Each
- * range walked the whole table to find its parts (value_range_crc, the
- * plan): a frame of 1,024 one-byte ranges of a value of 1,024 parts was
- * ~1M steps, 3x the frame over a value of one part (bench/RESULTS.md
- * "get47").
+ * never falls: value_parts_read).  Each range walked the whole table to
+ * find its parts (value_range_crc, the plan): a frame of 1,024 one-byte
+ * ranges of a value of 1,024 parts was ~1M steps, 3x the frame over a
+ * value of one part (bench/RESULTS.md "get47").  Starting early is only
+ * slower (the callers skip parts that end before off); starting late
+ * would skip a part's check, which only a corrupt part would show.
  */
 static uint32_t value_part_at(const struct value_get_out *g, uint64_t off)
 {

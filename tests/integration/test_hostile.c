@@ -1414,7 +1414,9 @@ static void phase_range_chunk_check(void)
  * (16 MiB, 16 parts) is read as 64 ranges of 256 KiB, 16 MiB of range
  * CRCs against the connection's 8 MiB budget: two chunks or more.  The
  * reader's socket keeps a small window, so that its first chunk (8 MiB)
- * stays queued until it reads.  Round 1 puts the same bytes again (the
+ * stays queued until it reads (the server's send buffer grows to
+ * tcp_wmem's largest, 4 MiB by default; were it larger, round 2 would
+ * find no miss and fail, not pass).  Round 1 puts the same bytes again (the
  * same version: every range exact), round 2 other bytes (old ranges,
  * then misses: never a mix).
  */
