@@ -1381,6 +1381,9 @@ void kvtd_value_test_init(struct kvtd_server *srv);
 /* Items [from, fr->n) of a GET are to be let go and read again (ops.c
  * deferral): each pinned one notes the version it read, if it has not. */
 void kvtd_value_note_versions(struct kvtd_frame *fr, uint32_t from);
+/* A GET frame's first answer: items of one key pinned at two views note
+ * the version of the key's first item (value.c "Versions"). */
+void kvtd_value_note_keys(struct kvtd_frame *fr);
 /* Range verification larger than this runs on the aux thread. */
 #define KVTD_VERIFY_INLINE_MAX (1u << 20)
 #define KVTD_VERIFY_SLICE (16u << 20) /* bytes of checks an aux job, at most */

@@ -2170,6 +2170,10 @@ static bool ops_get_answer(struct kvtd_frame *fr)
 	uint32_t end = fr->chunk_start;
 	struct kvtd_pinset seen = { 0 };
 
+	/* The first answer: one version a key, however its items were
+	 * pinned (value.c "Versions") */
+	if (!fr->chunked && fr->chunk_start == 0)
+		kvtd_value_note_keys(fr);
 	if (fr->quiet_n) {
 		ops_quiet_limit(fr);
 		kvtd_value_get_reply(fr, 0, fr->n);

@@ -916,6 +916,71 @@ void kvtd_value_note_versions(struct kvtd_frame *fr, uint32_t from)
 	value_ptabs_free(tabs);
 }
 
+/*
+ * One version a key, across a frame's first pass too.  Its items were
+ * pinned one by one (ops.c submits them in one kvt_submit, but each pin
+ * is its own lookup): a DELETE and PUT of a key on another loop between
+ * two pins of it gave one frame ranges of both versions, each exact
+ * (test_hostile range_version_race).  Items of one key pinned at another
+ * view than the key's first item note that item's version (the same view
+ * is the same value: nothing to read); value_get_item answers one whose
+ * own version differs KVT_MISS, in this pass or any later.  Without memory
+ * for the map, every pinned item but the first notes 0: a miss.  Once, at
+ * the frame's first answer; loop thread.
+ */
+void kvtd_value_note_keys(struct kvtd_frame *fr)
+{
+	struct kvtd_server *srv = fr->loop->srv;
+	struct value_ptabs *tabs = NULL;
+	uint32_t cap = 16, *slot;
+	bool first = true;
+
+	if (fr->n < 2)
+		return;
+	while (cap < 2 * fr->n)
+		cap *= 2;
+	slot = calloc(cap, sizeof(*slot));
+	for (uint32_t i = 0; i < fr->n; i++) {
+		struct kvtd_item *it = &fr->items[i], *o = NULL;
+		if (!it->pinned || it->ver_noted)
+			continue;
+		if (!slot) {
+			it->ver = 0; /* matches nothing */
+			it->ver_noted = !first;
+			first = false;
+			continue;
+		}
+		for (uint64_t h = kvtd_key_hash(srv->key_secret, it->req.ns, it->req.key.bytes,
+						it->req.key.len);; h++) {
+			uint32_t *sl = &slot[h & (cap - 1)];
+			if (!*sl) {
+				*sl = i + 1;
+				break;
+			}
+			o = &fr->items[*sl - 1];
+			if (o->req.ns == it->req.ns && o->req.key.len == it->req.key.len &&
+			    memcmp(o->req.key.bytes, it->req.key.bytes, it->req.key.len) == 0)
+				break;
+			o = NULL;
+		}
+		if (!o || kvtd_item_pin_at(o) == kvtd_item_pin_at(it))
+			continue;
+		if (!o->ver_noted) {
+			struct value_get_out g;
+			if (!tabs)
+				tabs = value_ptabs_new(fr->n);
+			memset(&g, 0, sizeof(g));
+			o->ver = value_parts_read(srv, &o->req, &g, tabs) == 0 ? g.ver : 0;
+			o->ver_noted = true;
+			value_get_out_free(&g);
+		}
+		it->ver = o->ver;
+		it->ver_noted = true;
+	}
+	free(slot);
+	value_ptabs_free(tabs);
+}
+
 /* Check the parts kvtd_value_verify_plan entered, a slice a call: a
  * frame's checks were one aux job, up to the DRAM tier's size of CRCs
  * (16 values of 8 MiB: ~13 ms release), which every other tenant's job
