@@ -896,7 +896,9 @@ uint64_t kvtd_value_verify_plan(struct kvtd_frame *fr)
  * each exact (test_hostile range_version).  Before an item's pin goes it
  * notes the version it read (value_table_ver), the first time; read
  * again, another version is KVT_MISS (value_get_item).  A table that
- * cannot be read now notes 0, which no version matches.  Loop thread.
+ * cannot be read now notes 0, which no version matches.  Items of one
+ * key that found two versions in the first pass itself are noted before
+ * it is answered (kvtd_value_note_keys, below).  Loop thread.
  */
 void kvtd_value_note_versions(struct kvtd_frame *fr, uint32_t from)
 {

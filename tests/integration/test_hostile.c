@@ -1654,7 +1654,7 @@ static void phase_range_nomem(void)
 #define RVR_PARTS 8u
 #define RVR_LEN (RVR_PART * RVR_PARTS)
 #define RVR_RANGES 1024u
-#define RVR_FRAMES 600u
+#define RVR_FRAMES 300u
 
 struct rvr_writer {
 	pthread_t t;
@@ -1724,8 +1724,8 @@ static void phase_range_version_race(void)
 	wr.pb = pb;
 	T_OK(pthread_create(&wr.t, NULL, rvr_writer_main, &wr));
 	t0 = tsrv_now_ns();
-	/* until a frame mixed, or RVR_FRAMES frames (8 s at most) */
-	while (frames < RVR_FRAMES && !mixed && tsrv_now_ns() - t0 < 8000000000ull) {
+	/* until a frame mixed, or RVR_FRAMES frames (5 s at most) */
+	while (frames < RVR_FRAMES && !mixed && tsrv_now_ns() - t0 < 5000000000ull) {
 		struct rv_seen rs = { its, a, b, 0, 0, 0, 0, 0 };
 		f.tag = 0;
 		T_ASSERT(kc_request(&c, &f, its, RVR_RANGES, NULL, 0) > 0);
