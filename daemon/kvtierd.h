@@ -312,7 +312,8 @@ struct kvtd_counters {
 					    * never sees") */
 	_Atomic uint64_t value_crc_errors; /* stored parts failing their CRC on a range read */
 	/* GET items read again after a chunk that found another version of
-	 * their key: misses (value.c "Versions") */
+	 * their key, or that found another than their key's first item in
+	 * one pass: misses (value.c "Versions") */
 	_Atomic uint64_t get_version_misses;
 	_Atomic uint64_t errors[KVTD_ERR__COUNT];
 	/* Overload (loop.c "Limits"): connections refused past --max-conns,
