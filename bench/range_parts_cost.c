@@ -9,12 +9,14 @@
  *
  * It starts BIN itself (tests/integration/server.c: --tenants alice,
  * --threads 1 --ssd 0 --dram 256M --max-memory 512M), puts an 8 MiB value
- * of one part and one of 1,024 parts of 8 KiB, reads one frame of each
- * kind to warm up, then ROUNDS rounds of: the ranges frame over each, the
- * parts frame over the many-part one (interleaved, so that load drifts
- * alike).  Prints the median and range of each, ms of the server's CPU.
- * Every answer is checked (status, length, bytes, CRC); exits 1 if one is
- * wrong.
+ * of one part, one of 1,024 parts of 8 KiB and (get47) a 16 MiB value of
+ * 1,024 parts of 16 KiB, reads one frame of each kind to warm up, then
+ * ROUNDS rounds of: the ranges frame over each 8 MiB value, the parts
+ * frame over the many-part one, and a frame of 1,024 one-byte ranges of
+ * the 16 MiB value, its parts in a scattered order (range i in part
+ * 7i mod 1,024) -- interleaved, so that load drifts alike.  Prints the
+ * median and range of each, ms of the server's CPU.  Every answer is
+ * checked (status, length, bytes, CRC); exits 1 if one is wrong.
  *
  *   ninja -C build-release daemon/kvtierd tests/libt.a tests/libt_server.a \
  *       tests/libt_client.a
@@ -41,6 +43,7 @@
 #include "server.h"
 
 #define VLEN (8u << 20)
+#define BIG_LEN (16u << 20) /* the 16 MiB value: v's first 8 MiB are the others */
 #define PARTS 1024u
 #define ITEMS 1024u
 #define SECRET "secret-of-alice-0123456789"
@@ -117,10 +120,12 @@ int main(int argc, char **argv)
 	static uint64_t part_off[PARTS];
 	static struct proto_item one[ITEMS], many[ITEMS], pits[ITEMS];
 	char base[] = "/tmp/range_parts_cost.XXXXXX", tenants[600], dir[600];
-	uint8_t ns[PROTO_DIGEST_LEN], *v = malloc(VLEN);
-	uint64_t *c_one, *c_many, *c_part;
+	uint8_t ns[PROTO_DIGEST_LEN], *v = malloc(BIG_LEN);
+	uint64_t *c_one, *c_many, *c_part, *c_big;
 	struct iovec whole = { v, VLEN };
-	struct kvt_key k1, kn;
+	static struct iovec big_parts[PARTS];
+	static struct proto_item big[ITEMS];
+	struct kvt_key k1, kn, kb;
 	unsigned rounds = argc > 2 ? (unsigned)atoi(argv[2]) : 20;
 	struct kc c;
 	FILE *tf;
@@ -130,28 +135,33 @@ int main(int argc, char **argv)
 	c_one = calloc(rounds, sizeof(*c_one));
 	c_many = calloc(rounds, sizeof(*c_many));
 	c_part = calloc(rounds, sizeof(*c_part));
+	c_big = calloc(rounds, sizeof(*c_big));
 	snprintf(tenants, sizeof(tenants), "%s/tenants", base);
 	snprintf(dir, sizeof(dir), "%s/data", base);
 	tf = fopen(tenants, "w");
-	if (!tf || !c_one || !c_many || !c_part)
+	if (!tf || !c_one || !c_many || !c_part || !c_big)
 		return 1;
 	fprintf(tf, "alice " SECRET " tenant\n");
 	fclose(tf);
 	chmod(tenants, 0600);
 	tsrv_start(&srv, argv[1], base, dir, tenants, extra);
-	for (uint32_t i = 0; i < VLEN; i++)
+	for (uint32_t i = 0; i < BIG_LEN; i++)
 		v[i] = (uint8_t)(i * 2654435761u >> 13);
 	for (unsigned p = 0; p < PARTS; p++) {
 		parts[p].iov_base = v + (size_t)p * (VLEN / PARTS);
 		parts[p].iov_len = VLEN / PARTS;
 		part_off[p] = (uint64_t)p * (VLEN / PARTS);
+		big_parts[p].iov_base = v + (size_t)p * (BIG_LEN / PARTS);
+		big_parts[p].iov_len = BIG_LEN / PARTS;
 	}
 	kvt_key_set(&k1, "one-part", 8);
 	kvt_key_set(&kn, "many-parts", 10);
+	kvt_key_set(&kb, "big-many-parts", 14);
 	if (kc_dial(&c, srv.port, "alice", SECRET) != 0 ||
 	    kc_register(&c, &d, ns, NULL, 0) != KVT_OK ||
 	    kc_put(&c, ns, &k1, &whole, 1, NULL) != KVT_OK ||
-	    kc_put(&c, ns, &kn, parts, PARTS, NULL) != KVT_OK)
+	    kc_put(&c, ns, &kn, parts, PARTS, NULL) != KVT_OK ||
+	    kc_put(&c, ns, &kb, big_parts, PARTS, NULL) != KVT_OK)
 		return fprintf(stderr, "setup failed\n"), 1;
 	for (unsigned i = 0; i < ITEMS; i++) {
 		one[i].key = k1;
@@ -163,15 +173,20 @@ int main(int argc, char **argv)
 		pits[i].key = kn;
 		pits[i].flags = PROTO_IF_PART;
 		pits[i].part = i;
+		big[i].key = kb;
+		big[i].flags = PROTO_IF_RANGE;
+		big[i].off = (uint64_t)(i * 7 % PARTS) * (BIG_LEN / PARTS) + 5;
+		big[i].len = 1;
 	}
 	if (!frame_cost(&c, ns, one, v, part_off) || !frame_cost(&c, ns, many, v, part_off) ||
-	    !frame_cost(&c, ns, pits, v, part_off))
+	    !frame_cost(&c, ns, pits, v, part_off) || !frame_cost(&c, ns, big, v, part_off))
 		return fprintf(stderr, "a warm-up answer was wrong\n"), 1;
 	for (unsigned r = 0; r < rounds; r++) {
 		c_one[r] = frame_cost(&c, ns, one, v, part_off);
 		c_many[r] = frame_cost(&c, ns, many, v, part_off);
 		c_part[r] = frame_cost(&c, ns, pits, v, part_off);
-		if (!c_one[r] || !c_many[r] || !c_part[r])
+		c_big[r] = frame_cost(&c, ns, big, v, part_off);
+		if (!c_one[r] || !c_many[r] || !c_part[r] || !c_big[r])
 			return fprintf(stderr, "round %u: an answer was wrong\n", r), 1;
 	}
 	printf("kvtierd %s, %u rounds, the server's CPU a frame of %u items:\n", argv[1], rounds,
@@ -179,8 +194,10 @@ int main(int argc, char **argv)
 	report("1-byte ranges, a value of 1 part", c_one, rounds);
 	report("1-byte ranges, a value of 1,024 parts", c_many, rounds);
 	report("PARTs, a value of 1,024 parts", c_part, rounds);
-	printf("ratio (medians) 1,024 parts / 1 part, ranges: %.2f\n",
-	       (double)c_many[rounds / 2] / (double)c_one[rounds / 2]);
+	report("1-byte ranges, 16 MiB in 1,024 parts", c_big, rounds);
+	printf("ratio (medians) 1,024 parts / 1 part, ranges: %.2f; 16 MiB: %.2f\n",
+	       (double)c_many[rounds / 2] / (double)c_one[rounds / 2],
+	       (double)c_big[rounds / 2] / (double)c_one[rounds / 2]);
 	kc_close(&c);
 	return tsrv_stop(&srv) == 0 ? 0 : 1;
 }

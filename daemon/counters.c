@@ -36,6 +36,7 @@ const struct kvtd_counter_def kvtd_counter_defs[] = {
 	STAT_ONLY(items_in),
 	STAT_ONLY(auth_ok),
 	STAT_ONLY(value_crc_errors),
+	STAT_ONLY(get_version_misses),
 	COUNTER(conns_refused, "kvtier_connections_refused_total",
 		"connections refused past --max-conns"),
 	COUNTER(unauth_refused, "kvtier_connections_unauth_refused_total",

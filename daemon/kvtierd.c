@@ -1279,6 +1279,7 @@ int main(int argc, char **argv)
 	}
 	srv->listeners = listeners;
 	kvtd_s3_init(srv);
+	kvtd_value_test_init(srv);
 	kvtd_resp_wseq_init(srv);
 	(void)kvtd_expiry_init(srv); /* none: values expire when read */
 	exit_code = kvtierd_open(srv, listeners, &sfd);

@@ -311,6 +311,10 @@ struct kvtd_counters {
 					    * data (tls.c "Records the application
 					    * never sees") */
 	_Atomic uint64_t value_crc_errors; /* stored parts failing their CRC on a range read */
+	/* GET items read again after a chunk that found another version of
+	 * their key, or that found another than their key's first item in
+	 * one pass: misses (value.c "Versions") */
+	_Atomic uint64_t get_version_misses;
 	_Atomic uint64_t errors[KVTD_ERR__COUNT];
 	/* Overload (loop.c "Limits"): connections refused past --max-conns,
 	 * frames refused because --max-memory was reached, and times a
@@ -948,6 +952,12 @@ struct kvtd_server {
 	char *metrics_token;      /* bearer token for /metrics, or NULL */
 	void *tls_ctx;            /* SSL_CTX * of the TCP listeners, or NULL (tls.c) */
 	void *tls_peer_ctx;       /* SSL_CTX * to reach the other members, or NULL (tls.c) */
+	/* Tests' hooks, read from the environment once at start
+	 * (kvtd_value_test_init; as struct kvtd_s3's): KVTD_TEST_GET_NOMEM=I,
+	 * the slice array of item I of every native GET answer is not
+	 * allocated, as if the heap were out (value.c value_get_item:
+	 * -ENOMEM).  I + 1; 0: none. */
+	uint32_t test_get_nomem;
 };
 
 /* Per-connection flow control: defaults of --conn-inflight, --conn-output. */
@@ -1224,6 +1234,10 @@ struct kvtd_item {
 	uintptr_t est_at;         /* and where it was then (kvtd_item_pin_at):
 				   * a frame's deferred ranges of one value count
 				   * it once when read again (ops.c) */
+	bool ver_noted;           /* ver is the version it first read: read
+				   * again, another is a miss (value.c
+				   * "Versions") */
+	uint64_t ver;             /* 0: unknown (matches none) */
 	uint32_t dup_of;          /* quiet: index + 1 of an earlier item of the frame
 				   * with the same namespace and key, whose result
 				   * this one shares (not submitted); 0: none */
@@ -1362,6 +1376,15 @@ uint64_t kvtd_value_verify_plan(struct kvtd_frame *fr);
  * again (each call an aux job of its own, other tenants' between). */
 bool kvtd_value_verify_run(struct kvtd_frame *fr);
 void kvtd_value_vcache_free(struct kvtd_frame *fr);
+/* The tests' hooks of value.c (struct kvtd_server test_get_nomem), from
+ * the environment; before the loops start. */
+void kvtd_value_test_init(struct kvtd_server *srv);
+/* Items [from, fr->n) of a GET are to be let go and read again (ops.c
+ * deferral): each pinned one notes the version it read, if it has not. */
+void kvtd_value_note_versions(struct kvtd_frame *fr, uint32_t from);
+/* A GET frame's first answer: items of one key pinned at two views note
+ * the version of the key's first item (value.c "Versions"). */
+void kvtd_value_note_keys(struct kvtd_frame *fr);
 /* Range verification larger than this runs on the aux thread. */
 #define KVTD_VERIFY_INLINE_MAX (1u << 20)
 #define KVTD_VERIFY_SLICE (16u << 20) /* bytes of checks an aux job, at most */

@@ -2170,6 +2170,10 @@ static bool ops_get_answer(struct kvtd_frame *fr)
 	uint32_t end = fr->chunk_start;
 	struct kvtd_pinset seen = { 0 };
 
+	/* The first answer: one version a key, however its items were
+	 * pinned (value.c "Versions") */
+	if (!fr->chunked && fr->chunk_start == 0)
+		kvtd_value_note_keys(fr);
 	if (fr->quiet_n) {
 		ops_quiet_limit(fr);
 		kvtd_value_get_reply(fr, 0, fr->n);
@@ -2234,6 +2238,9 @@ static bool ops_get_answer(struct kvtd_frame *fr)
 	}
 	if (end == fr->n || c->dead)
 		return false;
+	/* Read again later, by key: each must find the version it read
+	 * now, or miss (value.c "Versions") */
+	kvtd_value_note_versions(fr, end);
 	for (uint32_t i = end; i < fr->n; i++) {
 		struct kvtd_item *it = &fr->items[i];
 		if (it->pinned) {
