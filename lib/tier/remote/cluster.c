@@ -595,6 +595,8 @@ struct ctry {
 	uint32_t failed;             /* bit i: owners[i] failed (member_failed) */
 	bool around;                 /* ranked again already */
 	int status;                  /* the last answer (CREAD_EXISTS: passed on) */
+	int error;                   /* the first owner's failure (CREAD_EXISTS: passed
+				      * on over a later owner's miss) */
 	struct cread rd;             /* the caller's */
 };
 _Static_assert(REMOTE_HOT_REPLICAS_MAX + 1 <= 32, "ctry.failed has a bit per owner");
@@ -617,6 +619,8 @@ static int ctry_next(struct ctry *t)
 		if (ret == 0)
 			return 0;
 		t->status = ret;
+		if (ret < 0 && !t->error)
+			t->error = ret;
 		if (member_failed(ret))
 			t->failed |= 1u << i;
 	}
@@ -656,6 +660,8 @@ static bool ctry_again(struct ctry *t, int status)
 	t->status = status;
 	if (status == KVT_OK || status == KVT_EBUFSMALL)
 		return false; /* a buffer too small is the answer too */
+	if (status < 0 && !t->error)
+		t->error = status;
 	if (member_failed(status))
 		t->failed |= 1u << (t->tried - 1);
 	if (t->tried < t->count) {
@@ -693,6 +699,10 @@ static void ctry_done(void *ctx, const struct tier_result *res)
 	mine = *res;
 	if (t->rd.kind == CREAD_GET_INTO && mine.status != KVT_OK && mine.status != KVT_EBUFSMALL)
 		mine.status = KVT_MISS;
+	/* An owner that failed may hold the block another owner missed: an
+	 * exists is not a miss then (the store's KVT_F_ERRORS tells). */
+	if (t->rd.kind == CREAD_EXISTS && mine.status != KVT_OK && t->error < 0)
+		mine.status = t->error;
 	t->rd.cb(t->rd.ctx, &mine);
 	ctry_free(t);
 }
