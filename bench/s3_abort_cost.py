@@ -4,7 +4,7 @@ kvtierd with an SSD tier (its deletes made durable before the 204 since
 s3e47: one KVT_OP_FLUSH with KVT_F_DELETES), DRAM + SSD, no remote tier.
 
 Usage: s3_abort_cost.py KVTIERD [ROUNDS] [PARTS].  Starts a kvtierd on
-127.0.0.1 port 0 (--ssd 256M in a temporary directory); each round
+127.0.0.1 port 0 (--ssd 64M, 8M segments, in a temporary directory); each round
 creates an upload, puts PARTS parts of 4 KiB, and times the Abort (a
 fresh connection, as the test client's request()).  Prints the median,
 p90 and max in ms.
@@ -30,19 +30,20 @@ def main():
     with open(tenants, "w") as f:
         f.write("alice %s tenant\n" % ALICE[1])
     os.chmod(tenants, 0o600)
-    d = Daemon(kvtierd, base, "srv", ["--tenants", tenants, "--ssd", "256M"])
+    d = Daemon(kvtierd, base, "srv", ["--tenants", tenants, "--ssd", "64M",
+                                      "--set", "ssd.segment=8M"])
     try:
-        assert request(d.port, "PUT", "/ab")[0] == 200
+        assert request(d.port, "PUT", "/abk")[0] == 200
         ms = []
         for i in range(rounds):
-            st, _, b = request(d.port, "POST", "/ab/k%d" % i, query=[("uploads", "")])
+            st, _, b = request(d.port, "POST", "/abk/k%d" % i, query=[("uploads", "")])
             uid = re.search(rb"<UploadId>([^<]+)</UploadId>", b).group(1).decode()
             for n in range(1, parts + 1):
-                st, _, _ = request(d.port, "PUT", "/ab/k%d" % i, body=os.urandom(4096),
+                st, _, _ = request(d.port, "PUT", "/abk/k%d" % i, body=os.urandom(4096),
                                    query=[("partNumber", str(n)), ("uploadId", uid)])
                 assert st == 200
             t0 = time.monotonic()
-            st, _, _ = request(d.port, "DELETE", "/ab/k%d" % i, query=[("uploadId", uid)])
+            st, _, _ = request(d.port, "DELETE", "/abk/k%d" % i, query=[("uploadId", uid)])
             ms.append((time.monotonic() - t0) * 1000)
             assert st == 204, st
         ms.sort()

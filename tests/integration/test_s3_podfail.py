@@ -8,10 +8,13 @@ The node runs with remote.put_local=never: no DRAM copy, so the marker
 and the parts are in the pod only (a node whose DRAM evicted them is the
 same).  The sweeps and the recheck ask presence (KVT_OP_EXISTS), which
 took a tier's error for a miss until s3e47 (2026-12-07):
-  1. an Abort whose second window (parts 257..512) timed out answered
-     204 and left part 300 in the pod (reachable by no request);
-     now 503 ServiceUnavailable, the marker and part 300 kept, and the
-     retry, the pod running, 204 with every block gone from the pod;
+  1. an Abort whose second window (parts 257..512) timed out took part
+     300 for absent: with the pod back before the marker's delete, 204
+     and part 300 left in the pod (reachable by no request); here, the
+     pod still down then, 500 InternalError (the marker's delete
+     refused).  Now 503 ServiceUnavailable at that window, the marker
+     and part 300 kept, and the retry, the pod running, 204 with every
+     block gone from the pod;
   2. an UploadPart whose recheck of the marker timed out deleted its
      part and answered 404 NoSuchUpload for a live upload; now 503, the
      part kept (ListParts lists it), the upload completes.  The marker
@@ -125,7 +128,8 @@ def main():
         print("Abort whose sweep met a stopped pod: %d %s after %.2f s" % (
             st, (re.search(rb"<Code>([^<]+)", b) or [b"", b""])[1].decode(),
             time.monotonic() - t0))
-        # (before s3e47: 204, part 300's presence a miss, the part left)
+        # (before s3e47: part 300's presence a miss; 500 here, the marker's
+        # delete refused by the stopped pod; 204 had the pod come back)
         assert st == 503 and b"ServiceUnavailable" in b, ("Abort over a failing pod", st,
                                                           b[:300])
         # the marker kept, part 300 with it (part 1 went with the first window)
