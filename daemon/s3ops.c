@@ -2882,11 +2882,15 @@ static void s3d_list_parts_start(struct s3d_req *rq)
  * Presence is the store's index, not the value: KVT_OP_EXISTS is DRAM's
  * index, then the SSD's (tier find: no I/O), then the tiers below, asked
  * (a remote tier: an EXISTS to the pod; kvtier.h has no peek of the
- * local indexes alone).  Its answers are OK or MISS, never an error a
- * read makes, and a delete reaches every tier (the pod's copy too:
- * store_del_walk).  Until s3x46 (2026-12-07) a sweep read each part's
- * header quietly: an SSD I/O error or no memory in the SSD tier was a
- * miss there (doc/ssd.md "Reads: one part, quietly"), the part skipped
+ * local indexes alone).  Its answers are OK or MISS -- never an error a
+ * read makes -- or, asked with KVT_F_ERRORS (s3d_item_init), a tier's
+ * failure where no tier had the key (a pod that timed out or refused: an
+ * Abort's 503, the marker kept; until s3e47, 2026-12-07, a miss, the
+ * part skipped and left in the pod: test_s3_podfail), and a delete
+ * reaches every tier (the pod's copy too: store_del_walk).  Until s3x46
+ * (2026-12-07) a sweep read each part's header quietly: an SSD I/O
+ * error or no memory in the SSD tier was a miss there (doc/ssd.md
+ * "Reads: one part, quietly"), the part skipped
  * and left, and the remote and shared tiers were not asked, so an Abort
  * on a node with remote.put_local=never left every part in the pod
  * (test_s3_remote: an Abort of 2 parts took the pod's blocks -1, the
