@@ -21,6 +21,9 @@ took a tier's error for a miss until s3e47 (2026-12-07):
      read at the UploadPart's head is promoted into the node's DRAM, so
      this runs on a second node, "tiny" (--dram 8M, LRU), where GETs of
      12 MiB of objects evict it during the recheck's wait.
+  3. (review47e) a pod of two, one member killed and known down, a part
+     on it: an Abort skipped the part (the member ranked around, not
+     asked) and failed 500 at the marker's delete; now 503 at once.
 The windows are made with the node's test hooks (kvtierd.h struct
 kvtd_s3): KVTD_TEST_S3_SWEEP_PAUSE_MS (an Abort's first sweep waits after
 its first window) and KVTD_TEST_S3_RECHECK_PAUSE_MS (an UploadPart's
@@ -83,6 +86,59 @@ def parts_of(port, key, uid, want):
         if got == want or time.monotonic() > end:
             return got
         time.sleep(0.1)
+
+
+def member_down(kvtierd, base, tenants):
+    """3 (review47e): a pod of two members, one killed (-9) and known
+    down to the node (its connections reset), the upload's marker on the
+    other and a part on the dead one: an Abort is 503 at that part's
+    window, the marker kept.  Before, the dead member was ranked around
+    and not asked, the live member's miss taken for "no such part": the
+    part skipped, then 500 InternalError at the marker's delete, which
+    the dead member refused."""
+    a = Daemon(kvtierd, base, "pa", ["--metrics", "127.0.0.1:0"])
+    b = Daemon(kvtierd, base, "pb", ["--metrics", "127.0.0.1:0"])
+    node = None
+    try:
+        node = Daemon(kvtierd, base, "n3", [
+            "--tenants", tenants, "--max-memory", "32M",
+            "--set", "remote.addrs=127.0.0.1:%d,127.0.0.1:%d" % (a.native, b.native),
+            "--set", "remote.put_local=never"])
+        P = node.port
+        st, _, body = request(P, "PUT", "/pfb3")
+        assert st == 200, (st, body)
+        for i in range(40):  # an upload whose marker is on a
+            a0 = a.metric("kvtier_dram_blocks")
+            uid = upload(P, "/pfb3/k%d" % i)
+            if pod_settled(a, a0 + 1) == a0 + 1:
+                break
+        else:
+            raise AssertionError("no marker on member a in 40 uploads")
+        key = "/pfb3/k%d" % i
+        on_b = 0
+        for n in range(1, 41):  # parts until one is on b
+            b0 = b.metric("kvtier_dram_blocks")
+            st, _, body = request(P, "PUT", key, body=b"p-%d" % n,
+                                  query=[("partNumber", str(n)), ("uploadId", uid)])
+            assert st == 200, ("UploadPart", n, st, body[:300])
+            if pod_settled(b, b0 + 1) == b0 + 1:
+                on_b = n
+                break
+        assert on_b, "no part on member b in 40"
+        b.p.send_signal(signal.SIGKILL)
+        b.p.wait(20)
+        st, _, body = request(P, "DELETE", key, query=[("uploadId", uid)])
+        print("Abort with the pod member holding part %d dead: %d" % (on_b, st))
+        assert st == 503, ("Abort with a member down", st, body[:300])
+        st, _, body = request(P, "GET", key, query=[("uploadId", uid)])
+        assert st == 200, ("the upload kept (ListParts)", st, body[:300])
+        print("Abort over a pod member down: 503, the upload kept: ok")
+    finally:
+        for d in (node, a):
+            if d:
+                d.stop()
+        if b.p.poll() is None:
+            b.p.kill()
 
 
 def main():
@@ -193,6 +249,7 @@ def main():
         st, _, b = request(P, "GET", "/pfb2/up")
         assert (st, b) == (200, b"up-1"), ("the completed object", st, b[:100])
         print("UploadPart over a failing pod: 503, the part kept, completed: ok")
+        member_down(kvtierd, base, tenants)
     finally:
         for d in (tiny, node, pod):
             if d:
