@@ -892,8 +892,12 @@ struct kvtd_s3 {
 	 * (s3ops.c "Sweeps"): KVTD_TEST_S3_SWEEP_FAIL=N[:K], part N's
 	 * presence fails (ENOMEM) in the first K Aborts' sweeps (0: all);
 	 * KVTD_TEST_S3_SWEEP_PAUSE_MS=M, an Abort's first sweep waits M ms
-	 * on the aux thread after its first window.  0: none. */
+	 * on the aux thread after its first window;
+	 * KVTD_TEST_S3_RECHECK_PAUSE_MS=M, an UploadPart's (UploadPartCopy's)
+	 * recheck of its upload's marker, once the part is stored, waits M
+	 * ms on the aux thread first (test_s3_podfail).  0: none. */
 	uint32_t test_sweep_fail_part, test_sweep_fail_aborts, test_sweep_pause_ms;
+	uint32_t test_recheck_pause_ms;
 	_Atomic uint32_t test_sweeps_failed; /* Aborts the first hook failed */
 };
 

@@ -518,6 +518,12 @@ static void s3d_item_init(struct s3d_req *rq, struct s3d_item *it, uint32_t op,
 	it->rq = rq;
 	it->req.op = op;
 	it->req.ns = rq->ns;
+	/* A presence asked (an Abort's and a Complete's sweeps, the marker's
+	 * recheck) is acted on where it misses -- a part deleted, an upload
+	 * taken for gone: a tier's failure must not read as a miss there
+	 * (s3e47; "Sweeps") */
+	if (op == KVT_OP_EXISTS)
+		it->req.flags = KVT_F_ERRORS;
 	if (k)
 		it->req.key = *k;
 	it->req.user_data = (uint64_t)(uintptr_t)it | S3D_UD;
@@ -1201,22 +1207,59 @@ void s3d_put_buffered(struct s3d_req *rq, const struct kvt_key *k)
  * (KVT_OP_EXISTS, PH_RECHECK): gone, the part goes too and the answer is
  * 404 NoSuchUpload; there, an Abort deletes the part after -- its second
  * sweep begins after the marker's delete ("Sweeps").  A presence that
- * failed answers as before (200).  true: the recheck is under way, or
- * the request answered.
+ * failed (KVT_F_ERRORS: the pod timed out or refused, the marker gone
+ * from the node's DRAM) is 503, the part kept: the upload may well be
+ * there, and the client's retry stores the part again (the marker read
+ * again at its head).  Until s3e47 (2026-12-07) the library answered
+ * such a failure as a miss: the part was deleted and the answer 404
+ * NoSuchUpload for a live upload (test_s3_podfail).  true: the recheck
+ * is under way, or the request answered.
  */
+static bool s3d_store_closed(struct s3d_req *rq);
+
+static void s3d_recheck_submit(struct s3d_req *rq)
+{
+	if (s3d_item_one(rq, KVT_OP_EXISTS, 'u'))
+		s3d_submit(rq, PH_RECHECK);
+}
+
+/* KVTD_TEST_S3_RECHECK_PAUSE_MS (a test's): on the aux thread, then back. */
+static void s3d_recheck_pause(void *arg)
+{
+	const struct s3d_req *rq = arg;
+	uint32_t ms = rq->conn->loop->srv->s3.test_recheck_pause_ms;
+	struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000 };
+
+	nanosleep(&ts, NULL);
+}
+
+static void s3d_recheck_later(void *arg)
+{
+	if (!s3d_store_closed(arg))
+		s3d_recheck_submit(arg);
+}
+
 static bool s3d_part_recheck(struct s3d_req *rq)
 {
+	struct kvtd_loop *loop = rq->conn->loop;
 	struct kvt_key k;
 	int st;
 
 	if (rq->op != S3_MPU_PART && rq->op != S3_MPU_PART_COPY)
 		return false;
 	if (rq->phase != PH_RECHECK) {
-		if (s3d_item_one(rq, KVT_OP_EXISTS, 'u'))
-			s3d_submit(rq, PH_RECHECK);
+		if (loop->srv->s3.test_recheck_pause_ms && !loop->stopping)
+			kvtd_aux_submit(loop, rq->in_tstat, s3d_recheck_pause, s3d_recheck_later,
+					rq);
+		else
+			s3d_recheck_submit(rq);
 		return true;
 	}
 	st = s3d_read_status(rq->items[0].req.status);
+	if (st < 0) {
+		s3d_store_fail(rq, st);
+		return true;
+	}
 	if (st != KVT_MISS)
 		return false;
 	s3d_part_key(&k, rq->upload_id, rq->part_no);
@@ -1874,6 +1917,8 @@ void kvtd_s3_init(struct kvtd_server *srv)
 	}
 	if ((env = getenv("KVTD_TEST_S3_SWEEP_PAUSE_MS")))
 		srv->s3.test_sweep_pause_ms = (uint32_t)strtoul(env, NULL, 10);
+	if ((env = getenv("KVTD_TEST_S3_RECHECK_PAUSE_MS")))
+		srv->s3.test_recheck_pause_ms = (uint32_t)strtoul(env, NULL, 10);
 }
 
 void kvtd_s3_free(struct kvtd_server *srv)
@@ -2837,11 +2882,15 @@ static void s3d_list_parts_start(struct s3d_req *rq)
  * Presence is the store's index, not the value: KVT_OP_EXISTS is DRAM's
  * index, then the SSD's (tier find: no I/O), then the tiers below, asked
  * (a remote tier: an EXISTS to the pod; kvtier.h has no peek of the
- * local indexes alone).  Its answers are OK or MISS, never an error a
- * read makes, and a delete reaches every tier (the pod's copy too:
- * store_del_walk).  Until s3x46 (2026-12-07) a sweep read each part's
- * header quietly: an SSD I/O error or no memory in the SSD tier was a
- * miss there (doc/ssd.md "Reads: one part, quietly"), the part skipped
+ * local indexes alone).  Its answers are OK or MISS -- never an error a
+ * read makes -- or, asked with KVT_F_ERRORS (s3d_item_init), a tier's
+ * failure where no tier had the key (a pod that timed out or refused: an
+ * Abort's 503, the marker kept; until s3e47, 2026-12-07, a miss, the
+ * part skipped and left in the pod: test_s3_podfail), and a delete
+ * reaches every tier (the pod's copy too: store_del_walk).  Until s3x46
+ * (2026-12-07) a sweep read each part's header quietly: an SSD I/O
+ * error or no memory in the SSD tier was a miss there (doc/ssd.md
+ * "Reads: one part, quietly"), the part skipped
  * and left, and the remote and shared tiers were not asked, so an Abort
  * on a node with remote.put_local=never left every part in the pod
  * (test_s3_remote: an Abort of 2 parts took the pod's blocks -1, the
@@ -2899,6 +2948,7 @@ static bool s3d_aborting(const struct s3d_req *rq)
 
 static void s3d_sweep_window(struct s3d_req *rq);
 static void s3d_abort_delete(struct s3d_req *rq);
+static void s3d_abort_answer(struct s3d_req *rq);
 
 /* Sweep part numbers from..to (rq holds a walk slot). */
 static void s3d_sweep_start(struct s3d_req *rq, uint32_t from, uint32_t to)
@@ -2978,13 +3028,27 @@ static void s3d_sweep_on(struct s3d_req *rq)
 	} else if (!rq->swept_again) {
 		s3d_abort_delete(rq);
 	} else {
-		rq->tlen = 0;
-		s3d_answer(rq, 204, NULL, 0, false);
-		s3d_finish(rq);
+		s3d_abort_answer(rq);
 	}
 }
 
 static int s3d_delete_outcome(int st, const char **code, const char **msg);
+static bool s3d_durable(struct s3d_req *rq);
+
+/* An Abort's parts and marker deleted, swept twice: 204 once those
+ * deletes are durable (s3d_durable; PH_DURABLE comes back here), as a
+ * DeleteObject's.  Until s3e47 (2026-12-07) the 204 came with the deletes
+ * applied, their tombstones possibly still queued behind the SSD's
+ * write-downs: a kill -9 right after it brought the upload back, marker
+ * and parts (test_s3_park 7). */
+static void s3d_abort_answer(struct s3d_req *rq)
+{
+	if (s3d_durable(rq))
+		return;
+	rq->tlen = 0;
+	s3d_answer(rq, 204, NULL, 0, false);
+	s3d_finish(rq);
+}
 
 /* A window's presences (PH_SWEEP) or its deletes (PH_SWEEP_DEL) are
  * back: the present ones deleted, then on. */
@@ -3234,7 +3298,8 @@ static bool s3d_assembly_step(struct s3d_req *rq)
  * Deletes that stay deleted (doc/kvtierd.md "Durability of deletes"): a
  * DeleteObject or DeleteObjects that removed something is answered once
  * its tombstones are durable, as a native DELETE is (a DeleteBucket: its
- * clear, before the bucket goes) -- a KVT_OP_FLUSH
+ * clear, before the bucket goes; an Abort: its parts' and its marker's
+ * deletes, s3d_abort_answer) -- a KVT_OP_FLUSH
  * with KVT_F_DELETES behind the deletes.  Until 2026-12-04 the 204 came at once, and a
  * kill -9 right after it brought the object back (test_s3_park 5).
  * true: the flush is under way (s3d_step comes back in PH_DURABLE) or the
@@ -3259,6 +3324,9 @@ static bool s3d_durable(struct s3d_req *rq)
 	}
 	if (!srv->cfg.ssd_bytes)
 		return false;
+	/* (an Abort's deletes were its windows' and its marker's: the marker
+	 * at least was there, read at its start) */
+	removed = rq->op == S3_MPU_ABORT;
 	for (uint32_t i = 0; i < rq->n && !removed; i++)
 		removed = rq->items[i].req.status == KVT_OK;
 	if (!removed)
@@ -3528,6 +3596,10 @@ static void s3d_step(struct s3d_req *rq)
 		}
 		if (rq->phase == PH_PROBE) {
 			s3d_abort_marker(rq);
+			return;
+		}
+		if (rq->phase == PH_DURABLE) { /* its deletes' flush is back */
+			s3d_abort_answer(rq);
 			return;
 		}
 		if (it[0].req.status == KVT_MISS) { /* (another Abort's meanwhile) */

@@ -919,7 +919,8 @@ int kvt_ns_set_seal_ns_key(struct kvt_store *store, uint32_t ns, const uint8_t n
  *   KVT_OP_GET_PINNED  ns key                    status; pin, view,
  *                                                view_count, length: a
  *                                                read-only view (below)
- *   KVT_OP_EXISTS      ns key                    status: OK or MISS; tier
+ *   KVT_OP_EXISTS      ns key                    status: OK or MISS; tier;
+ *                      [KVT_F_ERRORS]            or a tier's error
  *   KVT_OP_DELETE      ns key                    status: OK or MISS; the
  *                                                tombstone is durable once
  *                                                a KVT_OP_FLUSH behind it
@@ -1070,6 +1071,13 @@ enum kvt_op {
 			      * ahead of the write-downs queued before them (the
 			      * SSD's "Deletes jump the queue"), not those
 			      * write-downs.  kvtierd answers its DELETEs so. */
+#define KVT_F_ERRORS 0x1000u /* exists: a tier's failure (a pod that timed out or
+			      * refused, no memory: not a miss) is the status
+			      * where no tier has the block, not KVT_MISS -- for
+			      * callers that act on a miss (kvtierd's S3 Abort
+			      * deletes what it finds, an UploadPart whose upload
+			      * is missing deletes its part).  Without it, as
+			      * before: OK or MISS. */
 
 #define KVT_NS_ALL UINT32_MAX   /* KVT_OP_CLEAR: every namespace */
 #define KVT_PARTS_MAX 1024      /* most parts in one value */

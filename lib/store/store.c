@@ -808,7 +808,7 @@ int key_check(const struct kvt_key *k)
 
 #define KVT_F_ALL (KVT_F_PART | KVT_F_RANGE | KVT_F_CRC | KVT_F_VERIFY | KVT_F_DEFER | \
 		   KVT_F_SEALED | KVT_F_QUIET | KVT_F_PROMPT | KVT_F_NOWAIT | KVT_F_RETAIN | \
-		   KVT_F_REPAIR | KVT_F_DELETES)
+		   KVT_F_REPAIR | KVT_F_DELETES | KVT_F_ERRORS)
 
 int req_check(struct kvt_store *s, const struct kvt_req *r)
 {
@@ -827,6 +827,8 @@ int req_check(struct kvt_store *s, const struct kvt_req *r)
 	if ((r->flags & (KVT_F_NOWAIT | KVT_F_RETAIN | KVT_F_REPAIR)) && r->op != KVT_OP_PUT)
 		return KVT_EBADOP;
 	if ((r->flags & KVT_F_DELETES) && r->op != KVT_OP_FLUSH)
+		return KVT_EBADOP;
+	if ((r->flags & KVT_F_ERRORS) && r->op != KVT_OP_EXISTS)
 		return KVT_EBADOP;
 	if ((r->flags & KVT_F_PART) && (r->flags & KVT_F_RANGE))
 		return KVT_EBADOP;

@@ -460,6 +460,15 @@ static int store_get_part_quiet(struct kvt_store *s, struct kvt_req *r)
 
 static void store_exists_done(void *ctx, const struct tier_result *res);
 
+/*
+ * An exists walks the tiers until one has the block.  A tier that fails
+ * (a pod that timed out or refused, out of memory: not a miss) is a miss
+ * there, the next may have it; with KVT_F_ERRORS the first such error,
+ * kept in the stash, is the answer where no tier had the block, so that
+ * a caller that acts on a miss (kvtierd's S3 Abort and UploadPart: a part
+ * deleted, an upload taken for gone) can tell "not there" from "not
+ * known" (until s3e47, 2026-12-07, it was a miss whatever the caller).
+ */
 static int store_exists_walk(struct kvt_store *s, struct kvt_req *r, unsigned from)
 {
 	struct tier_key k = req_tkey(r);
@@ -484,7 +493,11 @@ static int store_exists_walk(struct kvt_store *s, struct kvt_req *r, unsigned fr
 			r->tier = t->ops->id;
 			return KVT_OK;
 		}
+		if (ret < 0 && ret != KVT_MISS && !req_stashed(r))
+			req_stash(r, ret);
 	}
+	if ((r->flags & KVT_F_ERRORS) && req_stashed(r) < 0)
+		return (int)req_stashed(r);
 	return KVT_MISS;
 }
 
@@ -494,7 +507,8 @@ static void store_exists_done(void *ctx, const struct tier_result *res)
 	struct kvt_store *s = req_queue(r)->store;
 	unsigned i = req_cursor(r) & CUR_INDEX;
 	const struct store_tier *t = &s->tiers[i];
-	/* An error of one tier is a miss there: the next may have it. */
+	/* An error of one tier is a miss there: the next may have it (and
+	 * the answer, with KVT_F_ERRORS, if none has). */
 	bool hit = res->status == KVT_OK && (t->ops->exists || res->count == 1);
 
 	if (hit) {
@@ -502,6 +516,8 @@ static void store_exists_done(void *ctx, const struct tier_result *res)
 		req_complete(s, r, KVT_OK);
 		return;
 	}
+	if (res->status < 0 && res->status != KVT_MISS && !req_stashed(r))
+		req_stash(r, res->status);
 	req_finish(s, r, store_exists_walk(s, r, i + 1));
 }
 
@@ -1507,6 +1523,7 @@ int store_exec(struct kvt_store *s, struct kvt_req *r)
 			r->tier = KVT_TIER_DRAM;
 			return KVT_OK;
 		}
+		req_stash(r, 0); /* no tier's error yet */
 		return store_exists_walk(s, r, 0);
 	case KVT_OP_DELETE:
 		return store_delete(s, r);

@@ -315,6 +315,23 @@ static void test_failures(struct tsrv *srv, const char *dir)
 	fprintf(stderr, "get against a stopped server: miss after %llu ms\n", (unsigned long long)t);
 	T_ASSERT(t >= 300 && t < 5000);
 	T_ASSERT(t_stat(e, "remote.timeouts") >= 1);
+	/* An exists that times out: a miss, unless asked with KVT_F_ERRORS,
+	 * which answers the pod's failure (s3e47: before, a miss either way,
+	 * and kvtierd's S3 Abort took it for "no such part") */
+	k = t_key(8);
+	T_RC(kvt_exists(e, ns, &k), KVT_MISS);
+	{
+		struct kvt_req x = t_req1(e, (struct kvt_req){ .op = KVT_OP_EXISTS, .ns = ns,
+							      .key = k, .flags = KVT_F_ERRORS });
+		fprintf(stderr, "exists with KVT_F_ERRORS against a stopped server: %s\n",
+			kvt_strerror(x.status));
+		T_ASSERT(x.status < 0);
+		/* present locally: found, whatever the server */
+		k = t_key(7);
+		x = t_req1(e, (struct kvt_req){ .op = KVT_OP_EXISTS, .ns = ns, .key = k,
+						.flags = KVT_F_ERRORS });
+		T_RC(x.status, KVT_OK);
+	}
 	/* A put still succeeds locally while the server is unreachable. */
 	k = t_key(9);
 	{
@@ -339,6 +356,13 @@ static void test_failures(struct tsrv *srv, const char *dir)
 		T_RC(kvt_exists(e, ns, &k), KVT_MISS);
 	}
 	t = t_now_ms() - t0;
+	{ /* refused at once: KVT_F_ERRORS answers it (-ENOTCONN), not a miss */
+		struct kvt_req x = t_req1(e, (struct kvt_req){ .op = KVT_OP_EXISTS, .ns = ns,
+							      .key = t_key(11), .flags = KVT_F_ERRORS });
+		fprintf(stderr, "exists with KVT_F_ERRORS against a dead server: %s\n",
+			kvt_strerror(x.status));
+		T_ASSERT(x.status < 0);
+	}
 	fprintf(stderr, "200 requests against a dead server: %llu ms\n", (unsigned long long)t);
 	T_ASSERT(t < 2000);
 	T_ASSERT(t_stat(e, "remote.fast_fails") >= 100);

@@ -19,6 +19,9 @@
  *      writer: kvtierd killed with -9 at once and restarted, the object is
  *      gone -- the 204 waits for the tombstone to be durable, as a native
  *      DELETE does (it came at once, and the object came back).
+ *   6. the same for a DeleteBucket's clear (an upload's part on SSD);
+ *   7. the same for an AbortMultipartUpload's deletes: its upload stays
+ *      gone after the kill -9 (it came back until s3e47, 2026-12-07).
  *
  * argv[1]: kvtierd.
  */
@@ -306,6 +309,45 @@ int main(int argc, char **argv)
 		uint8_t buf[8192];
 		struct body b = { buf, 0, sizeof(buf) };
 		T_EQ_INT((int)s3_call("GET", "/gone?uploads=", NULL, 0, &b, NULL), 200);
+		T_ASSERT(memmem(b.p, b.len, "<UploadId>", 10) == NULL);
+	}
+
+	/* 7: AbortMultipartUpload of an upload whose marker and part are on
+	 * SSD, while o8's write-down holds the writer; kill -9 right after
+	 * the 204.  The upload stays gone: the Abort's deletes were durable
+	 * before the 204 (until s3e47, 2026-12-07, the 204 came with the
+	 * tombstones still queued behind the write-down, and the upload came
+	 * back, its part listed). */
+	{
+		uint8_t buf[4096];
+		struct body b = { buf, 0, sizeof(buf) };
+		char part[200], abort_path[200];
+		const uint8_t *p, *q;
+		uint64_t ms;
+		T_EQ_INT((int)s3_call("POST", "/bkt/ab?uploads=", "", 0, &b, NULL), 200);
+		p = memmem(b.p, b.len, "<UploadId>", 10);
+		T_ASSERT(p != NULL);
+		p += 10;
+		q = memmem(p, b.len - (size_t)(p - b.p), "</UploadId>", 11);
+		T_ASSERT(q != NULL);
+		snprintf(part, sizeof(part), "/bkt/ab?partNumber=1&uploadId=%.*s", (int)(q - p),
+			 (const char *)p);
+		snprintf(abort_path, sizeof(abort_path), "/bkt/ab?uploadId=%.*s", (int)(q - p),
+			 (const char *)p);
+		T_EQ_INT((int)s3_call("PUT", part, small, sizeof(small), NULL, NULL), 200);
+		drained(&srv);
+		T_EQ_INT((int)s3_call("PUT", "/bkt/o8", v1, OBJ, NULL, NULL), 200);
+		T_EQ_INT((int)s3_call("DELETE", abort_path, NULL, 0, NULL, &ms), 204);
+		fprintf(stderr, "AbortMultipartUpload behind a 1200 ms write-down: 204 after "
+			"%llu ms\n", (unsigned long long)ms);
+		tsrv_kill9(&srv);
+		tsrv_start(&srv, argv[1], base, dir, tenants, extra);
+		snprintf(endpoint, sizeof(endpoint), "http://127.0.0.1:%u", tsrv_s3_port(srv.log));
+		b.len = 0;
+		T_EQ_INT((int)s3_call("GET", abort_path, NULL, 0, &b, NULL), 404);
+		T_ASSERT(memmem(b.p, b.len, "NoSuchUpload", 12) != NULL);
+		b.len = 0;
+		T_EQ_INT((int)s3_call("GET", "/bkt?uploads=", NULL, 0, &b, NULL), 200);
 		T_ASSERT(memmem(b.p, b.len, "<UploadId>", 10) == NULL);
 	}
 

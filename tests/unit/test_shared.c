@@ -102,6 +102,37 @@ static struct kvt_store *ssd_shared(const char *path, const char *dir, ...)
 
 /* ------------------------------------------------------------------------ */
 
+/* An exists asked with KVT_F_ERRORS (kvtierd's S3 sweeps) whose shared
+ * lookup cannot start (no memory) is that failure, not a miss: the block
+ * may be in the directory (review47e, 2026-12-07: tier_shared.c answered
+ * every refused lookup KVT_MISS; s3e47 did so for the remote tier only).
+ * A namespace the directory does not know stays a miss. */
+static void test_exists_errors(void)
+{
+	char *dir = t_mkdtemp();
+	struct kvt_store *a = open_shared(dir, "64M", "persistent");
+	uint32_t na = ns_persistent(a);
+	struct kvt_key k = t_key(4242);
+	struct kvt_req x;
+
+	T_OK(kvt_store_set_option(a, "debug.fail_alloc", "1"));
+	x = t_req1(a, (struct kvt_req){ .op = KVT_OP_EXISTS, .ns = na, .key = k,
+					.flags = KVT_F_ERRORS });
+	T_OK(kvt_store_set_option(a, "debug.fail_alloc", "0"));
+	fprintf(stderr, "exists with KVT_F_ERRORS, the shared lookup's allocation failed: %s\n",
+		kvt_strerror(x.status));
+	T_RC(x.status, -ENOMEM);
+	T_OK(kvt_store_set_option(a, "debug.fail_alloc", "1"));
+	T_RC(kvt_exists(a, na, &k), KVT_MISS); /* without the flag: a miss, as before */
+	T_OK(kvt_store_set_option(a, "debug.fail_alloc", "0"));
+	x = t_req1(a, (struct kvt_req){ .op = KVT_OP_EXISTS, .ns = na, .key = k,
+					.flags = KVT_F_ERRORS });
+	T_RC(x.status, KVT_MISS);
+	kvt_store_destroy(a);
+	t_rmtree(dir);
+	free(dir);
+}
+
 static void test_hdr_codec(void)
 {
 	uint8_t buf[SHDIR_ALIGN * 2], ns[32];
@@ -965,6 +996,7 @@ static void test_gc_cli(const char *cli)
 int main(int argc, char **argv)
 {
 	test_hdr_codec();
+	test_exists_errors();
 	test_replaced_not_removed();
 	test_two_stores();
 	test_corrupt();

@@ -329,6 +329,13 @@ static void test_bad_input(void)
 	SUBMIT_RC(KVT_EBADOP);
 	r.flags = KVT_F_PART; /* a get flag on a put */
 	SUBMIT_RC(KVT_EBADOP);
+	r.flags = KVT_F_ERRORS; /* an exists flag on a put */
+	SUBMIT_RC(KVT_EBADOP);
+	{ /* on an exists, no tier failing: a miss is still a miss */
+		struct kvt_req x = t_req1(s, (struct kvt_req){ .op = KVT_OP_EXISTS, .ns = ns,
+							      .key = t_key(77), .flags = KVT_F_ERRORS });
+		T_RC(x.status, KVT_MISS);
+	}
 	r.flags = KVT_F_CRC; /* crcs NULL */
 	SUBMIT_RC(KVT_ENULL);
 	r.flags = 0;

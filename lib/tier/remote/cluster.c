@@ -383,10 +383,10 @@ static unsigned cluster_place_ex(struct cluster *cl, const struct cview *v, uint
  * warm-up the previous owner after the new one. */
 static unsigned cluster_place_read(struct cluster *cl, const struct cview *v, uint32_t ns,
 				   const struct kvt_key *key, const struct cluster_hint *hint,
-				   unsigned *out, uint64_t *anchor_out)
+				   unsigned *out, uint64_t *anchor_out, unsigned *want)
 {
 	uint64_t anchor;
-	unsigned k = cluster_place_ex(cl, v, ns, key, hint, out, &anchor, NULL);
+	unsigned k = cluster_place_ex(cl, v, ns, key, hint, out, &anchor, want);
 	*anchor_out = anchor;
 	if (k == 1 && v->warm_until_ns && kvt_now_ns() < v->warm_until_ns) {
 		k = cluster_rank(cl, v, anchor, false, 2, out);
@@ -595,6 +595,8 @@ struct ctry {
 	uint32_t failed;             /* bit i: owners[i] failed (member_failed) */
 	bool around;                 /* ranked again already */
 	int status;                  /* the last answer (CREAD_EXISTS: passed on) */
+	int error;                   /* the first owner's failure (CREAD_EXISTS: passed
+				      * on over a later owner's miss) */
 	struct cread rd;             /* the caller's */
 };
 _Static_assert(REMOTE_HOT_REPLICAS_MAX + 1 <= 32, "ctry.failed has a bit per owner");
@@ -617,6 +619,8 @@ static int ctry_next(struct ctry *t)
 		if (ret == 0)
 			return 0;
 		t->status = ret;
+		if (ret < 0 && !t->error)
+			t->error = ret;
 		if (member_failed(ret))
 			t->failed |= 1u << i;
 	}
@@ -656,6 +660,8 @@ static bool ctry_again(struct ctry *t, int status)
 	t->status = status;
 	if (status == KVT_OK || status == KVT_EBUFSMALL)
 		return false; /* a buffer too small is the answer too */
+	if (status < 0 && !t->error)
+		t->error = status;
 	if (member_failed(status))
 		t->failed |= 1u << (t->tried - 1);
 	if (t->tried < t->count) {
@@ -682,6 +688,25 @@ static void ctry_get_done(void *ctx, int status, struct dram_item *item)
 	ctry_free(t);
 }
 
+/* Whether one of the want owners of the group named by anchor, ranked
+ * with every member up, is down: a read ranks around it (cluster_rank_skip)
+ * and does not ask it, so the others' misses do not say the block is
+ * absent -- it may be on the one down.  An exists passes that on
+ * (-ENOTCONN, the store's KVT_F_ERRORS) as it does an owner's failure.
+ * Until review47e (2026-12-07) a member known down was a miss there: an
+ * S3 Abort's sweep over a pod with a member down skipped the parts it
+ * held and deleted the marker (test_cluster test_replicas_check). */
+static bool cluster_owner_down(const struct cview *v, uint64_t anchor, unsigned want)
+{
+	unsigned out[REMOTE_HOT_REPLICAS_MAX], k;
+	k = placement_rank(v->pl, anchor, NULL, out,
+			   want < REMOTE_HOT_REPLICAS_MAX ? want : REMOTE_HOT_REPLICAS_MAX);
+	for (unsigned i = 0; i < k; i++)
+		if (remote_is_down(v->m[out[i]].mb->rm))
+			return true;
+	return false;
+}
+
 /* Exists, and gets into the caller's buffers: a failure is a miss to the
  * get (the bytes in dst are then not the value); exists passes it on. */
 static void ctry_done(void *ctx, const struct tier_result *res)
@@ -693,6 +718,10 @@ static void ctry_done(void *ctx, const struct tier_result *res)
 	mine = *res;
 	if (t->rd.kind == CREAD_GET_INTO && mine.status != KVT_OK && mine.status != KVT_EBUFSMALL)
 		mine.status = KVT_MISS;
+	/* An owner that failed may hold the block another owner missed: an
+	 * exists is not a miss then (the store's KVT_F_ERRORS tells). */
+	if (t->rd.kind == CREAD_EXISTS && mine.status != KVT_OK && t->error < 0)
+		mine.status = t->error;
 	t->rd.cb(t->rd.ctx, &mine);
 	ctry_free(t);
 }
@@ -706,7 +735,7 @@ static void ctry_done(void *ctx, const struct tier_result *res)
 static int cluster_read(struct cluster *cl, uint32_t ns, const struct kvt_key *key,
 			const struct cluster_hint *hint, const struct cread *rd)
 {
-	unsigned owners[REMOTE_HOT_REPLICAS_MAX], k, start;
+	unsigned owners[REMOTE_HOT_REPLICAS_MAX], k, start, want = 1;
 	struct cview *v = cview_get(cl);
 	struct ctry *t;
 	uint64_t anchor;
@@ -717,9 +746,11 @@ static int cluster_read(struct cluster *cl, uint32_t ns, const struct kvt_key *k
 	} else if (!(t = kvt_mem_calloc(cl->mem, 1, sizeof(*t)))) {
 		ret = -ENOMEM;
 	} else {
-		k = cluster_place_read(cl, v, ns, key, hint, owners, &anchor);
+		k = cluster_place_read(cl, v, ns, key, hint, owners, &anchor, &want);
 		*t = (struct ctry){ .cl = cl, .v = v, .ns = ns, .key = key, .anchor = anchor,
 				    .count = k, .ranked = k, .rd = *rd };
+		if (rd->kind == CREAD_EXISTS && cluster_owner_down(v, anchor, want))
+			t->error = -ENOTCONN;
 		start = k == 1 ? 0
 			       : (unsigned)(atomic_fetch_add_explicit(&cl->rr, 1,
 								     memory_order_relaxed) %

@@ -74,8 +74,10 @@ static int trem_get_into(void *t, const struct tier_key *k, const struct iovec *
 static int trem_exists(void *t, const struct tier_key *k, tier_done_fn done, void *ctx)
 {
 	struct cluster_hint h;
-	return cluster_exists(t, k->ns, k->key, trem_hint(k, &h), done, ctx) == 0 ? TIER_PENDING
-										   : KVT_MISS;
+	int ret = cluster_exists(t, k->ns, k->key, trem_hint(k, &h), done, ctx);
+	/* Refused at once (the pod down: -ENOTCONN; no memory): the error,
+	 * which the store takes for a miss unless asked (KVT_F_ERRORS). */
+	return ret == 0 ? TIER_PENDING : ret < 0 ? ret : KVT_MISS;
 }
 
 static int trem_lookup(void *t, uint32_t ns, const struct kvt_key *keys, uint32_t from,

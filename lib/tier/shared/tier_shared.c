@@ -68,10 +68,13 @@ static int tsh_get_part(void *t, const struct tier_key *k, uint32_t part, const 
 static int tsh_lookup(void *t, uint32_t ns, const struct kvt_key *keys, uint32_t from, uint32_t n,
 		      uint8_t *tiers, tier_done_fn done, void *ctx)
 {
-	return shared_lookup(t, ns, keys + from, n - from, tiers ? tiers + from : NULL, done,
-			     ctx) == 0
-		       ? TIER_PENDING
-		       : KVT_MISS;
+	int ret = shared_lookup(t, ns, keys + from, n - from, tiers ? tiers + from : NULL, done,
+				ctx);
+	/* Refused for want of memory: the error, which the store takes for a
+	 * miss unless an exists asks (KVT_F_ERRORS; a lookup's walk stops at
+	 * it either way); a namespace the directory does not know is a miss
+	 * (review47e, 2026-12-07: both were a miss) */
+	return ret == 0 ? TIER_PENDING : ret < 0 && ret != KVT_ENONS ? ret : KVT_MISS;
 }
 
 static void tsh_put_down(void *t, uint32_t ns, const struct kvt_key *key)
