@@ -347,6 +347,12 @@ static void test_auth_time(void)
 	auth_same("first", "nobody", false);
 	auth_same("long", "nobody", true);
 	auth_same("first", "nobody", true);
+	/* an unknown name of the length of 997 tenants' names against one of
+	 * a length no tenant has: the walk's memcmp ran for names of the
+	 * guessed name's length only (review46c: 3.7 against 1.8 us, release;
+	 * session 47's keyed hashes of names, auth.c "An AUTH's time") */
+	auth_same("tenant9999", "nobody", false);
+	auth_same("tenant9999", "nobody", true);
 	kvtd_auth_install(NULL);
 	free(text);
 	printf("auth_time: ok\n");
