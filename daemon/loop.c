@@ -1948,6 +1948,13 @@ static void loop_conn_read(struct kvtd_conn *c)
 			return;
 		}
 		if (c->tls && kvtd_tls_quiet_over(c)) {
+			/* A failure of its address, as a failed handshake is
+			 * (loop_conn_handshake): no honest client gets here,
+			 * and one that reconnected at once had a fresh
+			 * handshake -- ~260 us of the loop -- each time,
+			 * unthrottled, until session 47 (test_hostile_http
+			 * tls12_renegotiation, "reconnecting"). */
+			kvtd_auth_failed(c);
 			kvtd_conn_log(c, KVTD_INFO, "closing connection",
 				      "more TLS records with no application data (KeyUpdates) "
 				      "than a minute allows, or a TLS 1.2 renegotiation");
@@ -1982,7 +1989,10 @@ static void loop_conn_read(struct kvtd_conn *c)
  * failed AUTH does (a TCP check or a plain client costs no crypto and
  * counts nothing), and while its address is past KVTD_AUTH_FAILS_PER_SEC this
  * second a connection is closed before any crypto (server.tls_throttled;
- * test_hostile_http tls_handshakes). */
+ * test_hostile_http tls_handshakes).  So does a connection closed after
+ * its handshake for what no honest client sends (server.tls_quiet_closed:
+ * a TLS 1.2 renegotiation, KeyUpdates past the minute's budget;
+ * loop_conn_read), since session 47. */
 static void loop_conn_handshake(struct kvtd_conn *c)
 {
 	int rc;

@@ -5319,6 +5319,27 @@ TLS12_HELLO_CONNS = 100
 # (release: +121 KiB before, the ClientHello's declared 131,396 bytes
 # allocated and zeroed; after, closed at once: 0)
 TLS12_HELLO_KIB = 20
+# ... and one address reconnecting to renegotiate again, for
+# TLS12_RECONNECT_S: each close counts against the address as a failed
+# handshake (session 47), so past KVTD_AUTH_FAILS_PER_SEC (20) a second its
+# next connections are closed before any crypto: at most 20 handshakes a
+# second it touches (before: 485 handshakes in 3 s release, 236 ASan, none
+# refused; after: 80 and 63, 8,254 and 3,416 refused; an honest client's
+# AUTH and PING, reconnecting as fast, the same run's baseline: 520-809)
+TLS12_RECONNECT_S = 3
+AUTH_FAILS_PER_SEC = 20  # daemon/kvtierd.h KVTD_AUTH_FAILS_PER_SEC
+
+
+def tls_reconnect(exe, port, what, secs, auth=None, src=None):
+    """tls_flood --reconnect: (handshakes, refused, closed, its output)."""
+    argv = [exe, "--what", what, "--seconds", str(secs), "--reconnect"]
+    argv += ["--auth", "%s:%s" % auth] if auth else []
+    argv += ["--src", src] if src else []
+    out = subprocess.run(argv + [str(port)], stdout=subprocess.PIPE, text=True,
+                         timeout=secs + 60).stdout
+    m = re.search(r"reconnects: (\d+) handshakes, (\d+) refused, (\d+) closed", out)
+    assert m, ("tls_flood --reconnect", what, out)
+    return int(m.group(1)), int(m.group(2)), int(m.group(3)), out
 
 
 @phase
@@ -5339,7 +5360,10 @@ def tls12_renegotiation(ph):
     counted; 8 beside /healthz (the loop's CPU against 8 connections of
     one-byte records); 100 ClientHello headers held (RSS against 100 idle
     TLS 1.2 connections); a TLS 1.2 client's SET and GET still served,
-    and one of 31 empty records before each byte kept."""
+    and one of 31 empty records before each byte kept.  And one address
+    that reconnects to renegotiate again: each close counts as a failed
+    handshake (session 47), so its handshakes are throttled to 20 a second
+    (before, as many as an honest client's)."""
     import ssl
     exe = tls_flood_exe(ph.srv.argv[0])
     if not exe:
@@ -5461,6 +5485,29 @@ def tls12_renegotiation(ph):
         print("tls12_renegotiation: padded12: %s" % out.splitlines()[-1])
         ph.expect(closed == 0 and sent > 0, "31 empty records before each byte: kept", out)
         served("empty records")
+        ph.cases += 1
+
+        # 5: one address reconnecting to renegotiate again: each close a
+        # failure of the address, throttled past 20 a second (session 47);
+        # the baseline, an honest client's AUTH and PING as fast
+        hs_b, ref_b, _, _ = tls_reconnect(exe, rport, "ping12", TLS12_RECONNECT_S, auth=ALICE,
+                                          src=ph.addr())
+        thr0, q0 = metric_or_0(t, "kvtier_tls_throttled_total"), quiet()
+        hs, ref, closed, out = tls_reconnect(exe, rport, "reneg12", TLS12_RECONNECT_S,
+                                             src=ph.addr())
+        thr = metric_or_0(t, "kvtier_tls_throttled_total") - thr0
+        # the seconds its 3 s touch, and the last connection's run past them
+        most = AUTH_FAILS_PER_SEC * (TLS12_RECONNECT_S + 2)
+        print("tls12_renegotiation: reconnecting for %d s: %d handshakes (%d closed, %d "
+              "counted), %d refused, %d throttled; an honest client's AUTH and PING: %d "
+              "handshakes, %d refused; at most %d" % (
+                  TLS12_RECONNECT_S, hs, closed, quiet() - q0, ref, thr, hs_b, ref_b, most))
+        ph.expect(ref_b == 0, "an honest client reconnecting: none refused", ref_b)
+        ph.expect(hs <= most, "handshakes of one address renegotiating, reconnecting",
+                  hs, most, hs_b)
+        ph.expect(hs < hs_b, "fewer than an honest client's", hs, hs_b)
+        ph.expect(ref > 0 and thr > 0, "refused before crypto, counted", ref, thr)
+        served("reconnecting renegotiations")
         ph.cases += 1
     finally:
         t.stop()
