@@ -1888,6 +1888,30 @@ static bool loop_conn_partial(const struct kvtd_conn *c)
 	return c->rend > c->rstart || (c->ops->partial && c->ops->partial(c));
 }
 
+
+/*
+ * A TLS handshake never used.  A handshake costs the loop an ECDHE and a
+ * signature (~260 us, release) and the client less (it need not check
+ * the certificate); one that fails counts against its address
+ * (loop_conn_handshake), but a client that completed it and closed before
+ * sending a byte of application data -- or reset -- could connect again
+ * at once, from one address, as fast as it could connect: no honest
+ * client makes a TLS connection only to close it, more than a health
+ * check's one a second or so.  Since session 47 the peer's end (or an
+ * error) on a connection whose handshake is done and that has sent no
+ * application byte counts as a failed handshake of its address
+ * (kvtd_auth_failed: past 20 a second its next connections are closed
+ * before any crypto; test_hostile_http tls_unused).  A close of the
+ * server's (a refusal, a timeout) counts nothing here.
+ */
+static void loop_tls_unused(struct kvtd_conn *c)
+{
+	if (c->tls && c->tls_ready && c->bytes_in == 0 && !c->tls_unused_counted) {
+		c->tls_unused_counted = true;
+		KVTD_COUNT(c->loop->srv, tls_unused, 1);
+		kvtd_auth_failed(c);
+	}
+}
 /* The socket is readable (or hung up): the protocol's read, or the
  * generic one into rbuf. */
 static void loop_conn_read(struct kvtd_conn *c)
@@ -1928,6 +1952,7 @@ static void loop_conn_read(struct kvtd_conn *c)
 			continue;
 		}
 		if (r == 0) {
+			loop_tls_unused(c);
 			if (loop_conn_partial(c)) {
 				KVTD_COUNT(srv, errors[KVTD_ERR_VANISHED], 1);
 				loop_conn_close(c, "peer closed in the middle of a frame");
@@ -1961,6 +1986,7 @@ static void loop_conn_read(struct kvtd_conn *c)
 			loop_conn_close(c, "TLS records with no application data past the budget");
 			return;
 		}
+		loop_tls_unused(c);
 		KVTD_COUNT(srv, errors[KVTD_ERR_IO], 1);
 		if (loop_conn_partial(c))
 			KVTD_COUNT(srv, errors[KVTD_ERR_VANISHED], 1);
@@ -1992,7 +2018,8 @@ static void loop_conn_read(struct kvtd_conn *c)
  * test_hostile_http tls_handshakes).  So does a connection closed after
  * its handshake for what no honest client sends (server.tls_quiet_closed:
  * a TLS 1.2 renegotiation, KeyUpdates past the minute's budget;
- * loop_conn_read), since session 47. */
+ * loop_conn_read), and one the client ends after its handshake without a
+ * byte of application data (loop_tls_unused), since session 47. */
 static void loop_conn_handshake(struct kvtd_conn *c)
 {
 	int rc;

@@ -5513,6 +5513,91 @@ def tls12_renegotiation(ph):
         t.stop()
 
 
+# tls_unused: one address's complete TLS 1.3 handshakes, each connection
+# closed at once without a byte of application data, for TLS_UNUSED_S:
+# since session 47 each counts against the address as a failed handshake,
+# so past 20 a second its next connections are closed before any crypto
+# (before: as many handshakes as it could make, ~260 us of the loop each,
+# release; the same run's baseline an honest client reconnecting as fast,
+# its AUTH and PING on each connection)
+TLS_UNUSED_S = 3
+# ... and the loop's CPU a connection of theirs over the honest client's a
+# connection (before: 0.91 release, 0.87 ASan -- a handshake each; after:
+# 0.10 release, 0.25 ASan -- most closed before any crypto, what churn
+# costs; the loop's CPU a second stays what the client's connect rate makes
+# it, as tls_handshakes says)
+TLS_UNUSED_CPU_RATIO = 0.5
+
+
+@phase
+def tls_unused(ph):
+    """A failed handshake counts against its address (tls_handshakes), but
+    a client that completes one and closes before sending a byte could
+    reconnect at once, from one address, as fast as it could connect: the
+    loop's ECDHE and signature each time, the client's own cost less (it
+    need not check the certificate).  Now the client's end of a connection
+    whose handshake is done and that sent no application data counts as a
+    failed handshake (loop.c "A TLS handshake never used";
+    kvtier_tls_unused_total).  With tls_flood --reconnect: an honest
+    client's handshakes, each used for AUTH and a PING, are never refused;
+    one address's unused handshakes are throttled to 20 a second; another
+    address is served meanwhile."""
+    exe = tls_flood_exe(ph.srv.argv[0])
+    if not exe:
+        raise SystemExit("tls_unused: no tls_flood beside " + ph.srv.argv[0])
+    t = tls_server(ph, "tls_unused")
+    if not t:
+        return
+    try:
+        rport = tls_resp_port(t)
+
+        def ctr(name):
+            return metric_or_0(t, name)
+        u0, thr0, c0 = ctr("kvtier_tls_unused_total"), ctr("kvtier_tls_throttled_total"), \
+            loop_cpu_s(t)
+        hs_b, ref_b, _, _ = tls_reconnect(exe, rport, "ping", TLS_UNUSED_S, auth=ALICE,
+                                          src=ph.addr())
+        cpu_b = loop_cpu_s(t) - c0
+        u_b = ctr("kvtier_tls_unused_total") - u0
+        u0, thr0, c0 = ctr("kvtier_tls_unused_total"), ctr("kvtier_tls_throttled_total"), \
+            loop_cpu_s(t)
+        hs, ref, _, out = tls_reconnect(exe, rport, "close", TLS_UNUSED_S, src=ph.addr())
+        cpu = loop_cpu_s(t) - c0
+        unused = ctr("kvtier_tls_unused_total") - u0
+        thr = ctr("kvtier_tls_throttled_total") - thr0
+        most = AUTH_FAILS_PER_SEC * (TLS_UNUSED_S + 2)
+        print("tls_unused: an honest client reconnecting for %d s: %d handshakes, %d refused, "
+              "%d counted unused; loop CPU %.3f s" % (TLS_UNUSED_S, hs_b, ref_b, u_b, cpu_b))
+        print("tls_unused: unused handshakes for %d s: %d handshakes (%d counted unused), %d "
+              "refused (%d throttled); loop CPU %.3f s; at most %d" % (
+                  TLS_UNUSED_S, hs, unused, ref, thr, cpu, most))
+        ph.expect(ref_b == 0 and u_b == 0, "an honest client: none refused, none counted",
+                  ref_b, u_b)
+        ph.expect(hs <= most and hs < hs_b, "unused handshakes of one address", hs, most, hs_b)
+        ph.expect(ref > 0 and thr > 0 and unused > 0, "refused before crypto, counted", ref,
+                  thr, unused)
+        per, per_b = cpu / max(hs + ref, 1), cpu_b / max(hs_b, 1)
+        print("tls_unused: loop CPU a connection %.1f us, the honest client's %.1f us: %.2f" % (
+            per * 1e6, per_b * 1e6, per / max(per_b, 1e-9)))
+        ph.expect(per <= TLS_UNUSED_CPU_RATIO * per_b, "loop CPU a connection over an honest "
+                  "client's", per, per_b)
+        # another address meanwhile and after: a TLS client's AUTH and PING
+        s = tls_ctx().wrap_socket(socket.create_connection(
+            ("127.0.0.1", rport), timeout=10, source_address=(ph.addr(), 0)))
+        s.sendall(resp_cmd(b"AUTH", BOB[0].encode(), BOB[1].encode()) + resp_cmd(b"PING"))
+        got = b""
+        while len(got) < 12:
+            b = s.recv(4096)
+            if not b:
+                break
+            got += b
+        ph.expect(got == b"+OK\r\n+PONG\r\n", "another address served", got)
+        s.close()
+        ph.cases += 1
+    finally:
+        t.stop()
+
+
 def eof_within(s, timeout):
     """Does the server close s within timeout (what it sends before, a TLS
     close_notify, skipped)?"""
@@ -6453,7 +6538,9 @@ def tls_sessions(ph):
         rss0 = t.rss_kib()
         last = None
         for k in range(TLS_SESSION_CONNS):
-            if k % 200 == 0:
+            # each connection closed unused: a failure of its address since
+            # session 47 (tls_unused), 20 a second before it is throttled
+            if k % AUTH_FAILS_PER_SEC == 0:
                 src = ph.addr()
             raw = socket.create_connection(("127.0.0.1", rport), source_address=(src, 0))
             s = ctx.wrap_socket(raw)
