@@ -577,6 +577,7 @@ struct kvtd_conn {
 	bool tls_mem_unauth;   /* ... and counted in srv->tls_unauth_mem */
 	bool tls_quiet_over;   /* past TLS_QUIET_MAX: closed at its next read */
 	bool tls_unused_counted; /* loop_tls_unused counted it */
+	uint64_t tls_ready_ns;   /* its handshake done (loop now_ns): loop_tls_unused */
 	uint16_t tls_quiet;    /* records with no application data read since
 				* tls_quiet_ns (KeyUpdates, alerts: tls.c "Records
 				* the application never sees") */

@@ -1906,10 +1906,18 @@ static bool loop_conn_partial(const struct kvtd_conn *c)
  * (a refusal, a timeout) counts nothing here.  What stays is the churn:
  * refused at once, such a client reconnects faster, each connection an
  * accept, an SSL object and a close (~48 us of the loop, release).
+ * Only a connection ended within LOOP_TLS_UNUSED_NS (10 s) of its
+ * handshake counts: a connection pool's spare connections, made at its
+ * start and closed idle at its end, are no flood, and 25 of them closed
+ * at once got their address's next connection refused (review47f); one
+ * address holding handshakes that long is held to KVTD_UNAUTH_PEER_MAX
+ * (256) of them at once -- at most 25.6 handshakes a second.
  */
+#define LOOP_TLS_UNUSED_NS (10ull * 1000000000ull)
 static void loop_tls_unused(struct kvtd_conn *c)
 {
-	if (c->tls && c->tls_ready && c->bytes_in == 0 && !c->tls_unused_counted) {
+	if (c->tls && c->tls_ready && c->bytes_in == 0 && !c->tls_unused_counted &&
+	    c->loop->now_ns - c->tls_ready_ns < LOOP_TLS_UNUSED_NS) {
 		c->tls_unused_counted = true;
 		KVTD_COUNT(c->loop->srv, tls_unused, 1);
 		kvtd_auth_failed(c);

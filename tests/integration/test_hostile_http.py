@@ -5527,6 +5527,10 @@ TLS_UNUSED_S = 3
 # costs; the loop's CPU a second stays what the client's connect rate makes
 # it, as tls_handshakes says)
 TLS_UNUSED_CPU_RATIO = 0.5
+# ... and a pool of spare connections held idle past loop.c LOOP_TLS_UNUSED_NS
+# (10 s), then closed at once: more than the 20 a second a flood gets
+TLS_UNUSED_POOL = 25
+TLS_UNUSED_IDLE_S = 10.5
 
 
 @phase
@@ -5593,6 +5597,37 @@ def tls_unused(ph):
             got += b
         ph.expect(got == b"+OK\r\n+PONG\r\n", "another address served", got)
         s.close()
+        ph.cases += 1
+
+        # a connection pool's spare connections, made at its start, closed
+        # idle at its end past TLS_UNUSED_IDLE_S: no flood, none counted, and
+        # the address's next connection served (review47f: 25 held 2 s,
+        # closed at once, and the next one was refused)
+        src = ph.addr()
+
+        def conn():
+            return tls_ctx().wrap_socket(socket.create_connection(
+                ("127.0.0.1", rport), timeout=10, source_address=(src, 0)))
+        u0 = ctr("kvtier_tls_unused_total")
+        pool = [conn() for _ in range(TLS_UNUSED_POOL)]
+        time.sleep(TLS_UNUSED_IDLE_S)
+        for s in pool:
+            s.close()
+        time.sleep(0.3)
+        s = conn()
+        s.sendall(resp_cmd(b"AUTH", ALICE[0].encode(), ALICE[1].encode()) + resp_cmd(b"PING"))
+        got = b""
+        while len(got) < 12:
+            b = s.recv(4096)
+            if not b:
+                break
+            got += b
+        s.close()
+        pooled = ctr("kvtier_tls_unused_total") - u0
+        print("tls_unused: a pool of %d idle %.1f s, closed at once: %d counted unused; the "
+              "address's next connection %r" % (TLS_UNUSED_POOL, TLS_UNUSED_IDLE_S, pooled, got))
+        ph.expect(pooled == 0, "a pool's idle connections counted unused", pooled)
+        ph.expect(got == b"+OK\r\n+PONG\r\n", "after a pool's close, its address served", got)
         ph.cases += 1
     finally:
         t.stop()
