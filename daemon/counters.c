@@ -130,6 +130,9 @@ const struct kvtd_counter_def kvtd_counter_defs[] = {
 		"TLS connections refused for their SSL's memory (of connections refused): at the "
 		"accept past --max-memory or the unauthenticated half of it, at AUTH past the "
 		"tenant's quarter"),
+	COUNTER(tls_unused, "kvtier_tls_unused_total",
+		"TLS connections the client ended within 10 s of the handshake without sending a "
+		"byte of application data: failures of its address, as failed handshakes"),
 	COUNTER(tls_quiet_closed, "kvtier_tls_quiet_closed_total",
 		"TLS connections closed for sending more than 32 records a minute that carry no "
 		"application data (KeyUpdates, alerts), or a TLS 1.2 renegotiation"),

@@ -306,6 +306,10 @@ struct kvtd_counters {
 					   * memory: at the accept, or at AUTH past
 					   * the tenant's share (loop.c "The SSL
 					   * object") */
+	_Atomic uint64_t tls_unused; /* TLS connections the peer ended after the
+				      * handshake without a byte of application
+				      * data: failures of its address (loop.c
+				      * "A TLS handshake never used") */
 	_Atomic uint64_t tls_quiet_closed; /* TLS connections closed past their
 					    * budget of records with no application
 					    * data (tls.c "Records the application
@@ -576,6 +580,8 @@ struct kvtd_conn {
 				* the close (loop.c "The SSL object"), 0: none */
 	bool tls_mem_unauth;   /* ... and counted in srv->tls_unauth_mem */
 	bool tls_quiet_over;   /* past TLS_QUIET_MAX: closed at its next read */
+	bool tls_unused_counted; /* loop_tls_unused counted it */
+	uint64_t tls_ready_ns;   /* its handshake done (loop now_ns): loop_tls_unused */
 	uint16_t tls_quiet;    /* records with no application data read since
 				* tls_quiet_ns (KeyUpdates, alerts: tls.c "Records
 				* the application never sees") */

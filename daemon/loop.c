@@ -1888,6 +1888,42 @@ static bool loop_conn_partial(const struct kvtd_conn *c)
 	return c->rend > c->rstart || (c->ops->partial && c->ops->partial(c));
 }
 
+
+/*
+ * A TLS handshake never used.  A handshake costs the loop an ECDHE and a
+ * signature (~260 us, release) and the client less (it need not check
+ * the certificate); one that fails counts against its address
+ * (loop_conn_handshake), but a client that completed it and closed before
+ * sending a byte of application data -- or reset -- could connect again
+ * at once, from one address, as fast as it could connect: no honest
+ * client makes a TLS connection only to close it, more than a health
+ * check's one a second or so.  Since session 47 the peer's end (or an
+ * error) on a connection whose handshake is done and that has sent no
+ * application byte counts as a failed handshake of its address
+ * (kvtd_auth_failed: past 20 a second its next connections are closed
+ * before any crypto; test_hostile_http tls_unused: 695 handshakes in 3 s
+ * from one address before, 80 after, release).  A close of the server's
+ * (a refusal, a timeout) counts nothing here.  What stays is the churn:
+ * refused at once, such a client reconnects faster, each connection an
+ * accept, an SSL object and a close (~48 us of the loop, release).
+ * Only a connection ended within LOOP_TLS_UNUSED_NS (10 s) of its
+ * handshake counts: a connection pool's spare connections, made at its
+ * start and closed idle at its end, are no flood, and 25 of them closed
+ * at once got their address's next connection refused (review47f); one
+ * address holding handshakes that long is held to KVTD_UNAUTH_PEER_MAX
+ * (256) of them at once -- at most 25.6 handshakes a second.
+ */
+#define LOOP_TLS_UNUSED_NS (10ull * 1000000000ull)
+static void loop_tls_unused(struct kvtd_conn *c)
+{
+	if (c->tls && c->tls_ready && c->bytes_in == 0 && !c->tls_unused_counted &&
+	    c->loop->now_ns - c->tls_ready_ns < LOOP_TLS_UNUSED_NS) {
+		c->tls_unused_counted = true;
+		KVTD_COUNT(c->loop->srv, tls_unused, 1);
+		kvtd_auth_failed(c);
+	}
+}
+
 /* The socket is readable (or hung up): the protocol's read, or the
  * generic one into rbuf. */
 static void loop_conn_read(struct kvtd_conn *c)
@@ -1928,6 +1964,7 @@ static void loop_conn_read(struct kvtd_conn *c)
 			continue;
 		}
 		if (r == 0) {
+			loop_tls_unused(c);
 			if (loop_conn_partial(c)) {
 				KVTD_COUNT(srv, errors[KVTD_ERR_VANISHED], 1);
 				loop_conn_close(c, "peer closed in the middle of a frame");
@@ -1948,12 +1985,20 @@ static void loop_conn_read(struct kvtd_conn *c)
 			return;
 		}
 		if (c->tls && kvtd_tls_quiet_over(c)) {
+			/* A failure of its address, as a failed handshake is
+			 * (loop_conn_handshake): no honest client gets here,
+			 * and one that reconnected at once had a fresh
+			 * handshake -- ~260 us of the loop -- each time,
+			 * unthrottled, until session 47 (test_hostile_http
+			 * tls12_renegotiation, "reconnecting"). */
+			kvtd_auth_failed(c);
 			kvtd_conn_log(c, KVTD_INFO, "closing connection",
 				      "more TLS records with no application data (KeyUpdates) "
 				      "than a minute allows, or a TLS 1.2 renegotiation");
 			loop_conn_close(c, "TLS records with no application data past the budget");
 			return;
 		}
+		loop_tls_unused(c);
 		KVTD_COUNT(srv, errors[KVTD_ERR_IO], 1);
 		if (loop_conn_partial(c))
 			KVTD_COUNT(srv, errors[KVTD_ERR_VANISHED], 1);
@@ -1982,7 +2027,11 @@ static void loop_conn_read(struct kvtd_conn *c)
  * failed AUTH does (a TCP check or a plain client costs no crypto and
  * counts nothing), and while its address is past KVTD_AUTH_FAILS_PER_SEC this
  * second a connection is closed before any crypto (server.tls_throttled;
- * test_hostile_http tls_handshakes). */
+ * test_hostile_http tls_handshakes).  So does a connection closed after
+ * its handshake for what no honest client sends (server.tls_quiet_closed:
+ * a TLS 1.2 renegotiation, KeyUpdates past the minute's budget;
+ * loop_conn_read), and one the client ends after its handshake without a
+ * byte of application data (loop_tls_unused), since session 47. */
 static void loop_conn_handshake(struct kvtd_conn *c)
 {
 	int rc;

@@ -340,6 +340,7 @@ int kvtd_tls_handshake(struct kvtd_conn *c)
 		return -EPROTO;
 	}
 	c->tls_ready = true;
+	c->tls_ready_ns = c->loop->now_ns;
 	c->tls_rd_want = 0;
 	KVTD_COUNT(srv, tls_handshakes, 1);
 	if (tlsio_ktls_send(c->tls))

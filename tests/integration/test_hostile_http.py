@@ -5338,6 +5338,27 @@ TLS12_HELLO_CONNS = 100
 # (release: +121 KiB before, the ClientHello's declared 131,396 bytes
 # allocated and zeroed; after, closed at once: 0)
 TLS12_HELLO_KIB = 20
+# ... and one address reconnecting to renegotiate again, for
+# TLS12_RECONNECT_S: each close counts against the address as a failed
+# handshake (session 47), so past KVTD_AUTH_FAILS_PER_SEC (20) a second its
+# next connections are closed before any crypto: at most 20 handshakes a
+# second it touches (before: 485 handshakes in 3 s release, 236 ASan, none
+# refused; after: 80 and 63, 8,254 and 3,416 refused; an honest client's
+# AUTH and PING, reconnecting as fast, the same run's baseline: 520-809)
+TLS12_RECONNECT_S = 3
+AUTH_FAILS_PER_SEC = 20  # daemon/kvtierd.h KVTD_AUTH_FAILS_PER_SEC
+
+
+def tls_reconnect(exe, port, what, secs, auth=None, src=None):
+    """tls_flood --reconnect: (handshakes, refused, closed, its output)."""
+    argv = [exe, "--what", what, "--seconds", str(secs), "--reconnect"]
+    argv += ["--auth", "%s:%s" % auth] if auth else []
+    argv += ["--src", src] if src else []
+    out = subprocess.run(argv + [str(port)], stdout=subprocess.PIPE, text=True,
+                         timeout=secs + 60).stdout
+    m = re.search(r"reconnects: (\d+) handshakes, (\d+) refused, (\d+) closed", out)
+    assert m, ("tls_flood --reconnect", what, out)
+    return int(m.group(1)), int(m.group(2)), int(m.group(3)), out
 
 
 @phase
@@ -5358,7 +5379,10 @@ def tls12_renegotiation(ph):
     counted; 8 beside /healthz (the loop's CPU against 8 connections of
     one-byte records); 100 ClientHello headers held (RSS against 100 idle
     TLS 1.2 connections); a TLS 1.2 client's SET and GET still served,
-    and one of 31 empty records before each byte kept."""
+    and one of 31 empty records before each byte kept.  And one address
+    that reconnects to renegotiate again: each close counts as a failed
+    handshake (session 47), so its handshakes are throttled to 20 a second
+    (before, as many as an honest client's)."""
     import ssl
     exe = tls_flood_exe(ph.srv.argv[0])
     if not exe:
@@ -5480,6 +5504,149 @@ def tls12_renegotiation(ph):
         print("tls12_renegotiation: padded12: %s" % out.splitlines()[-1])
         ph.expect(closed == 0 and sent > 0, "31 empty records before each byte: kept", out)
         served("empty records")
+        ph.cases += 1
+
+        # 5: one address reconnecting to renegotiate again: each close a
+        # failure of the address, throttled past 20 a second (session 47);
+        # the baseline, an honest client's AUTH and PING as fast
+        hs_b, ref_b, _, _ = tls_reconnect(exe, rport, "ping12", TLS12_RECONNECT_S, auth=ALICE,
+                                          src=ph.addr())
+        thr0, q0 = metric_or_0(t, "kvtier_tls_throttled_total"), quiet()
+        hs, ref, closed, out = tls_reconnect(exe, rport, "reneg12", TLS12_RECONNECT_S,
+                                             src=ph.addr())
+        thr = metric_or_0(t, "kvtier_tls_throttled_total") - thr0
+        # the seconds its 3 s touch, and the last connection's run past them
+        most = AUTH_FAILS_PER_SEC * (TLS12_RECONNECT_S + 2)
+        print("tls12_renegotiation: reconnecting for %d s: %d handshakes (%d closed, %d "
+              "counted), %d refused, %d throttled; an honest client's AUTH and PING: %d "
+              "handshakes, %d refused; at most %d" % (
+                  TLS12_RECONNECT_S, hs, closed, quiet() - q0, ref, thr, hs_b, ref_b, most))
+        ph.expect(ref_b == 0, "an honest client reconnecting: none refused", ref_b)
+        ph.expect(hs <= most, "handshakes of one address renegotiating, reconnecting",
+                  hs, most, hs_b)
+        ph.expect(hs < hs_b, "fewer than an honest client's", hs, hs_b)
+        ph.expect(ref > 0 and thr > 0, "refused before crypto, counted", ref, thr)
+        served("reconnecting renegotiations")
+        ph.cases += 1
+    finally:
+        t.stop()
+
+
+# tls_unused: one address's complete TLS 1.3 handshakes, each connection
+# closed at once without a byte of application data, for TLS_UNUSED_S:
+# since session 47 each counts against the address as a failed handshake,
+# so past 20 a second its next connections are closed before any crypto
+# (before: as many handshakes as it could make, ~260 us of the loop each,
+# release; the same run's baseline an honest client reconnecting as fast,
+# its AUTH and PING on each connection)
+TLS_UNUSED_S = 3
+# ... and the loop's CPU a connection of theirs over the honest client's a
+# connection (before: 0.91 release, 0.87 ASan -- a handshake each; after:
+# 0.10 release, 0.25 ASan -- most closed before any crypto, what churn
+# costs; the loop's CPU a second stays what the client's connect rate makes
+# it, as tls_handshakes says)
+TLS_UNUSED_CPU_RATIO = 0.5
+# ... and a pool of spare connections held idle past loop.c LOOP_TLS_UNUSED_NS
+# (10 s), then closed at once: more than the 20 a second a flood gets
+TLS_UNUSED_POOL = 25
+TLS_UNUSED_IDLE_S = 10.5
+
+
+@phase
+def tls_unused(ph):
+    """A failed handshake counts against its address (tls_handshakes), but
+    a client that completes one and closes before sending a byte could
+    reconnect at once, from one address, as fast as it could connect: the
+    loop's ECDHE and signature each time, the client's own cost less (it
+    need not check the certificate).  Now the client's end of a connection
+    whose handshake is done and that sent no application data counts as a
+    failed handshake (loop.c "A TLS handshake never used";
+    kvtier_tls_unused_total).  With tls_flood --reconnect: an honest
+    client's handshakes, each used for AUTH and a PING, are never refused;
+    one address's unused handshakes are throttled to 20 a second; another
+    address is served meanwhile."""
+    exe = tls_flood_exe(ph.srv.argv[0])
+    if not exe:
+        raise SystemExit("tls_unused: no tls_flood beside " + ph.srv.argv[0])
+    t = tls_server(ph, "tls_unused")
+    if not t:
+        return
+    try:
+        rport = tls_resp_port(t)
+
+        def ctr(name):
+            return metric_or_0(t, name)
+        u0, thr0, c0 = ctr("kvtier_tls_unused_total"), ctr("kvtier_tls_throttled_total"), \
+            loop_cpu_s(t)
+        hs_b, ref_b, _, _ = tls_reconnect(exe, rport, "ping", TLS_UNUSED_S, auth=ALICE,
+                                          src=ph.addr())
+        cpu_b = loop_cpu_s(t) - c0
+        u_b = ctr("kvtier_tls_unused_total") - u0
+        u0, thr0, c0 = ctr("kvtier_tls_unused_total"), ctr("kvtier_tls_throttled_total"), \
+            loop_cpu_s(t)
+        hs, ref, _, out = tls_reconnect(exe, rport, "close", TLS_UNUSED_S, src=ph.addr())
+        cpu = loop_cpu_s(t) - c0
+        unused = ctr("kvtier_tls_unused_total") - u0
+        thr = ctr("kvtier_tls_throttled_total") - thr0
+        most = AUTH_FAILS_PER_SEC * (TLS_UNUSED_S + 2)
+        print("tls_unused: an honest client reconnecting for %d s: %d handshakes, %d refused, "
+              "%d counted unused; loop CPU %.3f s" % (TLS_UNUSED_S, hs_b, ref_b, u_b, cpu_b))
+        print("tls_unused: unused handshakes for %d s: %d handshakes (%d counted unused), %d "
+              "refused (%d throttled); loop CPU %.3f s; at most %d" % (
+                  TLS_UNUSED_S, hs, unused, ref, thr, cpu, most))
+        ph.expect(ref_b == 0 and u_b == 0, "an honest client: none refused, none counted",
+                  ref_b, u_b)
+        ph.expect(hs <= most and hs < hs_b, "unused handshakes of one address", hs, most, hs_b)
+        ph.expect(ref > 0 and thr > 0 and unused > 0, "refused before crypto, counted", ref,
+                  thr, unused)
+        per, per_b = cpu / max(hs + ref, 1), cpu_b / max(hs_b, 1)
+        print("tls_unused: loop CPU a connection %.1f us, the honest client's %.1f us: %.2f" % (
+            per * 1e6, per_b * 1e6, per / max(per_b, 1e-9)))
+        ph.expect(per <= TLS_UNUSED_CPU_RATIO * per_b, "loop CPU a connection over an honest "
+                  "client's", per, per_b)
+        # another address meanwhile and after: a TLS client's AUTH and PING
+        s = tls_ctx().wrap_socket(socket.create_connection(
+            ("127.0.0.1", rport), timeout=10, source_address=(ph.addr(), 0)))
+        s.sendall(resp_cmd(b"AUTH", BOB[0].encode(), BOB[1].encode()) + resp_cmd(b"PING"))
+        got = b""
+        while len(got) < 12:
+            b = s.recv(4096)
+            if not b:
+                break
+            got += b
+        ph.expect(got == b"+OK\r\n+PONG\r\n", "another address served", got)
+        s.close()
+        ph.cases += 1
+
+        # a connection pool's spare connections, made at its start, closed
+        # idle at its end past TLS_UNUSED_IDLE_S: no flood, none counted, and
+        # the address's next connection served (review47f: 25 held 2 s,
+        # closed at once, and the next one was refused)
+        src = ph.addr()
+
+        def conn():
+            return tls_ctx().wrap_socket(socket.create_connection(
+                ("127.0.0.1", rport), timeout=10, source_address=(src, 0)))
+        u0 = ctr("kvtier_tls_unused_total")
+        pool = [conn() for _ in range(TLS_UNUSED_POOL)]
+        time.sleep(TLS_UNUSED_IDLE_S)
+        for s in pool:
+            s.close()
+        time.sleep(0.3)
+        s = conn()
+        s.sendall(resp_cmd(b"AUTH", ALICE[0].encode(), ALICE[1].encode()) + resp_cmd(b"PING"))
+        got = b""
+        while len(got) < 12:
+            b = s.recv(4096)
+            if not b:
+                break
+            got += b
+        s.close()
+        pooled = ctr("kvtier_tls_unused_total") - u0
+        print("tls_unused: a pool of %d idle %.1f s, closed at once: %d counted unused; the "
+              "address's next connection %r" % (TLS_UNUSED_POOL, TLS_UNUSED_IDLE_S, pooled, got))
+        ph.expect(pooled == 0, "a pool's idle connections counted unused", pooled)
+        ph.expect(got == b"+OK\r\n+PONG\r\n", "after a pool's close, its address served", got)
         ph.cases += 1
     finally:
         t.stop()
@@ -6430,6 +6597,14 @@ def tls_sessions(ph):
             raw = socket.create_connection(("127.0.0.1", rport), source_address=(src, 0))
             s = ctx.wrap_socket(raw)
             last = s.session
+            # a PING, as an honest client's connection is used: one closed
+            # unused counts against its address since session 47 (tls_unused);
+            # red47's fresh address every 20 such connections shared a hashed
+            # slot (4,096, random key) with another address now and then, the
+            # same second: throttled, a handshake reset (review47f)
+            s.sendall(resp_cmd(b"PING"))
+            got = s.recv(100)
+            assert got[:1] in (b"+", b"-"), ("tls_sessions: a PING", got[:60])
             s.close()
         time.sleep(0.5)
         per = (t.rss_kib() - rss0) * 1024 / TLS_SESSION_CONNS

@@ -19,6 +19,8 @@
  *                     renego    TLS 1.2, then SSL_renegotiate (refused?)
  *                     padded    31 empty records, then a 1-byte one (tiny's):
  *                               OpenSSL takes 32 empty records in a row
+ *                     close     nothing: the handshake, then the
+ *                               connection closed (with --reconnect)
  *                     reneg12   TLS 1.2: a renegotiating ClientHello (its
  *                               4-byte header, no body) in a record of its
  *                               own; OpenSSL refuses it with a warning alert
@@ -40,13 +42,20 @@
  *                   (else the records are built here, as any record: cheaper,
  *                   so the client outpaces the server)
  *     --src ADDR    source address
+ *     --reconnect   each connection, once closed (or a second after its
+ *                   message), is made again, a handshake each time, for
+ *                   --seconds: one message a connection (reneg12's, say);
+ *                   prints "reconnects: H handshakes, R refused, C closed"
+ *                   (refused: the server closed it before the handshake
+ *                   was done)
  *
  * After the handshake (and AUTH) the records are built here, from the
  * client's traffic secret (the key log callback) and TLS_AES_128_GCM_SHA256,
  * so that empty records and alerts can be sent and a flood costs the client
  * little.  Prints one line a connection and a total:
  *   conn I: sent M messages, B bytes; read R bytes; closed after T s | open
- * Exit 0 when every connection was set up (whatever the server did to it
+ * The connections are all set up (a barrier) before any sends its first
+ * message.  Exit 0 when every connection was set up (whatever the server did to it
  * after), 1 otherwise.
  */
 #include <arpa/inet.h>
@@ -71,10 +80,10 @@
 #include <openssl/ssl.h>
 
 enum what { W_KU_REQ, W_KU_NOREQ, W_TINY, W_EMPTY, W_ALERT, W_PING, W_RENEGO, W_PADDED,
-	    W_RENEG12, W_HELLO12, W_PADDED12, W_PING12 };
+	    W_CLOSE, W_RENEG12, W_HELLO12, W_PADDED12, W_PING12 };
 
 static const char *const what_names[] = { "ku-req", "ku-noreq", "tiny", "empty",
-					  "alert", "ping", "renego", "padded",
+					  "alert", "ping", "renego", "padded", "close",
 					  "reneg12", "hello12", "padded12", "ping12" };
 
 /* The TLS 1.2 kinds: records built under TLS 1.2's keys (conn_keys12). */
@@ -83,7 +92,7 @@ static const char *const what_names[] = { "ku-req", "ku-noreq", "tiny", "empty",
 static struct {
 	enum what what;
 	const char *auth; /* "name:secret" or NULL */
-	bool read, via_openssl;
+	bool read, via_openssl, reconnect;
 	double rate, seconds;
 	int batch, conns, port;
 	const char *src;
@@ -100,8 +109,11 @@ struct conn {
 	bool ok, closed;
 	double closed_s;
 	uint64_t sent, sent_bytes, read_bytes;
+	uint64_t handshakes, refused, closed_n; /* --reconnect */
 	char why[160];
 };
+
+static pthread_barrier_t set_up; /* every connection set up (or failed) */
 
 static double now_s(void)
 {
@@ -476,9 +488,41 @@ static void *conn_run(void *arg)
 		SSL_CTX_set_cipher_list(ctx, "ECDHE-ECDSA-AES128-GCM-SHA256:"
 					"ECDHE-RSA-AES128-GCM-SHA256");
 	}
-	if (!conn_open(c, ctx))
+	if (opt.reconnect) {
+		/* a handshake, one message, the server's verdict; again */
+		t0 = now_s();
+		while (now_s() - t0 < opt.seconds) {
+			if (!conn_open(c, ctx)) {
+				c->refused++;
+			} else if (opt.what == W_CLOSE) { /* nothing sent: closed */
+				c->ok = true;
+				c->handshakes++;
+			} else {
+				size_t len = conn_message(c, 0, buf);
+				/* its answer or its close, whichever first */
+				struct pollfd pf = { .fd = c->fd, .events = POLLRDHUP | POLLIN };
+				c->ok = true;
+				c->handshakes++;
+				if (conn_send(c, buf, len, now_s() + 1) == 1)
+					c->sent++;
+				if (poll(&pf, 1, 1000) > 0 &&
+				    (pf.revents & (POLLRDHUP | POLLHUP | POLLERR)))
+					c->closed_n++;
+			}
+			if (c->aead)
+				EVP_CIPHER_CTX_free(c->aead);
+			if (c->ssl)
+				SSL_free(c->ssl);
+			if (c->fd >= 0)
+				close(c->fd);
+			c->aead = NULL, c->ssl = NULL, c->fd = -1;
+		}
 		goto out;
-	c->ok = true;
+	}
+	c->ok = conn_open(c, ctx);
+	pthread_barrier_wait(&set_up);
+	if (!c->ok)
+		goto out;
 	if (opt.what == W_RENEGO) {
 		conn_renego(c);
 		goto out;
@@ -567,9 +611,9 @@ out:
 static int usage(void)
 {
 	fprintf(stderr, "usage: tls_flood [--what ku-req|ku-noreq|tiny|empty|alert|ping|renego|padded|"
-		"reneg12|hello12|padded12|ping12] "
+		"close|reneg12|hello12|padded12|ping12] "
 		"[--auth NAME:SECRET] [--read] [--rate R] [--batch B] [--seconds S] [--conns N] "
-		"[--openssl] [--src ADDR] PORT\n");
+		"[--openssl] [--src ADDR] [--reconnect] PORT\n");
 	return 2;
 }
 
@@ -577,13 +621,15 @@ int main(int argc, char **argv)
 {
 	struct conn *cs;
 	pthread_t *th;
-	uint64_t sent = 0, bytes = 0, rd = 0;
+	uint64_t sent = 0, bytes = 0, rd = 0, hs = 0, refused = 0, closed_n = 0;
 	int closed = 0, ok = 0;
 
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 		if (!strcmp(a, "--read")) {
 			opt.read = true;
+		} else if (!strcmp(a, "--reconnect")) {
+			opt.reconnect = true;
 		} else if (!strcmp(a, "--openssl")) {
 			opt.via_openssl = true;
 		} else if (v && !strcmp(a, "--what")) {
@@ -617,6 +663,7 @@ int main(int argc, char **argv)
 		return usage();
 	cs = calloc((size_t)opt.conns, sizeof(*cs));
 	th = calloc((size_t)opt.conns, sizeof(*th));
+	pthread_barrier_init(&set_up, NULL, (unsigned)opt.conns);
 	for (int i = 0; i < opt.conns; i++) {
 		cs[i].id = i, cs[i].fd = -1;
 		pthread_create(&th[i], NULL, conn_run, &cs[i]);
@@ -636,7 +683,12 @@ int main(int argc, char **argv)
 		ok += c->ok;
 		closed += c->closed;
 		sent += c->sent, bytes += c->sent_bytes, rd += c->read_bytes;
+		hs += c->handshakes, refused += c->refused, closed_n += c->closed_n;
 	}
+	if (opt.reconnect)
+		printf("reconnects: %llu handshakes, %llu refused, %llu closed\n",
+		       (unsigned long long)hs, (unsigned long long)refused,
+		       (unsigned long long)closed_n);
 	printf("total: %d connections, %d set up, %d closed; sent %llu messages, %llu bytes; "
 	       "read %llu bytes\n", opt.conns, ok, closed, (unsigned long long)sent,
 	       (unsigned long long)bytes, (unsigned long long)rd);
