@@ -106,9 +106,10 @@ int main(int argc, char **argv)
 			nanosleep(&(struct timespec){ 0, 200000000 }, NULL);
 			/* session 47's chunked walk: its longest hold (absent
 			 * before it: "n/a") */
-			for (int i = 0; i < 2; i++) {
+			for (int i = 0; i < 4; i++) {
 				static const char *const names[] = {
-					"ssd.idx_sweep_max_hold_ns", "ssd.idx_sweep_max_chunk"
+					"ssd.idx_sweep_max_hold_ns", "ssd.idx_sweep_max_chunk",
+					"ssd.idx_sweep_chunks", "ssd.idx_sweep_hold_ns"
 				};
 				uint64_t x = 0;
 				if (kvt_store_stat(s, names[i], &x) == 0)

@@ -5109,6 +5109,8 @@ void ssd_stats(struct ssd *s, kvt_stats_fn fn, void *ctx)
 	fn(ctx, "ssd.idx_sweep_max_hold_ns", AL(s->idx_sweep_max_hold_ns), NULL);
 	fn(ctx, "ssd.idx_sweep_max_chunk", AL(s->idx_sweep_max_chunk), NULL);
 	fn(ctx, "ssd.idx_sweep_restarts", AL(s->idx_sweep_restarts), NULL);
+	fn(ctx, "ssd.idx_sweep_chunks", AL(s->idx_sweep_chunks), NULL);
+	fn(ctx, "ssd.idx_sweep_hold_ns", AL(s->idx_sweep_hold_ns), NULL);
 	fn(ctx, "ssd.idx_growing", growing, NULL);
 	fn(ctx, "ssd.seg_dir_syncs", AL(s->seg_dir_syncs), NULL);
 	fn(ctx, "ssd.evicted_to_shared", AL(s->evicted_handed), NULL);

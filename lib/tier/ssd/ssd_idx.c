@@ -445,6 +445,8 @@ static bool sweep_takes(const struct ssd_entry *e, uint32_t ns, uint32_t slot, u
 static void idx_sweep_hold_note(struct ssd *s, uint64_t t0, uint64_t looked)
 {
 	uint64_t ns = kvt_now_ns() - t0, max = AL(s->idx_sweep_max_hold_ns);
+	A(s->idx_sweep_chunks);
+	AN(s->idx_sweep_hold_ns, ns);
 	while (ns > max && !atomic_compare_exchange_weak(&s->idx_sweep_max_hold_ns, &max, ns))
 		;
 	max = AL(s->idx_sweep_max_chunk);

@@ -491,8 +491,9 @@ struct ssd {
 	 * recovery's sweeps: ssd_idx.c "Chunked walks"): the longest one
 	 * chunk held a shard's lock, ns, the most chains and entries one
 	 * looked at, and the walks started over after a doubling began
-	 * under them. */
+	 * under them; the chunks, and their holds' ns in all. */
 	_Atomic uint64_t idx_sweep_max_hold_ns, idx_sweep_max_chunk, idx_sweep_restarts;
+	_Atomic uint64_t idx_sweep_chunks, idx_sweep_hold_ns;
 	/* Tests only (test_ssd clear_grow): called by such a walk between
 	 * two chunks, the shard's lock released; NULL: none. */
 	void (*sweep_gap_hook)(void *ctx, struct ssd_shard *sh);
