@@ -6044,11 +6044,171 @@ static void clear_kill9(void)
 	free(dir);
 }
 
+
+/* (d) clear_fuzz (review47d): between the walk's chunks, a hook does random
+ *     work in the shard being walked -- puts of B, puts of A (the namespace
+ *     being cleared: puts racing the clear), deletes of B, now and then
+ *     puts until its tables change once or twice (a doubling begins, or a
+ *     growth ends and its old table is freed) -- at 40 gaps a round, six
+ *     rounds of 20,000 to 131,000 A entries.  Every A entry from before the
+ *     walk gone, every B entry there unless deleted, and the count exact:
+ *     the removed plus the racing A entries left equal the A entries from
+ *     before plus those put meanwhile (none skipped, none counted twice).
+ *     KVT_FUZZ_SEED and KVT_FUZZ_ROUNDS change the rounds.  Fails with the
+ *     walk kept on its place after a new table (a pre-clear A entry
+ *     found, round 1). */
+struct clr_fz {
+	struct ssd *sd;
+	uint32_t a, b;
+	uint64_t rng, next_a, next_b, racing_a;
+	int gaps;
+	uint64_t *bkeys;
+	uint8_t *bdel;
+	size_t bn, bcap;
+};
+
+static uint64_t fz_rand(struct clr_fz *f)
+{
+	uint64_t z = (f->rng += 0x9e3779b97f4a7c15ull);
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+/* The next key from *next of ns that hashes into sh. */
+static uint64_t fz_key_in(struct clr_fz *f, uint32_t ns, uint64_t *next, struct ssd_shard *sh)
+{
+	for (;;) {
+		uint64_t k = (*next)++;
+		struct kvt_key key = t_key(k);
+		if (shard_of(f->sd, ssd_hash(f->sd, ns, &key)) == sh)
+			return k;
+	}
+}
+
+static void fz_put_b(struct clr_fz *f, struct ssd_shard *sh)
+{
+	uint64_t k = fz_key_in(f, f->b, &f->next_b, sh);
+	clr_syn_put(f->sd, f->b, k);
+	if (f->bn == f->bcap) {
+		f->bcap = f->bcap ? f->bcap * 2 : 1024;
+		f->bkeys = realloc(f->bkeys, f->bcap * sizeof(*f->bkeys));
+		f->bdel = realloc(f->bdel, f->bcap);
+		T_ASSERT(f->bkeys && f->bdel);
+	}
+	f->bkeys[f->bn] = k;
+	f->bdel[f->bn++] = 0;
+}
+
+static uint32_t fz_mask(struct ssd_shard *sh)
+{
+	uint32_t m;
+	pthread_mutex_lock(&sh->lock);
+	m = sh->mask;
+	pthread_mutex_unlock(&sh->lock);
+	return m;
+}
+
+static void clr_fz_gap(void *ctx, struct ssd_shard *sh)
+{
+	struct clr_fz *f = ctx;
+	uint64_t r = fz_rand(f) % 8, m;
+	if (r == 0 || f->gaps++ >= 40)
+		return;
+	if (r == 1 && fz_mask(sh) < 65535) { /* until its tables change once or twice */
+		int times = 1 + (int)(fz_rand(f) % 2);
+		for (int t = 0; t < times; t++) {
+			uint32_t tg = clr_tab_gen(sh);
+			for (int i = 0; i < 2000000 && clr_tab_gen(sh) == tg; i++)
+				fz_put_b(f, sh);
+		}
+		return;
+	}
+	m = fz_rand(f) % 3000;
+	for (uint64_t i = 0; i < m; i++) {
+		uint64_t op = fz_rand(f) % 10;
+		if (op < 6) {
+			fz_put_b(f, sh);
+		} else if (op < 8) {
+			clr_syn_put(f->sd, f->a, fz_key_in(f, f->a, &f->next_a, sh));
+			f->racing_a++;
+		} else if (f->bn) {
+			size_t j = fz_rand(f) % f->bn;
+			struct kvt_key key = t_key(f->bkeys[j]);
+			if (!f->bdel[j]) {
+				T_ASSERT(ssd_idx_remove_key(f->sd, f->b, &key, UINT64_MAX));
+				f->bdel[j] = 1;
+			}
+		}
+	}
+}
+
+static void clear_fuzz(void)
+{
+	char *dir = t_mkdtemp();
+	struct kvt_store *s = clr_open(dir);
+	struct ssd *sd = store_ssd(s);
+	const char *env_r = getenv("KVT_FUZZ_ROUNDS"), *env_s = getenv("KVT_FUZZ_SEED");
+	int rounds = env_r ? atoi(env_r) : 6;
+	uint64_t seed = env_s ? strtoull(env_s, NULL, 0) : 0x1234567u;
+	uint64_t restarts0 = t_stat(s, "ssd.idx_sweep_restarts");
+	struct clr_fz f;
+
+	memset(&f, 0, sizeof(f));
+	f.sd = sd;
+	f.a = ns_of(s);
+	f.b = t_ns(s, "ssd-test-2");
+	for (int round = 0; round < rounds; round++) {
+		uint64_t na = 20000 + (uint64_t)round * 37000 % 140000, abase, n, left = 0, vl;
+		f.rng = seed + (uint64_t)round * 7919;
+		f.racing_a = 0;
+		f.gaps = 0;
+		f.bn = 0;
+		abase = 100000000u + (uint64_t)round * 10000000u;
+		for (uint64_t k = 0; k < na; k++)
+			clr_syn_put(sd, f.a, abase + k);
+		f.next_a = abase + na;
+		f.next_b = 300000000u + (uint64_t)round * 10000000u;
+		for (uint64_t k = 0; k < na / 2; k++)
+			fz_put_b(&f, &sd->shards[k % SSD_SHARDS]);
+		sd->sweep_gap_ctx = &f;
+		sd->sweep_gap_hook = clr_fz_gap;
+		n = ssd_idx_sweep(sd, f.a, UINT32_MAX, 0, UINT64_MAX);
+		sd->sweep_gap_hook = NULL;
+		for (uint64_t k = 0; k < na; k++) {
+			struct kvt_key key = t_key(abase + k);
+			T_RC(ssd_find(sd, f.a, &key, &vl), KVT_MISS);
+		}
+		for (uint64_t k = abase + na; k < f.next_a; k++) {
+			struct kvt_key key = t_key(k);
+			left += ssd_find(sd, f.a, &key, &vl) == KVT_OK;
+		}
+		for (size_t j = 0; j < f.bn; j++) {
+			struct kvt_key key = t_key(f.bkeys[j]);
+			T_RC(ssd_find(sd, f.b, &key, &vl), f.bdel[j] ? KVT_MISS : KVT_OK);
+		}
+		T_EQ_U64(n + left, na + f.racing_a);
+		T_EQ_U64(slot_lists_bad(sd), 0);
+		fprintf(stderr, "  clear_fuzz: round %d: %llu A, %llu put racing (%llu left), "
+			"%zu B; %llu walks started over so far\n", round, (unsigned long long)na,
+			(unsigned long long)f.racing_a, (unsigned long long)left, f.bn,
+			(unsigned long long)(t_stat(s, "ssd.idx_sweep_restarts") - restarts0));
+		ssd_idx_sweep(sd, KVT_NS_ALL, UINT32_MAX, 0, UINT64_MAX);
+	}
+	T_ASSERT(t_stat(s, "ssd.idx_sweep_restarts") > restarts0);
+	free(f.bkeys);
+	free(f.bdel);
+	kvt_store_destroy(s);
+	t_rmtree(dir);
+	free(dir);
+}
+
 static void test_clear_chunked(void)
 {
 	clear_race();
 	clear_grow();
 	clear_kill9();
+	clear_fuzz();
 }
 
 /* 15j. A graceful stop's sheds apart from the runtime's (session 46):
