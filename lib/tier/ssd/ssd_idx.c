@@ -472,7 +472,7 @@ start:
 	pos = in_old ? sh->old_next : 0;
 	for (;;) {
 		budget = 0;
-		while (budget < SSD_IDX_SWEEP_CHUNK || restarts > IDX_SWEEP_RESTARTS) {
+		while (budget < SSD_IDX_SWEEP_CHUNK || restarts >= IDX_SWEEP_RESTARTS) {
 			struct ssd_entry **pp;
 			if (in_old) {
 				if (pos < sh->old_next)
