@@ -14,7 +14,9 @@
  * nothing else (idle), then while the main thread clears B CLEARS times,
  * 200 ms apart (the first drops B's entries; each walks all N + N / 100).
  * Prints each clear's time (kvt_clear: the sweep, then its tombstone
- * queued and synced) and the readers' p50/p99/p99.9/max in both phases.
+ * queued and synced) and the readers' p50/p99/p99.9/max in both phases,
+ * and (since session 47, clear47: the sweep walks in chunks) the longest
+ * hold of a shard's lock by a chunk, ns and chains + entries.
  *
  *   cc -O2 -pthread -Iinclude -Ibuild-release bench/clear_sweep_cost.c -Lbuild-release \
  *      -lkvtier -Wl,-rpath,$PWD/build-release -o /tmp/clear_sweep_cost
@@ -102,6 +104,19 @@ int main(int argc, char **argv)
 				       (now_ns() - t0) / 1e6);
 			}
 			nanosleep(&(struct timespec){ 0, 200000000 }, NULL);
+			/* session 47's chunked walk: its longest hold (absent
+			 * before it: "n/a") */
+			for (int i = 0; i < 4; i++) {
+				static const char *const names[] = {
+					"ssd.idx_sweep_max_hold_ns", "ssd.idx_sweep_max_chunk",
+					"ssd.idx_sweep_chunks", "ssd.idx_sweep_hold_ns"
+				};
+				uint64_t x = 0;
+				if (kvt_store_stat(s, names[i], &x) == 0)
+					printf("%s %llu\n", names[i], (unsigned long long)x);
+				else
+					printf("%s n/a\n", names[i]);
+			}
 		}
 		atomic_store(&stop, true);
 		pthread_join(ta, NULL);

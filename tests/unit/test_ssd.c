@@ -5937,6 +5937,555 @@ static void test_idx_grow_threads(void)
 	free(dir);
 }
 
+/* 15k. A namespace's clear walks the index in chunks (ssd_idx.c "Chunked
+ *      walks", session 47; until then each shard's whole share under its
+ *      lock: at 4 M entries 60-120 ms a shard, gets beside it stalled up to
+ *      118 ms, bench/RESULTS.md clear46).  Entries straight into the index
+ *      (ssd_idx_put, on no slot: igt_index_main's) make the index large
+ *      cheaply; real blocks beside them are what the threads read. */
+#define CLR_SYN 160000u /* synthetic entries: 10,000 a shard, ~26,500 with its chains */
+#define CLR_REAL 600u   /* real blocks, 200 bytes before the clear, 300 after */
+
+static void clr_syn_put(struct ssd *sd, uint32_t ns, uint64_t k)
+{
+	struct kvt_key key = t_key(k);
+	struct ssd_entry e;
+	memset(&e, 0, sizeof(e));
+	e.seq = k;
+	e.value_len = 1;
+	e.ns = ns;
+	e.slot = UINT32_MAX; /* no segment's: on no slot list */
+	e.key_len = (uint8_t)key.len;
+	memcpy(e.key, key.bytes, key.len);
+	T_RC(ssd_idx_put(sd, ssd_hash(sd, ns, &key), &e, NULL), 0);
+}
+
+struct clr {
+	struct kvt_store *s;
+	uint32_t ns;
+	atomic_bool cleared, stop;
+	atomic_uint_fast64_t stale;   /* a 200-byte block got after the clear returned */
+	atomic_uint_fast64_t put_lost; /* a put after the clear, then missed */
+	atomic_uint_fast64_t gets, max_get_ns;
+	atomic_bool put_after[CLR_REAL]; /* put (KVT_OK) after the clear returned */
+};
+
+static void clr_max(atomic_uint_fast64_t *m, uint64_t v)
+{
+	uint64_t cur = atomic_load(m);
+	while (v > cur && !atomic_compare_exchange_weak(m, &cur, v))
+		;
+}
+
+/* Reads the real blocks over and over: one of 200 bytes (put before the
+ * clear) read by a get issued after kvt_clear returned is a failure. */
+static void *clr_reader(void *arg)
+{
+	struct clr *c = arg;
+	char buf[400], want[300];
+	for (uint64_t i = 0; !atomic_load(&c->stop); i++) {
+		uint64_t k = i % CLR_REAL, vl = 0, t0;
+		struct kvt_key key = t_key(k);
+		bool after = atomic_load(&c->cleared);
+		int r;
+		t0 = kvt_now_ns();
+		r = kvt_get(c->s, c->ns, &key, buf, sizeof(buf), &vl);
+		clr_max(&c->max_get_ns, kvt_now_ns() - t0);
+		atomic_fetch_add(&c->gets, 1);
+		if (r == KVT_MISS)
+			continue;
+		T_RC(r, KVT_OK);
+		T_ASSERT(vl == 200 || vl == 300);
+		t_fill(want, vl, k);
+		T_EQ_MEM(buf, want, vl);
+		if (vl == 200 && after)
+			atomic_fetch_add(&c->stale, 1);
+	}
+	return NULL;
+}
+
+/* Puts the real blocks' keys again (300 bytes) from the clear's start on,
+ * racing it; once kvt_clear returned, each put is read back at once. */
+static void *clr_putter(void *arg)
+{
+	struct clr *c = arg;
+	for (uint64_t i = 0; !atomic_load(&c->stop); i++) {
+		uint64_t k = CLR_REAL / 2 + i % (CLR_REAL / 2);
+		bool after = atomic_load(&c->cleared);
+		int r = t_put_filled(c->s, c->ns, k, 300);
+		if (r == KVT_EFULL || r == KVT_EXISTS) { /* DRAM busy; the key put already */
+			usleep(1000);
+			continue;
+		}
+		if (r == -ECANCELED && !after) /* the clear won (dram.c) */
+			continue;
+		T_RC(r, KVT_OK);
+		if (!after)
+			continue;
+		atomic_store(&c->put_after[k], true);
+		if (t_get_filled(c->s, c->ns, k, 300) != KVT_OK)
+			atomic_fetch_add(&c->put_lost, 1);
+	}
+	return NULL;
+}
+
+static struct kvt_store *clr_open(const char *dir)
+{
+	return t_store_open("path", dir, "dram.capacity", "2M", "dram.chunk", "4K",
+			    "dram.shards", "1", "dram.prefault", "off", "ssd.capacity",
+			    getenv("KVT_TEST_DIO_ALIGN") ? "256M" : "64M", "ssd.segment", "1M",
+			    "ssd.admission", "always", "ssd.io", io_backend, NULL);
+}
+
+/* (a) A clear racing gets and puts of its namespace: no get issued after
+ *     kvt_clear returned finds a block put before it, a put after it is
+ *     read back, and no hold of a shard's lock looks at more than about a
+ *     chunk (ssd.idx_sweep_max_chunk) though each shard holds ~26,500
+ *     chains and entries -- 6 or 7 chunks (26,584 in one hold before).  Then a close and reopen: the clear
+ *     stays, the puts after it stay. */
+static void clear_race(void)
+{
+	char *dir = t_mkdtemp();
+	struct kvt_store *s = clr_open(dir);
+	struct clr c;
+	pthread_t rd, pt;
+	uint64_t t0, clear_ns, visited, back = 0, idle_max;
+	int64_t n;
+
+	memset(&c, 0, sizeof(c));
+	c.s = s;
+	c.ns = ns_of(s);
+	for (uint64_t k = 0; k < CLR_REAL; k++) {
+		T_RC(t_put_filled(s, c.ns, k, 200), KVT_OK);
+		if (k % 256 == 255)
+			T_OK(kvt_flush(s));
+	}
+	T_OK(kvt_flush(s));
+	for (uint64_t k = 0; k < CLR_SYN; k++)
+		clr_syn_put(store_ssd(s), c.ns, 10000000u + k);
+	/* the reader alone: its longest get beside nothing */
+	T_OK(pthread_create(&rd, NULL, clr_reader, &c));
+	usleep(200000);
+	atomic_store(&c.stop, true);
+	T_OK(pthread_join(rd, NULL));
+	idle_max = atomic_load(&c.max_get_ns);
+	atomic_store(&c.stop, false);
+	atomic_store(&c.max_get_ns, 0);
+
+	T_OK(pthread_create(&rd, NULL, clr_reader, &c));
+	T_OK(pthread_create(&pt, NULL, clr_putter, &c));
+	usleep(20000);
+	visited = t_stat(s, "ssd.blocks");
+	t0 = kvt_now_ns();
+	n = kvt_clear(s, c.ns);
+	clear_ns = kvt_now_ns() - t0;
+	atomic_store(&c.cleared, true);
+	usleep(200000);
+	atomic_store(&c.stop, true);
+	T_OK(pthread_join(rd, NULL));
+	T_OK(pthread_join(pt, NULL));
+	fprintf(stderr, "  clear_race: cleared %lld of %llu blocks in %.1f ms; gets %llu, longest "
+		"%.2f ms (%.2f ms idle); longest hold %.2f ms, %llu chains and entries; "
+		"%llu stale, %llu puts lost\n", (long long)n, (unsigned long long)visited,
+		clear_ns / 1e6, (unsigned long long)atomic_load(&c.gets),
+		atomic_load(&c.max_get_ns) / 1e6, idle_max / 1e6,
+		t_stat(s, "ssd.idx_sweep_max_hold_ns") / 1e6,
+		(unsigned long long)t_stat(s, "ssd.idx_sweep_max_chunk"),
+		(unsigned long long)atomic_load(&c.stale),
+		(unsigned long long)atomic_load(&c.put_lost));
+	T_EQ_U64(atomic_load(&c.stale), 0);
+	T_EQ_U64(atomic_load(&c.put_lost), 0);
+	T_ASSERT(n >= (int64_t)CLR_SYN);
+	/* a chunk, plus the chain it ended in; a shard's share is 6-7 chunks */
+	T_ASSERT(t_stat(s, "ssd.idx_sweep_max_chunk") <= SSD_IDX_SWEEP_CHUNK + 64);
+	for (uint64_t k = 0; k < CLR_SYN; k += 97) {
+		struct kvt_key key = t_key(10000000u + k);
+		uint64_t vl;
+		T_RC(ssd_find(store_ssd(s), c.ns, &key, &vl), KVT_MISS);
+	}
+	/* every pre-clear block gone; the ones put again after it, 300 bytes
+	 * (one put while the clear ran may be gone: a put racing it) */
+	for (int round = 0; round < 2; round++) {
+		for (uint64_t k = 0; k < CLR_REAL / 2; k++)
+			T_RC(t_get_filled(s, c.ns, k, 200), KVT_MISS);
+		back = 0;
+		for (uint64_t k = CLR_REAL / 2; k < CLR_REAL; k++) {
+			int r = t_get_filled(s, c.ns, k, 300);
+			if (atomic_load(&c.put_after[k]))
+				T_RC(r, KVT_OK);
+			back += r == KVT_OK;
+		}
+		T_OK(kvt_flush(s));
+		if (round == 0) {
+			kvt_store_destroy(s);
+			s = clr_open(dir);
+			c.ns = ns_of(s);
+		}
+	}
+	fprintf(stderr, "  clear_race: %llu of %u re-put blocks read back, after the reopen too\n",
+		(unsigned long long)back, CLR_REAL / 2);
+	T_ASSERT(back > 0);
+	T_EQ_U64(t_stat(s, "ssd.slot_list_errors"), 0);
+	kvt_store_destroy(s);
+	t_rmtree(dir);
+	free(dir);
+}
+
+/* (b) A clear of namespace A while the index grows under its walk.
+ *     First a thread puts index entries of B while the clear runs (for
+ *     TSan: the walk, the puts' growth steps and doublings meeting at the
+ *     shards' locks).  Then, deterministically, a hook between the walk's
+ *     chunks (sweep_gap_hook) puts entries of B into the shard being
+ *     walked: at its first gap until a doubling installs a new table (the
+ *     walk must start the shard over: ssd.idx_sweep_restarts), at its
+ *     next until that growth ends and the old table is freed (the walk
+ *     goes on in the new one), in each of the first 4 shards.  Every A
+ *     entry gone, every B entry there.  Shown failing with the walk kept
+ *     on its old place after a new table (an A entry left). */
+struct clr_grow {
+	struct ssd *sd;
+	uint32_t ns;
+	uint64_t from, n, next;
+	atomic_bool go;
+	struct ssd_shard *last;
+	int gaps, shards, installs, frees;
+	uint64_t hook_puts;
+};
+
+static void *clr_grow_main(void *arg)
+{
+	struct clr_grow *g = arg;
+	while (!atomic_load(&g->go))
+		sched_yield();
+	for (uint64_t k = g->from; k < g->from + g->n; k++)
+		clr_syn_put(g->sd, g->ns, k);
+	return NULL;
+}
+
+static uint32_t clr_tab_gen(struct ssd_shard *sh)
+{
+	uint32_t tg;
+	pthread_mutex_lock(&sh->lock);
+	tg = sh->tab_gen;
+	pthread_mutex_unlock(&sh->lock);
+	return tg;
+}
+
+/* Put entries of g->ns hashing to sh until its tables change once. */
+static void clr_grow_until_change(struct clr_grow *g, struct ssd_shard *sh)
+{
+	uint32_t tg = clr_tab_gen(sh);
+	for (int i = 0; i < 1000000 && clr_tab_gen(sh) == tg; ) {
+		struct kvt_key key = t_key(g->next);
+		if (shard_of(g->sd, ssd_hash(g->sd, g->ns, &key)) == sh) {
+			clr_syn_put(g->sd, g->ns, g->next);
+			g->hook_puts++;
+			i++;
+		}
+		g->next++;
+	}
+	T_ASSERT(clr_tab_gen(sh) != tg);
+}
+
+static void clr_grow_gap(void *ctx, struct ssd_shard *sh)
+{
+	struct clr_grow *g = ctx;
+	bool growing;
+	if (sh != g->last) {
+		g->last = sh;
+		g->gaps = 0;
+		g->shards++;
+	}
+	if (g->shards > 4 || g->gaps++ > 1)
+		return;
+	pthread_mutex_lock(&sh->lock);
+	growing = sh->old != NULL;
+	pthread_mutex_unlock(&sh->lock);
+	clr_grow_until_change(g, sh);
+	if (growing)
+		g->frees++;
+	else
+		g->installs++;
+}
+
+static void clear_grow(void)
+{
+	char *dir = t_mkdtemp();
+	struct kvt_store *s = clr_open(dir);
+	struct ssd *sd = store_ssd(s);
+	uint32_t a = ns_of(s), b = t_ns(s, "ssd-test-2");
+	const uint64_t na = 60000, nb = 40000;
+	struct clr_grow g;
+	uint64_t restarts, vl;
+
+	memset(&g, 0, sizeof(g));
+	g.sd = sd;
+	g.ns = b;
+	g.from = 50000000u;
+	g.n = nb;
+	g.next = 60000000u;
+	for (int round = 0; round < 2; round++) {
+		uint64_t base = 20000000u + (uint64_t)round * na;
+		pthread_t th;
+		int64_t n;
+		for (uint64_t k = 0; k < na; k++)
+			clr_syn_put(sd, a, base + k);
+		restarts = t_stat(s, "ssd.idx_sweep_restarts");
+		if (round == 0) {
+			T_OK(pthread_create(&th, NULL, clr_grow_main, &g));
+			atomic_store(&g.go, true);
+		} else {
+			sd->sweep_gap_ctx = &g;
+			sd->sweep_gap_hook = clr_grow_gap;
+		}
+		n = kvt_clear(s, a);
+		if (round == 0)
+			T_OK(pthread_join(th, NULL));
+		sd->sweep_gap_hook = NULL;
+		T_EQ_U64((uint64_t)n, na);
+		for (uint64_t k = 0; k < na; k++) {
+			struct kvt_key key = t_key(base + k);
+			T_RC(ssd_find(sd, a, &key, &vl), KVT_MISS);
+		}
+		for (uint64_t k = g.from; k < g.from + g.n; k++) {
+			struct kvt_key key = t_key(k);
+			T_RC(ssd_find(sd, b, &key, &vl), KVT_OK);
+		}
+		/* and the hook's, counted: the index holds B's alone */
+		T_EQ_U64(t_stat(s, "ssd.blocks"), nb + g.hook_puts);
+		restarts = t_stat(s, "ssd.idx_sweep_restarts") - restarts;
+		fprintf(stderr, "  clear_grow: round %d, %llu walks started over (%d new tables, "
+			"%d old ones freed under the walk)\n", round, (unsigned long long)restarts,
+			g.installs, g.frees);
+	}
+	T_ASSERT(restarts >= 4);
+	T_ASSERT(g.installs >= 4 && g.frees >= 4);
+	T_EQ_U64(t_stat(s, "ssd.slot_list_errors"), 0);
+	/* B's entries are on no segment: out again before the close */
+	{
+		uint64_t left = t_stat(s, "ssd.blocks");
+		T_EQ_U64((uint64_t)kvt_clear(s, b), left);
+	}
+	kvt_store_destroy(s);
+	t_rmtree(dir);
+	free(dir);
+}
+
+/* (c) kill -9 right after kvt_clear returned (the index far from empty:
+ *     the walk took chunks) and a put after it flushed: the clear holds
+ *     after recovery, the put too. */
+static int clear_kill9_child(const char *dir, void *ctx)
+{
+	struct kvt_store *s = clr_open(dir);
+	uint32_t ns = ns_of(s), ns2 = t_ns(s, "ssd-test-2");
+	(void)ctx;
+	for (uint64_t k = 0; k < CLR_REAL; k++) {
+		if (t_put_filled(s, ns, k, 200) != KVT_OK || t_put_filled(s, ns2, k, 200) != KVT_OK)
+			_exit(2);
+		if (k % 128 == 127 && kvt_flush(s) != 0)
+			_exit(3);
+	}
+	if (kvt_flush(s) != 0 || ssd_checkpoint(store_ssd(s)) != 0)
+		_exit(4);
+	for (uint64_t k = 0; k < CLR_SYN / 4; k++) /* a walk of several chunks a shard */
+		clr_syn_put(store_ssd(s), ns2, 90000000u + k);
+	if (kvt_clear(s, ns) < (int64_t)CLR_REAL)
+		_exit(5);
+	if (t_put_filled(s, ns, 7, 300) != KVT_OK || kvt_flush(s) != 0)
+		_exit(6);
+	return KVT_OK;
+}
+
+static void clear_kill9(void)
+{
+	char *dir = t_mkdtemp();
+	struct kvt_store *s;
+	uint32_t ns, ns2;
+	int got;
+	kill9_round("clear_kill9", dir, clear_kill9_child, NULL, &got);
+	T_RC(got, KVT_OK);
+	s = clr_open(dir);
+	ns = ns_of(s);
+	ns2 = t_ns(s, "ssd-test-2");
+	for (uint64_t k = 0; k < CLR_REAL; k++) {
+		if (k == 7)
+			T_RC(t_get_filled(s, ns, k, 300), KVT_OK);
+		else
+			T_RC(t_get_filled(s, ns, k, 200), KVT_MISS);
+		T_RC(t_get_filled(s, ns2, k, 200), KVT_OK);
+	}
+	kvt_store_destroy(s);
+	t_rmtree(dir);
+	free(dir);
+}
+
+
+/* (d) clear_fuzz (review47d): between the walk's chunks, a hook does random
+ *     work in the shard being walked -- puts of B, puts of A (the namespace
+ *     being cleared: puts racing the clear), deletes of B, now and then
+ *     puts until its tables change once or twice (a doubling begins, or a
+ *     growth ends and its old table is freed) -- at 40 gaps a round, six
+ *     rounds of 20,000 to 131,000 A entries.  Every A entry from before the
+ *     walk gone, every B entry there unless deleted, and the count exact:
+ *     the removed plus the racing A entries left equal the A entries from
+ *     before plus those put meanwhile (none skipped, none counted twice).
+ *     KVT_FUZZ_SEED and KVT_FUZZ_ROUNDS change the rounds.  Fails with the
+ *     walk kept on its place after a new table (a pre-clear A entry
+ *     found, round 1). */
+struct clr_fz {
+	struct ssd *sd;
+	uint32_t a, b;
+	uint64_t rng, next_a, next_b, racing_a;
+	int gaps;
+	uint64_t *bkeys;
+	uint8_t *bdel;
+	size_t bn, bcap;
+};
+
+static uint64_t fz_rand(struct clr_fz *f)
+{
+	uint64_t z = (f->rng += 0x9e3779b97f4a7c15ull);
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+/* The next key from *next of ns that hashes into sh. */
+static uint64_t fz_key_in(struct clr_fz *f, uint32_t ns, uint64_t *next, struct ssd_shard *sh)
+{
+	for (;;) {
+		uint64_t k = (*next)++;
+		struct kvt_key key = t_key(k);
+		if (shard_of(f->sd, ssd_hash(f->sd, ns, &key)) == sh)
+			return k;
+	}
+}
+
+static void fz_put_b(struct clr_fz *f, struct ssd_shard *sh)
+{
+	uint64_t k = fz_key_in(f, f->b, &f->next_b, sh);
+	clr_syn_put(f->sd, f->b, k);
+	if (f->bn == f->bcap) {
+		f->bcap = f->bcap ? f->bcap * 2 : 1024;
+		f->bkeys = realloc(f->bkeys, f->bcap * sizeof(*f->bkeys));
+		f->bdel = realloc(f->bdel, f->bcap);
+		T_ASSERT(f->bkeys && f->bdel);
+	}
+	f->bkeys[f->bn] = k;
+	f->bdel[f->bn++] = 0;
+}
+
+static uint32_t fz_mask(struct ssd_shard *sh)
+{
+	uint32_t m;
+	pthread_mutex_lock(&sh->lock);
+	m = sh->mask;
+	pthread_mutex_unlock(&sh->lock);
+	return m;
+}
+
+static void clr_fz_gap(void *ctx, struct ssd_shard *sh)
+{
+	struct clr_fz *f = ctx;
+	uint64_t r = fz_rand(f) % 8, m;
+	if (r == 0 || f->gaps++ >= 40)
+		return;
+	if (r == 1 && fz_mask(sh) < 65535) { /* until its tables change once or twice */
+		int times = 1 + (int)(fz_rand(f) % 2);
+		for (int t = 0; t < times; t++) {
+			uint32_t tg = clr_tab_gen(sh);
+			for (int i = 0; i < 2000000 && clr_tab_gen(sh) == tg; i++)
+				fz_put_b(f, sh);
+		}
+		return;
+	}
+	m = fz_rand(f) % 3000;
+	for (uint64_t i = 0; i < m; i++) {
+		uint64_t op = fz_rand(f) % 10;
+		if (op < 6) {
+			fz_put_b(f, sh);
+		} else if (op < 8) {
+			clr_syn_put(f->sd, f->a, fz_key_in(f, f->a, &f->next_a, sh));
+			f->racing_a++;
+		} else if (f->bn) {
+			size_t j = fz_rand(f) % f->bn;
+			struct kvt_key key = t_key(f->bkeys[j]);
+			if (!f->bdel[j]) {
+				T_ASSERT(ssd_idx_remove_key(f->sd, f->b, &key, UINT64_MAX));
+				f->bdel[j] = 1;
+			}
+		}
+	}
+}
+
+static void clear_fuzz(void)
+{
+	char *dir = t_mkdtemp();
+	struct kvt_store *s = clr_open(dir);
+	struct ssd *sd = store_ssd(s);
+	const char *env_r = getenv("KVT_FUZZ_ROUNDS"), *env_s = getenv("KVT_FUZZ_SEED");
+	int rounds = env_r ? atoi(env_r) : 6;
+	uint64_t seed = env_s ? strtoull(env_s, NULL, 0) : 0x1234567u;
+	uint64_t restarts0 = t_stat(s, "ssd.idx_sweep_restarts");
+	struct clr_fz f;
+
+	memset(&f, 0, sizeof(f));
+	f.sd = sd;
+	f.a = ns_of(s);
+	f.b = t_ns(s, "ssd-test-2");
+	for (int round = 0; round < rounds; round++) {
+		uint64_t na = 20000 + (uint64_t)round * 37000 % 140000, abase, n, left = 0, vl;
+		f.rng = seed + (uint64_t)round * 7919;
+		f.racing_a = 0;
+		f.gaps = 0;
+		f.bn = 0;
+		abase = 100000000u + (uint64_t)round * 10000000u;
+		for (uint64_t k = 0; k < na; k++)
+			clr_syn_put(sd, f.a, abase + k);
+		f.next_a = abase + na;
+		f.next_b = 300000000u + (uint64_t)round * 10000000u;
+		for (uint64_t k = 0; k < na / 2; k++)
+			fz_put_b(&f, &sd->shards[k % SSD_SHARDS]);
+		sd->sweep_gap_ctx = &f;
+		sd->sweep_gap_hook = clr_fz_gap;
+		n = ssd_idx_sweep(sd, f.a, UINT32_MAX, 0, UINT64_MAX);
+		sd->sweep_gap_hook = NULL;
+		for (uint64_t k = 0; k < na; k++) {
+			struct kvt_key key = t_key(abase + k);
+			T_RC(ssd_find(sd, f.a, &key, &vl), KVT_MISS);
+		}
+		for (uint64_t k = abase + na; k < f.next_a; k++) {
+			struct kvt_key key = t_key(k);
+			left += ssd_find(sd, f.a, &key, &vl) == KVT_OK;
+		}
+		for (size_t j = 0; j < f.bn; j++) {
+			struct kvt_key key = t_key(f.bkeys[j]);
+			T_RC(ssd_find(sd, f.b, &key, &vl), f.bdel[j] ? KVT_MISS : KVT_OK);
+		}
+		T_EQ_U64(n + left, na + f.racing_a);
+		T_EQ_U64(slot_lists_bad(sd), 0);
+		fprintf(stderr, "  clear_fuzz: round %d: %llu A, %llu put racing (%llu left), "
+			"%zu B; %llu walks started over so far\n", round, (unsigned long long)na,
+			(unsigned long long)f.racing_a, (unsigned long long)left, f.bn,
+			(unsigned long long)(t_stat(s, "ssd.idx_sweep_restarts") - restarts0));
+		ssd_idx_sweep(sd, KVT_NS_ALL, UINT32_MAX, 0, UINT64_MAX);
+	}
+	T_ASSERT(t_stat(s, "ssd.idx_sweep_restarts") > restarts0);
+	free(f.bkeys);
+	free(f.bdel);
+	kvt_store_destroy(s);
+	t_rmtree(dir);
+	free(dir);
+}
+
+static void test_clear_chunked(void)
+{
+	clear_race();
+	clear_grow();
+	clear_kill9();
+	clear_fuzz();
+}
+
 /* 15j. A graceful stop's sheds apart from the runtime's (session 46):
  *      200 blocks only DRAM holds (victim admission, nothing evicted),
  *      then the stop's write-down (ssd_close_writedown) through a queue of
@@ -8012,6 +8561,11 @@ int main(void)
 			test_idx_grow_threads();
 			continue;
 		}
+		/* KVT_TEST_ONLY=clear47: a clear's chunked walk. */
+		if (test_only("clear47")) {
+			test_clear_chunked();
+			continue;
+		}
 		/* KVT_TEST_ONLY=durable46: a new file's name, a seal's sync
 		 * (and a stop's sheds). */
 		if (test_only("durable46")) {
@@ -8068,6 +8622,7 @@ int main(void)
 		test_idx_grow_ckpt();
 		test_idx_grow_delete();
 		test_idx_grow_threads();
+		test_clear_chunked();
 		test_seg_dir_sync();
 		test_seal_sync_clean();
 		test_seal_sync_overlap();

@@ -3455,8 +3455,9 @@ int ssd_put_over(struct ssd *s, uint32_t ns, const struct kvt_key *key, bool wai
 	struct wd_task *t;
 	bool taken, pending, live, dead;
 
-	/* !wait: DRAM's shard lock is held (tier.h put_over), and a sweep may
-	 * hold this shard for its whole walk (ssd_idx_sweep). */
+	/* !wait: DRAM's shard lock is held (tier.h put_over), and a sweep
+	 * holds this shard for a chunk of its walk (ssd_idx.c "Chunked
+	 * walks"; its whole walk until session 47). */
 	if (!wait) {
 		if (pthread_mutex_trylock(&sh->lock) != 0)
 			return -EAGAIN;
@@ -5108,6 +5109,11 @@ void ssd_stats(struct ssd *s, kvt_stats_fn fn, void *ctx)
 	fn(ctx, "ssd.idx_grows", AL(s->idx_grows), NULL);
 	fn(ctx, "ssd.idx_grow_max_ns", AL(s->idx_grow_max_ns), NULL);
 	fn(ctx, "ssd.idx_grow_max_moved", AL(s->idx_grow_max_moved), NULL);
+	fn(ctx, "ssd.idx_sweep_max_hold_ns", AL(s->idx_sweep_max_hold_ns), NULL);
+	fn(ctx, "ssd.idx_sweep_max_chunk", AL(s->idx_sweep_max_chunk), NULL);
+	fn(ctx, "ssd.idx_sweep_restarts", AL(s->idx_sweep_restarts), NULL);
+	fn(ctx, "ssd.idx_sweep_chunks", AL(s->idx_sweep_chunks), NULL);
+	fn(ctx, "ssd.idx_sweep_hold_ns", AL(s->idx_sweep_hold_ns), NULL);
 	fn(ctx, "ssd.idx_growing", growing, NULL);
 	fn(ctx, "ssd.seg_dir_syncs", AL(s->seg_dir_syncs), NULL);
 	fn(ctx, "ssd.evicted_to_shared", AL(s->evicted_handed), NULL);

@@ -6,6 +6,8 @@
  * ssd.c calls recovery at open, recovery calls these (doc/decisions.md
  * "Layers").  Locks: as ssd.c's header says; nothing here takes seg_lock.
  */
+#include <sched.h>
+
 #include "ssd_int.h"
 
 /* ------------------------------------------------------------------------
@@ -210,6 +212,7 @@ static uint64_t idx_grow_step(struct ssd *s, struct ssd_shard *sh, uint32_t n,
 		ret->len = ((size_t)sh->old_mask + 1) * sizeof(*sh->old);
 		sh->old = NULL;
 		sh->old_mask = sh->old_next = 0;
+		sh->tab_gen++;
 	}
 	return moved;
 }
@@ -271,6 +274,7 @@ static void idx_grow_begin(struct ssd *s, struct ssd_shard *sh)
 		sh->old_next = 0;
 		sh->buckets = nb;
 		sh->mask = size * 2 - 1;
+		sh->tab_gen++;
 		nb = NULL;
 		idx_grow_note(s, t0, idx_grow_step(s, sh, IDX_GROW_STEP, &ret));
 	}
@@ -407,12 +411,132 @@ static bool sweep_takes(const struct ssd_entry *e, uint32_t ns, uint32_t slot, u
 	       (gen == 0 || e->generation == gen) && e->seq < below;
 }
 
+/*
+ * Chunked walks.  A walk of a whole shard that removes (a namespace's
+ * clear, recovery's sweeps) looks at SSD_IDX_SWEEP_CHUNK chains and entries,
+ * then drops the shard's lock, yields, and takes it again.  Until session
+ * 47 it held the lock for the whole shard: at 4 M entries each clear held
+ * each shard 60-120 ms and a get beside it waited up to 118 ms
+ * (bench/RESULTS.md, clear46).  Between chunks the index changes under
+ * it: entries come and go (a chunk ends between chains, never inside
+ * one), a growth moves chains from the old table into the new, a doubling
+ * installs a new table, the old one is freed.  So the walk keeps its
+ * place as (table, chain): the old table's chains first, from old_next up
+ * (a chain below old_next was moved: empty), then the new table's.  A
+ * growth only moves entries from the old table into the new, which is
+ * walked after it: nothing not yet walked is passed over.  Once the old
+ * table is freed (every chain moved into the new one) the walk goes on
+ * with the new table, from its first chain if it was still in the old.
+ * A doubling that began meanwhile (a new table: tab_gen moved and
+ * buckets changed) makes the walk start the shard over
+ * (ssd.idx_sweep_restarts): the table it walked is now the old one,
+ * partly moved.  A doubling needs as many puts in the shard as it has
+ * chains, so that is rare; after IDX_SWEEP_RESTARTS of them the rest of
+ * the shard is walked in one hold, as before.  What the walk promises is
+ * unchanged: the caller (ssd_clear) returns once every shard was walked,
+ * so every entry of the namespace that was in the index when the walk
+ * began and is still there has gone; an entry entered meanwhile is a put
+ * racing the clear (a write-down of a block the clear killed in DRAM
+ * removes its own entry, wd_write).  The longest hold:
+ * ssd.idx_sweep_max_hold_ns.
+ */
+#define IDX_SWEEP_RESTARTS 8u
+
+static void idx_sweep_hold_note(struct ssd *s, uint64_t t0, uint64_t looked)
+{
+	uint64_t ns = kvt_now_ns() - t0, max = AL(s->idx_sweep_max_hold_ns);
+	A(s->idx_sweep_chunks);
+	AN(s->idx_sweep_hold_ns, ns);
+	while (ns > max && !atomic_compare_exchange_weak(&s->idx_sweep_max_hold_ns, &max, ns))
+		;
+	max = AL(s->idx_sweep_max_chunk);
+	while (looked > max && !atomic_compare_exchange_weak(&s->idx_sweep_max_chunk, &max, looked))
+		;
+}
+
+/* Remove what sweep_takes from one whole shard, in chunks; *visited
+ * counts the entries looked at.  Called and returns with sh's lock held,
+ * which it drops between chunks. */
+static uint64_t idx_sweep_shard(struct ssd *s, struct ssd_shard *sh, uint32_t ns, uint32_t slot,
+				uint64_t gen, uint64_t below, uint64_t *visited)
+{
+	uint64_t n = 0, pos, budget = 0, t0 = kvt_now_ns();
+	struct ssd_entry **tab;
+	uint32_t tg, restarts = 0;
+	bool in_old;
+
+start:
+	tg = sh->tab_gen;
+	tab = sh->buckets;
+	in_old = sh->old != NULL;
+	pos = in_old ? sh->old_next : 0;
+	for (;;) {
+		budget = 0;
+		while (budget < SSD_IDX_SWEEP_CHUNK || restarts >= IDX_SWEEP_RESTARTS) {
+			struct ssd_entry **pp;
+			if (in_old) {
+				if (pos < sh->old_next)
+					pos = sh->old_next; /* moved since: empty */
+				if (pos > sh->old_mask) {
+					in_old = false;
+					pos = 0;
+					continue;
+				}
+				pp = &sh->old[pos];
+			} else {
+				if (pos > sh->mask)
+					goto done;
+				pp = &sh->buckets[pos];
+			}
+			pos++;
+			budget++;
+			while (*pp) {
+				struct ssd_entry *e = *pp;
+				(*visited)++;
+				budget++;
+				if (sweep_takes(e, ns, slot, gen, below)) {
+					if (!(e->flags & E_PENDING))
+						n++;
+					ssd_idx_remove_locked(s, sh, pp);
+				} else {
+					pp = &e->hnext;
+				}
+			}
+		}
+		idx_sweep_hold_note(s, t0, budget);
+		pthread_mutex_unlock(&sh->lock);
+		sched_yield(); /* a waiter woken by the unlock gets the lock */
+		if (s->sweep_gap_hook)
+			s->sweep_gap_hook(s->sweep_gap_ctx, sh);
+		pthread_mutex_lock(&sh->lock);
+		t0 = kvt_now_ns();
+		if (sh->tab_gen == tg)
+			continue;
+		if (sh->buckets == tab && !sh->old && sh->tab_gen == tg + 1) {
+			/* The old table emptied and freed: its chains are
+			 * in the new one, walked next or being walked. */
+			tg = sh->tab_gen;
+			if (in_old) {
+				in_old = false;
+				pos = 0;
+			}
+			continue;
+		}
+		A(s->idx_sweep_restarts);
+		restarts++;
+		goto start;
+	}
+done:
+	idx_sweep_hold_note(s, t0, budget);
+	return n;
+}
+
 /* Remove every entry matching: ns (KVT_NS_ALL: any), slot (UINT32_MAX: any)
  * and generation (0: any), with seq < below.  Returns how many.  A sweep of
  * one slot leaves the entries kept for a carry (E_CARRY): they name the
  * slot they are leaving.  One slot: its shards' lists of the slot ("One
  * segment's entries"); any slot (recovery, a namespace's clear): the whole
- * table. */
+ * table, in chunks ("Chunked walks"). */
 uint64_t ssd_idx_sweep(struct ssd *s, uint32_t ns, uint32_t slot, uint64_t gen, uint64_t below)
 {
 	uint64_t n = 0, visited = 0, t0 = kvt_now_ns();
@@ -440,20 +564,7 @@ uint64_t ssd_idx_sweep(struct ssd *s, uint32_t ns, uint32_t slot, uint64_t gen, 
 			pthread_mutex_unlock(&sh->lock);
 			continue;
 		}
-		for (uint64_t b = 0; b < ssd_idx_chains(sh); b++) {
-			struct ssd_entry **pp = ssd_idx_chain(sh, b);
-			while (*pp) {
-				struct ssd_entry *e = *pp;
-				visited++;
-				if (sweep_takes(e, ns, slot, gen, below)) {
-					if (!(e->flags & E_PENDING))
-						n++;
-					ssd_idx_remove_locked(s, sh, pp);
-				} else {
-					pp = &e->hnext;
-				}
-			}
-		}
+		n += idx_sweep_shard(s, sh, ns, slot, gen, below, &visited);
 		pthread_mutex_unlock(&sh->lock);
 	}
 	if (slot != UINT32_MAX)

@@ -103,6 +103,11 @@ struct ssd_entry {
  * grows from 128 to 144 bytes (one link alone would cost as much). */
 _Static_assert(sizeof(struct ssd_entry) <= 136, "an SSD index entry stays within 136 bytes");
 
+/* A walk of a whole shard that removes looks at this many chains and
+ * entries (about; it ends a chunk between chains) per hold of the shard's
+ * lock (ssd_idx.c "Chunked walks"). */
+#define SSD_IDX_SWEEP_CHUNK 4096u
+
 struct ssd_shard {
 	pthread_mutex_t lock;
 	struct ssd_entry **buckets;
@@ -116,6 +121,11 @@ struct ssd_shard {
 	 * time allocates its table unlocked (grow_busy): ssd_idx.c "Index
 	 * growth" */
 	_Atomic bool grow_due, grow_busy;
+	/* Bumped (under the lock) whenever a table is installed or the old
+	 * one freed: a chunked walk of the whole shard, which drops the lock
+	 * between chunks, sees its tables changed (ssd_idx.c "Chunked
+	 * walks"). */
+	uint32_t tab_gen;
 	uint64_t count;
 	uint64_t dead;        /* of which E_DEAD (not blocks: ssd.blocks) */
 	uint64_t bytes;       /* value bytes of published entries */
@@ -477,6 +487,17 @@ struct ssd {
 	 * the longest time one put spent growing a shard's table under its
 	 * lock, ns, and the most entries one put moved to a new table. */
 	_Atomic uint64_t idx_grows, idx_grow_max_ns, idx_grow_max_moved;
+	/* Walks of the whole index that remove (a namespace's clear,
+	 * recovery's sweeps: ssd_idx.c "Chunked walks"): the longest one
+	 * chunk held a shard's lock, ns, the most chains and entries one
+	 * looked at, and the walks started over after a doubling began
+	 * under them; the chunks, and their holds' ns in all. */
+	_Atomic uint64_t idx_sweep_max_hold_ns, idx_sweep_max_chunk, idx_sweep_restarts;
+	_Atomic uint64_t idx_sweep_chunks, idx_sweep_hold_ns;
+	/* Tests only (test_ssd clear_grow): called by such a walk between
+	 * two chunks, the shard's lock released; NULL: none. */
+	void (*sweep_gap_hook)(void *ctx, struct ssd_shard *sh);
+	void *sweep_gap_ctx;
 	/* ssd/ fsynced for a segment file this open created (ssd_idx.c
 	 * ssd_seg_open_file), before anything was written to it */
 	_Atomic uint64_t seg_dir_syncs;
