@@ -5113,6 +5113,204 @@ def tls_held_record(ph):
         t.stop()
 
 
+def unread_pipeline(ph, t, port, tls, pre_auth):
+    """On server t's RESP port (TLS or plain), a connection that pipelines
+    requests and never reads: after alice's AUTH, 32 GETs of a 4 MiB value
+    (its answers pin DRAM); or, before AUTH, 20,000 PINGs in one go.  Its
+    receive buffer is 4 KiB.  Until the server closes it (at most 20 s):
+    the largest rise of mem_used, pins and RSS; then the seconds to the
+    close, and mem_used and pins once it is closed (against before).
+    bob's PING is answered while it is held."""
+    big = 4 << 20
+    if tls:
+        a = tls_resp_login(ph, port, ALICE)
+        a.s.sendall(a.records(resp_cmd(b"SET", b"slow", b"s" * big), 16384))
+        ph.expect(a.read(5, timeout=30) == b"+OK\r\n", "the SET of 4 MiB over TLS")
+        a.s.close()
+        b = tls_resp_login(ph, port, BOB)
+    else:
+        a = resp_login(port, ALICE, ph.addr(), timeout=30)
+        a.sendall(resp_cmd(b"SET", b"slow", b"s" * big))
+        ph.expect(resp_line(a, 30.0) == b"+OK", "the SET of 4 MiB")
+        a.close()
+        b = resp_login(port, BOB, ph.addr(), timeout=30)
+    time.sleep(0.3)
+    act0 = t.metric("kvtier_connections_active")
+    mem0, pins0, rss0 = (t.metric("kvtier_server_memory_bytes"),
+                         t.metric("kvtier_pins_active"), t.rss_kib())
+    if pre_auth:
+        wire = resp_cmd(b"PING") * 20000
+    else:
+        wire = resp_cmd(b"GET", b"slow") * 32
+    if tls:
+        n = TlsRecords(port, ph.addr())
+        if not pre_auth:
+            n.s.sendall(n.records(resp_cmd(b"AUTH", ALICE[0].encode(), ALICE[1].encode()),
+                                  16384))
+            ph.expect(n.read(5) == b"+OK\r\n", "alice's AUTH over TLS")
+        n.s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        n.s.sendall(n.records(wire, 16384))
+        sock = n.s
+    else:
+        sock = socket.create_connection(("127.0.0.1", port), source_address=(ph.addr(), 0))
+        if not pre_auth:
+            sock.sendall(resp_cmd(b"AUTH", ALICE[0].encode(), ALICE[1].encode()))
+            ph.expect(resp_line(sock) == b"+OK", "alice's AUTH")
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.sendall(wire)
+    t0 = time.monotonic()
+    mem_max, pins_max, rss_max, closed_s = mem0, pins0, rss0, None
+    pinged = False
+    while time.monotonic() - t0 < 20:
+        mem_max = max(mem_max, t.metric("kvtier_server_memory_bytes"))
+        pins_max = max(pins_max, t.metric("kvtier_pins_active"))
+        rss_max = max(rss_max, t.rss_kib())
+        if not pinged and time.monotonic() - t0 > 0.5:
+            if tls:
+                b.s.sendall(b.records(resp_cmd(b"PING"), 16384))
+                ph.expect(b.read(7) == b"+PONG\r\n", "bob's PING beside the unread pipeline")
+            else:
+                b.sendall(resp_cmd(b"PING"))
+                ph.expect(resp_line(b) == b"+PONG", "bob's PING beside the unread pipeline")
+            pinged = True
+        if t.metric("kvtier_connections_active") < act0 + 1:
+            closed_s = time.monotonic() - t0
+            break
+        time.sleep(0.05)
+    time.sleep(0.3)
+    mem1, pins1 = t.metric("kvtier_server_memory_bytes"), t.metric("kvtier_pins_active")
+    sock.close()
+    (b.s if tls else b).close()
+    return dict(closed_s=closed_s, mem=mem_max - mem0, pins=pins_max - pins0,
+                rss=rss_max - rss0, mem_after=mem1 - mem0, pins_after=pins1 - pins0)
+
+
+@phase
+def tls_slow_reader(ph):
+    """A client over TLS that pipelines requests and never reads (32 GETs
+    of a 4 MiB value after AUTH; 20,000 PINGs before it), beside the same
+    over plain text on a server of the same options (the same run): the
+    TLS connection is closed as the plain one is (--idle-timeout 2: the
+    output stall, or the drain floor KVTD_MIN_DRAIN_BPS for pinned
+    answers), what it holds meanwhile (mem_used, pins, RSS) no more than
+    the plain one's plus an SSL's buffers, and its charges and pins all
+    given back at the close."""
+    opts = ["--idle-timeout", str(IDLE_S)]
+    t = tls_server(ph, "tls_slow_reader", opts, quarantine_mb=0)
+    if not t:
+        return
+    base = tempfile.mkdtemp(dir=os.environ.get("TMPDIR"))
+    p = Server(ph.srv.argv[0], base, ["--resp", "127.0.0.1:0"] + opts, quarantine_mb=0)
+    try:
+        rport, pport = tls_resp_port(t), resp_port(p)
+        for pre_auth in (False, True):
+            what = "20,000 PINGs before AUTH" if pre_auth else "32 GETs of 4 MiB after AUTH"
+            plain = unread_pipeline(ph, p, pport, False, pre_auth)
+            tls = unread_pipeline(ph, t, rport, True, pre_auth)
+            for name, r in (("plain", plain), ("TLS", tls)):
+                print("tls_slow_reader: %s unread, %s: closed after %s s, mem_used +%d B "
+                      "at most (+%d after the close), pins +%d (+%d after), RSS +%d KiB"
+                      % (what, name, "%.2f" % r["closed_s"] if r["closed_s"] else "never",
+                         r["mem"], r["mem_after"], r["pins"], r["pins_after"], r["rss"]))
+            ph.expect(plain["closed_s"] is not None, "the plain connection closed", what)
+            ph.expect(tls["closed_s"] is not None, "the TLS connection closed", what)
+            if tls["closed_s"] is None or plain["closed_s"] is None:
+                continue
+            # the same clock (--idle-timeout) closes both: the TLS one
+            # within twice the plain one's time plus a sweep's period
+            ph.expect(tls["closed_s"] <= 2 * plain["closed_s"] + IDLE_S,
+                      "closed as soon as the plain one", what, tls["closed_s"],
+                      plain["closed_s"])
+            ph.expect(tls["mem"] <= plain["mem"] + (256 << 10),
+                      "mem_used held no more than plain text's and an SSL's", what,
+                      tls["mem"], plain["mem"])
+            ph.expect(tls["mem_after"] <= (64 << 10) and tls["pins_after"] <= 0,
+                      "charges and pins given back at the close", what, tls["mem_after"],
+                      tls["pins_after"])
+            if ph.srv.sanitizer() is None:
+                ph.expect(tls["rss"] <= plain["rss"] + 4096, "RSS no more than plain "
+                          "text's and 4 MiB", what, tls["rss"], plain["rss"])
+        ph.cases += 1
+    finally:
+        p.stop()
+        t.stop()
+
+
+def server_cpu_s(srv):
+    """Server srv's CPU time so far (user + system, all threads), seconds."""
+    f = open("/proc/%d/stat" % srv.p.pid).read().rsplit(")", 1)[1].split()
+    return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def pings_read(ph, t, port, tls, n):
+    """alice pipelines n PINGs on t's RESP port and reads every answer:
+    (the server's CPU seconds, the wire bytes of the answers)."""
+    wire = resp_cmd(b"PING") * n
+    want = len(b"+PONG\r\n") * n
+    cpu0 = server_cpu_s(t)
+    if tls:
+        c = tls_resp_login(ph, port, ALICE)
+        c.s.sendall(c.records(wire, 16384))
+        got, raw = 0, 0
+        while got < want:
+            try:
+                got += len(c.t.read(65536))
+            except c.ssl.SSLWantReadError:
+                c.s.settimeout(30)
+                b = c.s.recv(1 << 20)
+                ph.expect(b != b"", "the PINGs' answers over TLS", got)
+                if not b:
+                    break
+                raw += len(b)
+                c.i.write(b)
+        c.s.close()
+    else:
+        s = resp_login(port, ALICE, ph.addr(), timeout=30)
+        s.sendall(wire)
+        raw = 0
+        while raw < want:
+            b = s.recv(1 << 20)
+            ph.expect(b != b"", "the PINGs' answers", raw)
+            if not b:
+                break
+            raw += len(b)
+        s.close()
+    return server_cpu_s(t) - cpu0, raw
+
+
+@phase
+def tls_small_answers(ph):
+    """A TLS client pipelines 100,000 PINGs and reads the answers: each
+    queued answer (7 bytes, an iovec of its own) was its own SSL_write, a
+    TLS record (22 bytes more) and a write(2).  Now the answers a write
+    takes are gathered into records of up to 16 KiB (tls.c "Small answers
+    in one record").  Asserted: the answers' wire bytes at most 1.1 times
+    their text, and the server's CPU for them at most 3 times a plain
+    server's for the same pipeline (the same run)."""
+    t = tls_server(ph, "tls_small_answers", [], quarantine_mb=0)
+    if not t:
+        return
+    base = tempfile.mkdtemp(dir=os.environ.get("TMPDIR"))
+    p = Server(ph.srv.argv[0], base, ["--resp", "127.0.0.1:0"], quarantine_mb=0)
+    n = 100000
+    try:
+        rport, pport = tls_resp_port(t), resp_port(p)
+        pings_read(ph, t, rport, True, 1000)  # warm both
+        pings_read(ph, p, pport, False, 1000)
+        cpu_p, raw_p = pings_read(ph, p, pport, False, n)
+        cpu_t, raw_t = pings_read(ph, t, rport, True, n)
+        print("tls_small_answers: %d pipelined PINGs read: plain %.3f s of the server's CPU, "
+              "%d B; TLS %.3f s, %d B of records (%.2f x the text)"
+              % (n, cpu_p, raw_p, cpu_t, raw_t, raw_t / raw_p))
+        ph.expect(raw_t <= raw_p * 11 // 10, "the answers' records", raw_t, raw_p)
+        ph.expect(cpu_t <= 3 * max(cpu_p, 0.02), "the server's CPU for the answers", cpu_t,
+                  cpu_p)
+        ph.cases += 1
+    finally:
+        p.stop()
+        t.stop()
+
+
 def tls_flood_exe(kvtierd):
     """tests/integration/tls_flood.c as meson built it (KVT_TLS_FLOOD, else
     beside the daemon's build directory), or None."""
