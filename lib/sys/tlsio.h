@@ -88,7 +88,8 @@ int tlsio_handshake(SSL *ssl, int *want);
 ssize_t tlsio_read(SSL *ssl, void *buf, size_t len, int *want);
 /* SSL_read into each iovec in turn. */
 ssize_t tlsio_readv(SSL *ssl, const struct iovec *iov, int n, int *want);
-/* SSL_write of each iovec in turn; the bytes taken so far, or -1. */
+/* SSL_write of the iovecs in turn, those shorter than a record gathered
+ * into records of up to 16 KiB (tlsio.c); the bytes taken so far, or -1. */
 ssize_t tlsio_writev(SSL *ssl, const struct iovec *iov, int n, int *want);
 
 /* Plaintext already decrypted or received but not yet read: epoll will not
