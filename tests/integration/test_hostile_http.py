@@ -5185,6 +5185,48 @@ def unread_pipeline(ph, t, port, tls, pre_auth):
                 rss=rss_max - rss0, mem_after=mem1 - mem0, pins_after=pins1 - pins0)
 
 
+def get_read(ph, t, port, tls, size, chunk, pause):
+    """alice GETs a value of size bytes on t's RESP port and reads its
+    answer chunk bytes at a time, pause seconds apart (0: as it comes):
+    (the server's CPU seconds meanwhile, the bytes read; short if closed)."""
+    head = b"$%d\r\n" % size
+    want = len(head) + size + 2
+    if tls:
+        c = tls_resp_login(ph, port, ALICE)
+        c.s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 17)
+        cpu0 = server_cpu_s(t)
+        c.s.sendall(c.records(resp_cmd(b"GET", b"slowget"), 16384))
+    else:
+        c = resp_login(port, ALICE, ph.addr(), timeout=30)
+        c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 17)
+        cpu0 = server_cpu_s(t)
+        c.sendall(resp_cmd(b"GET", b"slowget"))
+    s = c.s if tls else c
+    s.settimeout(30)
+    got = 0
+    while got < want:
+        b = s.recv(chunk)
+        if not b:
+            break
+        if tls:
+            c.i.write(b)
+            while True:
+                try:
+                    got += len(c.t.read(1 << 20))
+                except c.ssl.SSLWantReadError:
+                    break
+        else:
+            got += len(b)
+        if pause:
+            time.sleep(pause)
+    cpu = server_cpu_s(t) - cpu0
+    s.close()
+    if got != want:
+        print("get_read: %s, %d B a read each %.3f s: %d of %d B, then closed"
+              % ("TLS" if tls else "plain", chunk, pause, got, want))
+    return cpu, got == want
+
+
 @phase
 def tls_slow_reader(ph):
     """A client over TLS that pipelines requests and never reads (32 GETs
@@ -5230,16 +5272,36 @@ def tls_slow_reader(ph):
             if ph.srv.sanitizer() is None:
                 ph.expect(tls["rss"] <= plain["rss"] + 4096, "RSS no more than plain "
                           "text's and 4 MiB", what, tls["rss"], plain["rss"])
+        # (b) a reader of an 8 MiB GET at 2-5 MiB/s (above the drain
+        # floor: served whole, not closed), 128 KiB each 25 ms, against the
+        # same GET read as it comes: the server's CPU for the slow one
+        # (partial SSL_writes retried on each EPOLLOUT) against the fast
+        # one's, over TLS and plain text
+        size = 8 << 20
+        cpu = {}
+        for srv, port, tls in ((p, pport, False), (t, rport, True)):
+            if tls:
+                a = tls_resp_login(ph, port, ALICE)
+                a.s.sendall(a.records(resp_cmd(b"SET", b"slowget", b"g" * size), 16384))
+                ph.expect(a.read(5, timeout=30) == b"+OK\r\n", "the SET of 8 MiB over TLS")
+                a.s.close()
+            else:
+                a = resp_login(port, ALICE, ph.addr(), timeout=30)
+                a.sendall(resp_cmd(b"SET", b"slowget", b"g" * size))
+                ph.expect(resp_line(a, 30.0) == b"+OK", "the SET of 8 MiB")
+                a.close()
+            fast, ok_f = get_read(ph, srv, port, tls, size, 1 << 20, 0)
+            slow, ok_s = get_read(ph, srv, port, tls, size, 1 << 17, 0.025)
+            ph.expect(ok_f and ok_s, "the GET's answer read whole", tls, ok_f, ok_s)
+            cpu[tls] = (fast, slow)
+        print("tls_slow_reader: a GET of 8 MiB, the server's CPU read at once / slowly: "
+              "plain %.4f / %.4f s, TLS %.4f / %.4f s" % (cpu[False] + cpu[True]))
+        ph.expect(cpu[True][1] <= 2 * cpu[True][0] + cpu[False][1] + 0.05,
+                  "the slow TLS reader's CPU (retried writes)", cpu)
         ph.cases += 1
     finally:
         p.stop()
         t.stop()
-
-
-def server_cpu_s(srv):
-    """Server srv's CPU time so far (user + system, all threads), seconds."""
-    f = open("/proc/%d/stat" % srv.p.pid).read().rsplit(")", 1)[1].split()
-    return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def pings_read(ph, t, port, tls, n):
