@@ -5185,6 +5185,46 @@ def unread_pipeline(ph, t, port, tls, pre_auth):
                 rss=rss_max - rss0, mem_after=mem1 - mem0, pins_after=pins1 - pins0)
 
 
+def unread_s3(ph, t, tls):
+    """The same on t's S3 port (TLS or plain): alice stores a 4 MiB object,
+    then one connection pipelines 32 signed GETs of it and never reads
+    (4 KiB receive buffer).  The same figures as unread_pipeline's."""
+    port = t.port
+    ask = (lambda m: tls_http(port, m, ph.addr(), 30)) if tls else \
+        (lambda m: http(port, m, 30, ph.addr()))
+    st = ask(signed_msg(port, "PUT", "/slowbkt"))[0]
+    ph.expect(st == 200, "CreateBucket", tls, st)
+    st = ask(signed_msg(port, "PUT", "/slowbkt/obj", body=b"o" * (4 << 20)))[0]
+    ph.expect(st == 200, "the PUT of 4 MiB", tls, st)
+    time.sleep(0.3)
+    act0 = t.metric("kvtier_connections_active")
+    mem0, pins0 = t.metric("kvtier_server_memory_bytes"), t.metric("kvtier_pins_active")
+    wire = signed_msg(port, "GET", "/slowbkt/obj") * 32
+    if tls:
+        n = TlsRecords(port, ph.addr())
+        n.s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        n.s.sendall(n.records(wire, 16384))
+        sock = n.s
+    else:
+        sock = socket.create_connection(("127.0.0.1", port), source_address=(ph.addr(), 0))
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.sendall(wire)
+    t0 = time.monotonic()
+    mem_max, pins_max, closed_s = mem0, pins0, None
+    while time.monotonic() - t0 < 20:
+        mem_max = max(mem_max, t.metric("kvtier_server_memory_bytes"))
+        pins_max = max(pins_max, t.metric("kvtier_pins_active"))
+        if t.metric("kvtier_connections_active") < act0 + 1:
+            closed_s = time.monotonic() - t0
+            break
+        time.sleep(0.05)
+    time.sleep(0.3)
+    mem1, pins1 = t.metric("kvtier_server_memory_bytes"), t.metric("kvtier_pins_active")
+    sock.close()
+    return dict(closed_s=closed_s, mem=mem_max - mem0, pins=pins_max - pins0, rss=0,
+                mem_after=mem1 - mem0, pins_after=pins1 - pins0)
+
+
 def get_read(ph, t, port, tls, size, chunk, pause):
     """alice GETs a value of size bytes on t's RESP port and reads its
     answer chunk bytes at a time, pause seconds apart (0: as it comes):
@@ -5230,7 +5270,8 @@ def get_read(ph, t, port, tls, size, chunk, pause):
 @phase
 def tls_slow_reader(ph):
     """A client over TLS that pipelines requests and never reads (32 GETs
-    of a 4 MiB value after AUTH; 20,000 PINGs before it), beside the same
+    of a 4 MiB value after AUTH; 20,000 PINGs before it; 32 S3 GETs of an
+    object of 4 MiB), beside the same
     over plain text on a server of the same options (the same run): the
     TLS connection is closed as the plain one is (--idle-timeout 2: the
     output stall, or the drain floor KVTD_MIN_DRAIN_BPS for pinned
@@ -5245,10 +5286,14 @@ def tls_slow_reader(ph):
     p = Server(ph.srv.argv[0], base, ["--resp", "127.0.0.1:0"] + opts, quarantine_mb=0)
     try:
         rport, pport = tls_resp_port(t), resp_port(p)
-        for pre_auth in (False, True):
-            what = "20,000 PINGs before AUTH" if pre_auth else "32 GETs of 4 MiB after AUTH"
-            plain = unread_pipeline(ph, p, pport, False, pre_auth)
-            tls = unread_pipeline(ph, t, rport, True, pre_auth)
+        for case in ("get", "ping", "s3"):
+            what = {"get": "32 GETs of 4 MiB after AUTH", "ping": "20,000 PINGs before AUTH",
+                    "s3": "32 S3 GETs of 4 MiB"}[case]
+            if case == "s3":
+                plain, tls = unread_s3(ph, p, False), unread_s3(ph, t, True)
+            else:
+                plain = unread_pipeline(ph, p, pport, False, case == "ping")
+                tls = unread_pipeline(ph, t, rport, True, case == "ping")
             for name, r in (("plain", plain), ("TLS", tls)):
                 print("tls_slow_reader: %s unread, %s: closed after %s s, mem_used +%d B "
                       "at most (+%d after the close), pins +%d (+%d after), RSS +%d KiB"
