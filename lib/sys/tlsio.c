@@ -356,6 +356,15 @@ ssize_t tlsio_readv(SSL *ssl, const struct iovec *iov, int n, int *want)
  * there, so a retry gathers again what the refused call gathered (and
  * perhaps more, up to 16 KiB) or offers that same iovec whole again.
  * test_tlsio_writev resumes so against a lagging reader.
+ *
+ * Not under kernel TLS: there OpenSSL copies nothing, it keeps a pointer
+ * to the buffer of the refused call and its retry sends the rest from
+ * there (ssl3_write_pending writes from its write buffer, which kTLS sets
+ * to the caller's), whatever buffer the retry offers.  The gathered copy
+ * is on this call's stack, gone at the retry: the retry sent what lay
+ * there then (test_tlsio_writev ktls_case: 29 bytes of 0xee, a deeper
+ * frame's, where "+PONG..." was).  So each iovec goes in place, as before:
+ * the queue's memory lives until what was taken of it is reported.
  */
 #define TLSIO_GATHER 16384
 
@@ -365,6 +374,7 @@ ssize_t tlsio_writev(SSL *ssl, const struct iovec *iov, int n, int *want)
 	ssize_t total = 0;
 	size_t off = 0;
 	int i = 0;
+	bool gathers = !tlsio_ktls_send(ssl);
 
 	for (;;) {
 		const unsigned char *p;
@@ -377,7 +387,7 @@ ssize_t tlsio_writev(SSL *ssl, const struct iovec *iov, int n, int *want)
 			break;
 		len = iov[i].iov_len - off;
 		p = (const unsigned char *)iov[i].iov_base + off;
-		if (len < TLSIO_GATHER) {
+		if (gathers && len < TLSIO_GATHER) {
 			size_t o = off;
 			len = 0;
 			for (int j = i; j < n && len < TLSIO_GATHER; j++, o = 0) {

@@ -13,6 +13,17 @@
  * records of up to 16 KiB: one record an iovec was 29 bytes for each
  * 7-byte answer).  doc/security.md "Session 47:
  * slow readers over TLS".
+ *
+ * Then the same under kernel TLS (ktls_case): OpenSSL does not copy what
+ * it sends through kTLS, it keeps a pointer to the caller's buffer and a
+ * retry after WANT_WRITE sends the rest from there, not from the retry's
+ * buffer.  A write BIO that says it is kTLS (as a socket BIO does when the
+ * kernel's tls module took the keys) takes 5 bytes of a write, refuses the
+ * rest, then records what comes: the retry, made from a deeper stack (as
+ * kvtierd's loop_conn_flush is called from the event loop, from the
+ * touched list, from kvtd_conn_queue), must bring the stream's next bytes,
+ * not what lies where a gathered copy on the stack used to be.
+ * doc/security.md "Session 47: tlsio_writev gathering under kTLS".
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -31,6 +42,114 @@
 #include "tlsio.h"
 
 #define NSEG 60000
+
+/* A write BIO that says it is kTLS: takes `take` bytes of the next write
+ * (recorded), then refuses writes while `refuse`. */
+static unsigned char kt_seen[4096];
+static size_t kt_len, kt_take;
+static int kt_refuse;
+
+static int kt_write(BIO *b, const char *buf, int len)
+{
+	int n = len;
+	BIO_clear_retry_flags(b);
+	if (kt_refuse) {
+		if ((size_t)n > kt_take)
+			n = (int)kt_take;
+		kt_take -= (size_t)n;
+		if (n == 0) {
+			BIO_set_retry_write(b);
+			return -1;
+		}
+	}
+	if ((size_t)n > sizeof(kt_seen) - kt_len)
+		n = (int)(sizeof(kt_seen) - kt_len);
+	memcpy(kt_seen + kt_len, buf, (size_t)n);
+	kt_len += (size_t)n;
+	return n;
+}
+
+static long kt_ctrl(BIO *b, int cmd, long num, void *ptr)
+{
+	(void)b, (void)num, (void)ptr;
+	return cmd == BIO_CTRL_GET_KTLS_SEND || cmd == BIO_CTRL_FLUSH;
+}
+
+static int kt_create(BIO *b)
+{
+	BIO_set_init(b, 1);
+	return 1;
+}
+
+/* The retry, from `depth` frames of 2 KiB deeper, each filled with 0xee
+ * (where the refused call's frame was). */
+static ssize_t kt_retry(SSL *s, const struct iovec *iov, int n, int *want, int depth)
+{
+	volatile unsigned char pad[2048];
+	ssize_t w;
+	memset((unsigned char *)pad, 0xee, sizeof(pad));
+	if (depth > 0)
+		w = kt_retry(s, iov, n, want, depth - 1);
+	else
+		w = tlsio_writev(s, iov, n, want);
+	return w + pad[depth & 1023] - 0xee;
+}
+
+static void ktls_case(SSL_CTX *sctx, SSL_CTX *cctx)
+{
+	SSL *s = SSL_new(sctx), *c = SSL_new(cctx);
+	BIO *s2c = BIO_new(BIO_s_mem()), *c2s = BIO_new(BIO_s_mem()), *kt;
+	BIO_METHOD *m = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "ktls");
+	static const char text[] = "+PONG\r\n:1\r\n$3\r\nabc\r\n+OK\r\n-ERR no\r\n";
+	struct iovec iov[5] = {
+		{ (void *)text, 7 }, { (void *)(text + 7), 4 }, { (void *)(text + 11), 9 },
+		{ (void *)(text + 20), 5 }, { (void *)(text + 25), 9 } };
+	int want = 0;
+	ssize_t w;
+
+	T_ASSERT(s && c && s2c && c2s && m);
+	BIO_up_ref(s2c);
+	BIO_up_ref(c2s);
+	SSL_set_bio(s, c2s, s2c);
+	SSL_set_bio(c, s2c, c2s);
+	SSL_set_accept_state(s);
+	SSL_set_connect_state(c);
+	for (int step = 0; !SSL_is_init_finished(s) || !SSL_is_init_finished(c); step++) {
+		T_ASSERT(step < 100);
+		ERR_clear_error();
+		SSL_do_handshake(s);
+		ERR_clear_error();
+		SSL_do_handshake(c);
+	}
+	BIO_meth_set_write(m, kt_write);
+	BIO_meth_set_ctrl(m, kt_ctrl);
+	BIO_meth_set_create(m, kt_create);
+	kt = BIO_new(m);
+	T_ASSERT(kt);
+	SSL_set0_wbio(s, kt); /* the memory BIO's reference is dropped */
+	T_ASSERT(tlsio_ktls_send(s));
+
+	kt_refuse = 1, kt_take = 5;
+	w = tlsio_writev(s, iov, 5, &want);
+	T_ASSERT(w < 0 && errno == EAGAIN && want == TLSIO_WANT_OUT);
+	T_EQ_INT((int)kt_len, 5);
+	kt_refuse = 0;
+	/* resumed at the same byte, the same iovecs (nothing was taken) */
+	w = kt_retry(s, iov, 5, &want, 8);
+	T_EQ_INT((int)w, (int)(sizeof(text) - 1));
+	{
+		size_t k = 0;
+		while (k < kt_len && k < sizeof(text) - 1 && kt_seen[k] == (unsigned char)text[k])
+			k++;
+		printf("kTLS: %zu bytes reached the socket, the first %zu as written "
+		       "(byte %zu: 0x%02x)\n", kt_len, k, k, k < kt_len ? kt_seen[k] : 0);
+	}
+	T_EQ_INT((int)kt_len, (int)(sizeof(text) - 1));
+	T_ASSERT(memcmp(kt_seen, text, kt_len) == 0);
+	SSL_free(s);
+	SSL_free(c);
+	BIO_meth_free(m);
+}
 
 static size_t seg_len[NSEG];
 static size_t seg_off[NSEG];
@@ -157,6 +276,7 @@ int main(void)
 	       retries);
 	T_ASSERT(retries > 100);
 	T_ASSERT(wire <= total + total / 20);
+	ktls_case(sctx, cctx);
 	SSL_free(c);
 	tlsio_free(s);
 	close(sv[0]);
