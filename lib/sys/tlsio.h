@@ -6,10 +6,12 @@
  * writev): > 0 bytes, 0 end of stream, -1 with errno set (EAGAIN: *want
  * says which epoll event the SSL waits for; EPROTO: a TLS error, read it
  * with tlsio_errstr on the same thread).  So a caller swaps one call for
- * another and keeps its error handling.  Writes go one iovec at a time,
- * one record per SSL_write (SSL_MODE_ENABLE_PARTIAL_WRITE): a write that
- * returned EAGAIN must be retried from the same bytes, which a caller that
- * advances its queue only by what was written does naturally.
+ * another and keeps its error handling.  Writes go one record per
+ * SSL_write (SSL_MODE_ENABLE_PARTIAL_WRITE), small iovecs gathered into
+ * records of up to 16 KiB (not under kTLS: tlsio.c): a write that returned
+ * EAGAIN must be retried from the same bytes, which a caller that advances
+ * its queue only by what was written, and only appends to it, does
+ * naturally.
  *
  * Contexts: TLS 1.2 minimum, TLS 1.3 preferred, no renegotiation, no
  * session tickets, kTLS asked for (used only if the kernel has the tls
@@ -88,7 +90,8 @@ int tlsio_handshake(SSL *ssl, int *want);
 ssize_t tlsio_read(SSL *ssl, void *buf, size_t len, int *want);
 /* SSL_read into each iovec in turn. */
 ssize_t tlsio_readv(SSL *ssl, const struct iovec *iov, int n, int *want);
-/* SSL_write of each iovec in turn; the bytes taken so far, or -1. */
+/* SSL_write of the iovecs in turn, those shorter than a record gathered
+ * into records of up to 16 KiB (tlsio.c); the bytes taken so far, or -1. */
 ssize_t tlsio_writev(SSL *ssl, const struct iovec *iov, int n, int *want);
 
 /* Plaintext already decrypted or received but not yet read: epoll will not

@@ -5132,6 +5132,320 @@ def tls_held_record(ph):
         t.stop()
 
 
+def gone(t, act0, most=20):
+    """Wait (at most most seconds) until server t has no more connections
+    than act0 (a closed one's linger over), then 0.3 s."""
+    end = time.monotonic() + most
+    while t.metric("kvtier_connections_active") > act0 and time.monotonic() < end:
+        time.sleep(0.1)
+    time.sleep(0.3)
+
+
+def closed_in_log(t, src):
+    """Has server t logged closing a connection from address src (the
+    decision itself: a connection with output still queued may linger
+    after it, counted active, KVTD_LINGER_MS)?"""
+    return re.search(r"closing .*peer=%s:" % re.escape(src), open(t.log).read()) is not None
+
+
+def unread_pipeline(ph, t, port, tls, pre_auth):
+    """On server t's RESP port (TLS or plain), a connection that pipelines
+    requests and never reads: after alice's AUTH, 32 GETs of a 4 MiB value
+    (its answers pin DRAM); or, before AUTH, 20,000 PINGs in one go.  Its
+    receive buffer is 4 KiB.  Until the server closes it (at most 20 s):
+    the largest rise of mem_used, pins and RSS; then the seconds to the
+    close, and mem_used and pins once it is closed (against before).
+    bob's PING is answered while it is held."""
+    big = 4 << 20
+    if tls:
+        a = tls_resp_login(ph, port, ALICE)
+        a.s.sendall(a.records(resp_cmd(b"SET", b"slow", b"s" * big), 16384))
+        ph.expect(a.read(5, timeout=30) == b"+OK\r\n", "the SET of 4 MiB over TLS")
+        a.s.close()
+        b = tls_resp_login(ph, port, BOB)
+    else:
+        a = resp_login(port, ALICE, ph.addr(), timeout=30)
+        a.sendall(resp_cmd(b"SET", b"slow", b"s" * big))
+        ph.expect(resp_line(a, 30.0) == b"+OK", "the SET of 4 MiB")
+        a.close()
+        b = resp_login(port, BOB, ph.addr(), timeout=30)
+    time.sleep(0.3)
+    act0 = t.metric("kvtier_connections_active")
+    mem0, pins0, rss0 = (t.metric("kvtier_server_memory_bytes"),
+                         t.metric("kvtier_pins_active"), t.rss_kib())
+    if pre_auth:
+        wire = resp_cmd(b"PING") * 20000
+    else:
+        wire = resp_cmd(b"GET", b"slow") * 32
+    src = ph.addr()
+    if tls:
+        n = TlsRecords(port, src)
+        if not pre_auth:
+            n.s.sendall(n.records(resp_cmd(b"AUTH", ALICE[0].encode(), ALICE[1].encode()),
+                                  16384))
+            ph.expect(n.read(5) == b"+OK\r\n", "alice's AUTH over TLS")
+        n.s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        n.s.sendall(n.records(wire, 16384))
+        sock = n.s
+    else:
+        sock = socket.create_connection(("127.0.0.1", port), source_address=(src, 0))
+        if not pre_auth:
+            sock.sendall(resp_cmd(b"AUTH", ALICE[0].encode(), ALICE[1].encode()))
+            ph.expect(resp_line(sock) == b"+OK", "alice's AUTH")
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.sendall(wire)
+    t0 = time.monotonic()
+    mem_max, pins_max, rss_max, closed_s = mem0, pins0, rss0, None
+    pinged = False
+    while time.monotonic() - t0 < 20:
+        mem_max = max(mem_max, t.metric("kvtier_server_memory_bytes"))
+        pins_max = max(pins_max, t.metric("kvtier_pins_active"))
+        rss_max = max(rss_max, t.rss_kib())
+        if not pinged and time.monotonic() - t0 > 0.5:
+            if tls:
+                b.s.sendall(b.records(resp_cmd(b"PING"), 16384))
+                ph.expect(b.read(7) == b"+PONG\r\n", "bob's PING beside the unread pipeline")
+            else:
+                b.sendall(resp_cmd(b"PING"))
+                ph.expect(resp_line(b) == b"+PONG", "bob's PING beside the unread pipeline")
+            pinged = True
+        if closed_in_log(t, src):
+            closed_s = time.monotonic() - t0
+            break
+        time.sleep(0.05)
+    gone(t, act0)
+    mem1, pins1 = t.metric("kvtier_server_memory_bytes"), t.metric("kvtier_pins_active")
+    sock.close()
+    (b.s if tls else b).close()
+    return dict(closed_s=closed_s, mem=mem_max - mem0, pins=pins_max - pins0,
+                rss=rss_max - rss0, mem_after=mem1 - mem0, pins_after=pins1 - pins0)
+
+
+def unread_s3(ph, t, tls):
+    """The same on t's S3 port (TLS or plain): alice stores a 4 MiB object,
+    then one connection pipelines 32 signed GETs of it and never reads
+    (4 KiB receive buffer).  The same figures as unread_pipeline's."""
+    port = t.port
+    ask = (lambda m: tls_http(port, m, ph.addr(), 30)) if tls else \
+        (lambda m: http(port, m, 30, ph.addr()))
+    st = ask(signed_msg(port, "PUT", "/slowbkt"))[0]
+    ph.expect(st == 200, "CreateBucket", tls, st)
+    st = ask(signed_msg(port, "PUT", "/slowbkt/obj", body=b"o" * (4 << 20)))[0]
+    ph.expect(st == 200, "the PUT of 4 MiB", tls, st)
+    time.sleep(0.3)
+    act0 = t.metric("kvtier_connections_active")
+    mem0, pins0 = t.metric("kvtier_server_memory_bytes"), t.metric("kvtier_pins_active")
+    wire = signed_msg(port, "GET", "/slowbkt/obj") * 32
+    src = ph.addr()
+    if tls:
+        n = TlsRecords(port, src)
+        n.s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        n.s.sendall(n.records(wire, 16384))
+        sock = n.s
+    else:
+        sock = socket.create_connection(("127.0.0.1", port), source_address=(src, 0))
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.sendall(wire)
+    t0 = time.monotonic()
+    mem_max, pins_max, closed_s = mem0, pins0, None
+    while time.monotonic() - t0 < 20:
+        mem_max = max(mem_max, t.metric("kvtier_server_memory_bytes"))
+        pins_max = max(pins_max, t.metric("kvtier_pins_active"))
+        if closed_in_log(t, src):
+            closed_s = time.monotonic() - t0
+            break
+        time.sleep(0.05)
+    gone(t, act0)
+    mem1, pins1 = t.metric("kvtier_server_memory_bytes"), t.metric("kvtier_pins_active")
+    sock.close()
+    return dict(closed_s=closed_s, mem=mem_max - mem0, pins=pins_max - pins0, rss=0,
+                mem_after=mem1 - mem0, pins_after=pins1 - pins0)
+
+
+def get_read(ph, t, port, tls, size, chunk, pause):
+    """alice GETs a value of size bytes on t's RESP port and reads its
+    answer chunk bytes at a time, pause seconds apart (0: as it comes):
+    (the server's CPU seconds meanwhile, the bytes read; short if closed)."""
+    head = b"$%d\r\n" % size
+    want = len(head) + size + 2
+    if tls:
+        c = tls_resp_login(ph, port, ALICE)
+        c.s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 17)
+        cpu0 = server_cpu_s(t)
+        c.s.sendall(c.records(resp_cmd(b"GET", b"slow"), 16384))
+    else:
+        c = resp_login(port, ALICE, ph.addr(), timeout=30)
+        c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 17)
+        cpu0 = server_cpu_s(t)
+        c.sendall(resp_cmd(b"GET", b"slow"))
+    s = c.s if tls else c
+    s.settimeout(30)
+    got = 0
+    while got < want:
+        b = s.recv(chunk)
+        if not b:
+            break
+        if tls:
+            c.i.write(b)
+            while True:
+                try:
+                    got += len(c.t.read(1 << 20))
+                except c.ssl.SSLWantReadError:
+                    break
+        else:
+            got += len(b)
+        if pause:
+            time.sleep(pause)
+    cpu = server_cpu_s(t) - cpu0
+    s.close()
+    if got != want:
+        print("get_read: %s, %d B a read each %.3f s: %d of %d B, then closed"
+              % ("TLS" if tls else "plain", chunk, pause, got, want))
+    return cpu, got == want
+
+
+@phase
+def tls_slow_reader(ph):
+    """A client over TLS that pipelines requests and never reads (32 GETs
+    of a 4 MiB value after AUTH; 20,000 PINGs before it; 32 S3 GETs of an
+    object of 4 MiB), beside the same
+    over plain text on a server of the same options (the same run): the
+    TLS connection is closed as the plain one is (--idle-timeout 2: the
+    output stall, or the drain floor KVTD_MIN_DRAIN_BPS for pinned
+    answers), what it holds meanwhile (mem_used, pins, RSS) no more than
+    the plain one's plus an SSL's buffers, and its charges and pins all
+    given back at the close."""
+    opts = ["--idle-timeout", str(IDLE_S)]
+    t = tls_server(ph, "tls_slow_reader", opts, quarantine_mb=0)
+    if not t:
+        return
+    base = tempfile.mkdtemp(dir=os.environ.get("TMPDIR"))
+    p = Server(ph.srv.argv[0], base, ["--resp", "127.0.0.1:0"] + opts, quarantine_mb=0)
+    try:
+        rport, pport = tls_resp_port(t), resp_port(p)
+        for case in ("get", "ping", "s3"):
+            what = {"get": "32 GETs of 4 MiB after AUTH", "ping": "20,000 PINGs before AUTH",
+                    "s3": "32 S3 GETs of 4 MiB"}[case]
+            if case == "s3":
+                plain, tls = unread_s3(ph, p, False), unread_s3(ph, t, True)
+            else:
+                plain = unread_pipeline(ph, p, pport, False, case == "ping")
+                tls = unread_pipeline(ph, t, rport, True, case == "ping")
+            for name, r in (("plain", plain), ("TLS", tls)):
+                print("tls_slow_reader: %s unread, %s: closed after %s s, mem_used +%d B "
+                      "at most (+%d after the close), pins +%d (+%d after), RSS +%d KiB"
+                      % (what, name, "%.2f" % r["closed_s"] if r["closed_s"] else "never",
+                         r["mem"], r["mem_after"], r["pins"], r["pins_after"], r["rss"]))
+            ph.expect(plain["closed_s"] is not None, "the plain connection closed", what)
+            ph.expect(tls["closed_s"] is not None, "the TLS connection closed", what)
+            if tls["closed_s"] is None or plain["closed_s"] is None:
+                continue
+            # the same clock (--idle-timeout) closes both: the TLS one
+            # within twice the plain one's time plus a sweep's period
+            ph.expect(tls["closed_s"] <= 2 * plain["closed_s"] + IDLE_S,
+                      "closed as soon as the plain one", what, tls["closed_s"],
+                      plain["closed_s"])
+            ph.expect(tls["mem"] <= plain["mem"] + (256 << 10),
+                      "mem_used held no more than plain text's and an SSL's", what,
+                      tls["mem"], plain["mem"])
+            ph.expect(tls["mem_after"] <= (64 << 10) and tls["pins_after"] <= 0,
+                      "charges and pins given back at the close", what, tls["mem_after"],
+                      tls["pins_after"])
+            if ph.srv.sanitizer() is None:
+                ph.expect(tls["rss"] <= plain["rss"] + 4096, "RSS no more than plain "
+                          "text's and 4 MiB", what, tls["rss"], plain["rss"])
+        # (b) a reader of the 4 MiB value (a) stored, at 2-5 MiB/s (above
+        # the drain floor: served whole, not closed), 128 KiB each 25 ms,
+        # against the same GET read as it comes: the server's CPU for the
+        # slow one (partial SSL_writes retried on each EPOLLOUT) against
+        # the fast one's, over TLS and plain text.  (No SET of its own: a
+        # value of 8 MiB over TLS passes alice's input share at 32M.)
+        size = 4 << 20
+        cpu = {}
+        for srv, port, tls in ((p, pport, False), (t, rport, True)):
+            fast, ok_f = get_read(ph, srv, port, tls, size, 1 << 20, 0)
+            slow, ok_s = get_read(ph, srv, port, tls, size, 1 << 17, 0.025)
+            ph.expect(ok_f and ok_s, "the GET's answer read whole", tls, ok_f, ok_s)
+            cpu[tls] = (fast, slow)
+        print("tls_slow_reader: a GET of 4 MiB, the server's CPU read at once / slowly: "
+              "plain %.4f / %.4f s, TLS %.4f / %.4f s" % (cpu[False] + cpu[True]))
+        ph.expect(cpu[True][1] <= 2 * cpu[True][0] + cpu[False][1] + 0.05,
+                  "the slow TLS reader's CPU (retried writes)", cpu)
+        ph.cases += 1
+    finally:
+        p.stop()
+        t.stop()
+
+
+def pings_read(ph, t, port, tls, n):
+    """alice pipelines n PINGs on t's RESP port and reads every answer:
+    (the server's CPU seconds, the wire bytes of the answers)."""
+    wire = resp_cmd(b"PING") * n
+    want = len(b"+PONG\r\n") * n
+    cpu0 = server_cpu_s(t)
+    if tls:
+        c = tls_resp_login(ph, port, ALICE)
+        c.s.sendall(c.records(wire, 16384))
+        got, raw = 0, 0
+        while got < want:
+            try:
+                got += len(c.t.read(65536))
+            except c.ssl.SSLWantReadError:
+                c.s.settimeout(30)
+                b = c.s.recv(1 << 20)
+                ph.expect(b != b"", "the PINGs' answers over TLS", got)
+                if not b:
+                    break
+                raw += len(b)
+                c.i.write(b)
+        c.s.close()
+    else:
+        s = resp_login(port, ALICE, ph.addr(), timeout=30)
+        s.sendall(wire)
+        raw = 0
+        while raw < want:
+            b = s.recv(1 << 20)
+            ph.expect(b != b"", "the PINGs' answers", raw)
+            if not b:
+                break
+            raw += len(b)
+        s.close()
+    return server_cpu_s(t) - cpu0, raw
+
+
+@phase
+def tls_small_answers(ph):
+    """A TLS client pipelines 100,000 PINGs and reads the answers: each
+    queued answer (7 bytes, an iovec of its own) was its own SSL_write, a
+    TLS record (22 bytes more) and a write(2).  Now the answers a write
+    takes are gathered into records of up to 16 KiB (tls.c "Small answers
+    in one record").  Asserted: the answers' wire bytes at most 1.1 times
+    their text, and the server's CPU for them at most 3 times a plain
+    server's for the same pipeline (the same run)."""
+    t = tls_server(ph, "tls_small_answers", [], quarantine_mb=0)
+    if not t:
+        return
+    base = tempfile.mkdtemp(dir=os.environ.get("TMPDIR"))
+    p = Server(ph.srv.argv[0], base, ["--resp", "127.0.0.1:0"], quarantine_mb=0)
+    n = 100000
+    try:
+        rport, pport = tls_resp_port(t), resp_port(p)
+        pings_read(ph, t, rport, True, 1000)  # warm both
+        pings_read(ph, p, pport, False, 1000)
+        cpu_p, raw_p = pings_read(ph, p, pport, False, n)
+        cpu_t, raw_t = pings_read(ph, t, rport, True, n)
+        print("tls_small_answers: %d pipelined PINGs read: plain %.3f s of the server's CPU, "
+              "%d B; TLS %.3f s, %d B of records (%.2f x the text)"
+              % (n, cpu_p, raw_p, cpu_t, raw_t, raw_t / raw_p))
+        ph.expect(raw_t <= raw_p * 11 // 10, "the answers' records", raw_t, raw_p)
+        ph.expect(cpu_t <= 3 * max(cpu_p, 0.02), "the server's CPU for the answers", cpu_t,
+                  cpu_p)
+        ph.cases += 1
+    finally:
+        p.stop()
+        t.stop()
+
+
 def tls_flood_exe(kvtierd):
     """tests/integration/tls_flood.c as meson built it (KVT_TLS_FLOOD, else
     beside the daemon's build directory), or None."""
