@@ -271,6 +271,7 @@ int main(void)
 		}
 	}
 	T_ASSERT(memcmp(src, dst, total) == 0);
+	T_ASSERT(sent == total); /* every byte reported written once */
 	printf("%u iovecs, %zu bytes: %zu bytes of records (%.3f x), %lu writes "
 	       "refused (want write) and retried\n", NSEG, total, wire, (double)wire / total,
 	       retries);
