@@ -342,9 +342,10 @@ ssize_t tlsio_readv(SSL *ssl, const struct iovec *iov, int n, int *want)
  * each, an iovec each) went out as 29-byte records, 4.1 times their text
  * on the wire, the server's CPU for them 5.8 times plain text's (release,
  * 100,000 PINGs; test_hostile_http tls_small_answers).  Now what starts
- * with an iovec of less than a record's plaintext (TLSIO_GATHER) is copied
- * with those after it, up to a record's worth, and written in one
- * SSL_write; a longer one is written from where it is, as before.
+ * with an iovec of less than a record's plaintext (TLSIO_GATHER, or the
+ * session's less: below) is copied with those after it, up to a record's
+ * worth, and written in one SSL_write; a longer one is written from where
+ * it is, as before.
  *
  * A retry after SSL_ERROR_WANT_WRITE must offer the same bytes, at least
  * as many as the refused call (the buffer may move:
@@ -354,8 +355,23 @@ ssize_t tlsio_readv(SSL *ssl, const struct iovec *iov, int n, int *want)
  * byte after what was taken, with the same bytes and perhaps more after
  * them; which way a call writes depends only on the first iovec's length
  * there, so a retry gathers again what the refused call gathered (and
- * perhaps more, up to 16 KiB) or offers that same iovec whole again.
- * test_tlsio_writev resumes so against a lagging reader.
+ * perhaps more, up to the same cap) or offers that same iovec whole
+ * again.  test_tlsio_writev resumes so against a lagging reader.
+ *
+ * A record's plaintext is the session's: 16 KiB, or less where the client
+ * negotiated a max_fragment_length (RFC 6066: 512 to 4096 bytes; OpenSSL
+ * 3.0 honours it on the server side, and has no record_size_limit, RFC
+ * 8449).  There each SSL_write sends one record and returns (partial
+ * writes): gathering 16 KiB to send 512 copied 32 times the bytes sent, a
+ * call's 16 KiB memcpy for each 512-byte record (test_tlsio_writev
+ * mfl_case).  So the gather stops at the session's plaintext a record
+ * (tlsio_gather_cap), and an iovec of at least that much goes in place.
+ * The cap keeps the retry rule: it is the session's, negotiated in the
+ * handshake and fixed after it (no renegotiation: SSL_OP_NO_RENEGOTIATION;
+ * a TLS 1.3 ticket copies the session, extension included), so a refused
+ * call and its retry, both after the handshake (every caller completes it
+ * with tlsio_handshake first), gather up to the same cap.  kvtierd sets no
+ * max_send_fragment, which would lower it further (3.0 cannot read it).
  *
  * Not under kernel TLS: there OpenSSL copies nothing, it keeps a pointer
  * to the buffer of the refused call and its retry sends the rest from
@@ -368,6 +384,18 @@ ssize_t tlsio_readv(SSL *ssl, const struct iovec *iov, int n, int *want)
  */
 #define TLSIO_GATHER 16384
 
+/* The plaintext of one record this session sends (see above). */
+static size_t tlsio_gather_cap(SSL *ssl)
+{
+	SSL_SESSION *sess = SSL_get_session(ssl);
+	uint8_t mfl = sess ? SSL_SESSION_get_max_fragment_length(sess)
+			   : TLSEXT_max_fragment_length_DISABLED;
+
+	if (mfl >= TLSEXT_max_fragment_length_512 && mfl <= TLSEXT_max_fragment_length_4096)
+		return (size_t)512 << (mfl - TLSEXT_max_fragment_length_512);
+	return TLSIO_GATHER;
+}
+
 ssize_t tlsio_writev(SSL *ssl, const struct iovec *iov, int n, int *want)
 {
 	unsigned char gather[TLSIO_GATHER];
@@ -375,6 +403,7 @@ ssize_t tlsio_writev(SSL *ssl, const struct iovec *iov, int n, int *want)
 	size_t off = 0;
 	int i = 0;
 	bool gathers = !tlsio_ktls_send(ssl);
+	size_t cap = gathers ? tlsio_gather_cap(ssl) : 0;
 
 	for (;;) {
 		const unsigned char *p;
@@ -387,14 +416,14 @@ ssize_t tlsio_writev(SSL *ssl, const struct iovec *iov, int n, int *want)
 			break;
 		len = iov[i].iov_len - off;
 		p = (const unsigned char *)iov[i].iov_base + off;
-		if (gathers && len < TLSIO_GATHER) {
+		if (gathers && len < cap) {
 			size_t o = off;
 			len = 0;
-			for (int j = i; j < n && len < TLSIO_GATHER; j++, o = 0) {
+			for (int j = i; j < n && len < cap; j++, o = 0) {
 				const unsigned char *b = iov[j].iov_base;
 				size_t take = iov[j].iov_len - o;
-				if (take > TLSIO_GATHER - len)
-					take = TLSIO_GATHER - len;
+				if (take > cap - len)
+					take = cap - len;
 				if (take) /* an empty iovec's base may be NULL */
 					memcpy(gather + len, b + o, take);
 				len += take;

@@ -8,10 +8,10 @@
  * with tlsio_errstr on the same thread).  So a caller swaps one call for
  * another and keeps its error handling.  Writes go one record per
  * SSL_write (SSL_MODE_ENABLE_PARTIAL_WRITE), small iovecs gathered into
- * records of up to 16 KiB (not under kTLS: tlsio.c): a write that returned
- * EAGAIN must be retried from the same bytes, which a caller that advances
- * its queue only by what was written, and only appends to it, does
- * naturally.
+ * records of up to 16 KiB or the session's max_fragment_length (not
+ * under kTLS: tlsio.c): a write that returned EAGAIN must be retried from
+ * the same bytes, which a caller that advances its queue only by what was
+ * written, and only appends to it, does naturally.
  *
  * Contexts: TLS 1.2 minimum, TLS 1.3 preferred, no renegotiation, no
  * session tickets, kTLS asked for (used only if the kernel has the tls
@@ -91,7 +91,8 @@ ssize_t tlsio_read(SSL *ssl, void *buf, size_t len, int *want);
 /* SSL_read into each iovec in turn. */
 ssize_t tlsio_readv(SSL *ssl, const struct iovec *iov, int n, int *want);
 /* SSL_write of the iovecs in turn, those shorter than a record gathered
- * into records of up to 16 KiB (tlsio.c); the bytes taken so far, or -1. */
+ * into records of up to 16 KiB or the session's max_fragment_length
+ * (tlsio.c); the bytes taken so far, or -1. */
 ssize_t tlsio_writev(SSL *ssl, const struct iovec *iov, int n, int *want);
 
 /* Plaintext already decrypted or received but not yet read: epoll will not

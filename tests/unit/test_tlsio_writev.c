@@ -14,6 +14,12 @@
  * 7-byte answer).  doc/security.md "Session 47:
  * slow readers over TLS".
  *
+ * Then the same stream to a client that negotiated max_fragment_length
+ * 512 (mfl_case): the server's records carry at most 512 bytes, one an
+ * SSL_write, and no gather copies more than that (the library's
+ * SSL_write calls are seen through the linker: --wrap=SSL_write); a
+ * 16 KiB gather a 512-byte record copied 32 times the bytes sent.
+ *
  * Then the same under kernel TLS (ktls_case): OpenSSL does not copy what
  * it sends through kTLS, it keeps a pointer to the caller's buffer and a
  * retry after WANT_WRITE sends the rest from there, not from the retry's
@@ -153,43 +159,54 @@ static void ktls_case(SSL_CTX *sctx, SSL_CTX *cctx)
 
 static size_t seg_len[NSEG];
 static size_t seg_off[NSEG];
+static unsigned char *src;
+static size_t total;
 
-int main(void)
+/* Every SSL_write of the library's (linked with --wrap=SSL_write): what
+ * it offered from a gathered copy (a buffer outside the stream). */
+int __real_SSL_write(SSL *ssl, const void *buf, int num);
+int __wrap_SSL_write(SSL *ssl, const void *buf, int num);
+static size_t wr_gathered, wr_gathered_max;
+static unsigned long wr_gathers, wr_refused;
+
+int __wrap_SSL_write(SSL *ssl, const void *buf, int num)
 {
-	char dir[256], cert[300], key[300], err[300];
-	const char *tmp = getenv("TMPDIR");
-	SSL_CTX *sctx, *cctx;
+	const unsigned char *p = buf;
+	int ret;
+	if (src && num > 0 && (p < src || p >= src + total)) {
+		wr_gathered += (size_t)num;
+		wr_gathers++;
+		if ((size_t)num > wr_gathered_max)
+			wr_gathered_max = (size_t)num;
+	}
+	ret = __real_SSL_write(ssl, buf, num);
+	if (src && ret <= 0)
+		wr_refused++; /* a record held for the retry */
+	return ret;
+}
+
+struct run {
+	size_t wire;		/* bytes of records the client read */
+	unsigned long retries;	/* writes refused (want write) and retried */
+	unsigned mfl;		/* the server's session's max_fragment_length */
+};
+
+/* The stream src[0..total) written by a server of sctx, through a
+ * socket pair, to a lagging client of cctx: every byte once and in
+ * order. */
+static struct run stream_case(SSL_CTX *sctx, SSL_CTX *cctx)
+{
+	struct run run = { 0, 0, 0 };
 	SSL *s, *c;
 	BIO *rb, *wb;
 	int sv[2], small = 8192, want = 0;
-	size_t total = 0, sent = 0, got = 0, wire = 0, offered = 0;
-	unsigned long retries = 0, seed = 47;
-	unsigned char *src, *dst;
+	size_t sent = 0, got = 0, offered = 0;
+	unsigned long seed = 4747;
+	unsigned char *dst = malloc(total);
 	unsigned cur = 0;
 	size_t cur_off = 0;
 
-	snprintf(dir, sizeof(dir), "%s/test_tlsio_writev.XXXXXX", tmp ? tmp : "/tmp");
-	T_ASSERT(mkdtemp(dir));
-	t_make_pki(dir, cert, key, sizeof(cert));
-	sctx = tlsio_ctx_server(cert, key, NULL, false, err, sizeof(err));
-	if (!sctx)
-		T_FAIL("server context: %s", err);
-	cctx = SSL_CTX_new(TLS_client_method());
-	T_ASSERT(cctx);
-
-	for (unsigned i = 0; i < NSEG; i++) {
-		seed = seed * 6364136223846793005ul + 1442695040888963407ul;
-		seg_len[i] = (seed >> 33) % 199 == 0 ? 16000 + (seed >> 20) % 24000
-						     : 1 + (seed >> 40) % 12;
-		seg_off[i] = total;
-		total += seg_len[i];
-	}
-	src = malloc(total);
-	dst = malloc(total);
-	T_ASSERT(src && dst);
-	for (size_t k = 0; k < total; k++)
-		src[k] = (unsigned char)(k * 131 + (k >> 9));
-
+	T_ASSERT(dst);
 	T_EQ_INT(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
 	setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &small, sizeof(small));
 	setsockopt(sv[1], SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
@@ -218,6 +235,7 @@ int main(void)
 		while ((r = (int)read(sv[1], buf, sizeof(buf))) > 0)
 			BIO_write(rb, buf, r);
 	}
+	run.mfl = SSL_SESSION_get_max_fragment_length(SSL_get_session(s));
 
 	while (got < total) {
 		struct iovec iov[128];
@@ -240,7 +258,7 @@ int main(void)
 			w = tlsio_writev(s, iov, n, &want);
 			if (w < 0) {
 				T_ASSERT(errno == EAGAIN && want == TLSIO_WANT_OUT);
-				retries++;
+				run.retries++;
 			} else {
 				sent += (size_t)w;
 				while (w > 0) {
@@ -257,7 +275,7 @@ int main(void)
 		/* the reader lags: one socket read a round, at most 6 KiB */
 		r = (int)read(sv[1], buf, 1024 + (seed >> 45) % 5120);
 		if (r > 0) {
-			wire += (size_t)r;
+			run.wire += (size_t)r;
 			BIO_write(rb, buf, r);
 		}
 		for (;;) {
@@ -272,20 +290,87 @@ int main(void)
 	}
 	T_ASSERT(memcmp(src, dst, total) == 0);
 	T_ASSERT(sent == total); /* every byte reported written once */
-	printf("%u iovecs, %zu bytes: %zu bytes of records (%.3f x), %lu writes "
-	       "refused (want write) and retried\n", NSEG, total, wire, (double)wire / total,
-	       retries);
-	T_ASSERT(retries > 100);
-	T_ASSERT(wire <= total + total / 20);
-	ktls_case(sctx, cctx);
 	SSL_free(c);
 	tlsio_free(s);
 	close(sv[0]);
 	close(sv[1]);
+	free(dst);
+	return run;
+}
+
+int main(void)
+{
+	char dir[256], cert[300], key[300], err[300];
+	const char *tmp = getenv("TMPDIR");
+	SSL_CTX *sctx, *cctx, *mctx;
+	unsigned long seed = 47;
+	struct run run;
+
+	snprintf(dir, sizeof(dir), "%s/test_tlsio_writev.XXXXXX", tmp ? tmp : "/tmp");
+	T_ASSERT(mkdtemp(dir));
+	t_make_pki(dir, cert, key, sizeof(cert));
+	sctx = tlsio_ctx_server(cert, key, NULL, false, err, sizeof(err));
+	if (!sctx)
+		T_FAIL("server context: %s", err);
+	cctx = SSL_CTX_new(TLS_client_method());
+	mctx = SSL_CTX_new(TLS_client_method());
+	T_ASSERT(cctx && mctx);
+	T_EQ_INT(SSL_CTX_set_tlsext_max_fragment_length(mctx, TLSEXT_max_fragment_length_512),
+		 1);
+
+	for (unsigned i = 0; i < NSEG; i++) {
+		seed = seed * 6364136223846793005ul + 1442695040888963407ul;
+		seg_len[i] = (seed >> 33) % 199 == 0 ? 16000 + (seed >> 20) % 24000
+						     : 1 + (seed >> 40) % 12;
+		seg_off[i] = total;
+		total += seg_len[i];
+	}
+	src = malloc(total);
+	T_ASSERT(src);
+	for (size_t k = 0; k < total; k++)
+		src[k] = (unsigned char)(k * 131 + (k >> 9));
+
+	run = stream_case(sctx, cctx);
+	printf("%u iovecs, %zu bytes: %zu bytes of records (%.3f x), %lu writes "
+	       "refused (want write) and retried (%lu SSL_writes); %lu gathered, %zu bytes "
+	       "copied (at most %zu a call)\n", NSEG, total, run.wire,
+	       (double)run.wire / total, run.retries, wr_refused, wr_gathers, wr_gathered,
+	       wr_gathered_max);
+	T_EQ_INT((int)run.mfl, TLSEXT_max_fragment_length_DISABLED);
+	T_ASSERT(run.retries > 100);
+	T_ASSERT(run.wire <= total + total / 20);
+	T_ASSERT(wr_gathered_max > 512); /* records of more than mfl_case's */
+
+	/*
+	 * mfl_case: the client negotiated max_fragment_length 512 (RFC 6066),
+	 * so each record the server sends carries at most 512 bytes, and each
+	 * SSL_write sends one.  A gather is at most 512 bytes: one of 16 KiB
+	 * copied 32 times what the record sent (lib/sys/tlsio.c "A record's
+	 * plaintext is the session's").
+	 */
+	wr_gathered = wr_gathered_max = 0, wr_gathers = wr_refused = 0;
+	run = stream_case(sctx, mctx);
+	printf("max_fragment_length 512: %zu bytes of records (%.3f x), %lu writes "
+	       "refused and retried (%lu SSL_writes); %lu gathered, %zu bytes copied "
+	       "(%.3f x the stream, at most %zu a call)\n", run.wire,
+	       (double)run.wire / total, run.retries, wr_refused, wr_gathers, wr_gathered,
+	       (double)wr_gathered / total, wr_gathered_max);
+	T_EQ_INT((int)run.mfl, TLSEXT_max_fragment_length_512);
+	/* refused SSL_writes, each retried by the next call: most within a
+	 * call that had taken bytes before (records of 512 leave room) */
+	T_ASSERT(wr_refused > 100);
+	T_ASSERT(wr_gathers > 0);
+	T_ASSERT(wr_gathered_max <= 512);
+	/* bytes copied: the stream's small iovecs once, and again for each
+	 * refused SSL_write (at most 512 each) */
+	T_ASSERT(wr_gathered <= total + wr_refused * 512);
+
+	free(src);
+	src = NULL; /* ktls_case's writes are not the stream's */
+	ktls_case(sctx, cctx);
 	SSL_CTX_free(sctx);
 	SSL_CTX_free(cctx);
-	free(src);
-	free(dst);
+	SSL_CTX_free(mctx);
 	unlink(cert);
 	unlink(key);
 	rmdir(dir);
