@@ -106,7 +106,10 @@ int drain_main(int argc, char **argv)
 	SSL_CTX *ctx;
 	bool ctx_fail;
 	char why[512];
-	uint64_t state = 0, copied = 0, inc0 = 0, inc = 0;
+	static const char *const names[3] = { "repair.drain_state", "repair.drains_incomplete",
+					      "repair.copied" };
+	uint64_t state = 0, copied = 0, copied0 = 0, inc0 = 0, inc = 0, v[3] = { 0 };
+	bool found[3];
 	time_t t0;
 	int c, rc;
 
@@ -181,20 +184,28 @@ int drain_main(int argc, char **argv)
 	 * earlier drain is done then, its count final -- read before, one
 	 * ending just then (its last hand-over failed) was this one's
 	 * (review47b) -- and this one counts none for 5 tries a second
-	 * apart. */
-	if (kvtd_peer_stat(&p, PROTO_SCOPE_TENANT, "repair.drains_incomplete", &inc0) != KVT_OK)
-		inc0 = 0;
+	 * apart.  repair.copied (the server's blocks copied since it
+	 * started: every drain's and pass's) likewise: what it grows by
+	 * while this drain runs is what is said, not its lifetime's. */
+	if (kvtd_peer_stats(&p, PROTO_SCOPE_TENANT, 2, names + 1, v + 1, found + 1) != KVT_OK)
+		found[1] = found[2] = false;
+	inc0 = found[1] ? v[1] : 0;
+	copied0 = found[2] ? v[2] : 0;
 	inc = inc0;
+	copied = copied0;
 	t0 = time(NULL);
 	for (;;) {
 		struct timespec ts = { 0, 200 * 1000000L };
-		rc = kvtd_peer_stat(&p, PROTO_SCOPE_TENANT, "repair.drain_state", &state);
+		/* one STATS a look: the three figures of one answer */
+		rc = kvtd_peer_stats(&p, PROTO_SCOPE_TENANT, 3, names, v, found);
+		if (rc == KVT_OK && !found[0])
+			rc = KVT_MISS;
 		if (rc == KVT_OK) {
-			uint64_t v;
-			kvtd_peer_stat(&p, PROTO_SCOPE_TENANT, "repair.copied", &copied);
-			if (kvtd_peer_stat(&p, PROTO_SCOPE_TENANT, "repair.drains_incomplete",
-					   &v) == KVT_OK)
-				inc = v;
+			state = v[0];
+			if (found[1])
+				inc = v[1];
+			if (found[2])
+				copied = v[2];
 		}
 		if ((rc < 0 && exit_after) || (rc == KVT_OK && state == 3 && !exit_after)) {
 			/* Done (with --exit: it stopped, the drain finished
@@ -206,11 +217,11 @@ int drain_main(int argc, char **argv)
 				fprintf(stderr, "kvtier drain: %s: drained with blocks left behind "
 					"(%llu blocks copied; a member busy or out of reach through "
 					"every try: the server's log says which), %s\n", addr,
-					(unsigned long long)copied, end);
+					(unsigned long long)(copied - copied0), end);
 				return 1;
 			}
 			printf("%s: drained (%llu blocks copied), %s\n", addr,
-			       (unsigned long long)copied, end);
+			       (unsigned long long)(copied - copied0), end);
 			return 0;
 		}
 		if (rc != KVT_OK) {

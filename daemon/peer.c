@@ -841,14 +841,16 @@ int kvtd_peer_drain(struct kvtd_peer *p, uint32_t mode)
 	return peer_call(p, &f, NULL, 0, NULL, 0);
 }
 
-int kvtd_peer_stat(struct kvtd_peer *p, uint32_t scope, const char *name, uint64_t *value)
+int kvtd_peer_stats(struct kvtd_peer *p, uint32_t scope, unsigned n, const char *const *names,
+		    uint64_t *values, bool *found)
 {
 	struct proto_frame f = { .op = PROTO_OP_STATS };
 	struct proto_iter iter;
 	struct proto_item it;
-	size_t nl = strlen(name);
-	int rc, found = KVT_MISS;
+	int rc;
 
+	for (unsigned i = 0; i < n; i++)
+		found[i] = false;
 	f.scope.scope = scope;
 	if (p->open_tags >> (PEER_OPEN_MAX - 1))
 		return -ENOBUFS;
@@ -878,14 +880,26 @@ int kvtd_peer_stat(struct kvtd_peer *p, uint32_t scope, const char *name, uint64
 		if (p->resp.tag != f.tag)
 			continue;
 		proto_iter_init(&iter, &p->resp, NULL, NULL, 0);
-		while (proto_iter_next(&iter, &it) == 1)
-			if (it.name_len == nl && memcmp(it.name, name, nl) == 0 &&
-			    it.kind == PROTO_STAT_NUM) {
-				*value = it.value;
-				found = KVT_OK;
-			}
+		while (proto_iter_next(&iter, &it) == 1) {
+			if (it.kind != PROTO_STAT_NUM)
+				continue;
+			for (unsigned i = 0; i < n; i++)
+				if (strlen(names[i]) == it.name_len &&
+				    memcmp(it.name, names[i], it.name_len) == 0) {
+					values[i] = it.value;
+					found[i] = true;
+				}
+		}
 		if (!(p->resp.flags & PROTO_F_MORE))
-			return found;
+			return KVT_OK;
 	}
 	return rc;
+}
+
+int kvtd_peer_stat(struct kvtd_peer *p, uint32_t scope, const char *name, uint64_t *value)
+{
+	bool found;
+	int rc = kvtd_peer_stats(p, scope, 1, &name, value, &found);
+
+	return rc == KVT_OK && !found ? KVT_MISS : rc;
 }

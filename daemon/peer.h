@@ -6,6 +6,7 @@
 #ifndef KVTD_PEER_H
 #define KVTD_PEER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/uio.h>
@@ -92,5 +93,10 @@ int kvtd_peer_drain(struct kvtd_peer *p, uint32_t mode);
  * one's own, or PROTO_SCOPE_ALL: the whole server, admin): KVT_OK with
  * *value, KVT_MISS (not listed), or < 0. */
 int kvtd_peer_stat(struct kvtd_peer *p, uint32_t scope, const char *name, uint64_t *value);
+/* Several of one STATS answer (one round trip, the whole list read once):
+ * names[i]'s in values[i] and found[i] true, or values[i] untouched and
+ * found[i] false (not listed).  KVT_OK, or < 0. */
+int kvtd_peer_stats(struct kvtd_peer *p, uint32_t scope, unsigned n, const char *const *names,
+		    uint64_t *values, bool *found);
 
 #endif

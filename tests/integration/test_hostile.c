@@ -8468,15 +8468,23 @@ static void phase_resp_flood(void)
  * ms, and one stall of the machine, ~120 ms, is the p99 of 133 PINGs).
  * So the p50 is held to 16x and the p95 to 4x; the p99 and the max are
  * printed.
+ *
+ * One baseline window then one attack window let a neighbour's burst
+ * that fell in the attack's alone fail the bound: beside another ASan
+ * test the p95 read 4.11x (6.70 ms against 1.63), alone 2.9x (flaky47,
+ * 2026-12-07).  So BF_ROUNDS pairs of windows, baseline then attack, and
+ * each bound holds for the best pair's ratio: a burst must spoil every
+ * pair to fail it, while the old loop's 12x is in every window.
  */
 
 #define BF_KEYS 1024u /* KVTD_FRAME_ITEMS_MAX */
 #define BF_SMALL 64u  /* the baseline's frames: BF_PIPE of them, 1,024 keys */
 #define BF_BIG 65536u
 #define BF_PIPE 16u
-/* The PINGs' time, each run: 2 s (3 until 2026-12-06) still take ~245
- * (ASan), the p99 their 3rd worst (the old loop's p99 346 ms). */
-#define BF_SECONDS 2u
+/* The PINGs' time, each window: 1 s takes ~120 (ASan), the p95 their 7th
+ * worst (2 s in one pair until flaky47, 3 until 2026-12-06). */
+#define BF_SECONDS 1u
+#define BF_ROUNDS 3u
 #define BF_P50_RATIO 16u
 #define BF_P95_RATIO 4u
 
@@ -8572,8 +8580,8 @@ static void phase_big_frames(void)
 	const char *extra[] = { "--max-memory", "512M", "--threads", "1", NULL };
 	uint8_t ns[PROTO_DIGEST_LEN], val[4096];
 	struct iovec v = { val, sizeof(val) };
-	struct bf_flooder b = { 0 }, s = { 0 };
-	uint64_t lat[2048], calm[2048], d0, deferred, p99, base_p99;
+	/* the best pairs' (attack, baseline): p50, then p95 */
+	uint64_t lat[2048], calm[2048], deferred = 0, best[4] = { 0 };
 	unsigned n, bn;
 	struct kvt_key k;
 	struct kc c, p;
@@ -8613,41 +8621,60 @@ static void phase_big_frames(void)
 		free(its);
 	}
 	T_RC(kc_dial(&p, srv.port, "admin", SECRET_ADMIN), 0);
-	/* The baseline: the same operations in small frames. */
-	s.port = srv.port;
-	s.ns = ns;
-	s.keys = BF_SMALL;
-	bn = bf_pings(&p, &s, calm);
-	base_p99 = calm[bn * 99 / 100];
-	T_RC(kc_stat(&p, PROTO_SCOPE_ALL, "server.parse_deferred", &d0), 0);
-	b.port = srv.port;
-	b.ns = ns;
-	b.keys = BF_KEYS;
-	n = bf_pings(&p, &b, lat);
-	p99 = lat[n * 99 / 100];
-	T_RC(kc_stat(&p, PROTO_SCOPE_ALL, "server.parse_deferred", &deferred), 0);
-	deferred -= d0;
-	printf("big_frames: another client's PING over %u while %u frames of %u keys were "
-	       "answered (%u a send): p50 %.2f ms, p95 %.2f ms, p99 %.2f ms, max %.2f ms\n", bn,
-	       s.frames, BF_SMALL, BF_PIPE, calm[bn / 2] / 1e6, calm[bn * 95 / 100] / 1e6,
-	       base_p99 / 1e6, calm[bn - 1] / 1e6);
-	printf("big_frames: a frame of %u keys: status %d in %.1f ms; then %u frames of %u keys "
-	       "(EXISTS, GET of misses, LOOKUP; %u a send) on one loop, parse_deferred +%" PRIu64
-	       "; another client's PING over %u: p50 %.2f ms (%.1fx), p95 %.2f ms (%.1fx), p99 "
-	       "%.2f ms (%.1fx), max %.2f ms (%.1fx)\n", BF_BIG, b.big_status, b.big_ns / 1e6,
-	       b.frames, BF_KEYS, BF_PIPE, deferred, n, lat[n / 2] / 1e6,
-	       (double)lat[n / 2] / (double)calm[bn / 2], lat[n * 95 / 100] / 1e6,
-	       (double)lat[n * 95 / 100] / (double)calm[bn * 95 / 100], p99 / 1e6,
-	       (double)p99 / (double)base_p99, lat[n - 1] / 1e6,
-	       (double)lat[n - 1] / (double)calm[bn - 1]);
-	T_ASSERT(!s.failed);
-	T_ASSERT(!b.failed);
-	T_EQ_INT(b.big_status, PROTO_ECOUNT);
-	T_GE_INT(s.frames, BF_PIPE);
-	T_GE_INT(b.frames, BF_PIPE);
+	for (unsigned r = 0; r < BF_ROUNDS; r++) {
+		struct bf_flooder b = { 0 }, s = { 0 };
+		uint64_t d0, d1;
+		/* The baseline: the same operations in small frames. */
+		s.port = srv.port;
+		s.ns = ns;
+		s.keys = BF_SMALL;
+		bn = bf_pings(&p, &s, calm);
+		T_RC(kc_stat(&p, PROTO_SCOPE_ALL, "server.parse_deferred", &d0), 0);
+		b.port = srv.port;
+		b.ns = ns;
+		b.keys = BF_KEYS;
+		n = bf_pings(&p, &b, lat);
+		T_RC(kc_stat(&p, PROTO_SCOPE_ALL, "server.parse_deferred", &d1), 0);
+		deferred += d1 - d0;
+		printf("big_frames: round %u: another client's PING over %u while %u frames of %u "
+		       "keys were answered (%u a send): p50 %.2f ms, p95 %.2f ms, p99 %.2f ms, max "
+		       "%.2f ms\n", r, bn, s.frames, BF_SMALL, BF_PIPE, calm[bn / 2] / 1e6,
+		       calm[bn * 95 / 100] / 1e6, calm[bn * 99 / 100] / 1e6, calm[bn - 1] / 1e6);
+		printf("big_frames: round %u: a frame of %u keys: status %d in %.1f ms; then %u "
+		       "frames of %u keys (EXISTS, GET of misses, LOOKUP; %u a send) on one loop, "
+		       "parse_deferred +%" PRIu64 "; another client's PING over %u: p50 %.2f ms "
+		       "(%.1fx), p95 %.2f ms (%.1fx), p99 %.2f ms (%.1fx), max %.2f ms (%.1fx)\n",
+		       r, BF_BIG, b.big_status, b.big_ns / 1e6, b.frames, BF_KEYS, BF_PIPE, d1 - d0,
+		       n, lat[n / 2] / 1e6, (double)lat[n / 2] / (double)calm[bn / 2],
+		       lat[n * 95 / 100] / 1e6,
+		       (double)lat[n * 95 / 100] / (double)calm[bn * 95 / 100],
+		       lat[n * 99 / 100] / 1e6,
+		       (double)lat[n * 99 / 100] / (double)calm[bn * 99 / 100], lat[n - 1] / 1e6,
+		       (double)lat[n - 1] / (double)calm[bn - 1]);
+		T_ASSERT(!s.failed);
+		T_ASSERT(!b.failed);
+		T_EQ_INT(b.big_status, PROTO_ECOUNT);
+		T_GE_INT(s.frames, BF_PIPE);
+		T_GE_INT(b.frames, BF_PIPE);
+		/* the pair whose ratio is the lowest, each bound's own */
+		if (r == 0 || (double)lat[n / 2] / (double)calm[bn / 2] <
+				      (double)best[0] / (double)best[1]) {
+			best[0] = lat[n / 2];
+			best[1] = calm[bn / 2];
+		}
+		if (r == 0 || (double)lat[n * 95 / 100] / (double)calm[bn * 95 / 100] <
+				      (double)best[2] / (double)best[3]) {
+			best[2] = lat[n * 95 / 100];
+			best[3] = calm[bn * 95 / 100];
+		}
+	}
+	printf("big_frames: the best of %u pairs: p50 %.2f ms against %.2f (%.1fx), p95 %.2f ms "
+	       "against %.2f (%.1fx); parse_deferred +%" PRIu64 "\n", BF_ROUNDS, best[0] / 1e6,
+	       best[1] / 1e6, (double)best[0] / (double)best[1], best[2] / 1e6, best[3] / 1e6,
+	       (double)best[2] / (double)best[3], deferred);
 	T_GE_INT(deferred, 1); /* the items budget cut the pipelines */
-	T_LE_INT(lat[n / 2], BF_P50_RATIO * calm[bn / 2]);
-	T_LE_INT(lat[n * 95 / 100], BF_P95_RATIO * calm[bn * 95 / 100]);
+	T_LE_INT(best[0], BF_P50_RATIO * best[1]); /* the best pair's p50 */
+	T_LE_INT(best[2], BF_P95_RATIO * best[3]); /* the best pair's p95 */
 	kc_close(&p);
 	kc_close(&c);
 	T_EQ_INT(tsrv_stop(&srv), 0);
