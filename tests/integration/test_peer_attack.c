@@ -905,6 +905,14 @@ static void pod_two(struct tsrv s[2], char sub[2][600], const uint16_t port[2],
 		T_OK(unsetenv("KVTD_TEST_LANE_IDLE_MS"));
 }
 
+/* The root's secret written to a file for the CLI (--secret-file): its
+ * path in path (700 bytes). */
+static void root_secret(char path[700])
+{
+	snprintf(path, 700, "%s/root.secret", base);
+	tsrv_write_file(NULL, path, SECRET_ROOT "\n");
+}
+
 /* pod_start's members stopped, their reports checked. */
 static void pod_members_stop(struct tsrv s[2], char sub[2][600])
 {
@@ -3133,8 +3141,7 @@ static void phase_tls_drain(void)
 	snprintf(tenants, sizeof(tenants), "%s/tenants", base);
 	tsrv_write_file(NULL, tenants,
 			"alice " SECRET_ALICE " tenant\nroot " SECRET_ROOT " admin\n");
-	snprintf(secret, sizeof(secret), "%s/root.secret", base);
-	tsrv_write_file(NULL, secret, SECRET_ROOT "\n");
+	root_secret(secret);
 	snprintf(members, sizeof(members), "127.0.0.1:%u,127.0.0.1:%u", port[0], port[1]);
 	for (int i = 0; i < 3; i++) {
 		const char *pod[] = { "--listen", self[i], "--advertise", self[i], "--members",
@@ -3559,7 +3566,7 @@ static void phase_lane_keep(void)
  * (review46a). */
 static void phase_drain_busy(void)
 {
-	char tenants[700], members[80], sub[2][600], secret[700], args[2000], out[4096];
+	char sub[2][600], secret[700], args[2000], out[4096];
 	uint16_t port[2] = { listen_tcp(NULL), listen_tcp(NULL) };
 	const char *const more[] = { "--tenant-conns", "1", "--repair-grace", "500", NULL };
 	struct tsrv s[2];
@@ -3570,13 +3577,8 @@ static void phase_drain_busy(void)
 
 	if (!cli)
 		T_FAIL("usage: test_peer_attack KVTIERD drain_busy KVTIER");
-	snprintf(tenants, sizeof(tenants), "%s/tenants", base);
-	tsrv_write_file(NULL, tenants,
-			"root " SECRET_ROOT " admin\nalice " SECRET_ALICE " tenant\n");
-	snprintf(secret, sizeof(secret), "%s/root.secret", base);
-	tsrv_write_file(NULL, secret, SECRET_ROOT "\n");
-	snprintf(members, sizeof(members), "127.0.0.1:%u,127.0.0.1:%u", port[0], port[1]);
-	pod_start(s, sub, port, members, tenants, more);
+	pod_two(s, sub, port, "alice " SECRET_ALICE " tenant\n", NULL, more);
+	root_secret(secret);
 	T_RC(kc_connect_unix(&c, s[1].sock), 0);
 	T_RC(kc_login(&c, "alice", SECRET_ALICE), 0); /* held to the end */
 	fwd_flags = PROTO_IF_PLACED;
@@ -3648,7 +3650,7 @@ static void *drain_cli_main(void *arg)
  * count lost with the process (pod47's note; review47b). */
 static void phase_drain_exit_late(void)
 {
-	char tenants[700], members[80], sub[2][600], secret[700];
+	char sub[2][600], secret[700];
 	uint16_t port[2] = { listen_tcp(NULL), listen_tcp(NULL) };
 	/* 2: the CLI's root connection and the test's stats at s[0] */
 	const char *const more[] = { "--tenant-conns", "2", "--repair-grace", "500", NULL };
@@ -3661,13 +3663,8 @@ static void phase_drain_exit_late(void)
 
 	if (!cli)
 		T_FAIL("usage: test_peer_attack KVTIERD drain_exit_late KVTIER");
-	snprintf(tenants, sizeof(tenants), "%s/tenants", base);
-	tsrv_write_file(NULL, tenants,
-			"root " SECRET_ROOT " admin\nalice " SECRET_ALICE " tenant\n");
-	snprintf(secret, sizeof(secret), "%s/root.secret", base);
-	tsrv_write_file(NULL, secret, SECRET_ROOT "\n");
-	snprintf(members, sizeof(members), "127.0.0.1:%u,127.0.0.1:%u", port[0], port[1]);
-	pod_start(s, sub, port, members, tenants, more);
+	pod_two(s, sub, port, "alice " SECRET_ALICE " tenant\n", NULL, more);
+	root_secret(secret);
 	FMT(d.args, "drain 127.0.0.1:%u --exit --tenant root --secret-file '%s' --timeout 50",
 	    port[0], secret);
 	T_OK(pthread_create(&th, NULL, drain_cli_main, &d));
