@@ -183,6 +183,9 @@ struct kvtd_repair {
 	/* drains that left blocks behind a member did not take (busy or out
 	 * of reach through every try): counted once a drain, when known */
 	_Atomic uint64_t drains_incomplete;
+	/* blocks the drain under way (or the last) copied: 0 from its
+	 * acceptance (kvtd_repair_drain), its hand-overs' copies alone */
+	_Atomic uint64_t drain_copied;
 	/* the repair thread's own: pacing */
 	double tokens;
 	uint64_t tok_ns, frames_seen, busy_ns;
@@ -712,6 +715,7 @@ struct rpass {
 	struct kvt_queue *q;
 	bool retry;
 	bool fwd;             /* a forward lane's: unpaced, counted apart */
+	bool drain;           /* a drain's hand-over: its copies in drain_copied too */
 	struct rent *batch;   /* a forward lane's: its copies ... (a pass's: its
 			       * snapshot, whose copies a member refuses busy go
 			       * to the member's lane: repair_heal_busy) */
@@ -888,6 +892,8 @@ static void repair_item(struct rpass *ps, struct rpeer *r, const struct rflight 
 {
 	if (status == KVT_OK) {
 		atomic_fetch_add(ps->fwd ? &ps->rp->fwd_copied : &ps->rp->copied, 1);
+		if (ps->drain)
+			atomic_fetch_add(&ps->rp->drain_copied, 1);
 		atomic_fetch_add(ps->fwd ? &ps->rp->fwd_bytes : &ps->rp->bytes, fl->len[i]);
 	} else if (status == KVT_EBUSY && ps->busy) {
 		/* its reservation full: sent again (repair_lane_busy) */
@@ -1462,7 +1468,8 @@ static bool repair_pass_changed(struct kvtd_repair *rp, uint64_t epoch)
 static bool repair_pass(struct kvtd_repair *rp, struct kvtd_member *m, unsigned n,
 			const char *self, bool drain)
 {
-	struct rpass ps = { .rp = rp, .m = m, .n = n, .self = n, .stop_fd = rp->stop_fd };
+	struct rpass ps = { .rp = rp, .m = m, .n = n, .self = n, .stop_fd = rp->stop_fd,
+			    .drain = drain };
 	_Atomic bool cut = false;
 	int cut_fd = -1;
 	uint64_t epoch = 0;
@@ -1715,7 +1722,7 @@ static void repair_drain(struct kvtd_repair *rp, bool exit_after)
 		atomic_fetch_add(&rp->drains_incomplete, 1);
 	atomic_store(&rp->drain_state, 3);
 	kvtd_log(ok ? KVTD_INFO : KVTD_WARN, "drain: done", "complete=%s copied=%llu exit=%s",
-		 ok ? "yes" : "no", (unsigned long long)atomic_load(&rp->copied),
+		 ok ? "yes" : "no", (unsigned long long)atomic_load(&rp->drain_copied),
 		 exit_after ? "yes" : "no");
 	/* With --exit, a drain that left blocks behind stops a while after
 	 * saying so (state 3, the count): its count goes with the process,
@@ -1746,6 +1753,10 @@ int kvtd_repair_drain(struct kvtd_server *srv, bool exit_after)
 		return -EALREADY;
 	}
 	atomic_store(&rp->drain_state, 1);
+	/* this drain's copies from here: a pass under way now is no part
+	 * of them (its copies counted in kvtier drain's "N blocks copied",
+	 * which read repair.copied's growth from here; dup48) */
+	atomic_store(&rp->drain_copied, 0);
 	rp->drain_req = exit_after ? 2 : 1;
 	pthread_cond_broadcast(&rp->cond);
 	pthread_mutex_unlock(&rp->lock);
@@ -2801,6 +2812,7 @@ void kvtd_repair_stats(struct kvtd_server *srv,
 	fn(ctx, "repair.drain_skipped", atomic_load(&rp->drain_skipped));
 	fn(ctx, "repair.drain_state", (uint64_t)atomic_load(&rp->drain_state));
 	fn(ctx, "repair.drains_incomplete", atomic_load(&rp->drains_incomplete));
+	fn(ctx, "repair.drain_copied", atomic_load(&rp->drain_copied));
 	fn(ctx, "repair.forward_queued", atomic_load(&rp->fwd_queued));
 	fn(ctx, "repair.forward_passes", atomic_load(&rp->fwd_passes));
 	fn(ctx, "repair.forwarded", atomic_load(&rp->fwd_copied));

@@ -196,6 +196,12 @@
  *              refused, kvtier drain --exit exit 1 saying so (it said
  *              "drained", exit 0: the server stopped in the instant
  *              after counting it)
+ *   drain_pass (test_peer_attack KVTIERD drain_pass KVTIER) the same
+ *              pod, s[0]'s first pass copying 6 blocks to s[1] slowly
+ *              (--repair-rate) when kvtier drain is asked: the pass copies
+ *              them all, the drain none, and kvtier drain, the log's
+ *              "drain: done" and repair.drain_copied say 0 (the CLI said
+ *              the pass's copies after the DRAIN's answer)
  *   tls_lane   two real TLS members, s[0] reaching s[1] through a
  *              relaying proxy: the lane's kept TLS connection shut as the
  *              next batch's question waits at the proxy -- the batch sent
@@ -3125,6 +3131,7 @@ static void cli_fails(const char *args, const char *says)
 static void phase_tls_drain(void)
 {
 	char ca[760], cert[760], key[760], tenants[700], secret[700], dir[3][700], sub[3][600];
+	char said[80];
 	char self[3][32], members[80], auth[1000], tls[4000], args[5000], out[4096], name[32];
 	uint16_t port[3] = { listen_tcp(NULL), listen_tcp(NULL), listen_tcp(NULL) };
 	struct tsrv s[3];
@@ -3208,13 +3215,13 @@ static void phase_tls_drain(void)
 	T_EQ_INT(cli_run(out, sizeof(out), args), 0);
 	T_ASSERT((p = strstr(out, "drained (")) && sscanf(p, "drained (%llu", &copied) == 1);
 	/* Every block on member 1, its bytes exact.  The figure drain prints
-	 * is what member 0's repair.copied grew by while the drain ran (until
-	 * flaky47 its lifetime count): the drain's copies, and those of a
-	 * repair pass under way when it was accepted (its grace is 500 ms,
-	 * which the drain waits for too).  A pass that ended between the
-	 * count of `before` and the drain is in neither: at most
-	 * DRAIN_BLOCKS. */
+	 * is member 0's repair.drain_copied: the drain's own copies (until
+	 * flaky47 its lifetime repair.copied; until dup48 what that grew by
+	 * while the drain ran, a repair pass under way then included), at
+	 * most DRAIN_BLOCKS; its log's "drain: done" says the same. */
 	T_ASSERT(copied <= DRAIN_BLOCKS);
+	FMT(said, "complete=yes copied=%llu exit=no", copied);
+	T_ASSERT(log_says(s[0].log, said));
 	for (unsigned b = 0; b < DRAIN_BLOCKS; b++) {
 		static uint8_t want[VLEN];
 		struct kc_value v;
@@ -3237,6 +3244,10 @@ static void phase_tls_drain(void)
 	T_EQ_INT(cli_run(out, sizeof(out), args), 0);
 	T_ASSERT((p = strstr(out, "drained (")) && sscanf(p, "drained (%llu", &copied) == 1);
 	T_EQ_U64(copied, 0);
+	/* and so does its log line (until dup48 the lifetime count: the
+	 * first drain's copies, or a pass's, again) */
+	T_EQ_INT(log_count(s[0].log, "drain: done"), 2);
+	T_ASSERT(log_says(s[0].log, "complete=yes copied=0 exit=no"));
 	t0 = tsrv_now_ns();
 	for (int i = 0; i < 3; i++) {
 		T_EQ_INT(tsrv_stop(&s[i]), 0);
@@ -3627,6 +3638,65 @@ static void phase_drain_busy(void)
 	pod_members_stop(s, sub);
 }
 
+/* A drain asked while a repair pass copies (drain_pass in the header):
+ * pod_two's pod, DP_BLOCKS placed blocks of alice's (2 copies) put on
+ * s[0] alone, s[0]'s first pass after the grace copying them to s[1] at
+ * --repair-rate DP_RATE; at its first copy the CLI drains s[0].  The pass
+ * copies the rest, the drain's hand-over then finds every block at s[1]:
+ * the drain copied none, and kvtier drain, repair.drain_copied and the
+ * log's "drain: done" say 0.  kvtier drain said what repair.copied grew by
+ * from the DRAIN's answer on, the pass's copies after it (dup48). */
+#define DP_BLOCKS 6u
+#define DP_VLEN (1u << 20) /* a frame each (a pass paces frames: heal_pace) */
+#define DP_RATE "1M"       /* a block a second: the pass takes 5 s */
+static void phase_drain_pass(void)
+{
+	char sub[2][600], secret[700], args[2000], out[4096], key[32];
+	uint16_t port[2] = { listen_tcp(NULL), listen_tcp(NULL) };
+	const char *const more[] = { "--repair-grace", "1500", "--repair-rate", DP_RATE,
+				     "--repair-idle-rate", DP_RATE, NULL };
+	struct tsrv s[2];
+	uint8_t ns[PROTO_DIGEST_LEN];
+	unsigned long long said = ~0ull;
+	uint64_t end, at_ask, after;
+	const char *p;
+	int rc;
+
+	if (!cli)
+		T_FAIL("usage: test_peer_attack KVTIERD drain_pass KVTIER");
+	pod_two(s, sub, port, "alice " SECRET_ALICE " tenant\n", NULL, more);
+	root_secret(secret);
+	fwd_flags = PROTO_IF_PLACED;
+	vlen = DP_VLEN;
+	for (unsigned b = 0; b < DP_BLOCKS; b++) {
+		snprintf(key, sizeof(key), "drain-pass-%u", b);
+		forward_put_key(&s[0], ns, key, 2);
+	}
+	vlen = VLEN;
+	fwd_flags = PROTO_IF_PLACED | PROTO_IF_FORWARD;
+	end = tsrv_now_ns() + 30000000000ull;
+	while ((at_ask = stat_of(&s[0], "repair.copied")) == 0 && tsrv_now_ns() < end)
+		tsrv_sleep_ms(20);
+	FMT(args, "drain 127.0.0.1:%u --tenant root --secret-file '%s' --timeout 50", port[0],
+	    secret);
+	rc = cli_run(out, sizeof(out), args);
+	after = stat_of(&s[0], "repair.copied");
+	if ((p = strstr(out, "drained (")))
+		sscanf(p, "drained (%llu", &said);
+	printf("drain_pass: the drain asked at the pass's copy %" PRIu64 " of %u, %" PRIu64
+	       " copied at its end; kvtier drain exit %d, said %llu copied, "
+	       "repair.drain_copied %" PRIu64 "\n", at_ask, DP_BLOCKS, after, rc, said,
+	       stat_of(&s[0], "repair.drain_copied"));
+	T_EQ_INT(rc, 0);
+	/* the pass under way when the drain was asked, and copying after */
+	T_ASSERT(at_ask >= 1 && at_ask + 2 <= DP_BLOCKS);
+	T_EQ_U64(after, DP_BLOCKS);
+	T_EQ_U64(said, 0);
+	T_EQ_U64(stat_of(&s[0], "repair.drain_copied"), 0);
+	T_ASSERT(log_says(s[0].log, "complete=yes copied=0 exit=no"));
+	pod_members_stop(s, sub);
+}
+
 /* drain_exit_late (in the header): kvtier drain --exit on its own thread */
 struct drain_cli {
 	char args[2000], out[4096];
@@ -3942,6 +4012,7 @@ static const struct tsrv_phase phases[] = {
 	{ "lane_keep", phase_lane_keep },
 	{ "drain_busy", phase_drain_busy },
 	{ "drain_exit_late", phase_drain_exit_late },
+	{ "drain_pass", phase_drain_pass },
 	{ "pass_busy_cap", phase_pass_busy_cap },
 	{ "tls_lane", phase_tls_lane },
 	{ "lane_pace", phase_lane_pace },
