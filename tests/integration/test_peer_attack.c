@@ -202,6 +202,12 @@
  *              them all, the drain none, and kvtier drain, the log's
  *              "drain: done" and repair.drain_copied say 0 (the CLI said
  *              the pass's copies after the DRAIN's answer)
+ *   drain_item_busy (test_peer_attack KVTIERD drain_item_busy KVTIER)
+ *              the server and fwd_busy's fake, a block the fake always
+ *              refuses busy (an item's KVT_EBUSY), the server drained:
+ *              kvtier drain exit 1, blocks left behind (it said
+ *              "drained", exit 0: the copy handed to the lane, as a
+ *              healing pass's, lost with the process under --exit)
  *   tls_lane   two real TLS members, s[0] reaching s[1] through a
  *              relaying proxy: the lane's kept TLS connection shut as the
  *              next batch's question waits at the proxy -- the batch sent
@@ -3697,6 +3703,51 @@ static void phase_drain_pass(void)
 	pod_members_stop(s, sub);
 }
 
+/* A drain whose member refuses its copy busy, item by item (drain_item_busy
+ * in the header): the server and fwd_busy's fake, a block of alice's
+ * whose key the fake always refuses (BUSY_ALWAYS), placed on both, the
+ * server drained with the CLI.  The block never reaches the fake: the
+ * drain must say it left it behind -- kvtier drain exit 1 with the words,
+ * repair.drains_incomplete 1, the log's "complete=no".  Its hand-overs
+ * handed the refused copy to the fake's lane, as a healing pass does, and
+ * the drain said "drained (0 blocks copied)", exit 0, complete=yes: with
+ * --exit the lane's queue went with the process, the block lost
+ * (review48a). */
+static void phase_drain_item_busy(void)
+{
+	const char *const opts[] = { "--repair-grace", "500", NULL };
+	char secret[700], args[2000], out[4096];
+	uint8_t ns[PROTO_DIGEST_LEN];
+	int rc;
+
+	if (!cli)
+		T_FAIL("usage: test_peer_attack KVTIERD drain_item_busy KVTIER");
+	pod_fake("drain_item_busy", M_FWD_BUSY, "root " SECRET_ROOT " admin\n", opts);
+	root_secret(secret);
+	fwd_flags = PROTO_IF_PLACED;
+	forward_put_key(&srv, ns, BUSY_ALWAYS "-drain", 2);
+	fwd_flags = PROTO_IF_PLACED | PROTO_IF_FORWARD;
+	FMT(args, "drain 127.0.0.1:%u --tenant root --secret-file '%s' --timeout 50", srv.port,
+	    secret);
+	rc = cli_run(out, sizeof(out), args);
+	printf("drain_item_busy: kvtier drain exit %d; the fake refused %u copies busy, "
+	       "stored %u; repair.drains_incomplete %" PRIu64 ", repair.busy_handed %" PRIu64
+	       ", repair.drain_copied %" PRIu64 "\n", rc, atomic_load(&F.busy_refused),
+	       atomic_load(&F.busy_ok), stat_of(&srv, "repair.drains_incomplete"),
+	       stat_of(&srv, "repair.busy_handed"), stat_of(&srv, "repair.drain_copied"));
+	T_EQ_INT(atomic_load(&F.busy_ok), 0);
+	T_ASSERT(atomic_load(&F.busy_refused) != 0); /* the drain's copy reached the fake */
+	T_EQ_INT(rc, 1);
+	if (!strstr(out, "drained with blocks left behind"))
+		T_FAIL("kvtier drain: no word of the block left behind: %s", out);
+	T_EQ_U64(stat_of(&srv, "repair.drains_incomplete"), 1);
+	T_EQ_U64(stat_of(&srv, "repair.drain_copied"), 0);
+	T_ASSERT(log_says(srv.log, "complete=no"));
+	T_ASSERT(log_says(srv.log, "refused a copy of the drain busy"));
+	stop();
+	tsrv_check_reports(base);
+}
+
 /* drain_exit_late (in the header): kvtier drain --exit on its own thread */
 struct drain_cli {
 	char args[2000], out[4096];
@@ -4013,6 +4064,7 @@ static const struct tsrv_phase phases[] = {
 	{ "drain_busy", phase_drain_busy },
 	{ "drain_exit_late", phase_drain_exit_late },
 	{ "drain_pass", phase_drain_pass },
+	{ "drain_item_busy", phase_drain_item_busy },
 	{ "pass_busy_cap", phase_pass_busy_cap },
 	{ "tls_lane", phase_tls_lane },
 	{ "lane_pace", phase_lane_pace },
