@@ -106,10 +106,10 @@ int drain_main(int argc, char **argv)
 	SSL_CTX *ctx;
 	bool ctx_fail;
 	char why[512];
-	static const char *const names[3] = { "repair.drain_state", "repair.drains_incomplete",
-					      "repair.copied" };
-	uint64_t state = 0, copied = 0, copied0 = 0, inc0 = 0, inc = 0, v[3] = { 0 };
-	bool found[3];
+	static const char *const names[4] = { "repair.drain_state", "repair.drains_incomplete",
+					      "repair.copied", "repair.drain_copied" };
+	uint64_t state = 0, copied = 0, copied0 = 0, inc0 = 0, inc = 0, v[4] = { 0 };
+	bool found[4];
 	time_t t0;
 	int c, rc;
 
@@ -184,9 +184,12 @@ int drain_main(int argc, char **argv)
 	 * earlier drain is done then, its count final -- read before, one
 	 * ending just then (its last hand-over failed) was this one's
 	 * (review47b) -- and this one counts none for 5 tries a second
-	 * apart.  repair.copied (the server's blocks copied since it
-	 * started: every drain's and pass's) likewise: what it grows by
-	 * while this drain runs is what is said, not its lifetime's. */
+	 * apart.  The blocks copied said are this drain's:
+	 * repair.drain_copied, which the server counts from the DRAIN's
+	 * acceptance on, the copies of its own hand-overs alone (dup48: a
+	 * pass under way then counted in repair.copied's growth); from a
+	 * server without it, what repair.copied (every drain's and pass's
+	 * since it started) grows by while this drain runs. */
 	if (kvtd_peer_stats(&p, PROTO_SCOPE_TENANT, 2, names + 1, v + 1, found + 1) != KVT_OK)
 		found[1] = found[2] = false;
 	inc0 = found[1] ? v[1] : 0;
@@ -196,15 +199,17 @@ int drain_main(int argc, char **argv)
 	t0 = time(NULL);
 	for (;;) {
 		struct timespec ts = { 0, 200 * 1000000L };
-		/* one STATS a look: the three figures of one answer */
-		rc = kvtd_peer_stats(&p, PROTO_SCOPE_TENANT, 3, names, v, found);
+		/* one STATS a look: the four figures of one answer */
+		rc = kvtd_peer_stats(&p, PROTO_SCOPE_TENANT, 4, names, v, found);
 		if (rc == KVT_OK && !found[0])
 			rc = KVT_MISS;
 		if (rc == KVT_OK) {
 			state = v[0];
 			if (found[1])
 				inc = v[1];
-			if (found[2])
+			if (found[3])
+				copied = v[3], copied0 = 0;
+			else if (found[2])
 				copied = v[2];
 		}
 		if ((rc < 0 && exit_after) || (rc == KVT_OK && state == 3 && !exit_after)) {

@@ -396,6 +396,8 @@ static void metrics_repair(void *ctx, const char *name, uint64_t v)
 		{ "repair.drains_incomplete", "kvtier_repair_drains_incomplete_total", "counter",
 		  "drains that left blocks behind: a member busy or out of reach through "
 		  "every try" },
+		{ "repair.drain_copied", "kvtier_repair_drain_copied", "gauge",
+		  "blocks the drain under way, or the last one, copied (from its acceptance)" },
 		{ "repair.drain_skipped", "kvtier_repair_drain_skipped", "gauge",
 		  "blocks of one copy the last drain pass left behind (over --drain-budget)" },
 		{ "repair.forward_queued", "kvtier_repair_forward_queued_total", "counter",

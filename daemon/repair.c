@@ -44,8 +44,9 @@
  * PLACED|REPAIR so that nobody forwards them again), neither paced by
  * --repair-rate nor throttled to one value per frame: these bytes are the
  * client's own put, moved off its wire.  A pass's copy a member refuses
- * busy goes to that member's lane too (repair_heal_busy), and a pass is
- * cut short when the member list changes under it ("A pass cut short").
+ * busy goes to that member's lane too (repair_heal_busy; a drain's is its
+ * hand-over's failure, tried again), and a pass is cut short when the
+ * member list changes under it ("A pass cut short").
  *
  * Threads: kvtd-repair (the passes) and its workers (a pass's members),
  * the forward lanes' (a member's forwards each, while any wait and
@@ -183,6 +184,9 @@ struct kvtd_repair {
 	/* drains that left blocks behind a member did not take (busy or out
 	 * of reach through every try): counted once a drain, when known */
 	_Atomic uint64_t drains_incomplete;
+	/* blocks the drain under way (or the last) copied: 0 from its
+	 * acceptance (kvtd_repair_drain), its hand-overs' copies alone */
+	_Atomic uint64_t drain_copied;
 	/* the repair thread's own: pacing */
 	double tokens;
 	uint64_t tok_ns, frames_seen, busy_ns;
@@ -695,6 +699,7 @@ struct rpeer {
 	 * --tenant-conns). */
 	char busy_tenant[PROTO_TENANT_MAX + 1];
 	unsigned busy_n;      /* a pass's: its connections refused busy */
+	bool copy_busy_said;  /* a drain's: a copy refused busy, logged */
 	/* A lane's kept connection ("A lane's connection" below): reused for
 	 * this batch (reuse_in: its p.in_bytes then), and found closed before
 	 * a byte of an answer came in this batch (stale: the batch is sent
@@ -712,6 +717,7 @@ struct rpass {
 	struct kvt_queue *q;
 	bool retry;
 	bool fwd;             /* a forward lane's: unpaced, counted apart */
+	bool drain;           /* a drain's hand-over: its copies in drain_copied too */
 	struct rent *batch;   /* a forward lane's: its copies ... (a pass's: its
 			       * snapshot, whose copies a member refuses busy go
 			       * to the member's lane: repair_heal_busy) */
@@ -888,10 +894,22 @@ static void repair_item(struct rpass *ps, struct rpeer *r, const struct rflight 
 {
 	if (status == KVT_OK) {
 		atomic_fetch_add(ps->fwd ? &ps->rp->fwd_copied : &ps->rp->copied, 1);
+		if (ps->drain)
+			atomic_fetch_add(&ps->rp->drain_copied, 1);
 		atomic_fetch_add(ps->fwd ? &ps->rp->fwd_bytes : &ps->rp->bytes, fl->len[i]);
 	} else if (status == KVT_EBUSY && ps->busy) {
 		/* its reservation full: sent again (repair_lane_busy) */
 		ps->busy[fl->at[i]] = 1;
+	} else if (status == KVT_EBUSY && ps->drain) {
+		/* a drain's: its hand-over tried again, then counted as
+		 * blocks left behind (repair_drain).  Handed to the lane, the
+		 * drain said "complete" with the copy still queued, and with
+		 * --exit the queue went with the process (review48a) */
+		ps->retry = true;
+		if (!r->copy_busy_said)
+			kvtd_log(KVTD_INFO, "repair: a member refused a copy of the drain busy",
+				 "member=%s", ps->m[r - ps->peers].addr);
+		r->copy_busy_said = true;
 	} else if (status == KVT_EBUSY && ps->batch && !ps->fwd) {
 		/* a pass's: sent again by the member's lane */
 		repair_heal_busy(ps, ps->m[r - ps->peers].addr, &ps->batch[fl->at[i]]);
@@ -1462,7 +1480,8 @@ static bool repair_pass_changed(struct kvtd_repair *rp, uint64_t epoch)
 static bool repair_pass(struct kvtd_repair *rp, struct kvtd_member *m, unsigned n,
 			const char *self, bool drain)
 {
-	struct rpass ps = { .rp = rp, .m = m, .n = n, .self = n, .stop_fd = rp->stop_fd };
+	struct rpass ps = { .rp = rp, .m = m, .n = n, .self = n, .stop_fd = rp->stop_fd,
+			    .drain = drain };
 	_Atomic bool cut = false;
 	int cut_fd = -1;
 	uint64_t epoch = 0;
@@ -1685,6 +1704,7 @@ static void repair_drain(struct kvtd_repair *rp, bool exit_after)
 	struct kvtd_member *m;
 	unsigned n;
 	bool ok = false, counted;
+	uint64_t copied;
 
 	atomic_store(&rp->drain_state, 1);
 	kvtd_log(KVTD_INFO, "drain: handing over", "exit=%s", exit_after ? "yes" : "no");
@@ -1713,10 +1733,11 @@ static void repair_drain(struct kvtd_repair *rp, bool exit_after)
 	free(m);
 	if (!ok && !counted && !repair_stopping(rp))
 		atomic_fetch_add(&rp->drains_incomplete, 1);
+	/* read before state 3, which lets the next DRAIN in (and zero it) */
+	copied = atomic_load(&rp->drain_copied);
 	atomic_store(&rp->drain_state, 3);
 	kvtd_log(ok ? KVTD_INFO : KVTD_WARN, "drain: done", "complete=%s copied=%llu exit=%s",
-		 ok ? "yes" : "no", (unsigned long long)atomic_load(&rp->copied),
-		 exit_after ? "yes" : "no");
+		 ok ? "yes" : "no", (unsigned long long)copied, exit_after ? "yes" : "no");
 	/* With --exit, a drain that left blocks behind stops a while after
 	 * saying so (state 3, the count): its count goes with the process,
 	 * and kvtier drain --exit reads it every 200 ms -- stopped at once,
@@ -1746,6 +1767,10 @@ int kvtd_repair_drain(struct kvtd_server *srv, bool exit_after)
 		return -EALREADY;
 	}
 	atomic_store(&rp->drain_state, 1);
+	/* this drain's copies from here: a pass under way now is no part
+	 * of them (its copies counted in kvtier drain's "N blocks copied",
+	 * which read repair.copied's growth from here; dup48) */
+	atomic_store(&rp->drain_copied, 0);
 	rp->drain_req = exit_after ? 2 : 1;
 	pthread_cond_broadcast(&rp->cond);
 	pthread_mutex_unlock(&rp->lock);
@@ -2060,7 +2085,9 @@ static void repair_lane_busy(struct kvtd_repair *rp, struct rlane *ln, const str
  * (100 + 200 + 400 ms) while it holds its member's slot, or keep due
  * times of its own beside the lane's; the lane already keeps them, and
  * a pass held by one member then holds nothing of it (test_peer_attack
- * `heal_busy`).  Any of a pass's workers. */
+ * `heal_busy`).  Not a drain's copy: the drain must know it was not
+ * handed over (repair_item; test_peer_attack `drain_item_busy`).  Any of
+ * a pass's workers. */
 static void repair_heal_busy(struct rpass *ps, const char *addr, const struct rent *e)
 {
 	struct kvtd_repair *rp = ps->rp;
@@ -2801,6 +2828,7 @@ void kvtd_repair_stats(struct kvtd_server *srv,
 	fn(ctx, "repair.drain_skipped", atomic_load(&rp->drain_skipped));
 	fn(ctx, "repair.drain_state", (uint64_t)atomic_load(&rp->drain_state));
 	fn(ctx, "repair.drains_incomplete", atomic_load(&rp->drains_incomplete));
+	fn(ctx, "repair.drain_copied", atomic_load(&rp->drain_copied));
 	fn(ctx, "repair.forward_queued", atomic_load(&rp->fwd_queued));
 	fn(ctx, "repair.forward_passes", atomic_load(&rp->fwd_passes));
 	fn(ctx, "repair.forwarded", atomic_load(&rp->fwd_copied));

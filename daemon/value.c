@@ -934,10 +934,15 @@ void kvtd_value_note_keys(struct kvtd_frame *fr)
 {
 	struct kvtd_server *srv = fr->loop->srv;
 	struct value_ptabs *tabs = NULL;
-	uint32_t cap = 16, *slot;
+	uint32_t cap = 16, *slot, pinned = 0;
 	bool first = true;
 
-	if (fr->n < 2)
+	/* Fewer than two items to note (a frame of misses, one hit): no two
+	 * of a key to compare, no table -- it was calloc'd (2n slots) for
+	 * every GET of two items or more (dup48) */
+	for (uint32_t i = 0; i < fr->n && pinned < 2; i++)
+		pinned += fr->items[i].pinned && !fr->items[i].ver_noted;
+	if (pinned < 2)
 		return;
 	while (cap < 2 * fr->n)
 		cap *= 2;

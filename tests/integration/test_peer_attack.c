@@ -196,6 +196,18 @@
  *              refused, kvtier drain --exit exit 1 saying so (it said
  *              "drained", exit 0: the server stopped in the instant
  *              after counting it)
+ *   drain_pass (test_peer_attack KVTIERD drain_pass KVTIER) the same
+ *              pod, s[0]'s first pass copying 6 blocks to s[1] slowly
+ *              (--repair-rate) when kvtier drain is asked: the pass copies
+ *              them all, the drain none, and kvtier drain, the log's
+ *              "drain: done" and repair.drain_copied say 0 (the CLI said
+ *              the pass's copies after the DRAIN's answer)
+ *   drain_item_busy (test_peer_attack KVTIERD drain_item_busy KVTIER)
+ *              the server and fwd_busy's fake, a block the fake always
+ *              refuses busy (an item's KVT_EBUSY), the server drained:
+ *              kvtier drain exit 1, blocks left behind (it said
+ *              "drained", exit 0: the copy handed to the lane, as a
+ *              healing pass's, lost with the process under --exit)
  *   tls_lane   two real TLS members, s[0] reaching s[1] through a
  *              relaying proxy: the lane's kept TLS connection shut as the
  *              next batch's question waits at the proxy -- the batch sent
@@ -903,6 +915,14 @@ static void pod_two(struct tsrv s[2], char sub[2][600], const uint16_t port[2],
 	pod_start(s, sub, port, members, tenants, more);
 	if (idle_ms)
 		T_OK(unsetenv("KVTD_TEST_LANE_IDLE_MS"));
+}
+
+/* The root's secret written to a file for the CLI (--secret-file): its
+ * path in path (700 bytes). */
+static void root_secret(char path[700])
+{
+	snprintf(path, 700, "%s/root.secret", base);
+	tsrv_write_file(NULL, path, SECRET_ROOT "\n");
 }
 
 /* pod_start's members stopped, their reports checked. */
@@ -3117,6 +3137,7 @@ static void cli_fails(const char *args, const char *says)
 static void phase_tls_drain(void)
 {
 	char ca[760], cert[760], key[760], tenants[700], secret[700], dir[3][700], sub[3][600];
+	char said[80];
 	char self[3][32], members[80], auth[1000], tls[4000], args[5000], out[4096], name[32];
 	uint16_t port[3] = { listen_tcp(NULL), listen_tcp(NULL), listen_tcp(NULL) };
 	struct tsrv s[3];
@@ -3133,8 +3154,7 @@ static void phase_tls_drain(void)
 	snprintf(tenants, sizeof(tenants), "%s/tenants", base);
 	tsrv_write_file(NULL, tenants,
 			"alice " SECRET_ALICE " tenant\nroot " SECRET_ROOT " admin\n");
-	snprintf(secret, sizeof(secret), "%s/root.secret", base);
-	tsrv_write_file(NULL, secret, SECRET_ROOT "\n");
+	root_secret(secret);
 	snprintf(members, sizeof(members), "127.0.0.1:%u,127.0.0.1:%u", port[0], port[1]);
 	for (int i = 0; i < 3; i++) {
 		const char *pod[] = { "--listen", self[i], "--advertise", self[i], "--members",
@@ -3201,13 +3221,13 @@ static void phase_tls_drain(void)
 	T_EQ_INT(cli_run(out, sizeof(out), args), 0);
 	T_ASSERT((p = strstr(out, "drained (")) && sscanf(p, "drained (%llu", &copied) == 1);
 	/* Every block on member 1, its bytes exact.  The figure drain prints
-	 * is what member 0's repair.copied grew by while the drain ran (until
-	 * flaky47 its lifetime count): the drain's copies, and those of a
-	 * repair pass under way when it was accepted (its grace is 500 ms,
-	 * which the drain waits for too).  A pass that ended between the
-	 * count of `before` and the drain is in neither: at most
-	 * DRAIN_BLOCKS. */
+	 * is member 0's repair.drain_copied: the drain's own copies (until
+	 * flaky47 its lifetime repair.copied; until dup48 what that grew by
+	 * while the drain ran, a repair pass under way then included), at
+	 * most DRAIN_BLOCKS; its log's "drain: done" says the same. */
 	T_ASSERT(copied <= DRAIN_BLOCKS);
+	FMT(said, "complete=yes copied=%llu exit=no", copied);
+	T_ASSERT(log_says(s[0].log, said));
 	for (unsigned b = 0; b < DRAIN_BLOCKS; b++) {
 		static uint8_t want[VLEN];
 		struct kc_value v;
@@ -3230,6 +3250,10 @@ static void phase_tls_drain(void)
 	T_EQ_INT(cli_run(out, sizeof(out), args), 0);
 	T_ASSERT((p = strstr(out, "drained (")) && sscanf(p, "drained (%llu", &copied) == 1);
 	T_EQ_U64(copied, 0);
+	/* and so does its log line (until dup48 the lifetime count: the
+	 * first drain's copies, or a pass's, again) */
+	T_EQ_INT(log_count(s[0].log, "drain: done"), 2);
+	T_ASSERT(log_says(s[0].log, "complete=yes copied=0 exit=no"));
 	t0 = tsrv_now_ns();
 	for (int i = 0; i < 3; i++) {
 		T_EQ_INT(tsrv_stop(&s[i]), 0);
@@ -3559,7 +3583,7 @@ static void phase_lane_keep(void)
  * (review46a). */
 static void phase_drain_busy(void)
 {
-	char tenants[700], members[80], sub[2][600], secret[700], args[2000], out[4096];
+	char sub[2][600], secret[700], args[2000], out[4096];
 	uint16_t port[2] = { listen_tcp(NULL), listen_tcp(NULL) };
 	const char *const more[] = { "--tenant-conns", "1", "--repair-grace", "500", NULL };
 	struct tsrv s[2];
@@ -3570,13 +3594,8 @@ static void phase_drain_busy(void)
 
 	if (!cli)
 		T_FAIL("usage: test_peer_attack KVTIERD drain_busy KVTIER");
-	snprintf(tenants, sizeof(tenants), "%s/tenants", base);
-	tsrv_write_file(NULL, tenants,
-			"root " SECRET_ROOT " admin\nalice " SECRET_ALICE " tenant\n");
-	snprintf(secret, sizeof(secret), "%s/root.secret", base);
-	tsrv_write_file(NULL, secret, SECRET_ROOT "\n");
-	snprintf(members, sizeof(members), "127.0.0.1:%u,127.0.0.1:%u", port[0], port[1]);
-	pod_start(s, sub, port, members, tenants, more);
+	pod_two(s, sub, port, "alice " SECRET_ALICE " tenant\n", NULL, more);
+	root_secret(secret);
 	T_RC(kc_connect_unix(&c, s[1].sock), 0);
 	T_RC(kc_login(&c, "alice", SECRET_ALICE), 0); /* held to the end */
 	fwd_flags = PROTO_IF_PLACED;
@@ -3625,6 +3644,110 @@ static void phase_drain_busy(void)
 	pod_members_stop(s, sub);
 }
 
+/* A drain asked while a repair pass copies (drain_pass in the header):
+ * pod_two's pod, DP_BLOCKS placed blocks of alice's (2 copies) put on
+ * s[0] alone, s[0]'s first pass after the grace copying them to s[1] at
+ * --repair-rate DP_RATE; at its first copy the CLI drains s[0].  The pass
+ * copies the rest, the drain's hand-over then finds every block at s[1]:
+ * the drain copied none, and kvtier drain, repair.drain_copied and the
+ * log's "drain: done" say 0.  kvtier drain said what repair.copied grew by
+ * from the DRAIN's answer on, the pass's copies after it (dup48). */
+#define DP_BLOCKS 6u
+#define DP_VLEN (1u << 20) /* a frame each (a pass paces frames: heal_pace) */
+#define DP_RATE "1M"       /* a block a second: the pass takes 5 s */
+static void phase_drain_pass(void)
+{
+	char sub[2][600], secret[700], args[2000], out[4096], key[32];
+	uint16_t port[2] = { listen_tcp(NULL), listen_tcp(NULL) };
+	const char *const more[] = { "--repair-grace", "1500", "--repair-rate", DP_RATE,
+				     "--repair-idle-rate", DP_RATE, NULL };
+	struct tsrv s[2];
+	uint8_t ns[PROTO_DIGEST_LEN];
+	unsigned long long said = ~0ull;
+	uint64_t end, at_ask, after;
+	const char *p;
+	int rc;
+
+	if (!cli)
+		T_FAIL("usage: test_peer_attack KVTIERD drain_pass KVTIER");
+	pod_two(s, sub, port, "alice " SECRET_ALICE " tenant\n", NULL, more);
+	root_secret(secret);
+	fwd_flags = PROTO_IF_PLACED;
+	vlen = DP_VLEN;
+	for (unsigned b = 0; b < DP_BLOCKS; b++) {
+		snprintf(key, sizeof(key), "drain-pass-%u", b);
+		forward_put_key(&s[0], ns, key, 2);
+	}
+	vlen = VLEN;
+	fwd_flags = PROTO_IF_PLACED | PROTO_IF_FORWARD;
+	end = tsrv_now_ns() + 30000000000ull;
+	while ((at_ask = stat_of(&s[0], "repair.copied")) == 0 && tsrv_now_ns() < end)
+		tsrv_sleep_ms(20);
+	FMT(args, "drain 127.0.0.1:%u --tenant root --secret-file '%s' --timeout 50", port[0],
+	    secret);
+	rc = cli_run(out, sizeof(out), args);
+	after = stat_of(&s[0], "repair.copied");
+	if ((p = strstr(out, "drained (")))
+		sscanf(p, "drained (%llu", &said);
+	printf("drain_pass: the drain asked at the pass's copy %" PRIu64 " of %u, %" PRIu64
+	       " copied at its end; kvtier drain exit %d, said %llu copied, "
+	       "repair.drain_copied %" PRIu64 "\n", at_ask, DP_BLOCKS, after, rc, said,
+	       stat_of(&s[0], "repair.drain_copied"));
+	T_EQ_INT(rc, 0);
+	/* the pass under way when the drain was asked, and copying after */
+	T_ASSERT(at_ask >= 1 && at_ask + 2 <= DP_BLOCKS);
+	T_EQ_U64(after, DP_BLOCKS);
+	T_EQ_U64(said, 0);
+	T_EQ_U64(stat_of(&s[0], "repair.drain_copied"), 0);
+	T_ASSERT(log_says(s[0].log, "complete=yes copied=0 exit=no"));
+	pod_members_stop(s, sub);
+}
+
+/* A drain whose member refuses its copy busy, item by item (drain_item_busy
+ * in the header): the server and fwd_busy's fake, a block of alice's
+ * whose key the fake always refuses (BUSY_ALWAYS), placed on both, the
+ * server drained with the CLI.  The block never reaches the fake: the
+ * drain must say it left it behind -- kvtier drain exit 1 with the words,
+ * repair.drains_incomplete 1, the log's "complete=no".  Its hand-overs
+ * handed the refused copy to the fake's lane, as a healing pass does, and
+ * the drain said "drained (0 blocks copied)", exit 0, complete=yes: with
+ * --exit the lane's queue went with the process, the block lost
+ * (review48a). */
+static void phase_drain_item_busy(void)
+{
+	const char *const opts[] = { "--repair-grace", "500", NULL };
+	char secret[700], args[2000], out[4096];
+	uint8_t ns[PROTO_DIGEST_LEN];
+	int rc;
+
+	if (!cli)
+		T_FAIL("usage: test_peer_attack KVTIERD drain_item_busy KVTIER");
+	pod_fake("drain_item_busy", M_FWD_BUSY, "root " SECRET_ROOT " admin\n", opts);
+	root_secret(secret);
+	fwd_flags = PROTO_IF_PLACED;
+	forward_put_key(&srv, ns, BUSY_ALWAYS "-drain", 2);
+	fwd_flags = PROTO_IF_PLACED | PROTO_IF_FORWARD;
+	FMT(args, "drain 127.0.0.1:%u --tenant root --secret-file '%s' --timeout 50", srv.port,
+	    secret);
+	rc = cli_run(out, sizeof(out), args);
+	printf("drain_item_busy: kvtier drain exit %d; the fake refused %u copies busy, "
+	       "stored %u; repair.drains_incomplete %" PRIu64 ", repair.busy_handed %" PRIu64
+	       ", repair.drain_copied %" PRIu64 "\n", rc, atomic_load(&F.busy_refused),
+	       atomic_load(&F.busy_ok), stat_of(&srv, "repair.drains_incomplete"),
+	       stat_of(&srv, "repair.busy_handed"), stat_of(&srv, "repair.drain_copied"));
+	T_EQ_INT(atomic_load(&F.busy_ok), 0);
+	T_ASSERT(atomic_load(&F.busy_refused) != 0); /* the drain's copy reached the fake */
+	T_EQ_INT(rc, 1);
+	if (!strstr(out, "drained with blocks left behind"))
+		T_FAIL("kvtier drain: no word of the block left behind: %s", out);
+	T_EQ_U64(stat_of(&srv, "repair.drains_incomplete"), 1);
+	T_EQ_U64(stat_of(&srv, "repair.drain_copied"), 0);
+	T_ASSERT(log_says(srv.log, "complete=no"));
+	T_ASSERT(log_says(srv.log, "refused a copy of the drain busy"));
+	stop();
+	tsrv_check_reports(base);
+}
+
 /* drain_exit_late (in the header): kvtier drain --exit on its own thread */
 struct drain_cli {
 	char args[2000], out[4096];
@@ -3648,7 +3771,7 @@ static void *drain_cli_main(void *arg)
  * count lost with the process (pod47's note; review47b). */
 static void phase_drain_exit_late(void)
 {
-	char tenants[700], members[80], sub[2][600], secret[700];
+	char sub[2][600], secret[700];
 	uint16_t port[2] = { listen_tcp(NULL), listen_tcp(NULL) };
 	/* 2: the CLI's root connection and the test's stats at s[0] */
 	const char *const more[] = { "--tenant-conns", "2", "--repair-grace", "500", NULL };
@@ -3661,13 +3784,8 @@ static void phase_drain_exit_late(void)
 
 	if (!cli)
 		T_FAIL("usage: test_peer_attack KVTIERD drain_exit_late KVTIER");
-	snprintf(tenants, sizeof(tenants), "%s/tenants", base);
-	tsrv_write_file(NULL, tenants,
-			"root " SECRET_ROOT " admin\nalice " SECRET_ALICE " tenant\n");
-	snprintf(secret, sizeof(secret), "%s/root.secret", base);
-	tsrv_write_file(NULL, secret, SECRET_ROOT "\n");
-	snprintf(members, sizeof(members), "127.0.0.1:%u,127.0.0.1:%u", port[0], port[1]);
-	pod_start(s, sub, port, members, tenants, more);
+	pod_two(s, sub, port, "alice " SECRET_ALICE " tenant\n", NULL, more);
+	root_secret(secret);
 	FMT(d.args, "drain 127.0.0.1:%u --exit --tenant root --secret-file '%s' --timeout 50",
 	    port[0], secret);
 	T_OK(pthread_create(&th, NULL, drain_cli_main, &d));
@@ -3945,6 +4063,8 @@ static const struct tsrv_phase phases[] = {
 	{ "lane_keep", phase_lane_keep },
 	{ "drain_busy", phase_drain_busy },
 	{ "drain_exit_late", phase_drain_exit_late },
+	{ "drain_pass", phase_drain_pass },
+	{ "drain_item_busy", phase_drain_item_busy },
 	{ "pass_busy_cap", phase_pass_busy_cap },
 	{ "tls_lane", phase_tls_lane },
 	{ "lane_pace", phase_lane_pace },

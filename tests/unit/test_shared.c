@@ -831,6 +831,30 @@ static void churn_out(struct kvt_store *s, uint32_t ns, uint64_t *next, uint64_t
 	T_EQ_INT(tier, KVT_TIER_SSD);
 }
 
+/* The SSD eviction tests' opening: keys 1 to `keys` put (64 KiB each),
+ * key 1 promoted from SSD twice and the others once -- each read from SSD
+ * after churn_out dropped it from DRAM -- then 20 MiB of churn through
+ * the whole SSD (16 MiB), which evicts segments (none evicted and nothing
+ * shed before), flushed. */
+static void ssd_evict_open(struct kvt_store *s, uint32_t ns, uint64_t keys)
+{
+	uint64_t next = 1000;
+
+	for (uint64_t k = 1; k <= keys; k++)
+		t_put_thirds(s, ns, k, 65536);
+	T_OK(kvt_flush(s));
+	for (uint64_t k = 1; k <= keys + 1; k++) {
+		uint64_t key = k <= keys ? k : 1; /* key 1 again last */
+		churn_out(s, ns, &next, key); /* out of DRAM, still on SSD */
+		T_RC(t_get_tier(s, ns, key, 65536, KVT_TIER_SSD, 10000), KVT_OK);
+	}
+	T_EQ_U64(t_stat(s, "ssd.evicted_blocks"), 0);
+	T_EQ_U64(t_stat(s, "shared.wd_shed"), 0);
+	churn(s, ns, &next, 20u << 20); /* through the whole SSD */
+	T_ASSERT(t_stat(s, "ssd.evicted_blocks") > 0);
+	T_OK(kvt_flush(s));
+}
+
 /* The SSD eviction hook: a block promoted from SSD twice, then dropped by
  * SSD segment eviction, is written down to the shared tier; a block
  * promoted once is not. */
@@ -839,22 +863,9 @@ static void test_ssd_evict_writedown(void)
 	char *dir = t_mkdtemp(), *path = t_mkdtemp(), file[1024];
 	struct kvt_store *s = ssd_shared(path, dir, NULL);
 	uint32_t ns = t_ns(s, "ssd-evict"); /* not persistent: nothing goes down at put */
-	uint64_t next = 1000;
 	struct stat st;
 
-	t_put_thirds(s, ns, 1, 65536);
-	t_put_thirds(s, ns, 2, 65536);
-	T_OK(kvt_flush(s));
-	churn_out(s, ns, &next, 1); /* out of DRAM, still on SSD */
-	churn_out(s, ns, &next, 2);
-	T_RC(t_get_tier(s, ns, 1, 65536, KVT_TIER_SSD, 10000), KVT_OK);
-	T_RC(t_get_tier(s, ns, 2, 65536, KVT_TIER_SSD, 10000), KVT_OK);
-	churn_out(s, ns, &next, 1);
-	T_RC(t_get_tier(s, ns, 1, 65536, KVT_TIER_SSD, 10000), KVT_OK); /* promoted a second time */
-	T_EQ_U64(t_stat(s, "ssd.evicted_blocks"), 0);
-	churn(s, ns, &next, 20u << 20); /* through the whole SSD */
-	T_ASSERT(t_stat(s, "ssd.evicted_blocks") > 0);
-	T_OK(kvt_flush(s));
+	ssd_evict_open(s, ns, 2);
 	T_EQ_U64(t_stat(s, "ssd.evicted_to_shared"), 1);
 	T_EQ_U64(t_stat(s, "shared.wd_ssd_evicted"), 1);
 	T_EQ_U64(t_stat(s, "shared.writes"), 1);
@@ -884,19 +895,9 @@ static void test_ssd_evict_writedown_budget(void)
 	char *dir = t_mkdtemp(), *path = t_mkdtemp(), file[1024];
 	struct kvt_store *s = ssd_shared(path, dir, "shared.writedown_max", "32K", NULL);
 	uint32_t ns = t_ns(s, "ssd-evict-budget");
-	uint64_t next = 1000;
 	struct stat st;
 
-	t_put_thirds(s, ns, 1, 65536);
-	T_OK(kvt_flush(s));
-	for (int r = 0; r < 2; r++) {
-		churn_out(s, ns, &next, 1);
-		T_RC(t_get_tier(s, ns, 1, 65536, KVT_TIER_SSD, 10000), KVT_OK);
-	}
-	T_EQ_U64(t_stat(s, "shared.wd_shed"), 0);
-	churn(s, ns, &next, 20u << 20); /* through the whole SSD */
-	T_ASSERT(t_stat(s, "ssd.evicted_blocks") > 0);
-	T_OK(kvt_flush(s));
+	ssd_evict_open(s, ns, 1);
 	T_EQ_U64(t_stat(s, "ssd.evicted_to_shared"), 0);
 	T_EQ_U64(t_stat(s, "shared.wd_ssd_evicted"), 0);
 	T_EQ_U64(t_stat(s, "shared.wd_shed"), 1);
