@@ -412,8 +412,34 @@ enum kvtd_err kvtd_err_of(int code);
 /* A peer address's slot of the per-address limits, 0..KVTD_PEER_SLOTS-1:
  * an IPv4 address, an IPv6 /64, a Unix client's user id (uid, with
  * is_unix); keyed (base.c). */
+#define KVTD_PEER_SLOTS 4096u            /* hashed peer addresses (loop.c) */
 uint32_t kvtd_peer_slot(uint64_t key, const struct sockaddr_storage *ss, bool is_unix,
 			uint32_t uid);
+
+/*
+ * The per-address failure throttle (failed AUTHs, failed or unused TLS
+ * handshakes; loop.c kvtd_auth_failed): KVTD_THROTTLE_ROWS rows of
+ * KVTD_PEER_SLOTS counters of the current second, count-min style.  An
+ * address counts in one slot of each row, each row's slot hashed under a
+ * key of its own (kvtd_peer_slot with kvtd_server.throttle_key[row]), and
+ * is over only when every one of its slots is: an address that shares a
+ * slot of one row with a flooder (a 1-in-4,096 chance a flooding address)
+ * is refused only if it shares its slot of the other row with one too.
+ * Until session 48 one row, the flooder's neighbours refused for the rest
+ * of each second (doc/security.md "Session 48: TLS throttle slots").
+ * 32 KiB a row, fixed.  Any thread: relaxed atomics (base.c).
+ */
+#define KVTD_THROTTLE_ROWS 2u
+struct kvtd_throttle {
+	_Atomic uint32_t sec[KVTD_THROTTLE_ROWS][KVTD_PEER_SLOTS];   /* second counted */
+	_Atomic uint32_t fails[KVTD_THROTTLE_ROWS][KVTD_PEER_SLOTS]; /* in that second */
+};
+/* Are all of slot[0..KVTD_THROTTLE_ROWS) at limit failures or more in the
+ * second sec? */
+bool kvtd_throttle_over(struct kvtd_throttle *t, const uint32_t *slot, uint64_t sec,
+			uint32_t limit);
+/* One failure in the second sec, counted in each of slot[0..ROWS). */
+void kvtd_throttle_fail(struct kvtd_throttle *t, const uint32_t *slot, uint64_t sec);
 
 /* Configuration: struct kvtd_config and its parser are in config.h. */
 
@@ -435,7 +461,6 @@ enum kvtd_proto_id {
 };
 #define KVTD_UD_PROTO_MASK 7u
 
-#define KVTD_PEER_SLOTS 4096u            /* hashed peer addresses (loop.c) */
 #define KVTD_UD_RESP ((uint64_t)KVTD_PROTO_RESP)
 
 enum kvtd_ev_kind { KVTD_EV_LISTEN = 1, KVTD_EV_CONN, KVTD_EV_WAKE, KVTD_EV_QUEUE };
@@ -678,6 +703,8 @@ struct kvtd_conn {
 	 * (loop.c loop_unauth_evict) */
 	bool unauth;
 	uint32_t peer_slot;
+	/* Its address's slots of the failure throttle (kvtd_server.throttle) */
+	uint32_t fail_slot[KVTD_THROTTLE_ROWS];
 	struct kvtd_conn *unauth_prev, *unauth_next;
 
 	/* Bytes of this connection charged to kvtd_server.mem_used */
@@ -953,9 +980,11 @@ struct kvtd_server {
 	_Atomic unsigned peer_unauth[KVTD_PEER_SLOTS];
 	uint64_t peer_key;        /* kvtd_peer_slot's key: random, set before the loops start */
 	uint64_t key_secret;      /* kvtd_key_hash's key: random, set before anything hashes */
-	/* Failed AUTHs by peer slot in the current second (loop.c) */
-	_Atomic uint64_t auth_fail_sec[KVTD_PEER_SLOTS];
-	_Atomic uint32_t auth_fails[KVTD_PEER_SLOTS];
+	/* Failed AUTHs and TLS handshakes by address in the current second
+	 * (loop.c kvtd_auth_failed), each row's slots hashed with its key;
+	 * random, set before the loops start */
+	struct kvtd_throttle throttle;
+	uint64_t throttle_key[KVTD_THROTTLE_ROWS];
 	/* kvtd_log_client_dropped_ctr(): lines a client caused that log.c
 	 * dropped (counters.c; NULL reads as 0) */
 	const _Atomic uint64_t *log_dropped;

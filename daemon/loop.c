@@ -1372,25 +1372,16 @@ static void loop_unauth_drop(struct kvtd_conn *c)
 bool kvtd_auth_throttled(struct kvtd_conn *c)
 {
 	struct kvtd_server *srv = c->loop->srv;
-	uint64_t sec = c->loop->now_ns / 1000000000ull;
 
-	return atomic_load_explicit(&srv->auth_fail_sec[c->peer_slot], memory_order_relaxed) ==
-		       sec &&
-	       atomic_load_explicit(&srv->auth_fails[c->peer_slot], memory_order_relaxed) >=
-		       KVTD_AUTH_FAILS_PER_SEC;
+	return kvtd_throttle_over(&srv->throttle, c->fail_slot, c->loop->now_ns / 1000000000ull,
+				  KVTD_AUTH_FAILS_PER_SEC);
 }
 
 void kvtd_auth_failed(struct kvtd_conn *c)
 {
 	struct kvtd_server *srv = c->loop->srv;
-	uint64_t sec = c->loop->now_ns / 1000000000ull;
-	uint64_t was = atomic_exchange_explicit(&srv->auth_fail_sec[c->peer_slot], sec,
-						memory_order_relaxed);
 
-	if (was != sec)
-		atomic_store_explicit(&srv->auth_fails[c->peer_slot], 1, memory_order_relaxed);
-	else
-		atomic_fetch_add_explicit(&srv->auth_fails[c->peer_slot], 1, memory_order_relaxed);
+	kvtd_throttle_fail(&srv->throttle, c->fail_slot, c->loop->now_ns / 1000000000ull);
 }
 
 void kvtd_conn_ready(struct kvtd_conn *c)
@@ -1521,6 +1512,8 @@ static void loop_conn_add(struct kvtd_loop *loop, int fd, struct kvtd_listener *
 	 * past --max-conns still handshakes to be answered, and its failure
 	 * counts against its own address, not slot 0's. */
 	c->peer_slot = kvtd_peer_slot(srv->peer_key, ss, l->is_unix, uid);
+	for (unsigned r = 0; r < KVTD_THROTTLE_ROWS; r++)
+		c->fail_slot[r] = kvtd_peer_slot(srv->throttle_key[r], ss, l->is_unix, uid);
 	if (c->ops->open && c->ops->open(c) < 0)
 		goto nomem;
 	/* Its SSL's memory, before the SSL is made ("The SSL object"). */
@@ -2383,6 +2376,9 @@ static void *loop_main(void *arg)
 int kvtd_loops_start(struct kvtd_server *srv)
 {
 	if (getrandom(&srv->peer_key, sizeof(srv->peer_key), 0) != (ssize_t)sizeof(srv->peer_key))
+		return -EIO;
+	if (getrandom(srv->throttle_key, sizeof(srv->throttle_key), 0) !=
+	    (ssize_t)sizeof(srv->throttle_key))
 		return -EIO;
 	srv->log_dropped = kvtd_log_client_dropped_ctr();
 	srv->loops = calloc(srv->loop_count, sizeof(*srv->loops));
