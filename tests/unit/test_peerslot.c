@@ -187,36 +187,43 @@ static double now_s(void)
 static void bench_throttle(void)
 {
 	const uint64_t keys[KVTD_THROTTLE_ROWS] = {11, 12};
-	const unsigned n = 2000000;
+	const unsigned n = 500000;
 	volatile unsigned sink = 0;
-	double t0, t1, t2;
+	double one = 1e9, two = 1e9;
 
 	memset(&thr, 0, sizeof(thr));
-	t0 = now_s();
-	for (unsigned i = 0; i < n; i++) {
-		struct sockaddr_storage ss;
-		struct sockaddr_in *a = (struct sockaddr_in *)&ss;
-		uint32_t s1 = 0;
-		ss.ss_family = AF_INET;
-		a->sin_addr.s_addr = i;
-		s1 = kvtd_peer_slot(keys[0], &ss, false, 0);
-		sink += atomic_load_explicit(&thr.fails[0][s1], memory_order_relaxed) >= 20;
+	/* best of 7 rounds each, interleaved: the machine is shared */
+	for (unsigned round = 0; round < 7; round++) {
+		double t0 = now_s(), t1, t2;
+		for (unsigned i = 0; i < n; i++) {
+			struct sockaddr_storage ss;
+			struct sockaddr_in *a = (struct sockaddr_in *)&ss;
+			uint32_t s1;
+			ss.ss_family = AF_INET;
+			a->sin_addr.s_addr = i + round * n;
+			s1 = kvtd_peer_slot(keys[0], &ss, false, 0);
+			sink += atomic_load_explicit(&thr.sec[0][s1], memory_order_relaxed) == 7 &&
+				atomic_load_explicit(&thr.fails[0][s1], memory_order_relaxed) >= 20;
+		}
+		t1 = now_s();
+		for (unsigned i = 0; i < n; i++) {
+			struct sockaddr_storage ss;
+			struct sockaddr_in *a = (struct sockaddr_in *)&ss;
+			uint32_t s[KVTD_THROTTLE_ROWS];
+			ss.ss_family = AF_INET;
+			a->sin_addr.s_addr = i + round * n;
+			for (unsigned r = 0; r < KVTD_THROTTLE_ROWS; r++)
+				s[r] = kvtd_peer_slot(keys[r], &ss, false, 0);
+			sink += kvtd_throttle_over(&thr, s, 7, 20);
+		}
+		t2 = now_s();
+		if ((t1 - t0) * 1e9 / n < one)
+			one = (t1 - t0) * 1e9 / n;
+		if ((t2 - t1) * 1e9 / n < two)
+			two = (t2 - t1) * 1e9 / n;
 	}
-	t1 = now_s();
-	for (unsigned i = 0; i < n; i++) {
-		struct sockaddr_storage ss;
-		struct sockaddr_in *a = (struct sockaddr_in *)&ss;
-		uint32_t s[KVTD_THROTTLE_ROWS];
-		ss.ss_family = AF_INET;
-		a->sin_addr.s_addr = i;
-		for (unsigned r = 0; r < KVTD_THROTTLE_ROWS; r++)
-			s[r] = kvtd_peer_slot(keys[r], &ss, false, 0);
-		sink += kvtd_throttle_over(&thr, s, 7, 20);
-	}
-	t2 = now_s();
-	printf("peerslot: an accept's slots and check: one row %.1f ns, %u rows %.1f ns "
-	       "(sink %u)\n", (t1 - t0) * 1e9 / n, KVTD_THROTTLE_ROWS, (t2 - t1) * 1e9 / n,
-	       sink);
+	printf("peerslot: an accept's slots and check (best of 7): one row %.1f ns, %u rows "
+	       "%.1f ns (sink %u)\n", one, KVTD_THROTTLE_ROWS, two, sink);
 }
 
 int main(void)
