@@ -1196,8 +1196,9 @@ bool kvtd_conn_auth_current(struct kvtd_conn *c);
 void kvtd_loop_wake(struct kvtd_loop *loop);
 void kvtd_loops_wake(struct kvtd_server *srv);
 /* AUTH guessing (doc/security.md): a failed AUTH is counted against its
- * peer address; past KVTD_AUTH_FAILS_PER_SEC in a second, AUTHs from it
- * fail without being checked until the second is over. */
+ * peer address (its slots of struct kvtd_throttle); past
+ * KVTD_AUTH_FAILS_PER_SEC in a second, AUTHs from it fail without being
+ * checked until the second is over. */
 #define KVTD_AUTH_FAILS_PER_SEC 20u
 bool kvtd_auth_throttled(struct kvtd_conn *c);
 void kvtd_auth_failed(struct kvtd_conn *c);
