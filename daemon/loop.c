@@ -2380,6 +2380,18 @@ int kvtd_loops_start(struct kvtd_server *srv)
 	if (getrandom(srv->throttle_key, sizeof(srv->throttle_key), 0) !=
 	    (ssize_t)sizeof(srv->throttle_key))
 		return -EIO;
+	{
+		/* Test hook (test_hostile throttle_slots): the throttle's row
+		 * keys "K0,K1", so that a test can pick addresses that share a
+		 * slot. */
+		const char *env = getenv("KVTD_TEST_THROTTLE_KEYS");
+		if (env) {
+			char *end = NULL;
+			srv->throttle_key[0] = strtoull(env, &end, 0);
+			if (end && *end == ',')
+				srv->throttle_key[1] = strtoull(end + 1, NULL, 0);
+		}
+	}
 	srv->log_dropped = kvtd_log_client_dropped_ctr();
 	srv->loops = calloc(srv->loop_count, sizeof(*srv->loops));
 	if (!srv->loops)

@@ -119,6 +119,7 @@
 #include <netinet/tcp.h>
 
 #include <openssl/sha.h>
+#include <xxhash.h>
 #include <zmq.h>
 
 #include "client.h"
@@ -2459,6 +2460,96 @@ static void phase_auth_guess(void)
 	close(fd);
 	buf[r > 0 ? r : 0] = 0;
 	T_ASSERT(strstr(buf, "level=warn msg=\"authentication failed\"") != NULL);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
+/* ------------------------------------------------------------------------
+ * throttle_slots (session 48): a flooder's slot-neighbour is not throttled
+ */
+
+/* kvtd_peer_slot (daemon/base.c) of an IPv4 address (host order) under
+ * key: XXH3 of 4 and the address's bytes, into 4,096 slots. */
+static uint32_t ts_slot(uint64_t key, uint32_t addr)
+{
+	uint8_t b[5] = { 4, (uint8_t)(addr >> 24), (uint8_t)(addr >> 16), (uint8_t)(addr >> 8),
+			 (uint8_t)addr };
+	return (uint32_t)(XXH3_64bits_withSeed(b, sizeof(b), key) % 4096u);
+}
+
+/* resp_auth_once from the loopback address addr (host order). */
+static void resp_auth_from(uint16_t port, uint32_t addr, const char *secret, char *reply,
+			   size_t cap, int ms)
+{
+	struct sockaddr_in me = { .sin_family = AF_INET }, sa = { .sin_family = AF_INET };
+	char req[256];
+	bool closed;
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), n;
+
+	T_ASSERT(fd >= 0);
+	me.sin_addr.s_addr = htonl(addr);
+	T_EQ_INT(bind(fd, (struct sockaddr *)&me, sizeof(me)), 0);
+	sa.sin_port = htons(port);
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	T_EQ_INT(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	n = snprintf(req, sizeof(req), "*3\r\n$4\r\nAUTH\r\n$5\r\nalice\r\n$%zu\r\n%s\r\n"
+		     "*1\r\n$4\r\nPING\r\n", strlen(secret), secret);
+	send_for(fd, req, (size_t)n, 1000);
+	recv_for(fd, reply, cap, ms, &closed);
+	close(fd);
+}
+
+/*
+ * The failure throttle's slots under keys the test sets
+ * (KVTD_TEST_THROTTLE_KEYS): 127.0.0.1 guesses alice's secret 60 times in
+ * a second; a loopback address that shares 127.0.0.1's slot of the first
+ * row (and not of the second) logs in with the right secret that second,
+ * while 127.0.0.1's own right secret is refused (throttled).  With one
+ * row of slots (before session 48) the neighbour was refused with it.
+ */
+static void phase_throttle_slots(void)
+{
+	const char *extra[] = { "--resp", "127.0.0.1:0", NULL };
+	const uint64_t k0 = 0x48a11ce5ull, k1 = 0x48b0b000ull;
+	const uint32_t flooder = 0x7f000001u;
+	uint32_t nb = 0;
+	char reply[256], ok_reply[256] = "", fl_reply[256] = "";
+	uint16_t port;
+
+	for (uint32_t a = 0x7f000002u; a < 0x7f400000u && !nb; a++)
+		if (ts_slot(k0, a) == ts_slot(k0, flooder) && ts_slot(k1, a) != ts_slot(k1, flooder))
+			nb = a;
+	T_ASSERT(nb != 0);
+	printf("throttle_slots: 127.%u.%u.%u shares 127.0.0.1's first-row slot %u\n",
+	       (nb >> 16) & 255, (nb >> 8) & 255, nb & 255, ts_slot(k0, flooder));
+	T_OK(setenv("KVTD_TEST_THROTTLE_KEYS", "0x48a11ce5,0x48b0b000", 1));
+	start("throttle_slots", extra);
+	T_OK(unsetenv("KVTD_TEST_THROTTLE_KEYS"));
+	port = tsrv_listener_port(srv.log, "RESP");
+	/* In one second of CLOCK_MONOTONIC (the server's clock too), tried
+	 * again up to 3 times where the machine stalled past it (as
+	 * auth_guess does). */
+	for (int try = 0; try < 3; try++) {
+		uint64_t sec;
+		tsrv_sleep_ms((long)((1000000000ull - tsrv_now_ns() % 1000000000ull) / 1000000ull) + 5);
+		sec = tsrv_now_ns() / 1000000000ull;
+		for (unsigned g = 0; g < 60; g++) {
+			char guess[32];
+			snprintf(guess, sizeof(guess), "guess-%06u-xxxxxxxx", g);
+			resp_auth_from(port, flooder, guess, reply, sizeof(reply), 500);
+		}
+		/* the flooder's answer and close come at once; the neighbour's
+		 * connection stays open after its PONG */
+		resp_auth_from(port, flooder, SECRET_ALICE, fl_reply, sizeof(fl_reply), 500);
+		resp_auth_from(port, nb, SECRET_ALICE, ok_reply, sizeof(ok_reply), 100);
+		if (tsrv_now_ns() / 1000000000ull == sec)
+			break;
+		printf("throttle_slots: try %d ran past its second, again\n", try);
+	}
+	printf("throttle_slots: the neighbour's right AUTH %s; the flooder's %s\n",
+	       strstr(ok_reply, "+OK") ? "served" : "refused",
+	       strstr(fl_reply, "WRONGPASS") ? "refused (throttled)" : "served");
+	T_ASSERT(strstr(fl_reply, "WRONGPASS") != NULL); /* the flooder throttled */
+	T_ASSERT(strstr(ok_reply, "+OK") != NULL && strstr(ok_reply, "PONG") != NULL);
 	T_EQ_INT(tsrv_stop(&srv), 0);
 }
 
@@ -12317,6 +12408,7 @@ static const struct tsrv_phase phases[] = {
 	{ "range_pins", phase_range_pins },
 	{ "ns_registry", phase_ns_registry },
 	{ "auth_guess", phase_auth_guess },
+	{ "throttle_slots", phase_throttle_slots },
 	{ "quota_groups", phase_quota_groups },
 	{ "resp_info", phase_resp_info },
 	{ "ns_split", phase_ns_split },
