@@ -417,29 +417,44 @@ uint32_t kvtd_peer_slot(uint64_t key, const struct sockaddr_storage *ss, bool is
 			uint32_t uid);
 
 /*
- * The per-address failure throttle (failed AUTHs, failed or unused TLS
- * handshakes; loop.c kvtd_auth_failed): KVTD_THROTTLE_ROWS rows of
- * KVTD_PEER_SLOTS counters of the current second, count-min style.  An
- * address counts in one slot of each row, each row's slot hashed under a
- * key of its own (kvtd_peer_slot with kvtd_server.throttle_key[row]), and
- * is over only when every one of its slots is: an address that shares a
- * slot of one row with a flooder (a 1-in-4,096 chance a flooding address)
- * is refused only if it shares its slot of the other row with one too.
- * Until session 48 one row, the flooder's neighbours refused for the rest
- * of each second (doc/security.md "Session 48: TLS throttle slots").
- * 32 KiB a row, fixed.  Any thread: relaxed atomics (base.c).
+ * The per-address limits count an address in KVTD_PEER_ROWS rows of
+ * KVTD_PEER_SLOTS slots, count-min style: one slot of each row, each
+ * row's slot hashed under a key of its own (kvtd_peer_slot with
+ * kvtd_server.peer_key[row]; kvtd_conn.peer_slot[row]), and an address's
+ * count is the least of its slots'.  Addresses sharing a slot add up in
+ * it, so each slot holds at least each of its addresses' own count, and
+ * so does the least: an address is never let past its limit; one that
+ * shares a slot of one row with a flooder (a 1-in-4,096 chance a
+ * flooding address) is refused only if it shares its slot of the other
+ * row with one too.  Until session 48 one row: the flooder's neighbours
+ * refused with it (doc/security.md "Session 48: TLS throttle slots";
+ * "Session 48 review: unauthenticated connections in two rows").
  */
-#define KVTD_THROTTLE_ROWS 2u
+#define KVTD_PEER_ROWS 2u
+
+/*
+ * The per-address failure throttle (failed AUTHs, failed or unused TLS
+ * handshakes; loop.c kvtd_auth_failed): the rows' counters of the current
+ * second.  32 KiB a row, fixed.  Any thread: relaxed atomics (base.c).
+ */
 struct kvtd_throttle {
-	_Atomic uint32_t sec[KVTD_THROTTLE_ROWS][KVTD_PEER_SLOTS];   /* second counted */
-	_Atomic uint32_t fails[KVTD_THROTTLE_ROWS][KVTD_PEER_SLOTS]; /* in that second */
+	_Atomic uint32_t sec[KVTD_PEER_ROWS][KVTD_PEER_SLOTS];   /* second counted */
+	_Atomic uint32_t fails[KVTD_PEER_ROWS][KVTD_PEER_SLOTS]; /* in that second */
 };
-/* Are all of slot[0..KVTD_THROTTLE_ROWS) at limit failures or more in the
+/* Are all of slot[0..KVTD_PEER_ROWS) at limit failures or more in the
  * second sec? */
 bool kvtd_throttle_over(struct kvtd_throttle *t, const uint32_t *slot, uint64_t sec,
 			uint32_t limit);
 /* One failure in the second sec, counted in each of slot[0..ROWS). */
 void kvtd_throttle_fail(struct kvtd_throttle *t, const uint32_t *slot, uint64_t sec);
+
+/* The unauthenticated connections' per-address count (loop.c
+ * loop_unauth_add; kvtd_server.peer_unauth), in the rows: one more in
+ * each of slot[0..KVTD_PEER_ROWS), and the address's count before it (the
+ * least of the slots' counts before); kvtd_peer_count_sub takes that one
+ * back from each.  Any thread: relaxed atomics (base.c). */
+unsigned kvtd_peer_count_add(_Atomic unsigned (*rows)[KVTD_PEER_SLOTS], const uint32_t *slot);
+void kvtd_peer_count_sub(_Atomic unsigned (*rows)[KVTD_PEER_SLOTS], const uint32_t *slot);
 
 /* Configuration: struct kvtd_config and its parser are in config.h. */
 
@@ -698,13 +713,14 @@ struct kvtd_conn {
 	uint64_t frames, bytes_in, bytes_out;
 
 	/* Counted among the unauthenticated connections (loop.c), in
-	 * kvtd_server.peer_unauth[peer_slot]; while not lingering, in its
-	 * loop's list of them by unauth_prev/unauth_next, in accept order
-	 * (loop.c loop_unauth_evict) */
+	 * kvtd_server.peer_unauth's rows at peer_slot; while not lingering,
+	 * in its loop's list of them by unauth_prev/unauth_next, in accept
+	 * order (loop.c loop_unauth_evict) */
 	bool unauth;
-	uint32_t peer_slot;
-	/* Its address's slots of the failure throttle (kvtd_server.throttle) */
-	uint32_t fail_slot[KVTD_THROTTLE_ROWS];
+	/* Its address's slot of each row of the per-address limits: the
+	 * unauthenticated count (peer_unauth) and the failure throttle
+	 * (kvtd_server.throttle) */
+	uint32_t peer_slot[KVTD_PEER_ROWS];
 	struct kvtd_conn *unauth_prev, *unauth_next;
 
 	/* Bytes of this connection charged to kvtd_server.mem_used */
@@ -977,14 +993,15 @@ struct kvtd_server {
 	_Atomic uint64_t tls_unauth_mem;
 	/* Quiet GETs in the store, all loops (ops.c "Quiet GETs") */
 	_Atomic unsigned quiet_inflight;
-	_Atomic unsigned peer_unauth[KVTD_PEER_SLOTS];
-	uint64_t peer_key;        /* kvtd_peer_slot's key: random, set before the loops start */
+	/* Unauthenticated connections by address, in the rows (loop.c
+	 * loop_unauth_add; one row until session 48) */
+	_Atomic unsigned peer_unauth[KVTD_PEER_ROWS][KVTD_PEER_SLOTS];
+	/* kvtd_peer_slot's key of each row: random, set before the loops start */
+	uint64_t peer_key[KVTD_PEER_ROWS];
 	uint64_t key_secret;      /* kvtd_key_hash's key: random, set before anything hashes */
 	/* Failed AUTHs and TLS handshakes by address in the current second
-	 * (loop.c kvtd_auth_failed), each row's slots hashed with its key;
-	 * random, set before the loops start */
+	 * (loop.c kvtd_auth_failed), in the rows */
 	struct kvtd_throttle throttle;
-	uint64_t throttle_key[KVTD_THROTTLE_ROWS];
 	/* kvtd_log_client_dropped_ctr(): lines a client caused that log.c
 	 * dropped (counters.c; NULL reads as 0) */
 	const _Atomic uint64_t *log_dropped;

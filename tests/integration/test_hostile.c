@@ -2554,6 +2554,81 @@ static void phase_throttle_slots(void)
 }
 
 /* ------------------------------------------------------------------------
+ * unauth_slots (session 48 review): the unauthenticated connections'
+ * per-address count in two rows; a slot-neighbour of an address at its
+ * cap is not refused
+ */
+
+/* A TCP connection to the server from the loopback address addr (host
+ * order). */
+static int tcp_connect_addr(uint16_t port, uint32_t addr)
+{
+	struct sockaddr_in me = { .sin_family = AF_INET }, sa = { .sin_family = AF_INET };
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
+
+	T_ASSERT(fd >= 0);
+	me.sin_addr.s_addr = htonl(addr);
+	T_EQ_INT(bind(fd, (struct sockaddr *)&me, sizeof(me)), 0);
+	sa.sin_port = htons(port);
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	T_EQ_INT(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	return fd;
+}
+
+#define US_CAP 16u /* --max-conns 64: 32 unauthenticated, 16 an address */
+
+/*
+ * Under row keys the test sets (KVTD_TEST_THROTTLE_KEYS): 127.0.0.1 holds
+ * its 16 unauthenticated connections (HELLO answered, no AUTH) and its
+ * 17th is refused; a loopback address sharing 127.0.0.1's slot of the
+ * first row (not of the second) then logs in and PINGs.  With one row
+ * (peer_unauth[peer_slot], before the review) its login was refused
+ * (KVT_EBUSY, "too many unauthenticated connections from this address").
+ */
+static void phase_unauth_slots(void)
+{
+	const char *extra[] = { "--max-conns", "64", "--threads", "1", NULL };
+	const uint64_t k0 = 0x48a11ce5ull, k1 = 0x48b0b000ull;
+	const uint32_t hog = 0x7f000001u;
+	static struct kc held[US_CAP];
+	struct kc more, nbc;
+	uint32_t nb = 0;
+	unsigned ok = 0;
+	int rc_more, rc_nb, rc_ping = -1;
+
+	for (uint32_t a = 0x7f000002u; a < 0x7f400000u && !nb; a++)
+		if (ts_slot(k0, a) == ts_slot(k0, hog) && ts_slot(k1, a) != ts_slot(k1, hog))
+			nb = a;
+	T_ASSERT(nb != 0);
+	T_OK(setenv("KVTD_TEST_THROTTLE_KEYS", "0x48a11ce5,0x48b0b000", 1));
+	start("unauth_slots", extra);
+	T_OK(unsetenv("KVTD_TEST_THROTTLE_KEYS"));
+	for (unsigned i = 0; i < US_CAP; i++) {
+		kc_adopt(&held[i], tcp_connect_addr(srv.port, hog));
+		ok += kc_hello(&held[i]) == 0;
+	}
+	kc_adopt(&more, tcp_connect_addr(srv.port, hog));
+	rc_more = kc_hello(&more);
+	kc_close(&more);
+	kc_adopt(&nbc, tcp_connect_addr(srv.port, nb));
+	rc_nb = kc_login(&nbc, "alice", SECRET_ALICE);
+	if (rc_nb == 0)
+		rc_ping = kc_ping(&nbc);
+	kc_close(&nbc);
+	printf("unauth_slots: 127.0.0.1 holds %u of %u unauthenticated, its next: %d; "
+	       "127.%u.%u.%u (its row-0 slot %u) logs in: %d, PING %d\n", ok, US_CAP, rc_more,
+	       (nb >> 16) & 255, (nb >> 8) & 255, nb & 255, ts_slot(k0, hog), rc_nb, rc_ping);
+	for (unsigned i = 0; i < US_CAP; i++)
+		kc_close(&held[i]);
+	T_EQ_INT(ok, US_CAP);
+	T_ASSERT(rc_more != 0); /* the address's own cap still holds */
+	T_EQ_INT(rc_nb, 0);     /* its neighbour is not refused with it */
+	T_EQ_INT(rc_ping, 0);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
+/* ------------------------------------------------------------------------
  * quota_groups (item 12): no tenant silently without its quota group
  */
 
@@ -12409,6 +12484,7 @@ static const struct tsrv_phase phases[] = {
 	{ "ns_registry", phase_ns_registry },
 	{ "auth_guess", phase_auth_guess },
 	{ "throttle_slots", phase_throttle_slots },
+	{ "unauth_slots", phase_unauth_slots },
 	{ "quota_groups", phase_quota_groups },
 	{ "resp_info", phase_resp_info },
 	{ "ns_split", phase_ns_split },

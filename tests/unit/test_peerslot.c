@@ -112,7 +112,7 @@ static struct kvtd_throttle thr; /* 64 KiB: not on the stack */
 
 static void addr_slots(const uint64_t *keys, struct sockaddr_storage ss, uint32_t *s)
 {
-	for (unsigned r = 0; r < KVTD_THROTTLE_ROWS; r++)
+	for (unsigned r = 0; r < KVTD_PEER_ROWS; r++)
 		s[r] = slot(keys[r], ss);
 }
 
@@ -127,9 +127,9 @@ static void addr_slots(const uint64_t *keys, struct sockaddr_storage ss, uint32_
  */
 static void test_throttle_collision(void)
 {
-	const uint64_t keys[KVTD_THROTTLE_ROWS] = {0x5eed0001ull, 0x5eed0002ull};
+	const uint64_t keys[KVTD_PEER_ROWS] = {0x5eed0001ull, 0x5eed0002ull};
 	const uint64_t sec = 1234;
-	uint32_t fl[KVTD_THROTTLE_ROWS], in[KVTD_THROTTLE_ROWS];
+	uint32_t fl[KVTD_PEER_ROWS], in[KVTD_PEER_ROWS];
 	char text[32];
 	unsigned tries = 0;
 
@@ -163,7 +163,7 @@ static void test_throttle_collision(void)
 	 * random keys) is refused with them: the bound on what a flood can
 	 * take.  Two flooders cover one address's two slots. */
 	{
-		uint32_t f2[KVTD_THROTTLE_ROWS] = {in[0] ^ 1u, in[1]};
+		uint32_t f2[KVTD_PEER_ROWS] = {in[0] ^ 1u, in[1]};
 		memset(&thr, 0, sizeof(thr));
 		for (unsigned k = 0; k < 100; k++)
 			kvtd_throttle_fail(&thr, f2, sec);
@@ -172,6 +172,62 @@ static void test_throttle_collision(void)
 			kvtd_throttle_fail(&thr, fl, sec);
 		T_ASSERT(kvtd_throttle_over(&thr, in, sec, KVTD_AUTH_FAILS_PER_SEC));
 	}
+}
+
+static _Atomic unsigned unauth[KVTD_PEER_ROWS][KVTD_PEER_SLOTS];
+
+/*
+ * The unauthenticated connections' count (kvtd_peer_count_add/_sub,
+ * session 48 review): 127.0.0.1 holds 256 (KVTD_UNAUTH_PEER_MAX) and
+ * its next sees 256, at its cap; a loopback address sharing its row-0
+ * slot (not its row-1 one) sees its own count, 0, and is held to 256 of
+ * its own; every add taken back leaves every slot at 0.  With one row
+ * (the code before: peer_unauth[peer_slot]) the neighbour's first
+ * connection saw 256 and was refused.
+ */
+static void test_unauth_rows(void)
+{
+	const uint64_t keys[KVTD_PEER_ROWS] = {0x5eed0001ull, 0x5eed0002ull};
+	uint32_t fl[KVTD_PEER_ROWS], in[KVTD_PEER_ROWS], f2[KVTD_PEER_ROWS];
+	char text[32];
+
+	memset(unauth, 0, sizeof(unauth));
+	addr_slots(keys, v4("127.0.0.1"), fl);
+	for (unsigned i = 2;; i++) {
+		T_ASSERT(i < (1u << 24));
+		snprintf(text, sizeof(text), "127.%u.%u.%u", i >> 16, (i >> 8) & 255, i & 255);
+		addr_slots(keys, v4(text), in);
+		if (in[0] == fl[0] && in[1] != fl[1])
+			break;
+	}
+	for (unsigned k = 0; k < KVTD_UNAUTH_PEER_MAX; k++)
+		T_EQ_INT(kvtd_peer_count_add(unauth, fl), k);
+	T_EQ_INT(kvtd_peer_count_add(unauth, fl), KVTD_UNAUTH_PEER_MAX); /* at its cap */
+	kvtd_peer_count_sub(unauth, fl);
+	printf("peerslot: %s beside 127.0.0.1's %u unauthenticated: its count %u\n", text,
+	       KVTD_UNAUTH_PEER_MAX, kvtd_peer_count_add(unauth, in));
+	kvtd_peer_count_sub(unauth, in);
+	/* The neighbour is counted by its own connections, to its own cap */
+	for (unsigned k = 0; k < KVTD_UNAUTH_PEER_MAX; k++)
+		T_EQ_INT(kvtd_peer_count_add(unauth, in), k);
+	T_EQ_INT(kvtd_peer_count_add(unauth, in), KVTD_UNAUTH_PEER_MAX);
+	kvtd_peer_count_sub(unauth, in);
+	/* An address both of whose slots hold others' (a flooder in each
+	 * row) is counted with them: refused early, never admitted past */
+	f2[0] = fl[0], f2[1] = in[1]; /* 512 in row 0's slot, the neighbour's 256 in row 1's */
+	T_EQ_INT(kvtd_peer_count_add(unauth, f2), KVTD_UNAUTH_PEER_MAX);
+	kvtd_peer_count_sub(unauth, f2);
+	f2[0] = fl[0] ^ 1u; /* an empty slot in row 0: its own count, 0 */
+	T_EQ_INT(kvtd_peer_count_add(unauth, f2), 0);
+	kvtd_peer_count_sub(unauth, f2);
+	/* Every add taken back: every slot of every row at 0 */
+	for (unsigned k = 0; k < KVTD_UNAUTH_PEER_MAX; k++) {
+		kvtd_peer_count_sub(unauth, fl);
+		kvtd_peer_count_sub(unauth, in);
+	}
+	for (unsigned r = 0; r < KVTD_PEER_ROWS; r++)
+		for (unsigned k = 0; k < KVTD_PEER_SLOTS; k++)
+			T_EQ_INT(atomic_load(&unauth[r][k]), 0);
 }
 
 static double now_s(void)
@@ -186,7 +242,7 @@ static double now_s(void)
  * one slot read, is what a TLS accept cost before session 48). */
 static void bench_throttle(void)
 {
-	const uint64_t keys[KVTD_THROTTLE_ROWS] = {11, 12};
+	const uint64_t keys[KVTD_PEER_ROWS] = {11, 12};
 	const unsigned n = 500000;
 	volatile unsigned sink = 0;
 	double one = 1e9, two = 1e9;
@@ -209,10 +265,10 @@ static void bench_throttle(void)
 		for (unsigned i = 0; i < n; i++) {
 			struct sockaddr_storage ss;
 			struct sockaddr_in *a = (struct sockaddr_in *)&ss;
-			uint32_t s[KVTD_THROTTLE_ROWS];
+			uint32_t s[KVTD_PEER_ROWS];
 			ss.ss_family = AF_INET;
 			a->sin_addr.s_addr = i + round * n;
-			for (unsigned r = 0; r < KVTD_THROTTLE_ROWS; r++)
+			for (unsigned r = 0; r < KVTD_PEER_ROWS; r++)
 				s[r] = kvtd_peer_slot(keys[r], &ss, false, 0);
 			sink += kvtd_throttle_over(&thr, s, 7, 20);
 		}
@@ -223,7 +279,7 @@ static void bench_throttle(void)
 			two = (t2 - t1) * 1e9 / n;
 	}
 	printf("peerslot: an accept's slots and check (best of 7): one row %.1f ns, %u rows "
-	       "%.1f ns (sink %u)\n", one, KVTD_THROTTLE_ROWS, two, sink);
+	       "%.1f ns (sink %u)\n", one, KVTD_PEER_ROWS, two, sink);
 }
 
 int main(void)
@@ -232,6 +288,7 @@ int main(void)
 	test_v4_mapped();
 	test_spread();
 	test_throttle_collision();
+	test_unauth_rows();
 	bench_throttle();
 	printf("test_peerslot: ok\n");
 	return 0;
