@@ -2476,6 +2476,34 @@ static uint32_t ts_slot(uint64_t key, uint32_t addr)
 	return (uint32_t)(XXH3_64bits_withSeed(b, sizeof(b), key) % 4096u);
 }
 
+/* The rows' keys these phases give kvtierd (KVTD_TEST_THROTTLE_KEYS),
+ * chosen so that 127.0.0.0/16 holds an address sharing both of
+ * 127.0.0.1's slots (127.0.218.4), whose refusal shows the keys took:
+ * without it a broken hook (random keys) passed these phases. */
+#define TS_K0 0x48a11ce5ull
+#define TS_K1 0x48b0b084ull
+#define TS_KEYS "0x48a11ce5,0x48b0b084"
+
+/* In 127.0.0.0/16: *one shares 127.0.0.1's row-0 slot and not its row-1
+ * one; *both shares both. */
+static void ts_neighbours(uint32_t *one, uint32_t *both)
+{
+	const uint32_t me = 0x7f000001u;
+
+	*one = *both = 0;
+	for (uint32_t a = 0x7f000002u; a < 0x7f010000u && !(*one && *both); a++) {
+		if (ts_slot(TS_K0, a) != ts_slot(TS_K0, me))
+			continue;
+		if (ts_slot(TS_K1, a) == ts_slot(TS_K1, me)) {
+			if (!*both)
+				*both = a;
+		} else if (!*one) {
+			*one = a;
+		}
+	}
+	T_ASSERT(*one != 0 && *both != 0);
+}
+
 /* resp_auth_once from the loopback address addr (host order). */
 static void resp_auth_from(uint16_t port, uint32_t addr, const char *secret, char *reply,
 			   size_t cap, int ms)
@@ -2509,19 +2537,15 @@ static void resp_auth_from(uint16_t port, uint32_t addr, const char *secret, cha
 static void phase_throttle_slots(void)
 {
 	const char *extra[] = { "--resp", "127.0.0.1:0", NULL };
-	const uint64_t k0 = 0x48a11ce5ull, k1 = 0x48b0b000ull;
 	const uint32_t flooder = 0x7f000001u;
-	uint32_t nb = 0;
-	char reply[256], ok_reply[256] = "", fl_reply[256] = "";
+	uint32_t nb, both;
+	char reply[256], ok_reply[256] = "", fl_reply[256] = "", both_reply[256] = "";
 	uint16_t port;
 
-	for (uint32_t a = 0x7f000002u; a < 0x7f400000u && !nb; a++)
-		if (ts_slot(k0, a) == ts_slot(k0, flooder) && ts_slot(k1, a) != ts_slot(k1, flooder))
-			nb = a;
-	T_ASSERT(nb != 0);
+	ts_neighbours(&nb, &both);
 	printf("throttle_slots: 127.%u.%u.%u shares 127.0.0.1's first-row slot %u\n",
-	       (nb >> 16) & 255, (nb >> 8) & 255, nb & 255, ts_slot(k0, flooder));
-	T_OK(setenv("KVTD_TEST_THROTTLE_KEYS", "0x48a11ce5,0x48b0b000", 1));
+	       (nb >> 16) & 255, (nb >> 8) & 255, nb & 255, ts_slot(TS_K0, flooder));
+	T_OK(setenv("KVTD_TEST_THROTTLE_KEYS", TS_KEYS, 1));
 	start("throttle_slots", extra);
 	T_OK(unsetenv("KVTD_TEST_THROTTLE_KEYS"));
 	port = tsrv_listener_port(srv.log, "RESP");
@@ -2541,6 +2565,9 @@ static void phase_throttle_slots(void)
 		 * connection stays open after its PONG */
 		resp_auth_from(port, flooder, SECRET_ALICE, fl_reply, sizeof(fl_reply), 500);
 		resp_auth_from(port, nb, SECRET_ALICE, ok_reply, sizeof(ok_reply), 100);
+		/* and one sharing both its slots: throttled with it (the keys
+		 * took) */
+		resp_auth_from(port, both, SECRET_ALICE, both_reply, sizeof(both_reply), 500);
 		if (tsrv_now_ns() / 1000000000ull == sec)
 			break;
 		printf("throttle_slots: try %d ran past its second, again\n", try);
@@ -2549,6 +2576,7 @@ static void phase_throttle_slots(void)
 	       strstr(ok_reply, "+OK") ? "served" : "refused",
 	       strstr(fl_reply, "WRONGPASS") ? "refused (throttled)" : "served");
 	T_ASSERT(strstr(fl_reply, "WRONGPASS") != NULL); /* the flooder throttled */
+	T_ASSERT(strstr(both_reply, "WRONGPASS") != NULL); /* its both-slot neighbour too */
 	T_ASSERT(strstr(ok_reply, "+OK") != NULL && strstr(ok_reply, "PONG") != NULL);
 	T_EQ_INT(tsrv_stop(&srv), 0);
 }
@@ -2589,19 +2617,15 @@ static int tcp_connect_addr(uint16_t port, uint32_t addr)
 static void phase_unauth_slots(void)
 {
 	const char *extra[] = { "--max-conns", "64", "--threads", "1", NULL };
-	const uint64_t k0 = 0x48a11ce5ull, k1 = 0x48b0b000ull;
 	const uint32_t hog = 0x7f000001u;
 	static struct kc held[US_CAP];
 	struct kc more, nbc;
-	uint32_t nb = 0;
+	uint32_t nb, both;
 	unsigned ok = 0;
-	int rc_more, rc_nb, rc_ping = -1;
+	int rc_more, rc_nb, rc_both, rc_ping = -1;
 
-	for (uint32_t a = 0x7f000002u; a < 0x7f400000u && !nb; a++)
-		if (ts_slot(k0, a) == ts_slot(k0, hog) && ts_slot(k1, a) != ts_slot(k1, hog))
-			nb = a;
-	T_ASSERT(nb != 0);
-	T_OK(setenv("KVTD_TEST_THROTTLE_KEYS", "0x48a11ce5,0x48b0b000", 1));
+	ts_neighbours(&nb, &both);
+	T_OK(setenv("KVTD_TEST_THROTTLE_KEYS", TS_KEYS, 1));
 	start("unauth_slots", extra);
 	T_OK(unsetenv("KVTD_TEST_THROTTLE_KEYS"));
 	for (unsigned i = 0; i < US_CAP; i++) {
@@ -2611,18 +2635,25 @@ static void phase_unauth_slots(void)
 	kc_adopt(&more, tcp_connect_addr(srv.port, hog));
 	rc_more = kc_hello(&more);
 	kc_close(&more);
+	/* one sharing both its slots is counted with it: refused (the keys
+	 * took) */
+	kc_adopt(&nbc, tcp_connect_addr(srv.port, both));
+	rc_both = kc_hello(&nbc);
+	kc_close(&nbc);
 	kc_adopt(&nbc, tcp_connect_addr(srv.port, nb));
 	rc_nb = kc_login(&nbc, "alice", SECRET_ALICE);
 	if (rc_nb == 0)
 		rc_ping = kc_ping(&nbc);
 	kc_close(&nbc);
 	printf("unauth_slots: 127.0.0.1 holds %u of %u unauthenticated, its next: %d; "
-	       "127.%u.%u.%u (its row-0 slot %u) logs in: %d, PING %d\n", ok, US_CAP, rc_more,
-	       (nb >> 16) & 255, (nb >> 8) & 255, nb & 255, ts_slot(k0, hog), rc_nb, rc_ping);
+	       "127.0.%u.%u (both its slots): %d; 127.%u.%u.%u (its row-0 slot %u) logs in: "
+	       "%d, PING %d\n", ok, US_CAP, rc_more, (both >> 8) & 255, both & 255, rc_both,
+	       (nb >> 16) & 255, (nb >> 8) & 255, nb & 255, ts_slot(TS_K0, hog), rc_nb, rc_ping);
 	for (unsigned i = 0; i < US_CAP; i++)
 		kc_close(&held[i]);
 	T_EQ_INT(ok, US_CAP);
 	T_ASSERT(rc_more != 0); /* the address's own cap still holds */
+	T_ASSERT(rc_both != 0); /* and its both-slot neighbour's */
 	T_EQ_INT(rc_nb, 0);     /* its neighbour is not refused with it */
 	T_EQ_INT(rc_ping, 0);
 	T_EQ_INT(tsrv_stop(&srv), 0);
