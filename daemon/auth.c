@@ -1140,7 +1140,11 @@ static const struct kvtd_tenant *auth_lookup(const char *tenant, size_t tenant_l
 	if (!hit)
 		return NULL;
 	e = &auth_table->v[hit - 1];
-	return e->name_len == tenant_len && memcmp(e->name, tenant, tenant_len) == 0 ? e : NULL;
+	/* In constant time too (CRYPTO_memcmp, since session 48): memcmp
+	 * stopped at the first differing byte. */
+	if (e->name_len != tenant_len || CRYPTO_memcmp(e->name, tenant, tenant_len) != 0)
+		return NULL;
+	return e;
 }
 
 int kvtd_auth_check(const char *tenant, uint32_t tenant_len,
@@ -1381,16 +1385,16 @@ int kvtd_auth_s3_secret(const char *tenant, size_t tenant_len, uint8_t *out, uin
 int kvtd_auth_peer_secret(const char *tenant, size_t tenant_len, uint8_t *out, uint32_t *out_len)
 {
 	int rc = PROTO_EAUTH;
+	const struct kvtd_tenant *e;
 
+	/* The lookup an AUTH makes (auth_lookup): until session 48 a walk
+	 * comparing names with memcmp, stopping at the tenant's line. */
 	pthread_mutex_lock(&auth_lock);
-	for (unsigned i = 0; auth_table && i < auth_table->count; i++) {
-		const struct kvtd_tenant *e = &auth_table->v[i];
-		if (e->name_len == tenant_len && memcmp(e->name, tenant, tenant_len) == 0) {
-			memcpy(out, e->secret, e->secret_len);
-			*out_len = e->secret_len;
-			rc = 0;
-			break;
-		}
+	e = auth_lookup(tenant, tenant_len);
+	if (e) {
+		memcpy(out, e->secret, e->secret_len);
+		*out_len = e->secret_len;
+		rc = 0;
 	}
 	pthread_mutex_unlock(&auth_lock);
 	return rc;

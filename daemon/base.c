@@ -12,6 +12,7 @@
  * Threads: any.
  */
 #include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -177,6 +178,69 @@ uint32_t kvtd_peer_slot(uint64_t key, const struct sockaddr_storage *ss, bool is
 		return 0;
 	}
 	return (uint32_t)(XXH3_64bits_withSeed(b, n, key) % KVTD_PEER_SLOTS);
+}
+
+/*
+ * The failure throttle (kvtierd.h struct kvtd_throttle).  Each row's slot
+ * keeps the second it counts; a failure in a later second starts it at
+ * one.  Two failures racing at a second's turn may lose one count (as
+ * the one-row throttle could): the bound is approximate by a few.
+ * Checked at every TLS accept and AUTH: two XXH3s of 5-9 bytes at the
+ * accept (kvtd_peer_slot) and two slot reads here, a few ns more than
+ * one row (test_peerslot prints the figure).
+ */
+bool kvtd_throttle_over(struct kvtd_throttle *t, const uint32_t *slot, uint64_t sec,
+			uint32_t limit)
+{
+	for (unsigned r = 0; r < KVTD_PEER_ROWS; r++) {
+		uint32_t s = slot[r] % KVTD_PEER_SLOTS;
+		if (atomic_load_explicit(&t->sec[r][s], memory_order_relaxed) != (uint32_t)sec ||
+		    atomic_load_explicit(&t->fails[r][s], memory_order_relaxed) < limit)
+			return false;
+	}
+	return true;
+}
+
+void kvtd_throttle_fail(struct kvtd_throttle *t, const uint32_t *slot, uint64_t sec)
+{
+	for (unsigned r = 0; r < KVTD_PEER_ROWS; r++) {
+		uint32_t s = slot[r] % KVTD_PEER_SLOTS;
+		uint32_t was = atomic_exchange_explicit(&t->sec[r][s], (uint32_t)sec,
+							memory_order_relaxed);
+		if (was != (uint32_t)sec)
+			atomic_store_explicit(&t->fails[r][s], 1, memory_order_relaxed);
+		else
+			atomic_fetch_add_explicit(&t->fails[r][s], 1, memory_order_relaxed);
+	}
+}
+
+/*
+ * The unauthenticated connections' count in the rows (kvtierd.h
+ * kvtd_peer_count_add).  Every add is taken back by one sub with the
+ * same slots, so each slot holds the sum of its addresses' counts, at
+ * least each one's own: the least of an address's slots never admits it
+ * past its cap, whoever shares them.  Two adds racing may both read
+ * counts before the other's (as in one row): each cap can be passed by
+ * the loops racing at it, at most one each.
+ */
+unsigned kvtd_peer_count_add(_Atomic unsigned (*rows)[KVTD_PEER_SLOTS], const uint32_t *slot)
+{
+	unsigned least = UINT_MAX;
+
+	for (unsigned r = 0; r < KVTD_PEER_ROWS; r++) {
+		unsigned was = atomic_fetch_add_explicit(&rows[r][slot[r] % KVTD_PEER_SLOTS], 1,
+							 memory_order_relaxed);
+		if (was < least)
+			least = was;
+	}
+	return least;
+}
+
+void kvtd_peer_count_sub(_Atomic unsigned (*rows)[KVTD_PEER_SLOTS], const uint32_t *slot)
+{
+	for (unsigned r = 0; r < KVTD_PEER_ROWS; r++)
+		atomic_fetch_sub_explicit(&rows[r][slot[r] % KVTD_PEER_SLOTS], 1,
+					  memory_order_relaxed);
 }
 
 /* ------------------------------------------------------------------------

@@ -412,8 +412,49 @@ enum kvtd_err kvtd_err_of(int code);
 /* A peer address's slot of the per-address limits, 0..KVTD_PEER_SLOTS-1:
  * an IPv4 address, an IPv6 /64, a Unix client's user id (uid, with
  * is_unix); keyed (base.c). */
+#define KVTD_PEER_SLOTS 4096u            /* hashed peer addresses (loop.c) */
 uint32_t kvtd_peer_slot(uint64_t key, const struct sockaddr_storage *ss, bool is_unix,
 			uint32_t uid);
+
+/*
+ * The per-address limits count an address in KVTD_PEER_ROWS rows of
+ * KVTD_PEER_SLOTS slots, count-min style: one slot of each row, each
+ * row's slot hashed under a key of its own (kvtd_peer_slot with
+ * kvtd_server.peer_key[row]; kvtd_conn.peer_slot[row]), and an address's
+ * count is the least of its slots'.  Addresses sharing a slot add up in
+ * it, so each slot holds at least each of its addresses' own count, and
+ * so does the least: an address is never let past its limit; one that
+ * shares a slot of one row with a flooder (a 1-in-4,096 chance a
+ * flooding address) is refused only if it shares its slot of the other
+ * row with one too.  Until session 48 one row: the flooder's neighbours
+ * refused with it (doc/security.md "Session 48: TLS throttle slots";
+ * "Session 48 review: unauthenticated connections in two rows").
+ */
+#define KVTD_PEER_ROWS 2u
+
+/*
+ * The per-address failure throttle (failed AUTHs, failed or unused TLS
+ * handshakes; loop.c kvtd_auth_failed): the rows' counters of the current
+ * second.  32 KiB a row, fixed.  Any thread: relaxed atomics (base.c).
+ */
+struct kvtd_throttle {
+	_Atomic uint32_t sec[KVTD_PEER_ROWS][KVTD_PEER_SLOTS];   /* second counted */
+	_Atomic uint32_t fails[KVTD_PEER_ROWS][KVTD_PEER_SLOTS]; /* in that second */
+};
+/* Are all of slot[0..KVTD_PEER_ROWS) at limit failures or more in the
+ * second sec? */
+bool kvtd_throttle_over(struct kvtd_throttle *t, const uint32_t *slot, uint64_t sec,
+			uint32_t limit);
+/* One failure in the second sec, counted in each of slot[0..ROWS). */
+void kvtd_throttle_fail(struct kvtd_throttle *t, const uint32_t *slot, uint64_t sec);
+
+/* The unauthenticated connections' per-address count (loop.c
+ * loop_unauth_add; kvtd_server.peer_unauth), in the rows: one more in
+ * each of slot[0..KVTD_PEER_ROWS), and the address's count before it (the
+ * least of the slots' counts before); kvtd_peer_count_sub takes that one
+ * back from each.  Any thread: relaxed atomics (base.c). */
+unsigned kvtd_peer_count_add(_Atomic unsigned (*rows)[KVTD_PEER_SLOTS], const uint32_t *slot);
+void kvtd_peer_count_sub(_Atomic unsigned (*rows)[KVTD_PEER_SLOTS], const uint32_t *slot);
 
 /* Configuration: struct kvtd_config and its parser are in config.h. */
 
@@ -435,7 +476,6 @@ enum kvtd_proto_id {
 };
 #define KVTD_UD_PROTO_MASK 7u
 
-#define KVTD_PEER_SLOTS 4096u            /* hashed peer addresses (loop.c) */
 #define KVTD_UD_RESP ((uint64_t)KVTD_PROTO_RESP)
 
 enum kvtd_ev_kind { KVTD_EV_LISTEN = 1, KVTD_EV_CONN, KVTD_EV_WAKE, KVTD_EV_QUEUE };
@@ -673,11 +713,14 @@ struct kvtd_conn {
 	uint64_t frames, bytes_in, bytes_out;
 
 	/* Counted among the unauthenticated connections (loop.c), in
-	 * kvtd_server.peer_unauth[peer_slot]; while not lingering, in its
-	 * loop's list of them by unauth_prev/unauth_next, in accept order
-	 * (loop.c loop_unauth_evict) */
+	 * kvtd_server.peer_unauth's rows at peer_slot; while not lingering,
+	 * in its loop's list of them by unauth_prev/unauth_next, in accept
+	 * order (loop.c loop_unauth_evict) */
 	bool unauth;
-	uint32_t peer_slot;
+	/* Its address's slot of each row of the per-address limits: the
+	 * unauthenticated count (peer_unauth) and the failure throttle
+	 * (kvtd_server.throttle) */
+	uint32_t peer_slot[KVTD_PEER_ROWS];
 	struct kvtd_conn *unauth_prev, *unauth_next;
 
 	/* Bytes of this connection charged to kvtd_server.mem_used */
@@ -950,12 +993,15 @@ struct kvtd_server {
 	_Atomic uint64_t tls_unauth_mem;
 	/* Quiet GETs in the store, all loops (ops.c "Quiet GETs") */
 	_Atomic unsigned quiet_inflight;
-	_Atomic unsigned peer_unauth[KVTD_PEER_SLOTS];
-	uint64_t peer_key;        /* kvtd_peer_slot's key: random, set before the loops start */
+	/* Unauthenticated connections by address, in the rows (loop.c
+	 * loop_unauth_add; one row until session 48) */
+	_Atomic unsigned peer_unauth[KVTD_PEER_ROWS][KVTD_PEER_SLOTS];
+	/* kvtd_peer_slot's key of each row: random, set before the loops start */
+	uint64_t peer_key[KVTD_PEER_ROWS];
 	uint64_t key_secret;      /* kvtd_key_hash's key: random, set before anything hashes */
-	/* Failed AUTHs by peer slot in the current second (loop.c) */
-	_Atomic uint64_t auth_fail_sec[KVTD_PEER_SLOTS];
-	_Atomic uint32_t auth_fails[KVTD_PEER_SLOTS];
+	/* Failed AUTHs and TLS handshakes by address in the current second
+	 * (loop.c kvtd_auth_failed), in the rows */
+	struct kvtd_throttle throttle;
 	/* kvtd_log_client_dropped_ctr(): lines a client caused that log.c
 	 * dropped (counters.c; NULL reads as 0) */
 	const _Atomic uint64_t *log_dropped;
@@ -1167,8 +1213,9 @@ bool kvtd_conn_auth_current(struct kvtd_conn *c);
 void kvtd_loop_wake(struct kvtd_loop *loop);
 void kvtd_loops_wake(struct kvtd_server *srv);
 /* AUTH guessing (doc/security.md): a failed AUTH is counted against its
- * peer address; past KVTD_AUTH_FAILS_PER_SEC in a second, AUTHs from it
- * fail without being checked until the second is over. */
+ * peer address (its slots of struct kvtd_throttle); past
+ * KVTD_AUTH_FAILS_PER_SEC in a second, AUTHs from it fail without being
+ * checked until the second is over. */
 #define KVTD_AUTH_FAILS_PER_SEC 20u
 bool kvtd_auth_throttled(struct kvtd_conn *c);
 void kvtd_auth_failed(struct kvtd_conn *c);

@@ -1199,10 +1199,13 @@ static void loop_conn_refuse(struct kvtd_conn *c)
  * Unauthenticated connections (doc/security.md "Before AUTH"): at most
  * kvtd_unauth_max() of them at once, and at most kvtd_unauth_peer_max()
  * from one peer (an IPv4 address, an IPv6 /64; on a Unix socket a user
- * id).  Peers are counted in KVTD_PEER_SLOTS slots, hashed with a
- * random key (kvtd_peer_slot, base.c): peers sharing a slot share its
- * count, which can only refuse early, never admit more.  A connection leaves the
- * count when it authenticates (kvtd_conn_ready) or closes.
+ * id).  Peers are counted in KVTD_PEER_ROWS rows of KVTD_PEER_SLOTS
+ * slots, each row hashed with a random key of its own (kvtd_peer_slot,
+ * base.c), a peer's count the least of its slots' (kvtd_peer_count_add):
+ * peers sharing a slot share its count, which can only refuse early,
+ * never admit more, and only where they share the slot of every row.  A
+ * connection leaves the count when it authenticates (kvtd_conn_ready) or
+ * closes.
  */
 unsigned kvtd_unauth_max(const struct kvtd_server *srv)
 {
@@ -1335,8 +1338,11 @@ static void loop_unauth_add(struct kvtd_conn *c)
 	c->unauth = true;
 	loop_unauth_link(c);
 	total = atomic_fetch_add_explicit(&srv->unauth_conns, 1, memory_order_relaxed);
-	peer = atomic_fetch_add_explicit(&srv->peer_unauth[c->peer_slot], 1,
-					 memory_order_relaxed);
+	/* The least of its address's slots' counts (kvtd_peer_count_add): a
+	 * neighbour of an address holding its cap, in one row, is not
+	 * refused (one row until session 48: doc/security.md "Session 48
+	 * review") */
+	peer = kvtd_peer_count_add(srv->peer_unauth, c->peer_slot);
 	if (total < kvtd_unauth_max(srv) && peer < kvtd_unauth_peer_max(srv))
 		return;
 	if (peer < kvtd_unauth_peer_max(srv) && loop_unauth_evict(c))
@@ -1366,31 +1372,22 @@ static void loop_unauth_drop(struct kvtd_conn *c)
 	c->unauth = false;
 	loop_unauth_unlink(c);
 	atomic_fetch_sub_explicit(&srv->unauth_conns, 1, memory_order_relaxed);
-	atomic_fetch_sub_explicit(&srv->peer_unauth[c->peer_slot], 1, memory_order_relaxed);
+	kvtd_peer_count_sub(srv->peer_unauth, c->peer_slot);
 }
 
 bool kvtd_auth_throttled(struct kvtd_conn *c)
 {
 	struct kvtd_server *srv = c->loop->srv;
-	uint64_t sec = c->loop->now_ns / 1000000000ull;
 
-	return atomic_load_explicit(&srv->auth_fail_sec[c->peer_slot], memory_order_relaxed) ==
-		       sec &&
-	       atomic_load_explicit(&srv->auth_fails[c->peer_slot], memory_order_relaxed) >=
-		       KVTD_AUTH_FAILS_PER_SEC;
+	return kvtd_throttle_over(&srv->throttle, c->peer_slot, c->loop->now_ns / 1000000000ull,
+				  KVTD_AUTH_FAILS_PER_SEC);
 }
 
 void kvtd_auth_failed(struct kvtd_conn *c)
 {
 	struct kvtd_server *srv = c->loop->srv;
-	uint64_t sec = c->loop->now_ns / 1000000000ull;
-	uint64_t was = atomic_exchange_explicit(&srv->auth_fail_sec[c->peer_slot], sec,
-						memory_order_relaxed);
 
-	if (was != sec)
-		atomic_store_explicit(&srv->auth_fails[c->peer_slot], 1, memory_order_relaxed);
-	else
-		atomic_fetch_add_explicit(&srv->auth_fails[c->peer_slot], 1, memory_order_relaxed);
+	kvtd_throttle_fail(&srv->throttle, c->peer_slot, c->loop->now_ns / 1000000000ull);
 }
 
 void kvtd_conn_ready(struct kvtd_conn *c)
@@ -1520,7 +1517,8 @@ static void loop_conn_add(struct kvtd_loop *loop, int fd, struct kvtd_listener *
 	/* Its address's slot, before any refusal: a TLS connection refused
 	 * past --max-conns still handshakes to be answered, and its failure
 	 * counts against its own address, not slot 0's. */
-	c->peer_slot = kvtd_peer_slot(srv->peer_key, ss, l->is_unix, uid);
+	for (unsigned r = 0; r < KVTD_PEER_ROWS; r++)
+		c->peer_slot[r] = kvtd_peer_slot(srv->peer_key[r], ss, l->is_unix, uid);
 	if (c->ops->open && c->ops->open(c) < 0)
 		goto nomem;
 	/* Its SSL's memory, before the SSL is made ("The SSL object"). */
@@ -2382,8 +2380,21 @@ static void *loop_main(void *arg)
 
 int kvtd_loops_start(struct kvtd_server *srv)
 {
-	if (getrandom(&srv->peer_key, sizeof(srv->peer_key), 0) != (ssize_t)sizeof(srv->peer_key))
+	if (getrandom(srv->peer_key, sizeof(srv->peer_key), 0) != (ssize_t)sizeof(srv->peer_key))
 		return -EIO;
+	{
+		/* Test hook (test_hostile throttle_slots, unauth_slots): the
+		 * per-address rows' keys "K0,K1" (the throttle's and the
+		 * unauthenticated count's), so that a test can pick addresses
+		 * that share a slot. */
+		const char *env = getenv("KVTD_TEST_THROTTLE_KEYS");
+		if (env) {
+			char *end = NULL;
+			srv->peer_key[0] = strtoull(env, &end, 0);
+			if (end && *end == ',')
+				srv->peer_key[1] = strtoull(end + 1, NULL, 0);
+		}
+	}
 	srv->log_dropped = kvtd_log_client_dropped_ctr();
 	srv->loops = calloc(srv->loop_count, sizeof(*srv->loops));
 	if (!srv->loops)

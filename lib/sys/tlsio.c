@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <openssl/crypto.h>
 #include <openssl/err.h>
 #include <openssl/x509v3.h>
 
@@ -381,8 +382,21 @@ ssize_t tlsio_readv(SSL *ssl, const struct iovec *iov, int n, int *want)
  * there then (test_tlsio_writev ktls_case: 29 bytes of 0xee, a deeper
  * frame's, where "+PONG..." was).  So each iovec goes in place, as before:
  * the queue's memory lives until what was taken of it is reported.
+ *
+ * The gathered copy is plaintext -- any tenant's answers, values -- and
+ * was left on the stack after the call, where a later frame of the loop
+ * (any connection's) found it uninitialised: a stack read past its bounds
+ * or a leak of uninitialised bytes anywhere in the process would show
+ * another tenant's data.  Since session 48 what was gathered is cleared
+ * (OPENSSL_cleanse, which the compiler cannot drop) before the call
+ * returns, on every path.  Safe against the retry rule: without kTLS,
+ * SSL_write has encrypted what it took into its own write buffer before
+ * it returns, a refused record included (the retry sends that record
+ * from there; with SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER the retry's buffer
+ * is only checked to be long enough), and the retry gathers the same
+ * bytes again from the queue; under kTLS, where OpenSSL keeps the
+ * caller's pointer, nothing is gathered.  test_tlsio_writev clear_case.
  */
-#define TLSIO_GATHER 16384
 
 /* The plaintext of one record this session sends (see above). */
 static size_t tlsio_gather_cap(SSL *ssl)
@@ -399,8 +413,15 @@ static size_t tlsio_gather_cap(SSL *ssl)
 ssize_t tlsio_writev(SSL *ssl, const struct iovec *iov, int n, int *want)
 {
 	unsigned char gather[TLSIO_GATHER];
+
+	return tlsio_writev_with(ssl, iov, n, want, gather);
+}
+
+ssize_t tlsio_writev_with(SSL *ssl, const struct iovec *iov, int n, int *want,
+			  unsigned char *gather)
+{
 	ssize_t total = 0;
-	size_t off = 0;
+	size_t off = 0, used = 0; /* used: the most gathered, cleared on return */
 	int i = 0;
 	bool gathers = !tlsio_ktls_send(ssl);
 	size_t cap = gathers ? tlsio_gather_cap(ssl) : 0;
@@ -429,13 +450,19 @@ ssize_t tlsio_writev(SSL *ssl, const struct iovec *iov, int n, int *want)
 				len += take;
 			}
 			p = gather;
+			if (len > used)
+				used = len;
 		}
 		ERR_clear_error();
 		ret = SSL_write(ssl, p, len > INT_MAX ? INT_MAX : (int)len);
 		if (ret <= 0) {
 			ssize_t r = tlsio_fail(ssl, ret, want);
+			int e = errno;
 			if (r == 0)
-				errno = EPIPE, r = -1;
+				e = EPIPE, r = -1;
+			if (used)
+				OPENSSL_cleanse(gather, used);
+			errno = e;
 			return total > 0 ? total : r;
 		}
 		total += ret;
@@ -449,6 +476,8 @@ ssize_t tlsio_writev(SSL *ssl, const struct iovec *iov, int n, int *want)
 			i++, off = 0;
 		}
 	}
+	if (used)
+		OPENSSL_cleanse(gather, used);
 	*want = 0;
 	return total;
 }

@@ -94,6 +94,14 @@ ssize_t tlsio_readv(SSL *ssl, const struct iovec *iov, int n, int *want);
  * into records of up to 16 KiB or the session's max_fragment_length
  * (tlsio.c); the bytes taken so far, or -1. */
 ssize_t tlsio_writev(SSL *ssl, const struct iovec *iov, int n, int *want);
+/* The gather buffer's size: a record's plaintext at most. */
+#define TLSIO_GATHER 16384
+/* tlsio_writev gathering through gather (TLSIO_GATHER bytes of the
+ * caller's; tlsio_writev's is on its stack): the plaintext copied there
+ * is cleared (OPENSSL_cleanse) before it returns, on every path, so a
+ * caller can see it gone (test_tlsio_writev clear_case). */
+ssize_t tlsio_writev_with(SSL *ssl, const struct iovec *iov, int n, int *want,
+			  unsigned char *gather);
 
 /* Plaintext already decrypted or received but not yet read: epoll will not
  * say so. */

@@ -119,6 +119,7 @@
 #include <netinet/tcp.h>
 
 #include <openssl/sha.h>
+#include <xxhash.h>
 #include <zmq.h>
 
 #include "client.h"
@@ -2459,6 +2460,202 @@ static void phase_auth_guess(void)
 	close(fd);
 	buf[r > 0 ? r : 0] = 0;
 	T_ASSERT(strstr(buf, "level=warn msg=\"authentication failed\"") != NULL);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
+/* ------------------------------------------------------------------------
+ * throttle_slots (session 48): a flooder's slot-neighbour is not throttled
+ */
+
+/* kvtd_peer_slot (daemon/base.c) of an IPv4 address (host order) under
+ * key: XXH3 of 4 and the address's bytes, into 4,096 slots. */
+static uint32_t ts_slot(uint64_t key, uint32_t addr)
+{
+	uint8_t b[5] = { 4, (uint8_t)(addr >> 24), (uint8_t)(addr >> 16), (uint8_t)(addr >> 8),
+			 (uint8_t)addr };
+	return (uint32_t)(XXH3_64bits_withSeed(b, sizeof(b), key) % 4096u);
+}
+
+/* The rows' keys these phases give kvtierd (KVTD_TEST_THROTTLE_KEYS),
+ * chosen so that 127.0.0.0/16 holds an address sharing both of
+ * 127.0.0.1's slots (127.0.218.4), whose refusal shows the keys took:
+ * without it a broken hook (random keys) passed these phases. */
+#define TS_K0 0x48a11ce5ull
+#define TS_K1 0x48b0b084ull
+#define TS_KEYS "0x48a11ce5,0x48b0b084"
+
+/* In 127.0.0.0/16: *one shares 127.0.0.1's row-0 slot and not its row-1
+ * one; *both shares both. */
+static void ts_neighbours(uint32_t *one, uint32_t *both)
+{
+	const uint32_t me = 0x7f000001u;
+
+	*one = *both = 0;
+	for (uint32_t a = 0x7f000002u; a < 0x7f010000u && !(*one && *both); a++) {
+		if (ts_slot(TS_K0, a) != ts_slot(TS_K0, me))
+			continue;
+		if (ts_slot(TS_K1, a) == ts_slot(TS_K1, me)) {
+			if (!*both)
+				*both = a;
+		} else if (!*one) {
+			*one = a;
+		}
+	}
+	T_ASSERT(*one != 0 && *both != 0);
+}
+
+/* resp_auth_once from the loopback address addr (host order). */
+static void resp_auth_from(uint16_t port, uint32_t addr, const char *secret, char *reply,
+			   size_t cap, int ms)
+{
+	struct sockaddr_in me = { .sin_family = AF_INET }, sa = { .sin_family = AF_INET };
+	char req[256];
+	bool closed;
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), n;
+
+	T_ASSERT(fd >= 0);
+	me.sin_addr.s_addr = htonl(addr);
+	T_EQ_INT(bind(fd, (struct sockaddr *)&me, sizeof(me)), 0);
+	sa.sin_port = htons(port);
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	T_EQ_INT(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	n = snprintf(req, sizeof(req), "*3\r\n$4\r\nAUTH\r\n$5\r\nalice\r\n$%zu\r\n%s\r\n"
+		     "*1\r\n$4\r\nPING\r\n", strlen(secret), secret);
+	send_for(fd, req, (size_t)n, 1000);
+	recv_for(fd, reply, cap, ms, &closed);
+	close(fd);
+}
+
+/*
+ * The failure throttle's slots under keys the test sets
+ * (KVTD_TEST_THROTTLE_KEYS): 127.0.0.1 guesses alice's secret 60 times in
+ * a second; a loopback address that shares 127.0.0.1's slot of the first
+ * row (and not of the second) logs in with the right secret that second,
+ * while 127.0.0.1's own right secret is refused (throttled).  With one
+ * row of slots (before session 48) the neighbour was refused with it.
+ */
+static void phase_throttle_slots(void)
+{
+	const char *extra[] = { "--resp", "127.0.0.1:0", NULL };
+	const uint32_t flooder = 0x7f000001u;
+	uint32_t nb, both;
+	char reply[256], ok_reply[256] = "", fl_reply[256] = "", both_reply[256] = "";
+	uint16_t port;
+
+	ts_neighbours(&nb, &both);
+	printf("throttle_slots: 127.%u.%u.%u shares 127.0.0.1's first-row slot %u\n",
+	       (nb >> 16) & 255, (nb >> 8) & 255, nb & 255, ts_slot(TS_K0, flooder));
+	T_OK(setenv("KVTD_TEST_THROTTLE_KEYS", TS_KEYS, 1));
+	start("throttle_slots", extra);
+	T_OK(unsetenv("KVTD_TEST_THROTTLE_KEYS"));
+	port = tsrv_listener_port(srv.log, "RESP");
+	/* In one second of CLOCK_MONOTONIC (the server's clock too), tried
+	 * again up to 3 times where the machine stalled past it (as
+	 * auth_guess does). */
+	for (int try = 0; try < 3; try++) {
+		uint64_t sec;
+		tsrv_sleep_ms((long)((1000000000ull - tsrv_now_ns() % 1000000000ull) / 1000000ull) + 5);
+		sec = tsrv_now_ns() / 1000000000ull;
+		for (unsigned g = 0; g < 60; g++) {
+			char guess[32];
+			snprintf(guess, sizeof(guess), "guess-%06u-xxxxxxxx", g);
+			resp_auth_from(port, flooder, guess, reply, sizeof(reply), 500);
+		}
+		/* the flooder's answer and close come at once; the neighbour's
+		 * connection stays open after its PONG */
+		resp_auth_from(port, flooder, SECRET_ALICE, fl_reply, sizeof(fl_reply), 500);
+		resp_auth_from(port, nb, SECRET_ALICE, ok_reply, sizeof(ok_reply), 100);
+		/* and one sharing both its slots: throttled with it (the keys
+		 * took) */
+		resp_auth_from(port, both, SECRET_ALICE, both_reply, sizeof(both_reply), 500);
+		if (tsrv_now_ns() / 1000000000ull == sec)
+			break;
+		printf("throttle_slots: try %d ran past its second, again\n", try);
+	}
+	printf("throttle_slots: the neighbour's right AUTH %s; the flooder's %s\n",
+	       strstr(ok_reply, "+OK") ? "served" : "refused",
+	       strstr(fl_reply, "WRONGPASS") ? "refused (throttled)" : "served");
+	T_ASSERT(strstr(fl_reply, "WRONGPASS") != NULL); /* the flooder throttled */
+	T_ASSERT(strstr(both_reply, "WRONGPASS") != NULL); /* its both-slot neighbour too */
+	T_ASSERT(strstr(ok_reply, "+OK") != NULL && strstr(ok_reply, "PONG") != NULL);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
+/* ------------------------------------------------------------------------
+ * unauth_slots (session 48 review): the unauthenticated connections'
+ * per-address count in two rows; a slot-neighbour of an address at its
+ * cap is not refused
+ */
+
+/* A TCP connection to the server from the loopback address addr (host
+ * order). */
+static int tcp_connect_addr(uint16_t port, uint32_t addr)
+{
+	struct sockaddr_in me = { .sin_family = AF_INET }, sa = { .sin_family = AF_INET };
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
+
+	T_ASSERT(fd >= 0);
+	me.sin_addr.s_addr = htonl(addr);
+	T_EQ_INT(bind(fd, (struct sockaddr *)&me, sizeof(me)), 0);
+	sa.sin_port = htons(port);
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	T_EQ_INT(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	return fd;
+}
+
+#define US_CAP 16u /* --max-conns 64: 32 unauthenticated, 16 an address */
+
+/*
+ * Under row keys the test sets (KVTD_TEST_THROTTLE_KEYS): 127.0.0.1 holds
+ * its 16 unauthenticated connections (HELLO answered, no AUTH) and its
+ * 17th is refused; a loopback address sharing 127.0.0.1's slot of the
+ * first row (not of the second) then logs in and PINGs.  With one row
+ * (peer_unauth[peer_slot], before the review) its login was refused
+ * (KVT_EBUSY, "too many unauthenticated connections from this address").
+ */
+static void phase_unauth_slots(void)
+{
+	const char *extra[] = { "--max-conns", "64", "--threads", "1", NULL };
+	const uint32_t hog = 0x7f000001u;
+	static struct kc held[US_CAP];
+	struct kc more, nbc;
+	uint32_t nb, both;
+	unsigned ok = 0;
+	int rc_more, rc_nb, rc_both, rc_ping = -1;
+
+	ts_neighbours(&nb, &both);
+	T_OK(setenv("KVTD_TEST_THROTTLE_KEYS", TS_KEYS, 1));
+	start("unauth_slots", extra);
+	T_OK(unsetenv("KVTD_TEST_THROTTLE_KEYS"));
+	for (unsigned i = 0; i < US_CAP; i++) {
+		kc_adopt(&held[i], tcp_connect_addr(srv.port, hog));
+		ok += kc_hello(&held[i]) == 0;
+	}
+	kc_adopt(&more, tcp_connect_addr(srv.port, hog));
+	rc_more = kc_hello(&more);
+	kc_close(&more);
+	/* one sharing both its slots is counted with it: refused (the keys
+	 * took) */
+	kc_adopt(&nbc, tcp_connect_addr(srv.port, both));
+	rc_both = kc_hello(&nbc);
+	kc_close(&nbc);
+	kc_adopt(&nbc, tcp_connect_addr(srv.port, nb));
+	rc_nb = kc_login(&nbc, "alice", SECRET_ALICE);
+	if (rc_nb == 0)
+		rc_ping = kc_ping(&nbc);
+	kc_close(&nbc);
+	printf("unauth_slots: 127.0.0.1 holds %u of %u unauthenticated, its next: %d; "
+	       "127.0.%u.%u (both its slots): %d; 127.%u.%u.%u (its row-0 slot %u) logs in: "
+	       "%d, PING %d\n", ok, US_CAP, rc_more, (both >> 8) & 255, both & 255, rc_both,
+	       (nb >> 16) & 255, (nb >> 8) & 255, nb & 255, ts_slot(TS_K0, hog), rc_nb, rc_ping);
+	for (unsigned i = 0; i < US_CAP; i++)
+		kc_close(&held[i]);
+	T_EQ_INT(ok, US_CAP);
+	T_ASSERT(rc_more != 0); /* the address's own cap still holds */
+	T_ASSERT(rc_both != 0); /* and its both-slot neighbour's */
+	T_EQ_INT(rc_nb, 0);     /* its neighbour is not refused with it */
+	T_EQ_INT(rc_ping, 0);
 	T_EQ_INT(tsrv_stop(&srv), 0);
 }
 
@@ -12317,6 +12514,8 @@ static const struct tsrv_phase phases[] = {
 	{ "range_pins", phase_range_pins },
 	{ "ns_registry", phase_ns_registry },
 	{ "auth_guess", phase_auth_guess },
+	{ "throttle_slots", phase_throttle_slots },
+	{ "unauth_slots", phase_unauth_slots },
 	{ "quota_groups", phase_quota_groups },
 	{ "resp_info", phase_resp_info },
 	{ "ns_split", phase_ns_split },

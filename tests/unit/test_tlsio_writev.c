@@ -30,6 +30,15 @@
  * touched list, from kvtd_conn_queue), must bring the stream's next bytes,
  * not what lies where a gathered copy on the stack used to be.
  * doc/security.md "Session 47: tlsio_writev gathering under kTLS".
+ *
+ * Then clear_case: the same lagging-reader stream written through
+ * tlsio_writev_with and a gather buffer of the test's: after every call,
+ * gathered or refused (WANT_WRITE), the buffer holds no byte of the
+ * stream (all zero: cleared before the call returned), and the retries
+ * still bring every byte once and in order.  Before session 48 the
+ * gathered plaintext (other tenants' answers) stayed on the loop's stack.
+ * doc/security.md "Session 48: TLS throttle slots, cleared plaintext,
+ * constant-time compares".
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -194,7 +203,9 @@ struct run {
 /* The stream src[0..total) written by a server of sctx, through a
  * socket pair, to a lagging client of cctx: every byte once and in
  * order. */
-static struct run stream_case(SSL_CTX *sctx, SSL_CTX *cctx)
+static unsigned long gb_calls, gb_left; /* clear_case: calls, and ones that left bytes */
+
+static struct run stream_case(SSL_CTX *sctx, SSL_CTX *cctx, unsigned char *gbuf)
 {
 	struct run run = { 0, 0, 0 };
 	SSL *s, *c;
@@ -255,7 +266,16 @@ static struct run stream_case(SSL_CTX *sctx, SSL_CTX *cctx)
 			iov[n].iov_len = seg_len[i] - skip;
 		}
 		if (n > 0) {
-			w = tlsio_writev(s, iov, n, &want);
+			if (gbuf) {
+				size_t k = 0;
+				w = tlsio_writev_with(s, iov, n, &want, gbuf);
+				while (k < TLSIO_GATHER && gbuf[k] == 0)
+					k++;
+				gb_calls++;
+				gb_left += k < TLSIO_GATHER;
+			} else {
+				w = tlsio_writev(s, iov, n, &want);
+			}
 			if (w < 0) {
 				T_ASSERT(errno == EAGAIN && want == TLSIO_WANT_OUT);
 				run.retries++;
@@ -330,7 +350,7 @@ int main(void)
 	for (size_t k = 0; k < total; k++)
 		src[k] = (unsigned char)(k * 131 + (k >> 9));
 
-	run = stream_case(sctx, cctx);
+	run = stream_case(sctx, cctx, NULL);
 	printf("%u iovecs, %zu bytes: %zu bytes of records (%.3f x), %lu writes "
 	       "refused (want write) and retried (%lu SSL_writes); %lu gathered, %zu bytes "
 	       "copied (at most %zu a call)\n", NSEG, total, run.wire,
@@ -349,7 +369,7 @@ int main(void)
 	 * plaintext is the session's").
 	 */
 	wr_gathered = wr_gathered_max = 0, wr_gathers = wr_refused = 0;
-	run = stream_case(sctx, mctx);
+	run = stream_case(sctx, mctx, NULL);
 	printf("max_fragment_length 512: %zu bytes of records (%.3f x), %lu writes "
 	       "refused and retried (%lu SSL_writes); %lu gathered, %zu bytes copied "
 	       "(%.3f x the stream, at most %zu a call)\n", run.wire,
@@ -364,6 +384,25 @@ int main(void)
 	/* bytes copied: the stream's small iovecs once, and again for each
 	 * refused SSL_write (at most 512 each) */
 	T_ASSERT(wr_gathered <= total + wr_refused * 512);
+
+	/*
+	 * clear_case: the stream again, gathered through a buffer of ours:
+	 * after every call the buffer is all zero, and the stream arrives
+	 * whole through the refused writes' retries.
+	 */
+	{
+		unsigned char *gbuf = calloc(1, TLSIO_GATHER);
+		T_ASSERT(gbuf);
+		wr_gathered = wr_gathered_max = 0, wr_gathers = wr_refused = 0;
+		run = stream_case(sctx, cctx, gbuf);
+		printf("cleared gathers: %lu calls, %lu gathered SSL_writes (%lu refused and "
+		       "retried), %lu calls left gathered bytes in the buffer\n", gb_calls,
+		       wr_gathers, run.retries, gb_left);
+		T_ASSERT(run.retries > 100);
+		T_ASSERT(wr_gathers > 1000);
+		T_EQ_INT((int)gb_left, 0);
+		free(gbuf);
+	}
 
 	free(src);
 	src = NULL; /* ktls_case's writes are not the stream's */
