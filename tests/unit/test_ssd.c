@@ -4985,13 +4985,14 @@ static void test_young_default(void)
 }
 
 /*
- * ssd.put_touch (doc/policies.md "Fourteenth pass"): a put of a block the
- * SSD holds (KVT_EXISTS: an engine saving a prompt's blocks past the
- * prefix it loaded) marks the record read, so reclamation carries it to
- * the log's head instead of dropping it unread.  The tiers store: puts
+ * ssd.put_touch (doc/policies.md "Fourteenth pass"; opt-in): a put of a
+ * block the SSD holds (KVT_EXISTS: an engine saving a prompt's blocks past
+ * the prefix it loaded) marks the record read, so reclamation carries it
+ * to the log's head instead of dropping it unread.  The tiers store: puts
  * 1..8 send 1..4 down; 1 is put again (refused: the SSD holds it); puts
- * go on until 2 has left with segment 0: with the option on (the
- * default) 1 was carried and is still on SSD; off, 1 left too (fails with the option's default off or the mark not set).
+ * go on until 2 has left with segment 0: with the option on 1 was carried
+ * and is still on SSD; at the default (off) 1 left too (the "on" case
+ * fails with the mark not set).
  */
 static void put_touch_case(const char *touch, bool kept)
 {
@@ -5028,8 +5029,8 @@ static void put_touch_case(const char *touch, bool kept)
 
 static void test_put_touch(void)
 {
-	put_touch_case(NULL, true);
-	put_touch_case("off", false);
+	put_touch_case("on", true);
+	put_touch_case(NULL, false);
 }
 
 static struct kvt_store *bytes_open(const char *dir)

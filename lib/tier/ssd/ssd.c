@@ -3473,8 +3473,9 @@ int ssd_put_over(struct ssd *s, uint32_t ns, const struct kvt_key *key, bool wai
 	 * (an engine saves the blocks of a prompt past the prefix it could
 	 * load, those the SSD held among them): its record is marked read, so
 	 * that reclamation gives it its second chance, as LRU would move it
-	 * to the front (doc/policies.md "Fourteenth pass").  Not E_READ2:
-	 * no promotion, no hot mark. */
+	 * to the front (doc/policies.md "Fourteenth pass": up on
+	 * conversations, down on agents in the model, so opt-in).  Not
+	 * E_READ2: no promotion, no hot mark. */
 	if (live && s->cfg.put_touch)
 		e->flags |= E_READ;
 	pthread_mutex_unlock(&sh->lock);
