@@ -16,7 +16,10 @@ fraction of LRU(C):
           for a cold copy at the old end (evicting DRAM's oldest, written down); prom2e
           the same chunk taken and left free (doc/policies.md "The store against its model").
 NOTOUCH=1: blocks present past a request's prefix are not touched (the store's put of a
-present block answers EXISTS and changes nothing); D=N: DRAM of N blocks, not C/4 (the
+present block answers EXISTS and changes nothing); NOTOUCH=2: the same, but one on SSD is
+marked read (ssd.put_touch=on; ADAPT's equivalent: EXISTS=2, EXISTS=3 only in LRU mode --
+doc/policies.md "Fourteenth pass"); MODES=prom1age: prom2age (AGE2, 0.75, for second reads)
+and a first read of a record older than AGE promotes too; D=N: DRAM of N blocks, not C/4 (the
 store's DRAM holds fewer: victims in flight).
 Used for doc/policies.md ("Reads from SSD"); the store's own figures come from ssd_ab.py.
 PROB=0.1,0.2 (optional) adds a segmented SSD, simulated with prom2x's read rule and an
@@ -96,6 +99,7 @@ NOTOUCH=int(os.environ.get('NOTOUCH','0'))
 COMPACT=int(os.environ.get('COMPACT','0'))  # see the docstring
 AGE=float(os.environ.get('AGE','0.5'))
 KEEP=float(os.environ.get('KEEP','0.5'))
+AGE2=float(os.environ.get('AGE2','0.75'))
 from collections import OrderedDict, deque
 def leading(r, *tiers):
     """The request's hits: its leading blocks some tier holds."""
@@ -156,6 +160,7 @@ def tier_sim(reqs, D, S, mode, reinsert=True, promote=True):
         hit+=n; tot+=len(r)
         for j,b in enumerate(r):
             if NOTOUCH and j>=n and (b in dram or b in live):
+                if NOTOUCH==2 and b not in dram: read.add(b)
                 continue
             if b in dram: dram.move_to_end(b)
             elif b in live:
@@ -174,6 +179,10 @@ def tier_sim(reqs, D, S, mode, reinsert=True, promote=True):
                     else: read.add(b)
                 elif mode=='prom2age':
                     if b in read and nid[0]-live[b] > AGE*S: del live[b]; read.discard(b); dram_insert(b, False)
+                    else: read.add(b)
+                elif mode=='prom1age':
+                    if nid[0]-live[b] > AGE*S: del live[b]; read.discard(b); dram_insert(b, False)
+                    elif b in read and nid[0]-live[b] > AGE2*S: del live[b]; read.discard(b); dram_insert(b, False)
                     else: read.add(b)
                 elif mode=='prom2x':
                     if b in read: del live[b]; read.discard(b); dram_insert(b, False)
@@ -363,6 +372,7 @@ def adapt_sim(reqs, D, S, C, variant, force=False):
         hit += n; tot += len(r); st['segreq'] += seg[0] > 0; st['short'] += seg[0] == 2
         for i, b in enumerate(r):
             if EXISTS and i >= n and (b in dram or b in live):
+                if (EXISTS == 2 or (EXISTS == 3 and seg[0] == 0)) and b not in dram: read.add(b)  # ssd.put_touch
                 continue  # the replay's put-if-absent: found, nothing touched or fed
             if not force and hsh(b) % SAM == 0:
                 for i, sm in enumerate(sims): sc[i] += sm.one(b)

@@ -416,6 +416,10 @@ int kvt_store_create(struct kvt_store **out);
  *                     the log's segments is served as a first read (the
  *                     record stays); only an older one moves to DRAM.
  *                     doc/policies.md.
+ *   ssd.put_touch      "off" (default) | "on": a put of a block the SSD
+ *                     holds (KVT_EXISTS) marks its record read: it gets
+ *                     the second chance at reclamation a read gives.
+ *                     doc/policies.md "Fourteenth pass".
  *   ssd.adapt_writedown  "on" (default): with victim admission and
  *                     dram.policy=prefix-adapt, its simulations model DRAM +
  *                     SSD (instead of its pin to LRU mode) and, in their

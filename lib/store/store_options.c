@@ -130,6 +130,8 @@ static const struct opt_def opts[] = {
 	  "cold", "victim: a block's first read from SSD leaves it there, the second moves it to DRAM (cold), or every read promotes" },
 	{ "ssd.young_reads_pct", OPT_COUNT, 0, F(ssd_cfg.young_pct), 0, 100, NULL, NULL, "75",
 	  "victim, first_hit cold: a second read of a record in the newest % of the log leaves it there too (0: off)" },
+	{ "ssd.put_touch", OPT_BOOL, 0, F(ssd_cfg.put_touch), 0, 0, "off|on", NULL, "off",
+	  "a put of a block the SSD holds counts as a read of it: its record is kept at reclamation" },
 	{ "ssd.adapt_writedown", OPT_BOOL, 0, F(ssd_cfg.adapt_wd), 0, 0, "off|on", NULL, "on",
 	  "victim, prefix-adapt: its simulations of DRAM + SSD decide the write-down once the SSD is full (doc/policies.md)" },
 	{ "ssd.checkpoint_seals", OPT_COUNT, 0, F(ssd_cfg.ckpt_seals), 0, 1000000, NULL, NULL,

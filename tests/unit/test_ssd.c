@@ -4984,6 +4984,55 @@ static void test_young_default(void)
 	young_default_case("50", false);
 }
 
+/*
+ * ssd.put_touch (doc/policies.md "Fourteenth pass"; opt-in): a put of a
+ * block the SSD holds (KVT_EXISTS: an engine saving a prompt's blocks past
+ * the prefix it loaded) marks the record read, so reclamation carries it
+ * to the log's head instead of dropping it unread.  The tiers store: puts
+ * 1..8 send 1..4 down; 1 is put again (refused: the SSD holds it); puts
+ * go on until 2 has left with segment 0: with the option on 1 was carried
+ * and is still on SSD; at the default (off) 1 left too (the "on" case
+ * fails with the mark not set).
+ */
+static void put_touch_case(const char *touch, bool kept)
+{
+	char *dir = t_mkdtemp();
+	struct kvt_store *s =
+		touch ? store_at(dir, "256K", "16M", "1M", NULL, "dram.chunk", "64K",
+				 "dram.shards", "1", "dram.policy", "prefix",
+				 "dram.victim_wait_ms", "30000", "ssd.put_touch", touch, NULL)
+		      : store_at(dir, "256K", "16M", "1M", NULL, "dram.chunk", "64K",
+				 "dram.shards", "1", "dram.policy", "prefix",
+				 "dram.victim_wait_ms", "30000", NULL);
+	uint32_t ns = ns_of(s);
+	uint64_t k = 9;
+
+	puts_flushed(s, ns, 1, 8);
+	T_EQ_U64(t_stat(s, "ssd.writedown_blocks"), 4);
+	T_EQ_INT(tier_of(s, ns, 1), KVT_TIER_SSD);
+	T_RC(put_64k(s, ns, 1), KVT_EXISTS); /* the SSD holds it: refused */
+	T_OK(kvt_flush(s));
+	T_EQ_INT(tier_of(s, ns, 1), KVT_TIER_SSD);
+	T_EQ_U64(t_stat(s, "ssd.reads"), 0);
+	/* Until 2, written after 1 in segment 0, has left with it. */
+	for (; tier_of(s, ns, 2) != KVT_TIER_NONE && k < 2000; k++)
+		puts_flushed(s, ns, k, k);
+	T_ASSERT(t_stat(s, "ssd.segments_evicted") >= 1);
+	T_EQ_U64(t_stat(s, "ssd.writedown_shed"), 0);
+	T_EQ_INT(tier_of(s, ns, 2), KVT_TIER_NONE);
+	T_EQ_INT(tier_of(s, ns, 1), kept ? KVT_TIER_SSD : KVT_TIER_NONE);
+	T_EQ_U64(t_stat(s, "ssd.carried_blocks"), kept ? 1 : 0);
+	kvt_store_destroy(s);
+	t_rmtree(dir);
+	free(dir);
+}
+
+static void test_put_touch(void)
+{
+	put_touch_case("on", true);
+	put_touch_case(NULL, false);
+}
+
 static struct kvt_store *bytes_open(const char *dir)
 {
 	return store_at(dir, "256K", "4M", "1M", NULL, "dram.chunk", "64K", "dram.shards", "1",
@@ -8391,6 +8440,7 @@ int main(void)
 			test_promote_delete_kill9();
 			test_young_reads();
 			test_young_default();
+			test_put_touch();
 			test_slots_used();
 			continue;
 		}
@@ -8592,6 +8642,7 @@ int main(void)
 		test_promote_delete_kill9();
 		test_young_reads();
 		test_young_default();
+		test_put_touch();
 		test_bytes();
 		test_delete_clear();
 		test_kill9();

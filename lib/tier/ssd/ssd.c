@@ -3417,7 +3417,8 @@ int ssd_delete(struct ssd *s, void *prepared, uint32_t ns, const struct kvt_key 
  * that writes DRAM down in part, a declined write-down, a crash):
  * another put's bytes, until 2026-12-06 (test_ssd_fsck dead_reput).  So
  * the entry goes and a tombstone is logged for it, as a delete of the key
- * would log.  A live entry makes the put a no-op (KVT_EXISTS).  A
+ * would log.  A live entry makes the put a no-op (KVT_EXISTS; its record
+ * marked read, ssd.put_touch).  A
  * pending one is taken as a dead one is: DRAM did not hold the key when
  * the store asked it, so it is a carry (the block unpublished while it
  * moves: a get misses it) or a write-down whose DRAM block is gone (a
@@ -3468,6 +3469,15 @@ int ssd_put_over(struct ssd *s, uint32_t ns, const struct kvt_key *key, bool wai
 	pending = e && (e->flags & E_PENDING); /* a dead entry is pending too */
 	dead = e && (e->flags & E_DEAD);
 	live = e && !pending;
+	/* ssd.put_touch: a put of a block the SSD holds is a sighting of it
+	 * (an engine saves the blocks of a prompt past the prefix it could
+	 * load, those the SSD held among them): its record is marked read, so
+	 * that reclamation gives it its second chance, as LRU would move it
+	 * to the front (doc/policies.md "Fourteenth pass": up on
+	 * conversations, down on agents in the model, so opt-in).  Not
+	 * E_READ2: no promotion, no hot mark. */
+	if (live && s->cfg.put_touch)
+		e->flags |= E_READ;
 	pthread_mutex_unlock(&sh->lock);
 	if (live)
 		return KVT_EXISTS;

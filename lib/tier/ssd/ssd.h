@@ -35,6 +35,9 @@ struct ssd_config {
 				  * the newest young_pct % of the log's segments is
 				  * served as a first read (the record stays); 0: off
 				  * (ssd.young_reads_pct, doc/policies.md) */
+	bool put_touch;          /* a put of a block the SSD holds marks its record read
+				  * (E_READ: the second chance at reclamation;
+				  * ssd.put_touch, doc/policies.md) */
 	bool adapt_wd;           /* victim: prefix-adapt simulates DRAM + SSD and skips
 				  * never-reused victims in its short-horizon mode
 				  * (ssd.adapt_writedown, doc/policies.md) */
