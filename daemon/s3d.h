@@ -91,6 +91,7 @@ enum {
 	PH_SWEEP,     /* Abort, Complete: a window of its parts' presence (s3ops.c "Sweeps") */
 	PH_SWEEP_DEL, /* ... the deletes of those present */
 	PH_RECHECK,   /* Complete: its marker again, a listed part missing */
+	PH_PART_DEL,  /* UploadPart(Copy): its part's delete, the marker's recheck failed */
 	PH_DONE
 };
 
@@ -230,6 +231,9 @@ struct s3d_req {
 	 * "Sweeps"): the next to look for, the last */
 	uint32_t sweep_next, sweep_end;
 	uint32_t sweep_fail;       /* a test's: this part's presence fails */
+	uint32_t sweep_unsure;     /* Complete: part numbers whose presence failed */
+	uint32_t sweep_left;       /* ... and whose delete failed too (maybe left) */
+	int recheck_st;            /* UploadPart: its recheck's failure (PH_PART_DEL) */
 	bool swept_again;          /* Abort: its sweep after the marker's delete */
 	uint64_t gate_word;        /* its bucket's word when its head was taken
 				    * (s3d_gate_receive) */

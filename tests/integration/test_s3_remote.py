@@ -80,6 +80,28 @@ class Daemon:
         assert "Sanitizer" not in err and "runtime error" not in err, err
 
 
+def stop_all(*daemons):
+    """The end of a test over pods it stops (SIGSTOP): each Daemon sent
+    SIGCONT -- one a failed assertion left stopped would not see its
+    SIGTERM -- then stopped (Daemon.stop: exit status 0, no sanitizer
+    report), every one of them even where one's stop fails, that first
+    failure raised after.  None: not started."""
+    ds = [d for d in daemons if d]
+    for d in ds:
+        try:
+            d.p.send_signal(signal.SIGCONT)
+        except ProcessLookupError:
+            pass
+    failed = None
+    for d in ds:
+        try:
+            d.stop()
+        except BaseException as e:  # noqa: B036 (the others stopped first)
+            failed = failed or e
+    if failed:
+        raise failed
+
+
 def signed(port, method, path, body=b"", clen=None, query=()):
     """The bytes of one signed request (test_s3_py's signer); clen: a
     Content-Length other than the body's (the body unsigned); query:
@@ -459,15 +481,7 @@ def main():
                                                           b[:300])
         print("UploadPart parked when the node stops: 503: ok")
     finally:
-        for d in (cold, node, pod):
-            if d:
-                try:
-                    d.p.send_signal(signal.SIGCONT)
-                except ProcessLookupError:
-                    pass
-        for d in (cold, node, pod):
-            if d:
-                d.stop()
+        stop_all(cold, node, pod)
     return 0
 
 
