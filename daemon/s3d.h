@@ -111,6 +111,8 @@ struct s3d_item {
 	struct kvtd_tstat *copy_tstat; /* the tenant copy_charged counts in, or NULL */
 	struct iovec iov[2];
 	uint32_t part_no;
+	bool reread;               /* ListParts: a quiet miss asked its presence,
+				    * read again if there (s3ops.c s3d_parts_ask) */
 	char *etag_sent;           /* Complete: the part's ETag in the request (owned) */
 	uint64_t pin_charged;      /* Complete's part, Copy's source: its pin's
 				    * value bytes, held in its connection's and

@@ -769,7 +769,7 @@ static bool s3d_hdr_retry(struct s3d_req *rq)
 }
 
 /*
- * Misses that are not known (s3e48, 2026-12-07).  A read walks the tiers
+ * Misses that are not known (s3f48, 2026-12-07).  A read walks the tiers
  * and takes a tier's failure for a miss there (kvtier.h: a pod that timed
  * out or refused, a member known down ranked around and another owner's
  * miss passed on), so a GetObject, HeadObject or ListParts over a failing
@@ -785,6 +785,10 @@ static bool s3d_hdr_retry(struct s3d_req *rq)
  * The item becomes that presence (op, flags and status): what reads it
  * after sees a miss or an error, never a hit without its bytes.  A miss
  * costs one more request then (a round trip to the pod); a hit nothing.
+ * The same for the reads of an Abort's marker, a Complete's marker and
+ * parts (a listed part on a member down was 400 InvalidPart) and a
+ * copy's source and UploadPartCopy's marker; not yet UploadPart's marker
+ * read at its head (s3d.c s3d_upload_probe, its own completion).
  */
 static bool s3d_miss_unsure(const struct s3d_req *rq, const struct kvt_req *r)
 {
@@ -826,6 +830,60 @@ static bool s3d_miss_check(struct s3d_req *rq)
 			r->status = rc < 0 ? rc : KVT_EFULL; /* not asked: not known */
 			rq->pending--;
 		}
+	}
+	if (--rq->pending == 0)
+		s3d_step(rq);
+	return true;
+}
+
+/*
+ * ListParts' quiet misses (s3d_hdr_again): most of the 10,000 part
+ * numbers it probes are absent, and a plain read of each from the pod
+ * then a presence (s3d_miss_check) was two round trips a part number.
+ * So ListParts asks the presence first (KVT_F_ERRORS): a miss is one,
+ * an error is 503, and only a part there is read again as a plain part
+ * get -- whose miss then is asked again by s3d_miss_check (there, not
+ * read: 503).  One pod round trip for an absent part number, as before
+ * s3f48 (bench/RESULTS.md "s3f48").  True if requests went.
+ */
+static bool s3d_parts_ask(struct s3d_req *rq)
+{
+	struct kvtd_loop *loop = rq->conn->loop;
+	uint32_t n = 0;
+
+	rq->pending = 1; /* held while submitting */
+	for (uint32_t i = 0; i < rq->n; i++) {
+		struct s3d_item *it = &rq->items[i];
+		struct kvt_req *r = &it->req;
+		if (s3d_hdr_again(rq, r)) {
+			r->op = KVT_OP_EXISTS;
+			r->flags = KVT_F_ERRORS;
+			r->iov = NULL;
+			r->iov_count = 0;
+			it->reread = true;
+		} else if (it->reread && r->op == KVT_OP_EXISTS && r->status == KVT_OK) {
+			r->op = KVT_OP_GET;
+			r->flags = KVT_F_PART;
+			r->part = 0;
+			r->iov = it->iov;
+			r->iov_count = 1;
+			it->reread = false;
+		} else {
+			it->reread = false; /* (its presence back: a miss or an error) */
+			continue;
+		}
+		n++;
+		rq->pending++;
+		int rc = kvt_submit(loop->q, &r, 1);
+		if (rc != 1) {
+			r->status = rc < 0 ? rc : KVT_EFULL; /* not asked: not known */
+			rq->pending--;
+			it->reread = false;
+		}
+	}
+	if (n == 0) {
+		rq->pending = 0;
+		return false;
 	}
 	if (--rq->pending == 0)
 		s3d_step(rq);
@@ -3636,7 +3694,7 @@ static void s3d_step(struct s3d_req *rq)
 		return;
 	}
 	case S3_LIST_PARTS:
-		if (!s3d_hdr_retry(rq) && !s3d_miss_check(rq))
+		if (!s3d_parts_ask(rq) && !s3d_miss_check(rq))
 			s3d_list_parts_answer(rq);
 		return;
 	case S3_MPU_PART_COPY:
@@ -3651,7 +3709,7 @@ static void s3d_step(struct s3d_req *rq)
 			return;
 		/* UploadPartCopy: items[1], its upload's marker, the key's
 		 * (s3d_upload_item; a quiet miss asked again below) */
-		if (rq->op == S3_MPU_PART_COPY && s3d_hdr_retry(rq))
+		if ((rq->op == S3_MPU_PART_COPY && s3d_hdr_retry(rq)) || s3d_miss_check(rq))
 			return;
 		if (rq->op == S3_MPU_PART_COPY && (r = s3d_upload_found(rq, &it[1].req)) != 0) {
 			s3d_upload_fail(rq, r);
@@ -3703,7 +3761,8 @@ static void s3d_step(struct s3d_req *rq)
 			return;
 		}
 		if (rq->phase == PH_PROBE) {
-			s3d_abort_marker(rq);
+			if (!s3d_miss_check(rq))
+				s3d_abort_marker(rq);
 			return;
 		}
 		if (rq->phase == PH_DURABLE) { /* its deletes' flush is back */
@@ -3735,7 +3794,7 @@ static void s3d_step(struct s3d_req *rq)
 			s3d_complete_recheck(rq);
 			return;
 		}
-		if (s3d_assembly_step(rq))
+		if (s3d_assembly_step(rq) || s3d_miss_check(rq))
 			return;
 		/* items[0]: the upload's marker (its name is the object key); an
 		 * Abort of it in progress here is as if it were done ("Sweeps") */

@@ -181,7 +181,18 @@ def member_down(kvtierd, base, tenants):
         print("ListParts of an upload with part %d on the dead member: %d" % (on_b, st))
         assert st == 503 and b"ServiceUnavailable" in body, ("ListParts, member down", st,
                                                              body[:300])
-        print("GET, HEAD, ListParts over a pod member down: 503: ok")
+        # a Complete listing the part on the dead member (400 InvalidPart
+        # before: its read a miss, the marker found) and a copy of the
+        # object there (404 NoSuchKey before): 503, the upload kept
+        xml = b"<CompleteMultipartUpload><Part><PartNumber>%d</PartNumber></Part>" \
+              b"</CompleteMultipartUpload>" % on_b
+        st, _, body = request(P, "POST", key, body=xml, query=[("uploadId", uid)])
+        print("Complete of part %d on the dead member: %d" % (on_b, st))
+        assert st == 503, ("Complete, member down", st, body[:300])
+        st, _, body = request(P, "PUT", "/pfb3/cp", extra={"x-amz-copy-source": ob})
+        assert st == 503, ("CopyObject of an object on the dead member", st, body[:300])
+        assert a.metric("kvtier_dram_blocks") == a0, "the upload kept after the Complete"
+        print("GET, HEAD, ListParts, Complete, CopyObject over a pod member down: 503: ok")
     finally:
         if b.p.poll() is None:
             b.p.kill()
@@ -310,8 +321,12 @@ def main():
         assert st == 503 and b"ServiceUnavailable" in b, ("Abort over a failing pod", st,
                                                           b[:300])
         # the marker kept, part 300 with it (part 1 went with the first window)
+        # ([1, 300] in 1 run of 8 at load 10 (s3f48): the Abort's marker
+        # read or first window not done STOP_AT after the request, the
+        # pod stopped under it -- 503 there, since s3f48 for a marker
+        # read too, nothing deleted)
         got = parts_of(P, "/pfb/ab", uid, [300])
-        assert got == [300], ("the upload after the 503", got)
+        assert got in ([300], [1, 300]), ("the upload after the 503", got)
         st, _, b = request(P, "DELETE", "/pfb/ab", query=[("uploadId", uid)])
         assert st == 204, ("the retried Abort", st, b[:300])
         pod1 = pod_settled(pod, pod0 - 3)
