@@ -415,7 +415,7 @@ void s3d_upload_fail(struct s3d_req *rq, int r);
 /* UploadPart's and UploadPartCopy's upload marker: its header read set up
  * in it (not sent), read back as the request key's (0), none or another
  * key's (KVT_MISS) or failed (< 0); asked again of a tier below if it
- * missed quietly (true: resubmitted). */
+ * missed quietly, and that miss's presence asked (true: resubmitted). */
 void s3d_upload_item(struct s3d_req *rq, struct s3d_item *it);
 int s3d_upload_found(const struct s3d_req *rq, const struct kvt_req *r);
 bool s3d_upload_again(struct s3d_req *rq, struct s3d_item *it);

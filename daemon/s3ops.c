@@ -720,16 +720,35 @@ static bool s3d_hdr_again(const struct s3d_req *rq, const struct kvt_req *r)
 	       (r->flags & KVT_F_QUIET) && r->status == KVT_MISS;
 }
 
+static bool s3d_miss_unsure(const struct s3d_req *rq, const struct kvt_req *r);
+
 /* UploadPart's marker read (s3d.c s3d_upload_checked), asked again
- * (s3d_hdr_again).  True if it went (the same item, the same
- * completion). */
+ * (s3d_hdr_again), and that read's miss asked as a presence
+ * (s3d_miss_check's rule: a presence there is KVT_EBUSY, 503).  True if
+ * it went (the same item, the same completion).  Until review48d
+ * (2026-12-07) the plain read's miss was the answer: 404 NoSuchUpload
+ * for a live upload whose marker was on a pod member down or timing out
+ * (test_s3_podfail 3). */
 bool s3d_upload_again(struct s3d_req *rq, struct s3d_item *it)
 {
 	struct kvt_req *r = &it->req;
 
-	if (!s3d_hdr_again(rq, r))
+	if (r->op == KVT_OP_EXISTS) {
+		if (r->status == KVT_OK)
+			r->status = KVT_EBUSY; /* there, not read */
 		return false;
-	r->flags = KVT_F_PART;
+	}
+	if (s3d_hdr_again(rq, r)) {
+		r->flags = KVT_F_PART;
+	} else if (s3d_miss_unsure(rq, r)) {
+		r->op = KVT_OP_EXISTS;
+		r->flags = KVT_F_ERRORS;
+		r->part = 0;
+		r->iov = NULL;
+		r->iov_count = 0;
+	} else {
+		return false;
+	}
 	if (kvt_submit(rq->conn->loop->q, &r, 1) == 1)
 		return true;
 	r->status = KVT_EFULL; /* not asked: no answer either way */
@@ -787,8 +806,9 @@ static bool s3d_hdr_retry(struct s3d_req *rq)
  * costs one more request then (a round trip to the pod); a hit nothing.
  * The same for the reads of an Abort's marker, a Complete's marker and
  * parts (a listed part on a member down was 400 InvalidPart) and a
- * copy's source and UploadPartCopy's marker; not yet UploadPart's marker
- * read at its head (s3d.c s3d_upload_probe, its own completion).
+ * copy's source and UploadPartCopy's marker, and UploadPart's marker
+ * read at its head (s3d_upload_again: s3d.c s3d_upload_probe, its own
+ * completion; review48d).
  */
 static bool s3d_miss_unsure(const struct s3d_req *rq, const struct kvt_req *r)
 {

@@ -34,7 +34,9 @@ took a tier's error for a miss until s3e47 (2026-12-07):
   6. (s3f48) GetObject and HeadObject over the stopped pod, and GET, HEAD
      and ListParts of what a dead member held (in 3): 503, not 404 or a
      part left out (the library takes a read's failure for a miss; the
-     node now asks such a miss's presence with KVT_F_ERRORS).
+     node now asks such a miss's presence with KVT_F_ERRORS); and
+     (review48d) an UploadPart whose upload's marker is on the dead
+     member: 503, not 404 NoSuchUpload.
 The windows are made with the node's test hooks (kvtierd.h struct
 kvtd_s3): KVTD_TEST_S3_SWEEP_PAUSE_MS (an Abort's first sweep waits after
 its first window) and KVTD_TEST_S3_RECHECK_PAUSE_MS (an UploadPart's
@@ -157,6 +159,13 @@ def member_down(kvtierd, base, tenants):
             if len(on) == 2:
                 break
         assert len(on) == 2, ("no object on each member in 40", on)
+        for i in range(40):  # an upload whose marker is on b (review48d)
+            a0, b0 = a.metric("kvtier_dram_blocks"), b.metric("kvtier_dram_blocks")
+            ub = ("/pfb3/m%d" % i, upload(P, "/pfb3/m%d" % i))
+            if landed(a, b, a0, b0) == "b":
+                break
+        else:
+            raise AssertionError("no marker on member b in 40 uploads")
         b.p.send_signal(signal.SIGKILL)
         b.p.wait(20)
         a0 = a.metric("kvtier_dram_blocks")
@@ -192,6 +201,15 @@ def member_down(kvtierd, base, tenants):
         st, _, body = request(P, "PUT", "/pfb3/cp", extra={"x-amz-copy-source": ob})
         assert st == 503, ("CopyObject of an object on the dead member", st, body[:300])
         assert a.metric("kvtier_dram_blocks") == a0, "the upload kept after the Complete"
+        # (review48d) an UploadPart whose upload's marker is on the dead
+        # member: its marker read at its head (s3d.c s3d_upload_probe)
+        # missed on the live member and was 404 NoSuchUpload for a live
+        # upload; now that miss's presence is asked: 503
+        st, _, body = request(P, "PUT", ub[0], body=b"x" * 100,
+                              query=[("partNumber", "1"), ("uploadId", ub[1])])
+        print("UploadPart of an upload whose marker is on the dead member: %d" % st)
+        assert st == 503 and b"ServiceUnavailable" in body, ("UploadPart, marker on the dead "
+                                                             "member", st, body[:300])
         print("GET, HEAD, ListParts, Complete, CopyObject over a pod member down: 503: ok")
     finally:
         if b.p.poll() is None:
@@ -363,6 +381,9 @@ def main():
         assert (st, b) == (200, b"g-1"), ("GET, the pod running", st, b[:300])
         st, _, b = request(P, "GET", "/pfb/none")
         assert st == 404 and b"NoSuchKey" in b, ("GET of no object, the pod running", st)
+        st, _, b = request(P, "PUT", "/pfb/g", body=b"p",  # (review48d: its presence asked)
+                           query=[("partNumber", "1"), ("uploadId", "no-such-upload")])
+        assert st == 404 and b"NoSuchUpload" in b, ("UploadPart of no upload", st, b[:300])
         print("GET, HEAD over a stopped pod: 503; then 200, and 404 for none: ok")
 
         # 2: an UploadPart's recheck of its marker over the stopped pod.
