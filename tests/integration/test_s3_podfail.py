@@ -382,7 +382,7 @@ def main():
         st, _, b = request(P, "GET", "/pfb/none")
         assert st == 404 and b"NoSuchKey" in b, ("GET of no object, the pod running", st)
         st, _, b = request(P, "PUT", "/pfb/g", body=b"p",  # (review48d: its presence asked)
-                           query=[("partNumber", "1"), ("uploadId", "no-such-upload")])
+                           query=[("partNumber", "1"), ("uploadId", "%032x" % 7)])
         assert st == 404 and b"NoSuchUpload" in b, ("UploadPart of no upload", st, b[:300])
         print("GET, HEAD over a stopped pod: 503; then 200, and 404 for none: ok")
 

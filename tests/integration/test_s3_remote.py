@@ -288,6 +288,22 @@ def main():
         assert pod1 == pod0 + 1, ("the unlisted parts left in the pod", pod0, pod1)
         st, _, b = request(cold.port, "GET", "/rbkt/swept")
         assert (st, b) == (200, b"part1"), ("the completed object", st, b[:100])
+        # what a 404 costs the pod (review48d): since s3f48 a read's miss
+        # asks its presence (KVT_F_ERRORS) -- two frames, not one; a bound,
+        # so that a hostile signer's flood of absent keys is not worth more
+        # (3 would fail here)
+        for what, ask in (
+                ("GET", lambda i: request(cold.port, "GET", "/rbkt/none%d" % i)),
+                ("HEAD", lambda i: request(cold.port, "HEAD", "/rbkt/none%d" % i)),
+                ("UploadPart", lambda i: request(cold.port, "PUT", "/rbkt/u", body=b"p", query=[
+                    ("partNumber", "1"), ("uploadId", "%032x" % (i + 1))]))):
+            f0 = pod.metric("kvtier_server_frames_in_total")
+            for i in range(20):
+                st = ask(i)[0]
+                assert st == 404, (what, "of nothing", st)
+            per = (pod.metric("kvtier_server_frames_in_total") - f0) / 20
+            print("a %s 404 over the pod: %.2f pod frames" % (what, per))
+            assert per <= 2.2, ("pod frames a %s 404" % what, per)
         print("CompleteMultipartUpload, CopyObject, UploadPartCopy, cold GETs, "
               "an assembly too large, sweeps of parts in the pod only: ok")
         # If-None-Match: * is not evaluated there: refused, nothing written
