@@ -944,9 +944,14 @@ struct kvtd_s3 {
 	 * on the aux thread after its first window;
 	 * KVTD_TEST_S3_RECHECK_PAUSE_MS=M, an UploadPart's (UploadPartCopy's)
 	 * recheck of its upload's marker, once the part is stored, waits M
-	 * ms on the aux thread first (test_s3_podfail).  0: none. */
+	 * ms on the aux thread first (test_s3_podfail);
+	 * KVTD_TEST_S3_COMPLETE_FAIL=N, part N's presence fails (ENOMEM) in
+	 * every Complete's sweep; KVTD_TEST_S3_RECHECK_FAIL=1, every
+	 * UploadPart's recheck fails (ETIMEDOUT, as a pod's; s3f48,
+	 * test_s3_podfail).  0: none. */
 	uint32_t test_sweep_fail_part, test_sweep_fail_aborts, test_sweep_pause_ms;
-	uint32_t test_recheck_pause_ms;
+	uint32_t test_recheck_pause_ms, test_complete_fail_part;
+	bool test_recheck_fail;
 	_Atomic uint32_t test_sweeps_failed; /* Aborts the first hook failed */
 };
 

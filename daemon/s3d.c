@@ -1597,8 +1597,9 @@ static void s3d_room_done(struct s3d_req *rq, int status)
  * parked meanwhile as for write-down room (its body stays in the socket,
  * nothing after it is parsed), and the request goes on from its
  * completion: reserved and received if the upload is the key's, else
- * NoSuchUpload (404, as S3) or, the read failed, 503 -- the connection
- * closed, as any request refused from its head.  Until s3fix45
+ * NoSuchUpload (404, as S3) or, the read failed or its miss's presence
+ * did (s3ops.c s3d_upload_again: a pod member down), 503 -- the
+ * connection closed, as any request refused from its head.  Until s3fix45
  * (2026-12-07) a kvt_exists of the upload id on the loop: any key's
  * upload in the bucket would do, and over a remote tier the lookup
  * waited for the pod with every connection of the loop.

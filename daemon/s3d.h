@@ -91,6 +91,7 @@ enum {
 	PH_SWEEP,     /* Abort, Complete: a window of its parts' presence (s3ops.c "Sweeps") */
 	PH_SWEEP_DEL, /* ... the deletes of those present */
 	PH_RECHECK,   /* Complete: its marker again, a listed part missing */
+	PH_PART_DEL,  /* UploadPart(Copy): its part's delete, the marker's recheck failed */
 	PH_DONE
 };
 
@@ -110,6 +111,8 @@ struct s3d_item {
 	struct kvtd_tstat *copy_tstat; /* the tenant copy_charged counts in, or NULL */
 	struct iovec iov[2];
 	uint32_t part_no;
+	bool reread;               /* ListParts: a quiet miss asked its presence,
+				    * read again if there (s3ops.c s3d_parts_ask) */
 	char *etag_sent;           /* Complete: the part's ETag in the request (owned) */
 	uint64_t pin_charged;      /* Complete's part, Copy's source: its pin's
 				    * value bytes, held in its connection's and
@@ -230,6 +233,9 @@ struct s3d_req {
 	 * "Sweeps"): the next to look for, the last */
 	uint32_t sweep_next, sweep_end;
 	uint32_t sweep_fail;       /* a test's: this part's presence fails */
+	uint32_t sweep_unsure;     /* Complete: part numbers whose presence failed */
+	uint32_t sweep_left;       /* ... and whose delete failed too (maybe left) */
+	int recheck_st;            /* UploadPart: its recheck's failure (PH_PART_DEL) */
 	bool swept_again;          /* Abort: its sweep after the marker's delete */
 	uint64_t gate_word;        /* its bucket's word when its head was taken
 				    * (s3d_gate_receive) */
@@ -409,7 +415,7 @@ void s3d_upload_fail(struct s3d_req *rq, int r);
 /* UploadPart's and UploadPartCopy's upload marker: its header read set up
  * in it (not sent), read back as the request key's (0), none or another
  * key's (KVT_MISS) or failed (< 0); asked again of a tier below if it
- * missed quietly (true: resubmitted). */
+ * missed quietly, and that miss's presence asked (true: resubmitted). */
 void s3d_upload_item(struct s3d_req *rq, struct s3d_item *it);
 int s3d_upload_found(const struct s3d_req *rq, const struct kvt_req *r);
 bool s3d_upload_again(struct s3d_req *rq, struct s3d_item *it);

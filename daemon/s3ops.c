@@ -720,16 +720,35 @@ static bool s3d_hdr_again(const struct s3d_req *rq, const struct kvt_req *r)
 	       (r->flags & KVT_F_QUIET) && r->status == KVT_MISS;
 }
 
+static bool s3d_miss_unsure(const struct s3d_req *rq, const struct kvt_req *r);
+
 /* UploadPart's marker read (s3d.c s3d_upload_checked), asked again
- * (s3d_hdr_again).  True if it went (the same item, the same
- * completion). */
+ * (s3d_hdr_again), and that read's miss asked as a presence
+ * (s3d_miss_check's rule: a presence there is KVT_EBUSY, 503).  True if
+ * it went (the same item, the same completion).  Until review48d
+ * (2026-12-07) the plain read's miss was the answer: 404 NoSuchUpload
+ * for a live upload whose marker was on a pod member down or timing out
+ * (test_s3_podfail 3). */
 bool s3d_upload_again(struct s3d_req *rq, struct s3d_item *it)
 {
 	struct kvt_req *r = &it->req;
 
-	if (!s3d_hdr_again(rq, r))
+	if (r->op == KVT_OP_EXISTS) {
+		if (r->status == KVT_OK)
+			r->status = KVT_EBUSY; /* there, not read */
 		return false;
-	r->flags = KVT_F_PART;
+	}
+	if (s3d_hdr_again(rq, r)) {
+		r->flags = KVT_F_PART;
+	} else if (s3d_miss_unsure(rq, r)) {
+		r->op = KVT_OP_EXISTS;
+		r->flags = KVT_F_ERRORS;
+		r->part = 0;
+		r->iov = NULL;
+		r->iov_count = 0;
+	} else {
+		return false;
+	}
 	if (kvt_submit(rq->conn->loop->q, &r, 1) == 1)
 		return true;
 	r->status = KVT_EFULL; /* not asked: no answer either way */
@@ -762,6 +781,129 @@ static bool s3d_hdr_retry(struct s3d_req *rq)
 			r->status = rc;
 			rq->pending--;
 		}
+	}
+	if (--rq->pending == 0)
+		s3d_step(rq);
+	return true;
+}
+
+/*
+ * Misses that are not known (s3f48, 2026-12-07).  A read walks the tiers
+ * and takes a tier's failure for a miss there (kvtier.h: a pod that timed
+ * out or refused, a member known down ranked around and another owner's
+ * miss passed on), so a GetObject, HeadObject or ListParts over a failing
+ * pod answered 404 NoSuchKey or NoSuchUpload, or left a part out, for
+ * what was there -- and S3 clients do not retry a 404 (review47: "never
+ * 404 for not known").  Where the store has a tier below SSD and for the
+ * bucket's owner (as s3d_hdr_again: a grantee's quiet read does not ask
+ * those tiers, its miss is one), a read's last miss is asked once more as
+ * a presence with KVT_F_ERRORS: KVT_MISS, not there (404, or the part
+ * left out); a tier's error, 503 ServiceUnavailable (s3d_store_fail); and
+ * present, the read having failed (no DRAM room to promote it, a tier's
+ * error on the read the presence did not meet), KVT_EBUSY: 503 as well.
+ * The item becomes that presence (op, flags and status): what reads it
+ * after sees a miss or an error, never a hit without its bytes.  A miss
+ * costs one more request then (a round trip to the pod); a hit nothing.
+ * The same for the reads of an Abort's marker, a Complete's marker and
+ * parts (a listed part on a member down was 400 InvalidPart) and a
+ * copy's source and UploadPartCopy's marker, and UploadPart's marker
+ * read at its head (s3d_upload_again: s3d.c s3d_upload_probe, its own
+ * completion; review48d).
+ */
+static bool s3d_miss_unsure(const struct s3d_req *rq, const struct kvt_req *r)
+{
+	return rq->conn->loop->srv->tiers_below && !rq->granted &&
+	       (r->op == KVT_OP_GET || r->op == KVT_OP_GET_PINNED) &&
+	       !(r->flags & KVT_F_QUIET) && r->status == KVT_MISS;
+}
+
+/* The request's reads that missed (s3d_miss_unsure), their presences
+ * asked.  True if they went (s3d_step runs again once they are back);
+ * false: none to ask, and the presences back, if any, are set as said
+ * above. */
+static bool s3d_miss_check(struct s3d_req *rq)
+{
+	struct kvtd_loop *loop = rq->conn->loop;
+	uint32_t n = 0;
+
+	for (uint32_t i = 0; i < rq->n; i++) {
+		struct kvt_req *r = &rq->items[i].req;
+		if (r->op == KVT_OP_EXISTS && r->status == KVT_OK)
+			r->status = KVT_EBUSY; /* there, not read */
+		n += s3d_miss_unsure(rq, r);
+	}
+	if (n == 0)
+		return false;
+	rq->pending = 1; /* held while submitting */
+	for (uint32_t i = 0; i < rq->n; i++) {
+		struct kvt_req *r = &rq->items[i].req;
+		if (!s3d_miss_unsure(rq, r))
+			continue;
+		r->op = KVT_OP_EXISTS;
+		r->flags = KVT_F_ERRORS;
+		r->part = 0;
+		r->iov = NULL;
+		r->iov_count = 0;
+		rq->pending++;
+		int rc = kvt_submit(loop->q, &r, 1);
+		if (rc != 1) {
+			r->status = rc < 0 ? rc : KVT_EFULL; /* not asked: not known */
+			rq->pending--;
+		}
+	}
+	if (--rq->pending == 0)
+		s3d_step(rq);
+	return true;
+}
+
+/*
+ * ListParts' quiet misses (s3d_hdr_again): most of the 10,000 part
+ * numbers it probes are absent, and a plain read of each from the pod
+ * then a presence (s3d_miss_check) was two round trips a part number.
+ * So ListParts asks the presence first (KVT_F_ERRORS): a miss is one,
+ * an error is 503, and only a part there is read again as a plain part
+ * get -- whose miss then is asked again by s3d_miss_check (there, not
+ * read: 503).  One pod round trip for an absent part number, as before
+ * s3f48 (bench/RESULTS.md "s3f48").  True if requests went.
+ */
+static bool s3d_parts_ask(struct s3d_req *rq)
+{
+	struct kvtd_loop *loop = rq->conn->loop;
+	uint32_t n = 0;
+
+	rq->pending = 1; /* held while submitting */
+	for (uint32_t i = 0; i < rq->n; i++) {
+		struct s3d_item *it = &rq->items[i];
+		struct kvt_req *r = &it->req;
+		if (s3d_hdr_again(rq, r)) {
+			r->op = KVT_OP_EXISTS;
+			r->flags = KVT_F_ERRORS;
+			r->iov = NULL;
+			r->iov_count = 0;
+			it->reread = true;
+		} else if (it->reread && r->op == KVT_OP_EXISTS && r->status == KVT_OK) {
+			r->op = KVT_OP_GET;
+			r->flags = KVT_F_PART;
+			r->part = 0;
+			r->iov = it->iov;
+			r->iov_count = 1;
+			it->reread = false;
+		} else {
+			it->reread = false; /* (its presence back: a miss or an error) */
+			continue;
+		}
+		n++;
+		rq->pending++;
+		int rc = kvt_submit(loop->q, &r, 1);
+		if (rc != 1) {
+			r->status = rc < 0 ? rc : KVT_EFULL; /* not asked: not known */
+			rq->pending--;
+			it->reread = false;
+		}
+	}
+	if (n == 0) {
+		rq->pending = 0;
+		return false;
 	}
 	if (--rq->pending == 0)
 		s3d_step(rq);
@@ -1208,12 +1350,16 @@ void s3d_put_buffered(struct s3d_req *rq, const struct kvt_key *k)
  * 404 NoSuchUpload; there, an Abort deletes the part after -- its second
  * sweep begins after the marker's delete ("Sweeps").  A presence that
  * failed (KVT_F_ERRORS: the pod timed out or refused, the marker gone
- * from the node's DRAM) is 503, the part kept: the upload may well be
- * there, and the client's retry stores the part again (the marker read
- * again at its head).  Until s3e47 (2026-12-07) the library answered
- * such a failure as a miss: the part was deleted and the answer 404
- * NoSuchUpload for a live upload (test_s3_podfail).  true: the recheck
- * is under way, or the request answered.
+ * from the node's DRAM) is 503, the part deleted first (PH_PART_DEL,
+ * waited for): the upload may well be there, and the client's retry
+ * stores the part again (the marker read again at its head, the delete
+ * done by then); if it was aborted meanwhile, its sweep past this part
+ * number before the part landed, the part is not left where no request
+ * reaches it (kept until s3f48, 2026-12-07: test_s3_podfail 5).  Until
+ * s3e47 (2026-12-07) the library answered such a failure as a miss: the
+ * part was deleted and the answer 404 NoSuchUpload for a live upload
+ * (test_s3_podfail 2).  true: the recheck is under way, or the request
+ * answered.
  */
 static bool s3d_store_closed(struct s3d_req *rq);
 
@@ -1247,7 +1393,7 @@ static bool s3d_part_recheck(struct s3d_req *rq)
 
 	if (rq->op != S3_MPU_PART && rq->op != S3_MPU_PART_COPY)
 		return false;
-	if (rq->phase != PH_RECHECK) {
+	if (rq->phase != PH_RECHECK && rq->phase != PH_PART_DEL) {
 		if (loop->srv->s3.test_recheck_pause_ms && !loop->stopping)
 			kvtd_aux_submit(loop, rq->in_tstat, s3d_recheck_pause, s3d_recheck_later,
 					rq);
@@ -1255,9 +1401,27 @@ static bool s3d_part_recheck(struct s3d_req *rq)
 			s3d_recheck_submit(rq);
 		return true;
 	}
+	if (rq->phase == PH_PART_DEL) { /* the part's delete is back: 503 */
+		if (rq->items[0].req.status < 0)
+			kvtd_conn_log(rq->conn, KVTD_WARN, "S3 UploadPart: its part's delete "
+				      "failed after its upload's recheck did; the part may stay",
+				      kvt_strerror(rq->items[0].req.status));
+		s3d_store_fail(rq, rq->recheck_st);
+		return true;
+	}
 	st = s3d_read_status(rq->items[0].req.status);
+	if (loop->srv->s3.test_recheck_fail)
+		st = -ETIMEDOUT; /* (a test's: kvtd_s3_init) */
 	if (st < 0) {
-		s3d_store_fail(rq, st);
+		struct s3d_item *it = s3d_items(rq, 1);
+		rq->recheck_st = st;
+		if (!it) {
+			s3d_store_fail(rq, st);
+			return true;
+		}
+		s3d_part_key(&k, rq->upload_id, rq->part_no);
+		s3d_item_init(rq, it, KVT_OP_DELETE, &k);
+		s3d_submit(rq, PH_PART_DEL);
 		return true;
 	}
 	if (st != KVT_MISS)
@@ -1315,6 +1479,13 @@ static void s3d_complete_answer(struct s3d_req *rq)
 		s3d_xml_str(rq, rq->etag, strlen(rq->etag));
 		s3d_printf(rq, "</ETag></%s>\n", root);
 	} else {
+		if (rq->sweep_left) { /* ("Sweeps": reported, not refused) */
+			char w[128];
+			snprintf(w, sizeof(w), "upload %s: %u deletes failed (%u presences failed)",
+				 rq->upload_id, rq->sweep_left, rq->sweep_unsure);
+			kvtd_conn_log(rq->conn, KVTD_WARN, "S3 Complete: parts its sweep could "
+				      "not delete may stay until the bucket goes", w);
+		}
 		s3d_xml_upload_head(rq, "CompleteMultipartUploadResult");
 		s3d_text(rq, "<ETag>", 6);
 		s3d_xml_str(rq, rq->etag, strlen(rq->etag));
@@ -1919,6 +2090,10 @@ void kvtd_s3_init(struct kvtd_server *srv)
 		srv->s3.test_sweep_pause_ms = (uint32_t)strtoul(env, NULL, 10);
 	if ((env = getenv("KVTD_TEST_S3_RECHECK_PAUSE_MS")))
 		srv->s3.test_recheck_pause_ms = (uint32_t)strtoul(env, NULL, 10);
+	if ((env = getenv("KVTD_TEST_S3_COMPLETE_FAIL")))
+		srv->s3.test_complete_fail_part = (uint32_t)strtoul(env, NULL, 10);
+	if ((env = getenv("KVTD_TEST_S3_RECHECK_FAIL")))
+		srv->s3.test_recheck_fail = strtoul(env, NULL, 10) != 0;
 }
 
 void kvtd_s3_free(struct kvtd_server *srv)
@@ -2875,9 +3050,14 @@ static void s3d_list_parts_start(struct s3d_req *rq)
  * number, a last one left out), as S3 deletes them -- left, they were
  * reachable by no request (redhttp: parts 2 and 3 of 4 MiB after a
  * Complete of part 1, 8 MiB of DRAM held); an Abort ends the rest.  Best
- * effort: with no walk slot of its tenant free, or no memory, or a
- * presence or a delete that failed, they stay (the Complete is not
- * refused for it).
+ * effort: with no walk slot of its tenant free, or no memory, they stay
+ * (the Complete is not refused for it).  A part number whose presence
+ * failed is deleted anyway, and a delete that failed is counted and
+ * logged at the answer, the sweep going on; the answer is 200: the
+ * object is committed, its listed parts and its marker deleted, so a 503
+ * would be retried into 404 NoSuchUpload for a completed upload (until
+ * s3f48, 2026-12-07, such a part was skipped, left where no request
+ * reaches it: test_s3_podfail 4; doc/s3.md).
  *
  * Presence is the store's index, not the value: KVT_OP_EXISTS is DRAM's
  * index, then the SSD's (tier find: no I/O), then the tiers below, asked
@@ -3059,10 +3239,12 @@ static void s3d_sweep_step(struct s3d_req *rq)
 	struct kvt_key k;
 
 	if (rq->phase == PH_SWEEP_DEL) {
-		for (uint32_t i = 0; i < rq->n && rq->op == S3_MPU_ABORT; i++) {
+		for (uint32_t i = 0; i < rq->n; i++) {
 			const char *code, *msg;
 			int http = s3d_delete_outcome(it[i].req.status, &code, &msg);
-			if (http) { /* the part may still be there: the marker kept */
+			if (http && rq->op == S3_MPU_COMPLETE) {
+				rq->sweep_left++; /* on with the rest: reported */
+			} else if (http) { /* the part may still be there: the marker kept */
 				s3d_fail(rq, http, code, msg);
 				return;
 			}
@@ -3073,12 +3255,14 @@ static void s3d_sweep_step(struct s3d_req *rq)
 	for (uint32_t i = 0; i < rq->n; i++) {
 		int st = s3d_read_status(it[i].req.status);
 		if (rq->sweep_fail && it[i].part_no == rq->sweep_fail)
-			st = -ENOMEM; /* (a test's: s3d_abort_marker) */
+			st = -ENOMEM; /* (a test's: s3d_abort_marker, s3d_complete_sweep) */
 		if (st < 0 && rq->op == S3_MPU_ABORT) {
 			s3d_store_fail(rq, st);
 			return;
 		}
-		if (st == 0)
+		if (st < 0) /* a Complete's: not known, deleted as if there */
+			rq->sweep_unsure++;
+		if (st <= 0)
 			found[nf++] = it[i].part_no;
 	}
 	if (nf == 0) {
@@ -3144,6 +3328,7 @@ static bool s3d_complete_sweep(struct s3d_req *rq)
 {
 	if (!s3d_scan_try(rq))
 		return false;
+	rq->sweep_fail = rq->conn->loop->srv->s3.test_complete_fail_part; /* (a test's) */
 	s3d_sweep_start(rq, 1, rq->items[rq->n - 1].part_no + S3D_PARTS_WIN - 1);
 	return true;
 }
@@ -3431,16 +3616,17 @@ static void s3d_step(struct s3d_req *rq)
 		s3d_list_step(rq);
 		return;
 	case S3_HEAD:
-		if (!s3d_hdr_retry(rq))
+		if (!s3d_hdr_retry(rq) && !s3d_miss_check(rq))
 			s3d_get_answer(rq);
 		return;
 	case S3_GET:
-		s3d_get_answer(rq);
+		if (!s3d_miss_check(rq))
+			s3d_get_answer(rq);
 		return;
 	case S3_PUT:
 	case S3_MPU_PART:
-		if (rq->phase == PH_RECHECK) { /* UploadPart's marker once more */
-			s3d_put_ok(rq);
+		if (rq->phase == PH_RECHECK || rq->phase == PH_PART_DEL) {
+			s3d_put_ok(rq); /* UploadPart's marker once more */
 			return;
 		}
 		/* PH_WRITE: items are DELETE, PUT */
@@ -3528,22 +3714,22 @@ static void s3d_step(struct s3d_req *rq)
 		return;
 	}
 	case S3_LIST_PARTS:
-		if (!s3d_hdr_retry(rq))
+		if (!s3d_parts_ask(rq) && !s3d_miss_check(rq))
 			s3d_list_parts_answer(rq);
 		return;
 	case S3_MPU_PART_COPY:
 	case S3_COPY: {
 		struct s3d_obj ob;
 		int r;
-		if (rq->phase == PH_RECHECK) { /* UploadPartCopy's marker once more */
-			s3d_complete_answer(rq);
+		if (rq->phase == PH_RECHECK || rq->phase == PH_PART_DEL) {
+			s3d_complete_answer(rq); /* UploadPartCopy's marker once more */
 			return;
 		}
 		if (s3d_assembly_step(rq))
 			return;
 		/* UploadPartCopy: items[1], its upload's marker, the key's
 		 * (s3d_upload_item; a quiet miss asked again below) */
-		if (rq->op == S3_MPU_PART_COPY && s3d_hdr_retry(rq))
+		if ((rq->op == S3_MPU_PART_COPY && s3d_hdr_retry(rq)) || s3d_miss_check(rq))
 			return;
 		if (rq->op == S3_MPU_PART_COPY && (r = s3d_upload_found(rq, &it[1].req)) != 0) {
 			s3d_upload_fail(rq, r);
@@ -3595,7 +3781,8 @@ static void s3d_step(struct s3d_req *rq)
 			return;
 		}
 		if (rq->phase == PH_PROBE) {
-			s3d_abort_marker(rq);
+			if (!s3d_miss_check(rq))
+				s3d_abort_marker(rq);
 			return;
 		}
 		if (rq->phase == PH_DURABLE) { /* its deletes' flush is back */
@@ -3627,7 +3814,7 @@ static void s3d_step(struct s3d_req *rq)
 			s3d_complete_recheck(rq);
 			return;
 		}
-		if (s3d_assembly_step(rq))
+		if (s3d_assembly_step(rq) || s3d_miss_check(rq))
 			return;
 		/* items[0]: the upload's marker (its name is the object key); an
 		 * Abort of it in progress here is as if it were done ("Sweeps") */

@@ -80,6 +80,28 @@ class Daemon:
         assert "Sanitizer" not in err and "runtime error" not in err, err
 
 
+def stop_all(*daemons):
+    """The end of a test over pods it stops (SIGSTOP): each Daemon sent
+    SIGCONT -- one a failed assertion left stopped would not see its
+    SIGTERM -- then stopped (Daemon.stop: exit status 0, no sanitizer
+    report), every one of them even where one's stop fails, that first
+    failure raised after.  None: not started."""
+    ds = [d for d in daemons if d]
+    for d in ds:
+        try:
+            d.p.send_signal(signal.SIGCONT)
+        except ProcessLookupError:
+            pass
+    failed = None
+    for d in ds:
+        try:
+            d.stop()
+        except BaseException as e:  # noqa: B036 (the others stopped first)
+            failed = failed or e
+    if failed:
+        raise failed
+
+
 def signed(port, method, path, body=b"", clen=None, query=()):
     """The bytes of one signed request (test_s3_py's signer); clen: a
     Content-Length other than the body's (the body unsigned); query:
@@ -266,6 +288,22 @@ def main():
         assert pod1 == pod0 + 1, ("the unlisted parts left in the pod", pod0, pod1)
         st, _, b = request(cold.port, "GET", "/rbkt/swept")
         assert (st, b) == (200, b"part1"), ("the completed object", st, b[:100])
+        # what a 404 costs the pod (review48d): since s3f48 a read's miss
+        # asks its presence (KVT_F_ERRORS) -- two frames, not one; a bound,
+        # so that a hostile signer's flood of absent keys is not worth more
+        # (3 would fail here)
+        for what, ask in (
+                ("GET", lambda i: request(cold.port, "GET", "/rbkt/none%d" % i)),
+                ("HEAD", lambda i: request(cold.port, "HEAD", "/rbkt/none%d" % i)),
+                ("UploadPart", lambda i: request(cold.port, "PUT", "/rbkt/u", body=b"p", query=[
+                    ("partNumber", "1"), ("uploadId", "%032x" % (i + 1))]))):
+            f0 = pod.metric("kvtier_server_frames_in_total")
+            for i in range(20):
+                st = ask(i)[0]
+                assert st == 404, (what, "of nothing", st)
+            per = (pod.metric("kvtier_server_frames_in_total") - f0) / 20
+            print("a %s 404 over the pod: %.2f pod frames" % (what, per))
+            assert per <= 2.2, ("pod frames a %s 404" % what, per)
         print("CompleteMultipartUpload, CopyObject, UploadPartCopy, cold GETs, "
               "an assembly too large, sweeps of parts in the pod only: ok")
         # If-None-Match: * is not evaluated there: refused, nothing written
@@ -459,15 +497,7 @@ def main():
                                                           b[:300])
         print("UploadPart parked when the node stops: 503: ok")
     finally:
-        for d in (cold, node, pod):
-            if d:
-                try:
-                    d.p.send_signal(signal.SIGCONT)
-                except ProcessLookupError:
-                    pass
-        for d in (cold, node, pod):
-            if d:
-                d.stop()
+        stop_all(cold, node, pod)
     return 0
 
 
