@@ -2066,7 +2066,8 @@ static uint64_t ops_table_room(struct kvtd_conn *c)
 		if (c->tstat && kvtd_auth_enabled()) {
 			uint64_t oc = atomic_load_explicit(&c->tstat->out_charged,
 							   memory_order_relaxed);
-			uint64_t share = KVTD_OUT_TENANT_MAX(srv);
+			uint64_t share = kvtd_tenant_cap(srv, c->tstat, oc,
+							 KVTD_OUT_TENANT_MAX(srv));
 			r = oc < share ? share - oc : 0;
 			if (r < room)
 				room = r;

@@ -83,7 +83,9 @@ s3_park_overwrite (an overwrite over the input share, parked, reads its body),
 resp_args_share (RESP commands of many arguments started: their scratch in
 the tenant's share; a cut command's share given back at the close),
 s3_order (requests pipelined behind one that changes the store run after it),
-s3_op_params (a write carrying a sub-resource not its own: refused, nothing changed).
+s3_op_params (a write carrying a sub-resource not its own: refused, nothing changed),
+tenant_sum (one tenant over TLS logins, unread answers, half-sent commands and
+stalled handshakes from its address: all it holds at most half the budget).
 """
 import base64
 import datetime
@@ -8734,6 +8736,143 @@ def s3_bucket_race(ph):
 
 s3_bucket_race.extra = ["--ssd", "64M", "--set", "ssd.segment=16M",
                         "--set", "ssd.debug_write_delay_ms=%d" % RACE_WAIT_MS]
+
+
+# tenant_sum: one tenant's charges over the listeners and kinds of memory
+# together.  Its queued answers, its requests in flight and its TLS
+# connections' SSLs each had a quarter of --max-memory (KVTD_OUT_TENANT_MAX,
+# KVTD_IN_TENANT_MAX, KVTD_TLS_TENANT_MEM_MAX), counted apart: one tenant
+# holding all three took three quarters and more, and another tenant's
+# login over TLS was refused at its accept.  Now all a tenant holds
+# together is at most half the budget (KVTD_TENANT_MEM_MAX).
+SUM_TLS_LOGINS = 400     # more than a quarter of 32M at ~30 KiB each
+SUM_ECHO = 256 << 10     # an ECHO's argument (its answer is charged)
+SUM_ECHOS = 40           # on each of 2 connections: 20 MiB asked
+SUM_SET = 4 << 20        # a SET's value, half of it sent, then nothing
+SUM_SETS = 8
+SUM_STALLED = 256        # KVTD_UNAUTH_PEER_MAX
+
+
+def send_for(s, data, seconds):
+    """Send as much of data on s as the server takes within seconds."""
+    s.setblocking(False)
+    end, sent = time.monotonic() + seconds, 0
+    while sent < len(data) and time.monotonic() < end:
+        if not select.select([], [s], [], 0.05)[1]:
+            continue
+        try:
+            sent += s.send(data[sent:sent + (1 << 20)])
+        except (BlockingIOError, InterruptedError):
+            pass
+        except OSError:
+            break
+    s.setblocking(True)
+    return sent
+
+
+@phase
+def tenant_sum(ph):
+    """alice logs in over TLS 400 times (her SSLs' quarter), pipelines
+    ECHOs of 256 KiB on 2 of them and never reads (her answers' quarter),
+    and starts SETs of 4 MiB on 8 others, half of each value sent (her
+    commands' quarter): what the server's budget holds of hers is at most
+    half of it, and bob still logs in over TLS and SETs and GETs 1 MiB."""
+    t = tls_server(ph, "tenant_sum")
+    if not t:
+        return
+    try:
+        rport = tls_resp_port(t)
+        budget = 32 << 20
+
+        def mem():
+            return t.metric("kvtier_server_memory_bytes")
+        time.sleep(0.3)
+        mem0 = mem()
+        src = ph.addr()
+        alice, refused = [], 0
+        for _ in range(SUM_TLS_LOGINS):
+            try:
+                c = TlsRecords(rport, src)
+                c.s.sendall(c.records(resp_cmd(b"AUTH", ALICE[0].encode(),
+                                               ALICE[1].encode()), 16384))
+                ok = c.read(5, timeout=5) == b"+OK\r\n"
+            except (EOFError, OSError):
+                ok = False
+            if ok:
+                alice.append(c)
+            else:
+                refused += 1
+                c.s.close()
+        mem1 = mem()
+        echo = resp_cmd(b"ECHO", b"e" * SUM_ECHO)
+        sent_out = 0
+        for c in alice[:2]:
+            c.s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            sent_out += send_for(c.s, c.records(echo * SUM_ECHOS, 16384), 3)
+        mem2 = mem()
+        sent_in = 0
+        for c in alice[2:2 + SUM_SETS]:
+            head = b"*3\r\n$3\r\nSET\r\n$4\r\nsumk\r\n$%d\r\n" % SUM_SET
+            sent_in += send_for(c.s, c.records(head + b"v" * (SUM_SET // 2), 16384), 2)
+        time.sleep(0.5)
+        mem3 = mem()
+        held = mem3 - mem0
+        print("tenant_sum: alice %d TLS logins (%d refused): mem_used +%.1f MiB; her ECHOs "
+              "unread (%.1f MiB sent): +%.1f; her SETs half sent (%.1f MiB sent): +%.1f; "
+              "all hers %.1f MiB of the budget's %d" % (
+                  len(alice), refused, (mem1 - mem0) / 2**20, sent_out / 2**20,
+                  (mem2 - mem1) / 2**20, sent_in / 2**20, (mem3 - mem2) / 2**20,
+                  held / 2**20, budget >> 20))
+        # then from her address 256 stalled handshakes (its unauthenticated
+        # connections' most): their SSLs are charged too
+        stalled = []
+        for _ in range(SUM_STALLED):
+            c = socket.create_connection(("127.0.0.1", rport), source_address=(src, 0))
+            c.sendall(client_hello()[3])
+            stalled.append(c)
+        time.sleep(0.5)
+        mem4 = mem()
+        print("tenant_sum: %d stalled handshakes from her address: mem_used +%.1f MiB; "
+              "%.1f MiB of %d in all" % (SUM_STALLED, (mem4 - mem3) / 2**20, mem4 / 2**20,
+                                          budget >> 20))
+        # bob, after: a TLS login, a SET and a GET of 1 MiB
+        val = b"b" * (1 << 20)
+        try:
+            b = TlsRecords(rport, ph.addr())
+            b.s.sendall(b.records(resp_cmd(b"AUTH", BOB[0].encode(), BOB[1].encode()), 16384))
+            login = b.read(5, timeout=5)
+            b.s.sendall(b.records(resp_cmd(b"SET", b"bobk", val) + resp_cmd(b"GET", b"bobk"),
+                                  16384))
+            want, both = 5 + len(b"$%d\r\n" % len(val)) + len(val) + 2, b""
+            while len(both) < want:
+                try:
+                    both += b.read(want - len(both), timeout=10)
+                except (EOFError, OSError):
+                    break
+            setr, getr = both[:5], both[5:]
+            b.s.close()
+        except (EOFError, OSError) as e:
+            login, setr, getr = repr(e).encode(), b"", b""
+        print("tenant_sum: bob's TLS login %r, SET %r, GET %d bytes %r" % (
+            login[:60], setr[:60], len(getr), getr[:40]))
+        ph.expect(held <= budget // 2 + (2 << 20), "alice holds at most half the budget",
+                  held, budget // 2)
+        ph.expect(mem4 - mem3 <= budget // 16 + (64 << 10),
+                  "one address's handshakes hold at most a sixteenth", mem4 - mem3)
+        ph.expect(login == b"+OK\r\n", "bob's TLS login beside alice", login[:200])
+        ph.expect(setr == b"+OK\r\n" and getr == b"$%d\r\n" % len(val) + val + b"\r\n",
+                  "bob's SET and GET of 1 MiB", setr[:200], len(getr))
+        for c in alice:
+            c.s.close()
+        for c in stalled:
+            c.close()
+        end = time.monotonic() + 10
+        while mem() > mem0 and time.monotonic() < end:
+            time.sleep(0.1)
+        ph.expect(mem() <= mem0, "the charge given back", mem0, mem())
+        ph.cases += 1
+    finally:
+        t.stop()
 
 
 def main():
