@@ -501,10 +501,13 @@ static bool loop_tls_rbuf(struct kvtd_conn *c)
  *   - before authentication also to srv->tls_unauth_mem, at most
  *     KVTD_TLS_UNAUTH_MEM_MAX (half the budget), so that a flood of
  *     handshakes cannot take the budget from the authenticated clients
- *     (output before AUTH is uncharged for the same reason);
+ *     (output before AUTH is uncharged for the same reason), and to its
+ *     address's srv->peer_tls_mem, at most KVTD_TLS_PEER_MEM_MAX (a
+ *     sixteenth: one address's 256 held the whole half, Session 48);
  *   - once authenticated as a tenant, to its t->tls_mem, at most
  *     KVTD_TLS_TENANT_MEM_MAX (metrics.c kvtd_tenant_conn_admit): one
- *     tenant's connections do not take the budget from the others.  Not
+ *     tenant's connections do not take the budget from the others, nor
+ *     with its other charges more than half (kvtd_tenant_cap).  Not
  *     its input share (in_charged), which a read buffer held counts in:
  *     the SSLs of a tenant's idle connections would refuse its commands.
  * Refused at the accept (loop_conn_add), the connection is closed before
@@ -519,7 +522,6 @@ static bool loop_tls_mem_admit(struct kvtd_conn *c)
 	struct kvtd_server *srv = c->loop->srv;
 	uint64_t n = kvtd_tls_conn_mem(c);
 	bool unauth = c->state != KVTD_CS_READY;
-
 	_Atomic uint64_t *peer = &srv->peer_tls_mem[c->peer_slot];
 
 	if (unauth && atomic_fetch_add_explicit(&srv->tls_unauth_mem, n, memory_order_relaxed) +
