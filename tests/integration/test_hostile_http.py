@@ -6016,7 +6016,8 @@ def tls_ssl_object(ph):
     the unauthenticated ones' SSLs hold at most half the budget, a
     tenant's at most a quarter.  At --max-memory 4M: bob authenticated
     over TLS first; 150 connections send a ClientHello and stall -- the
-    budget's share holds ~33 (mem_used shows them), the rest are closed
+    budget's share holds ~33 (mem_used shows them; since Session 48 ~4,
+    their one address's sixteenth), the rest are closed
     at the accept, counted, RSS bounded (release), bob's PING answered;
     closed, the charge comes back and a new TLS login works.  Then alice
     logs in over TLS 60 times: those past her quarter are refused at AUTH
