@@ -1058,8 +1058,11 @@ static void ops_quiet_done(struct kvtd_frame *fr, struct kvtd_item *it)
 		/* the connection's, and its tenant's all together (as S3's:
 		 * a grantee's copies on 24 connections held all the budget,
 		 * and another grantee's were refused, test_hostile
-		 * quiet_share), a quarter of --max-memory each */
-		if (c->copy_bytes + len > max || (tc && tc + len > max) ||
+		 * quiet_share), a quarter of --max-memory each; the tenant's
+		 * cut to its half with its other charges (loop.c
+		 * kvtd_tenant_cap; test_hostile copies_sum) */
+		uint64_t tmax = fr->tstat ? kvtd_tenant_cap(srv, fr->tstat, tc, max) : max;
+		if (c->copy_bytes + len > max || (tc && tc + len > tmax) ||
 		    !kvtd_mem_charge(srv, len, false)) {
 			kvtd_value_item_unpin(srv, it);
 			it->status = KVT_MISS;
