@@ -619,6 +619,7 @@ struct kvtd_conn {
 	uint32_t tls_mem;      /* the SSL itself, charged from the accept until
 				* the close (loop.c "The SSL object"), 0: none */
 	bool tls_mem_unauth;   /* ... and counted in srv->tls_unauth_mem */
+	bool tls_mem_peer;     /* ... and in srv->peer_tls_mem at peer_slot */
 	bool tls_quiet_over;   /* past TLS_QUIET_MAX: closed at its next read */
 	bool tls_unused_counted; /* loop_tls_unused counted it */
 	uint64_t tls_ready_ns;   /* its handshake done (loop now_ns): loop_tls_unused */
@@ -1001,6 +1002,9 @@ struct kvtd_server {
 	/* Unauthenticated connections by address, in the rows (loop.c
 	 * loop_unauth_add; one row until session 48) */
 	_Atomic unsigned peer_unauth[KVTD_PEER_ROWS][KVTD_PEER_SLOTS];
+	/* the SSLs of each slot's unauthenticated connections, in the rows
+	 * (KVTD_TLS_PEER_MEM_MAX; loop.c "The SSL object") */
+	_Atomic uint64_t peer_tls_mem[KVTD_PEER_ROWS][KVTD_PEER_SLOTS];
 	/* kvtd_peer_slot's key of each row: random, set before the loops start */
 	uint64_t peer_key[KVTD_PEER_ROWS];
 	uint64_t key_secret;      /* kvtd_key_hash's key: random, set before anything hashes */
@@ -1091,6 +1095,16 @@ _Static_assert(KVTD_FRAME_ITEMS_MAX >= KVTD_NS_TENANT_MAX, "a tenant's namespace
  * other shares, with --tenants only. */
 #define KVTD_TLS_UNAUTH_MEM_MAX(srv) ((srv)->cfg.max_memory / 2)
 #define KVTD_TLS_TENANT_MEM_MAX(srv) ((srv)->cfg.max_memory / 4)
+/* ... and those of one address (its peer slot, base.c kvtd_peer_slot) not
+ * yet authenticated a sixteenth: 256 stalled handshakes from one address
+ * (its KVTD_UNAUTH_PEER_MAX) held the whole unauthenticated half
+ * (doc/security.md "Session 48"). */
+#define KVTD_TLS_PEER_MEM_MAX(srv) ((srv)->cfg.max_memory / 16)
+/* All a tenant holds of --max-memory together, over every listener and
+ * kind: its queued answers, its requests in flight, its SSLs, its private
+ * copies (kvtd_tenant_cap).  Each of those has its quarter; three of them
+ * together held three quarters (doc/security.md "Session 48"). */
+#define KVTD_TENANT_MEM_MAX(srv) ((srv)->cfg.max_memory / 2)
 /* A reader holding pins must take at least this many bytes a second,
  * averaged over --idle-timeout, or be closed */
 #define KVTD_MIN_DRAIN_BPS (1u << 20)
@@ -1478,6 +1492,12 @@ int kvtd_frame_charge(struct kvtd_frame *fr, uint64_t n, bool force);
  * while a table of c waits for the room (tbl_want): not read until its
  * own are answered (loop.c). */
 bool kvtd_conn_in_share_over(const struct kvtd_conn *c);
+/* What one of tenant t's quarters (quarter: KVTD_OUT_TENANT_MAX, ...) lets
+ * the counter holding mine reach now: the quarter, or less where all t
+ * holds together (out_charged, in_charged, tls_mem, copies) would pass
+ * KVTD_TENANT_MEM_MAX with it (loop.c "Limits"). */
+uint64_t kvtd_tenant_cap(const struct kvtd_server *srv, const struct kvtd_tstat *t,
+			 uint64_t mine, uint64_t quarter);
 /* Tenant t's input share: the cap (KVTD_IN_TENANT_MAX), and in *held what
  * its native frames in flight hold; 0 (held untouched) where shares do
  * not apply: no tenant, no --max-memory, or no --tenants. */

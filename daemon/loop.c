@@ -156,23 +156,52 @@ static bool loop_shares(const struct kvtd_server *srv, const struct kvtd_tstat *
 	return t && srv->cfg.max_memory && kvtd_auth_enabled();
 }
 
+/*
+ * A tenant's quarters together.  Its queued answers (out_charged), its
+ * requests in flight (in_charged), its SSLs (tls_mem) and its private
+ * copies (copies) each have a quarter of the budget, checked apart: one
+ * tenant over the TLS RESP listener with 270 logins, unread ECHOs and
+ * half-sent SETs held 20 of 32 MiB, and with 256 stalled handshakes from
+ * its address beside them the whole budget (another tenant's TLS login
+ * closed at the accept, its SET refused: test_hostile_http tenant_sum).
+ * Each quarter is now also cut to what keeps all of them together within
+ * KVTD_TENANT_MEM_MAX (half): what a counter may reach is the smaller.
+ */
+uint64_t kvtd_tenant_cap(const struct kvtd_server *srv, const struct kvtd_tstat *t,
+			 uint64_t mine, uint64_t quarter)
+{
+	uint64_t all = atomic_load_explicit(&t->out_charged, memory_order_relaxed) +
+		       atomic_load_explicit(&t->in_charged, memory_order_relaxed) +
+		       atomic_load_explicit(&t->tls_mem, memory_order_relaxed) +
+		       atomic_load_explicit(&t->copies, memory_order_relaxed);
+	uint64_t others = all > mine ? all - mine : 0, half = KVTD_TENANT_MEM_MAX(srv);
+	uint64_t room = half > others ? half - others : 0;
+
+	return room < quarter ? room : quarter;
+}
+
 /* c's tenant's queued answers hold their share of the budget. */
 static bool loop_share_over(const struct kvtd_conn *c)
 {
 	const struct kvtd_server *srv = c->loop->srv;
+	uint64_t out;
 
-	return loop_shares(srv, c->tstat) &&
-	       atomic_load_explicit(&c->tstat->out_charged, memory_order_relaxed) >=
-		       KVTD_OUT_TENANT_MAX(srv);
+	if (!loop_shares(srv, c->tstat))
+		return false;
+	out = atomic_load_explicit(&c->tstat->out_charged, memory_order_relaxed);
+	return out >= kvtd_tenant_cap(srv, c->tstat, out, KVTD_OUT_TENANT_MAX(srv));
 }
 
 uint64_t kvtd_in_share(const struct kvtd_server *srv, const struct kvtd_tstat *t,
 		       uint64_t *held)
 {
+	uint64_t cap;
+
 	if (!loop_shares(srv, t))
 		return 0;
 	*held = atomic_load_explicit(&t->in_charged, memory_order_relaxed);
-	return KVTD_IN_TENANT_MAX(srv);
+	cap = kvtd_tenant_cap(srv, t, *held, KVTD_IN_TENANT_MAX(srv));
+	return cap ? cap : 1; /* 0 would say no share applies */
 }
 
 bool kvtd_in_hold(struct kvtd_conn *c, struct kvtd_tstat *t, uint64_t n)
@@ -472,10 +501,13 @@ static bool loop_tls_rbuf(struct kvtd_conn *c)
  *   - before authentication also to srv->tls_unauth_mem, at most
  *     KVTD_TLS_UNAUTH_MEM_MAX (half the budget), so that a flood of
  *     handshakes cannot take the budget from the authenticated clients
- *     (output before AUTH is uncharged for the same reason);
+ *     (output before AUTH is uncharged for the same reason), and to its
+ *     address's srv->peer_tls_mem, at most KVTD_TLS_PEER_MEM_MAX (a
+ *     sixteenth: one address's 256 held the whole half, Session 48);
  *   - once authenticated as a tenant, to its t->tls_mem, at most
  *     KVTD_TLS_TENANT_MEM_MAX (metrics.c kvtd_tenant_conn_admit): one
- *     tenant's connections do not take the budget from the others.  Not
+ *     tenant's connections do not take the budget from the others, nor
+ *     with its other charges more than half (kvtd_tenant_cap).  Not
  *     its input share (in_charged), which a read buffer held counts in:
  *     the SSLs of a tenant's idle connections would refuse its commands.
  * Refused at the accept (loop_conn_add), the connection is closed before
@@ -485,6 +517,34 @@ static bool loop_tls_rbuf(struct kvtd_conn *c)
  * --tenant-conns.  Released once, at the close (loop_conn_close: the
  * SSL freed), whatever the path.  false: refused.
  */
+/* c's address's unauthenticated SSL bytes (srv->peer_tls_mem) in the rows,
+ * as kvtd_peer_count_add counts connections: n added to the slot of each
+ * row; the least of them before is the address's at most (a slot shares
+ * its count with the addresses hashed to it, Session 48 review). */
+static uint64_t loop_peer_tls_add(struct kvtd_conn *c, uint64_t n)
+{
+	struct kvtd_server *srv = c->loop->srv;
+	uint64_t least = UINT64_MAX;
+
+	for (unsigned r = 0; r < KVTD_PEER_ROWS; r++) {
+		uint64_t was = atomic_fetch_add_explicit(
+			&srv->peer_tls_mem[r][c->peer_slot[r] % KVTD_PEER_SLOTS], n,
+			memory_order_relaxed);
+		if (was < least)
+			least = was;
+	}
+	return least;
+}
+
+static void loop_peer_tls_sub(struct kvtd_conn *c, uint64_t n)
+{
+	struct kvtd_server *srv = c->loop->srv;
+
+	for (unsigned r = 0; r < KVTD_PEER_ROWS; r++)
+		atomic_fetch_sub_explicit(&srv->peer_tls_mem[r][c->peer_slot[r] % KVTD_PEER_SLOTS],
+					  n, memory_order_relaxed);
+}
+
 static bool loop_tls_mem_admit(struct kvtd_conn *c)
 {
 	struct kvtd_server *srv = c->loop->srv;
@@ -496,11 +556,21 @@ static bool loop_tls_mem_admit(struct kvtd_conn *c)
 		atomic_fetch_sub_explicit(&srv->tls_unauth_mem, n, memory_order_relaxed);
 		return false;
 	}
+	/* its address's part of that half (KVTD_TLS_PEER_MEM_MAX) */
+	if (unauth && srv->cfg.max_memory &&
+	    loop_peer_tls_add(c, n) + n > KVTD_TLS_PEER_MEM_MAX(srv)) {
+		loop_peer_tls_sub(c, n);
+		atomic_fetch_sub_explicit(&srv->tls_unauth_mem, n, memory_order_relaxed);
+		return false;
+	}
 	if (!kvtd_mem_charge(srv, n, false)) {
+		if (unauth && srv->cfg.max_memory)
+			loop_peer_tls_sub(c, n);
 		if (unauth)
 			atomic_fetch_sub_explicit(&srv->tls_unauth_mem, n, memory_order_relaxed);
 		return false;
 	}
+	c->tls_mem_peer = unauth && srv->cfg.max_memory;
 	c->tls_mem = (uint32_t)n;
 	c->tls_mem_unauth = unauth;
 	return true;
@@ -518,11 +588,13 @@ static void loop_tls_mem_set(struct kvtd_conn *c, uint64_t n)
 	kvtd_mem_uncharge(srv, less);
 	if (c->tls_mem_unauth)
 		atomic_fetch_sub_explicit(&srv->tls_unauth_mem, less, memory_order_relaxed);
+	if (c->tls_mem_peer)
+		loop_peer_tls_sub(c, less);
 	if (c->conns_tstat)
 		atomic_fetch_sub_explicit(&c->conns_tstat->tls_mem, less, memory_order_relaxed);
 	c->tls_mem = (uint32_t)n;
 	if (!n)
-		c->tls_mem_unauth = false;
+		c->tls_mem_unauth = c->tls_mem_peer = false;
 }
 
 /* Authenticated: c's SSL leaves the unauthenticated ones' half. */
@@ -533,6 +605,9 @@ static void loop_tls_mem_authed(struct kvtd_conn *c)
 	atomic_fetch_sub_explicit(&c->loop->srv->tls_unauth_mem, c->tls_mem,
 				  memory_order_relaxed);
 	c->tls_mem_unauth = false;
+	if (c->tls_mem_peer)
+		loop_peer_tls_sub(c, c->tls_mem);
+	c->tls_mem_peer = false;
 }
 
 /* May c read TLS records now?  False: deferred to the next iteration. */

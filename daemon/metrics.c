@@ -175,7 +175,8 @@ bool kvtd_tenant_conn_admit(struct kvtd_conn *c, const char *tenant, size_t tena
 	held = c->tls_mem ? atomic_fetch_add_explicit(&t->tls_mem, c->tls_mem,
 						      memory_order_relaxed) : 0;
 	if (c->tls_mem && srv->cfg.max_memory &&
-	    held + c->tls_mem > KVTD_TLS_TENANT_MEM_MAX(srv)) {
+	    held + c->tls_mem > kvtd_tenant_cap(srv, t, held + c->tls_mem,
+						KVTD_TLS_TENANT_MEM_MAX(srv))) {
 		atomic_fetch_sub_explicit(&t->tls_mem, c->tls_mem, memory_order_relaxed);
 		atomic_fetch_sub_explicit(&t->conns, 1, memory_order_relaxed);
 		KVTD_COUNT(srv, conns_refused, 1);

@@ -1058,8 +1058,11 @@ static void ops_quiet_done(struct kvtd_frame *fr, struct kvtd_item *it)
 		/* the connection's, and its tenant's all together (as S3's:
 		 * a grantee's copies on 24 connections held all the budget,
 		 * and another grantee's were refused, test_hostile
-		 * quiet_share), a quarter of --max-memory each */
-		if (c->copy_bytes + len > max || (tc && tc + len > max) ||
+		 * quiet_share), a quarter of --max-memory each; the tenant's
+		 * cut to its half with its other charges (loop.c
+		 * kvtd_tenant_cap; test_hostile copies_sum) */
+		uint64_t tmax = fr->tstat ? kvtd_tenant_cap(srv, fr->tstat, tc, max) : max;
+		if (c->copy_bytes + len > max || (tc && tc + len > tmax) ||
 		    !kvtd_mem_charge(srv, len, false)) {
 			kvtd_value_item_unpin(srv, it);
 			it->status = KVT_MISS;
@@ -2066,7 +2069,8 @@ static uint64_t ops_table_room(struct kvtd_conn *c)
 		if (c->tstat && kvtd_auth_enabled()) {
 			uint64_t oc = atomic_load_explicit(&c->tstat->out_charged,
 							   memory_order_relaxed);
-			uint64_t share = KVTD_OUT_TENANT_MAX(srv);
+			uint64_t share = kvtd_tenant_cap(srv, c->tstat, oc,
+							 KVTD_OUT_TENANT_MAX(srv));
 			r = oc < share ? share - oc : 0;
 			if (r < room)
 				room = r;

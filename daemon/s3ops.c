@@ -986,7 +986,10 @@ static void s3d_quiet_done(struct s3d_req *rq, struct s3d_item *it)
 	if (!it->pinned || it->req.tier != KVT_TIER_SSD)
 		return;
 	tc = t ? atomic_load_explicit(&t->copies, memory_order_relaxed) : 0;
-	if ((c->copy_bytes && c->copy_bytes + len > max) || (tc && tc + len > max) ||
+	/* the tenant's quarter cut to its half with its other charges
+	 * (loop.c kvtd_tenant_cap; test_hostile copies_sum) */
+	if ((c->copy_bytes && c->copy_bytes + len > max) ||
+	    (tc && tc + len > kvtd_tenant_cap(srv, t, tc, max)) ||
 	    !kvtd_mem_charge(srv, len, false)) {
 		kvt_pin_release(srv->store, it->req.pin);
 		it->pinned = false;

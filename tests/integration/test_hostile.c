@@ -62,6 +62,9 @@
  *   quiet_share   one grantee's quiet GETs of SSD-only blocks pipelined on
  *                 24 connections beside another grantee's: the server's
  *                 slots and the copies' memory held to a tenant's part
+ *   copies_sum    a grantee with its answers and commands near its half
+ *                 pipelines quiet GETs of SSD-only blocks: its copies cut
+ *                 to what its half has left (kvtd_tenant_cap)
  *   wd_share      one tenant's puts overrun the SSD writer beside another
  *                 tenant's few: its write-downs shed first, the other's
  *                 (a quarter of the queue) written and read back
@@ -9961,6 +9964,114 @@ static void phase_quiet_share(void)
 }
 
 /* ------------------------------------------------------------------------
+ * copies_sum (red48 review): a tenant's private copies within its half
+ *
+ * Session 48 cut each of a tenant's quarters (answers queued, commands in
+ * flight, SSLs) so that all of them with its private copies stay within
+ * half of --max-memory (loop.c kvtd_tenant_cap, KVTD_TENANT_MEM_MAX).  The
+ * copies' own check (ops.c ops_quiet_done, s3ops.c s3d_quiet_done) was
+ * left at its quarter: rita, a grantee, fills her half with ECHOs she
+ * never reads and SETs half sent on RESP, then pipelines quiet GETs of
+ * SSD-only blocks she does not read either: their copies took another
+ * quarter, three quarters of the budget hers.
+ */
+
+#define CS_ECHO (256u << 10)  /* an ECHO's argument: its answer is charged */
+#define CS_ECHOS 40u          /* on each of 4 connections: 40 MiB asked */
+#define CS_SET (4u << 20)     /* a SET's value, half of it sent */
+#define CS_SETS 1u            /* its room left for the GETs' tables */
+
+static void phase_copies_sum(void)
+{
+	const char *extra[] = { "--ssd", "256M", "--set", "ssd.admission=always",
+				"--resp", "127.0.0.1:0", NULL };
+	struct kvt_ns_desc d = desc;
+	uint8_t ns[PROTO_DIGEST_LEN], *v = malloc(G_LEN);
+	unsigned ssd_only[G_BLOCKS], n_ssd, n_get;
+	uint64_t mem0, memo, mem1, mem2, refused0, refused;
+	int efd[4], sfd[CS_SETS];
+	size_t elen = 0, ecap = CS_ECHOS * (CS_ECHO + 64) + 128, slen;
+	char *ebuf = malloc(ecap), *sbuf = malloc(CS_SET / 2 + 128), auth[128];
+	uint16_t rport;
+	struct kc olga, rita, rg;
+	int rcv = 4096;
+
+	T_ASSERT(v && ebuf && sbuf);
+	start_with("copies_sum", extra, "alice " SECRET_ALICE " tenant dram=4M\n"
+					"admin " SECRET_ADMIN " admin\n"
+					"rita " SECRET_ALICE " tenant\n"
+					"grant alice model=hostile-model to rita\n");
+	n_ssd = g_put_ssd_only(&olga, &rita, &d, ns, v, ssd_only);
+	T_GE_INT(n_ssd, 16);
+	rport = tsrv_listener_port(srv.log, "RESP");
+	snprintf(auth, sizeof(auth), "AUTH rita %s\r\n", SECRET_ALICE);
+	tsrv_sleep_ms(300);
+	mem0 = stat_of("server.mem_used");
+	/* her answers: ECHOs pipelined, never read */
+	elen = (size_t)snprintf(ebuf, ecap, "%s", auth);
+	for (unsigned i = 0; i < CS_ECHOS; i++) {
+		elen += (size_t)snprintf(ebuf + elen, ecap - elen, "*2\r\n$4\r\nECHO\r\n$%u\r\n",
+					 CS_ECHO);
+		memset(ebuf + elen, 'e', CS_ECHO);
+		elen += CS_ECHO;
+		memcpy(ebuf + elen, "\r\n", 2);
+		elen += 2;
+	}
+	for (unsigned i = 0; i < 4; i++) {
+		efd[i] = tcp_connect(rport);
+		setsockopt(efd[i], SOL_SOCKET, SO_RCVBUF, &rcv, sizeof(rcv));
+		send_for(efd[i], ebuf, elen, 3000);
+	}
+	tsrv_sleep_ms(300);
+	memo = stat_of("server.mem_used");
+	/* her commands: SETs of 4 MiB, half sent */
+	for (unsigned i = 0; i < CS_SETS; i++) {
+		sfd[i] = tcp_connect(rport);
+		slen = (size_t)snprintf(sbuf, 128, "%s*3\r\n$3\r\nSET\r\n$3\r\ncs%u\r\n$%u\r\n",
+					auth, i, CS_SET);
+		memset(sbuf + slen, 'v', CS_SET / 2);
+		slen += CS_SET / 2;
+		send_for(sfd[i], sbuf, slen, 2000);
+	}
+	tsrv_sleep_ms(500);
+	mem1 = stat_of("server.mem_used");
+	/* her copies: quiet GETs of SSD-only blocks, not read */
+	refused0 = stat_of("server.copy_refused");
+	T_RC(kc_dial(&rg, srv.port, "rita", SECRET_ALICE), 0);
+	setsockopt(rg.fd, SOL_SOCKET, SO_RCVBUF, &rcv, sizeof(rcv));
+	n_get = n_ssd;
+	g_send(&rg, ns, ssd_only, n_get); /* one frame: its connection's share pauses reads */
+	/* the copies leave the budget as the sockets take their answers:
+	 * the most it held meanwhile */
+	mem2 = mem1;
+	for (uint64_t end = tsrv_now_ns() + 1500000000ull; tsrv_now_ns() < end;) {
+		uint64_t m = stat_of("server.mem_used");
+		mem2 = m > mem2 ? m : mem2;
+	}
+	refused = stat_of("server.copy_refused") - refused0;
+	printf("copies_sum: rita's ECHOs unread: mem_used +%.1f MiB, her SET half sent +%.1f; then %u "
+	       "quiet GETs of SSD-only blocks of 1 MiB unread: +%.1f MiB at most (copy_refused +%" PRIu64
+	       "); hers %.1f MiB of %u (the server %.1f before)\n", (double)(memo - mem0) / 1048576.0,
+	       (double)(mem1 - memo) / 1048576.0, n_get,
+	       (double)(mem2 - mem1) / 1048576.0, refused, (double)(mem2 - mem0) / 1048576.0,
+	       MAX_MEMORY >> 20, (double)mem0 / 1048576.0);
+	/* her half, and the socket's 2 MiB of slack */
+	T_ASSERT(mem2 - mem0 <= MAX_MEMORY / 2 + (2u << 20));
+	T_ASSERT(refused >= 1);
+	kc_close(&rg);
+	for (unsigned i = 0; i < 4; i++)
+		close(efd[i]);
+	for (unsigned i = 0; i < CS_SETS; i++)
+		close(sfd[i]);
+	kc_close(&olga);
+	kc_close(&rita);
+	free(v);
+	free(ebuf);
+	free(sbuf);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
+/* ------------------------------------------------------------------------
  * clear_flood (attack25): one tenant pipelines CLEARs of its namespaces
  *
  * A CLEAR walks the whole DRAM and SSD indexes once per namespace it
@@ -12595,6 +12706,7 @@ static const struct tsrv_phase phases[] = {
 	{ "ns_hash", phase_ns_hash },
 	{ "aux_share", phase_aux_share },
 	{ "quiet_share", phase_quiet_share },
+	{ "copies_sum", phase_copies_sum },
 	{ "ssd_read_share", phase_ssd_read_share },
 	{ "wd_share", phase_wd_share },
 };

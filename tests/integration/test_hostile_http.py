@@ -83,7 +83,9 @@ s3_park_overwrite (an overwrite over the input share, parked, reads its body),
 resp_args_share (RESP commands of many arguments started: their scratch in
 the tenant's share; a cut command's share given back at the close),
 s3_order (requests pipelined behind one that changes the store run after it),
-s3_op_params (a write carrying a sub-resource not its own: refused, nothing changed).
+s3_op_params (a write carrying a sub-resource not its own: refused, nothing changed),
+tenant_sum (one tenant over TLS logins, unread answers, half-sent commands and
+stalled handshakes from its address: all it holds at most half the budget).
 """
 import base64
 import datetime
@@ -4215,6 +4217,11 @@ def tls_handshakes(ph):
 
         def throttled():
             return metric_or_0(t, "kvtier_tls_throttled_total")
+
+        def before_crypto():
+            # closed before any crypto: throttled, or (since Session 48)
+            # past the address's part of the unauthenticated SSLs' half
+            return throttled() + metric_or_0(t, "kvtier_tls_memory_refused_total")
         # A load balancer's TCP checks and a plain client cost no crypto:
         # they must not throttle the TLS clients sharing their address.
         thr0 = throttled()
@@ -4241,7 +4248,7 @@ def tls_handshakes(ph):
         time.sleep(0.3)
         hs = (loop_cpu_s(t) - c0) / TLS_HS_BASE
         ph.expect(throttled() == thr0, "the handshakes timed throttled", throttled() - thr0)
-        cpu = {}
+        cpu, thr0, thr_only0 = {}, before_crypto(), throttled()
         for what, port, data in (("TLS ClientHello", P, hello),
                                  ("metrics garbage", t.mport, b"\x16\x03\x01" * 100)):
             c0 = loop_cpu_s(t)
@@ -4258,7 +4265,7 @@ def tls_handshakes(ph):
                 st, _, b = tls_from_prober(ph, t, "another address meanwhile",
                                            signed_msg(P, "GET", "/tbkt/known"))
                 ph.expect(st == 200 and b == b"known bytes", "another address meanwhile", st)
-        thr = throttled() - thr0
+        thr, thr_only = before_crypto() - thr0, throttled() - thr_only0
         time.sleep(1.1)
         st, _, b = tls_http(P, signed_msg(P, "GET", "/tbkt/known"), src)
         ph.expect(st == 200 and b == b"known bytes", "the flooding address a second later", st)
@@ -4267,6 +4274,8 @@ def tls_handshakes(ph):
         raw = cpu["TLS ClientHello"] / max(cpu["metrics garbage"], 1e-6)
         ratio = max(cpu["TLS ClientHello"] - let * hs / TLS_CHURN_CONNS, 0) / max(
             cpu["metrics garbage"], 1e-6)
+        print("tls_handshakes: (%d by the throttle, the rest at the accept by the address's "
+              "part)" % thr_only)
         print("tls_handshakes: %d canned ClientHellos from one address: %d throttled; loop CPU "
               "a connection %.0f us, against %.0f us a connection of garbage to the metrics "
               "listener (%.1f); less the %d let through at %.0f us (a handshake's): ratio "
@@ -4702,10 +4711,13 @@ def tls_partial_hello(ph):
         to0 = timeouts()
         time.sleep(0.3)
         rss0 = t.rss_kib()
-        src, quiet_src = ph.addr(), ph.addr()
+        # 25 an address: an address's unauthenticated SSLs hold at most a
+        # sixteenth of --max-memory (~34 handshakes at 32M; Session 48)
+        srcs, quiet_src = [ph.addr() for _ in range(TLS_PARTIAL_CONNS // 25)], ph.addr()
         socks = []
-        for _ in range(TLS_PARTIAL_CONNS):
-            c = socket.create_connection(("127.0.0.1", rport), source_address=(src, 0))
+        for k in range(TLS_PARTIAL_CONNS):
+            c = socket.create_connection(("127.0.0.1", rport),
+                                         source_address=(srcs[k % len(srcs)], 0))
             c.sendall(partial)
             socks.append(c)
         quiet = [socket.create_connection(("127.0.0.1", rport), source_address=(quiet_src, 0))
@@ -5788,18 +5800,24 @@ def tls12_renegotiation(ph):
         # as many idle TLS 1.2 connections, before AUTH
         def held(what):
             r0, m0, q0 = t.rss_kib(), t.metric("kvtier_server_memory_bytes"), quiet()
-            res = []
-            th = threading.Thread(target=lambda: res.append(tls_flood(
-                exe, rport, what, 4, conns=TLS12_HELLO_CONNS, src=ph.addr(),
-                rate=1 if what == "ping12" else 0)))
-            th.start()
+            # from 4 addresses: one address's unauthenticated SSLs hold at
+            # most a sixteenth of --max-memory (~68 established at 32M;
+            # Session 48)
+            res, ths = [], []
+            for src in [ph.addr() for _ in range(4)]:
+                ths.append(threading.Thread(target=lambda src=src: res.append(tls_flood(
+                    exe, rport, what, 4, conns=TLS12_HELLO_CONNS // 4, src=src,
+                    rate=1 if what == "ping12" else 0))))
+                ths[-1].start()
             time.sleep(3)
             r1, m1 = t.rss_kib(), t.metric("kvtier_server_memory_bytes")
-            th.join()
+            for th in ths:
+                th.join()
+            closed = sum(r[0] for r in res) if len(res) == len(ths) else -1
             print("tls12_renegotiation: %d connections of %s: RSS +%d KiB, mem_used +%d B; "
                   "%d closed, %d counted" % (TLS12_HELLO_CONNS, what, r1 - r0, m1 - m0,
-                                             res[0][0], quiet() - q0))
-            return res[0][0], r1 - r0, quiet() - q0
+                                             closed, quiet() - q0))
+            return closed, r1 - r0, quiet() - q0
         _, rss_idle, _ = held("ping12")
         closed, rss_hello, counted = held("hello12")
         per = (rss_hello - rss_idle) / TLS12_HELLO_CONNS
@@ -6006,7 +6024,8 @@ def tls_ssl_object(ph):
     the unauthenticated ones' SSLs hold at most half the budget, a
     tenant's at most a quarter.  At --max-memory 4M: bob authenticated
     over TLS first; 150 connections send a ClientHello and stall -- the
-    budget's share holds ~33 (mem_used shows them), the rest are closed
+    budget's share holds ~33 (mem_used shows them; from 15 addresses,
+    each past its sixteenth: from one, ~4 and the half untested), the rest are closed
     at the accept, counted, RSS bounded (release), bob's PING answered;
     closed, the charge comes back and a new TLS login works.  Then alice
     logs in over TLS 60 times: those past her quarter are refused at AUTH
@@ -6027,10 +6046,14 @@ def tls_ssl_object(ph):
         bob = tls_resp_login(ph, rport, BOB)
         time.sleep(0.3)
         mem0, rss0, ref0 = mem(), t.rss_kib(), refused_ctr()
-        # (1) stalled handshakes: a ClientHello each, never a Finished
-        src, socks = ph.addr(), []
-        for _ in range(TLS_SSL_FLOOD):
-            c = socket.create_connection(("127.0.0.1", rport), source_address=(src, 0))
+        # (1) stalled handshakes: a ClientHello each, never a Finished,
+        # from 15 addresses: from one, its sixteenth of the budget (~4 at
+        # 4M, Session 48) bound them, and the unauthenticated half was not
+        # reached (review48e)
+        srcs, socks = [ph.addr() for _ in range(TLS_SSL_FLOOD // 10)], []
+        for k in range(TLS_SSL_FLOOD):
+            c = socket.create_connection(("127.0.0.1", rport),
+                                         source_address=(srcs[k % len(srcs)], 0))
             c.sendall(client_hello()[3])
             socks.append(c)
         held = shut = 0
@@ -6062,13 +6085,15 @@ def tls_ssl_object(ph):
         ph.expect(held + shut == TLS_SSL_FLOOD, "each held or closed", held, shut)
         ph.expect(0 < held <= (2 << 20) // TLS_HS_MEM and shut > 0,
                   "stalled handshakes held within the unauthenticated half", held, shut)
+        ph.expect(held > 2 * ((4 << 20) // 16 // TLS_HS_MEM),
+                  "the half reached, not one address's sixteenth", held)
         ph.expect(ref1 - ref0 == shut, "closed at the accept, counted", ref1 - ref0, shut)
         ph.expect(held * TLS_HS_MEM <= mem1 - mem0 <= (held + 1) * TLS_HS_MEM,
                   "the handshakes' SSLs charged to --max-memory", mem1 - mem0, held)
         ph.expect(mem2 <= mem0, "the charge given back at the close", mem0, mem2)
         ph.expect(sanitized or (rss1 - rss0) / 1024 <= TLS_SSL_FLOOD_MIB,
                   "RSS of the stalled handshakes (MiB)", (rss1 - rss0) / 1024)
-        # The 33 abandoned handshakes count as failures of src (loop.c
+        # The 33 abandoned handshakes count as failures of their addresses (loop.c
         # loop_conn_handshake), which throttles its address slot for the
         # rest of that second: a fresh address below that shares the slot
         # (1 in KVTD_PEER_SLOTS each) would be closed at its ClientHello.
@@ -8734,6 +8759,143 @@ def s3_bucket_race(ph):
 
 s3_bucket_race.extra = ["--ssd", "64M", "--set", "ssd.segment=16M",
                         "--set", "ssd.debug_write_delay_ms=%d" % RACE_WAIT_MS]
+
+
+# tenant_sum: one tenant's charges over the listeners and kinds of memory
+# together.  Its queued answers, its requests in flight and its TLS
+# connections' SSLs each had a quarter of --max-memory (KVTD_OUT_TENANT_MAX,
+# KVTD_IN_TENANT_MAX, KVTD_TLS_TENANT_MEM_MAX), counted apart: one tenant
+# holding all three took three quarters and more, and another tenant's
+# login over TLS was refused at its accept.  Now all a tenant holds
+# together is at most half the budget (KVTD_TENANT_MEM_MAX).
+SUM_TLS_LOGINS = 400     # more than a quarter of 32M at ~30 KiB each
+SUM_ECHO = 256 << 10     # an ECHO's argument (its answer is charged)
+SUM_ECHOS = 40           # on each of 2 connections: 20 MiB asked
+SUM_SET = 4 << 20        # a SET's value, half of it sent, then nothing
+SUM_SETS = 8
+SUM_STALLED = 256        # KVTD_UNAUTH_PEER_MAX
+
+
+def send_for(s, data, seconds):
+    """Send as much of data on s as the server takes within seconds."""
+    s.setblocking(False)
+    end, sent = time.monotonic() + seconds, 0
+    while sent < len(data) and time.monotonic() < end:
+        if not select.select([], [s], [], 0.05)[1]:
+            continue
+        try:
+            sent += s.send(data[sent:sent + (1 << 20)])
+        except (BlockingIOError, InterruptedError):
+            pass
+        except OSError:
+            break
+    s.setblocking(True)
+    return sent
+
+
+@phase
+def tenant_sum(ph):
+    """alice logs in over TLS 400 times (her SSLs' quarter), pipelines
+    ECHOs of 256 KiB on 2 of them and never reads (her answers' quarter),
+    and starts SETs of 4 MiB on 8 others, half of each value sent (her
+    commands' quarter): what the server's budget holds of hers is at most
+    half of it, and bob still logs in over TLS and SETs and GETs 1 MiB."""
+    t = tls_server(ph, "tenant_sum")
+    if not t:
+        return
+    try:
+        rport = tls_resp_port(t)
+        budget = 32 << 20
+
+        def mem():
+            return t.metric("kvtier_server_memory_bytes")
+        time.sleep(0.3)
+        mem0 = mem()
+        src = ph.addr()
+        alice, refused = [], 0
+        for _ in range(SUM_TLS_LOGINS):
+            try:
+                c = TlsRecords(rport, src)
+                c.s.sendall(c.records(resp_cmd(b"AUTH", ALICE[0].encode(),
+                                               ALICE[1].encode()), 16384))
+                ok = c.read(5, timeout=5) == b"+OK\r\n"
+            except (EOFError, OSError):
+                ok = False
+            if ok:
+                alice.append(c)
+            else:
+                refused += 1
+                c.s.close()
+        mem1 = mem()
+        echo = resp_cmd(b"ECHO", b"e" * SUM_ECHO)
+        sent_out = 0
+        for c in alice[:2]:
+            c.s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            sent_out += send_for(c.s, c.records(echo * SUM_ECHOS, 16384), 3)
+        mem2 = mem()
+        sent_in = 0
+        for c in alice[2:2 + SUM_SETS]:
+            head = b"*3\r\n$3\r\nSET\r\n$4\r\nsumk\r\n$%d\r\n" % SUM_SET
+            sent_in += send_for(c.s, c.records(head + b"v" * (SUM_SET // 2), 16384), 2)
+        time.sleep(0.5)
+        mem3 = mem()
+        held = mem3 - mem0
+        print("tenant_sum: alice %d TLS logins (%d refused): mem_used +%.1f MiB; her ECHOs "
+              "unread (%.1f MiB sent): +%.1f; her SETs half sent (%.1f MiB sent): +%.1f; "
+              "all hers %.1f MiB of the budget's %d" % (
+                  len(alice), refused, (mem1 - mem0) / 2**20, sent_out / 2**20,
+                  (mem2 - mem1) / 2**20, sent_in / 2**20, (mem3 - mem2) / 2**20,
+                  held / 2**20, budget >> 20))
+        # then from her address 256 stalled handshakes (its unauthenticated
+        # connections' most): their SSLs are charged too
+        stalled = []
+        for _ in range(SUM_STALLED):
+            c = socket.create_connection(("127.0.0.1", rport), source_address=(src, 0))
+            c.sendall(client_hello()[3])
+            stalled.append(c)
+        time.sleep(0.5)
+        mem4 = mem()
+        print("tenant_sum: %d stalled handshakes from her address: mem_used +%.1f MiB; "
+              "%.1f MiB of %d in all" % (SUM_STALLED, (mem4 - mem3) / 2**20, mem4 / 2**20,
+                                          budget >> 20))
+        # bob, after: a TLS login, a SET and a GET of 1 MiB
+        val = b"b" * (1 << 20)
+        try:
+            b = TlsRecords(rport, ph.addr())
+            b.s.sendall(b.records(resp_cmd(b"AUTH", BOB[0].encode(), BOB[1].encode()), 16384))
+            login = b.read(5, timeout=5)
+            b.s.sendall(b.records(resp_cmd(b"SET", b"bobk", val) + resp_cmd(b"GET", b"bobk"),
+                                  16384))
+            want, both = 5 + len(b"$%d\r\n" % len(val)) + len(val) + 2, b""
+            while len(both) < want:
+                try:
+                    both += b.read(want - len(both), timeout=10)
+                except (EOFError, OSError):
+                    break
+            setr, getr = both[:5], both[5:]
+            b.s.close()
+        except (EOFError, OSError) as e:
+            login, setr, getr = repr(e).encode(), b"", b""
+        print("tenant_sum: bob's TLS login %r, SET %r, GET %d bytes %r" % (
+            login[:60], setr[:60], len(getr), getr[:40]))
+        ph.expect(held <= budget // 2 + (2 << 20), "alice holds at most half the budget",
+                  held, budget // 2)
+        ph.expect(mem4 - mem3 <= budget // 16 + (64 << 10),
+                  "one address's handshakes hold at most a sixteenth", mem4 - mem3)
+        ph.expect(login == b"+OK\r\n", "bob's TLS login beside alice", login[:200])
+        ph.expect(setr == b"+OK\r\n" and getr == b"$%d\r\n" % len(val) + val + b"\r\n",
+                  "bob's SET and GET of 1 MiB", setr[:200], len(getr))
+        for c in alice:
+            c.s.close()
+        for c in stalled:
+            c.close()
+        end = time.monotonic() + 10
+        while mem() > mem0 and time.monotonic() < end:
+            time.sleep(0.1)
+        ph.expect(mem() <= mem0, "the charge given back", mem0, mem())
+        ph.cases += 1
+    finally:
+        t.stop()
 
 
 def main():
