@@ -4154,6 +4154,41 @@ static void test_promote_race(void)
  *     (exact bytes or a miss). */
 #define PRW_FILL 1000 /* the fillers' first key */
 
+/* Submit r on q with a read of segment slot held: IO_FAULT_SLOW_READ on
+ * its fd, 60 s (ended by io_fault_release), after `skip` reads pass; back
+ * once the fault holds the read. */
+static void held_read(struct kvt_store *s, struct kvt_queue *q, struct kvt_req *r, uint32_t slot,
+		      uint32_t skip)
+{
+	struct io_fault slow = { .kind = IO_FAULT_SLOW_READ, .count = 1, .skip = skip,
+				 .delay_ms = 60000 };
+	struct ssd *sd = ssd_of(s);
+	struct kvt_req *rp = r;
+	uint64_t faults = t_stat(s, "io.faults_injected");
+	slow.fd = sd->segs[slot].fd;
+	T_OK(io_fault_add(ssd_io(sd), &slow));
+	T_RC(kvt_submit(q, &rp, 1), 1);
+	for (int i = 0; i < 1000 && t_stat(s, "io.faults_injected") == faults; i++)
+		usleep(10000);
+	T_EQ_U64(t_stat(s, "io.faults_injected"), faults + 1); /* the read is held */
+}
+
+/* A quiet part read (r, on q) of block 60's part 2 into v, held at its
+ * second read (the first, the header and 4 KiB, passes): held_read. */
+static void held_part_read(struct kvt_store *s, struct kvt_queue *q, struct kvt_req *r,
+			   struct iovec *v, uint32_t slot)
+{
+	memset(r, 0, sizeof(*r));
+	r->ns = ns_of(s);
+	r->key = t_key(60);
+	r->op = KVT_OP_GET;
+	r->flags = KVT_F_PART | KVT_F_QUIET;
+	r->part = 2;
+	r->iov = v;
+	r->iov_count = 1;
+	held_read(s, q, r, slot, 1);
+}
+
 static void prw_put(struct kvt_store *s, uint32_t ns, uint64_t k)
 {
 	size_t len = pr_off(0, PR_PARTS);
@@ -4175,14 +4210,13 @@ static void prw_round(bool copy)
 	char *dir = t_mkdtemp(), buf[16384], want[32768], path[4096];
 	struct kvt_store *s;
 	struct kvt_queue *q;
-	struct kvt_req r, *rp = &r, *got;
+	struct kvt_req r, *got;
 	struct iovec v = { buf, sizeof(buf) };
 	struct kvt_key key = t_key(60);
-	struct io_fault slow = { .kind = IO_FAULT_SLOW_READ, .count = 1, .delay_ms = 60000 };
 	struct ssd *sd;
 	struct ssd_entry *e;
 	unsigned char disk[sizeof(prr_d)];
-	uint64_t rec_off, faults, misses, k = PRW_FILL;
+	uint64_t rec_off, misses, k = PRW_FILL;
 	uint32_t slot, hdr_len;
 	bool psync = !strcmp(io_backend, "psync"), gone = false;
 	int fd;
@@ -4208,27 +4242,16 @@ static void prw_round(bool copy)
 	T_EQ_U64(rec_off, SSD_ALIGN);
 	t_fill(want, pr_off(0, PR_PARTS), 60);
 	misses = t_stat(s, "ssd.read_misses");
-	faults = t_stat(s, "io.faults_injected");
-	slow.fd = sd->segs[slot].fd;
-	slow.skip = copy ? 0 : 1; /* a part read: its first read (the header) passes */
-	T_OK(io_fault_add(ssd_io(sd), &slow));
-	memset(&r, 0, sizeof(r));
-	r.ns = ns_of(s);
-	r.key = key;
 	if (copy) {
+		memset(&r, 0, sizeof(r));
+		r.ns = ns_of(s);
+		r.key = key;
 		r.op = KVT_OP_GET_PINNED;
 		r.flags = KVT_F_QUIET;
+		held_read(s, q, &r, slot, 0); /* the copy's one read */
 	} else {
-		r.op = KVT_OP_GET;
-		r.flags = KVT_F_PART | KVT_F_QUIET;
-		r.part = 2;
-		r.iov = &v;
-		r.iov_count = 1;
+		held_part_read(s, q, &r, &v, slot);
 	}
-	T_RC(kvt_submit(q, &rp, 1), 1);
-	for (int i = 0; i < 1000 && t_stat(s, "io.faults_injected") == faults; i++)
-		usleep(10000);
-	T_EQ_U64(t_stat(s, "io.faults_injected"), faults + 1); /* the read is held */
 	/* The log wraps: block 60's segment reused, its entry reclaimed. */
 	while (k < PRW_FILL + (psync ? 1000 : 400)) {
 		prw_put(s, ns_of(s), k++);
@@ -4346,13 +4369,11 @@ static void test_part_reclaim_unnamed(void)
 	char *dir = t_mkdtemp(), buf[16384], want[32768], path[4096];
 	struct kvt_store *s;
 	struct kvt_queue *q;
-	struct kvt_req r, *rp = &r, *got;
+	struct kvt_req r, *got;
 	struct iovec v = { buf, sizeof(buf) };
 	struct kvt_key key = t_key(60);
 	struct io_fault hold = { .kind = IO_FAULT_SLOW_WRITE, .count = 1, .delay_ms = 60000 };
 	struct io_fault eio = { .kind = IO_FAULT_EIO_WRITE, .count = 1 };
-	struct io_fault slow = { .kind = IO_FAULT_SLOW_READ, .count = 1, .skip = 1,
-				 .delay_ms = 60000 };
 	struct ssd *sd;
 	unsigned char disk[sizeof(prr_d)];
 	uint64_t rec_off, rec_len, faults, quar, k = 2000;
@@ -4416,21 +4437,7 @@ static void test_part_reclaim_unnamed(void)
 	}
 	hdr_len = ssd_rec_hdr_len(PR_PARTS, ssd_rec_align_of(PR_PARTS, pr_off(0, PR_PARTS), rec_len));
 	t_fill(want, pr_off(0, PR_PARTS), 60);
-	faults = t_stat(s, "io.faults_injected");
-	slow.fd = sd->segs[slot].fd;
-	T_OK(io_fault_add(ssd_io(sd), &slow));
-	memset(&r, 0, sizeof(r));
-	r.ns = ns_of(s);
-	r.key = key;
-	r.op = KVT_OP_GET;
-	r.flags = KVT_F_PART | KVT_F_QUIET;
-	r.part = 2;
-	r.iov = &v;
-	r.iov_count = 1;
-	T_RC(kvt_submit(q, &rp, 1), 1);
-	for (int i = 0; i < 1000 && t_stat(s, "io.faults_injected") == faults; i++)
-		usleep(10000);
-	T_EQ_U64(t_stat(s, "io.faults_injected"), faults + 1); /* the read is held */
+	held_part_read(s, q, &r, &v, slot);
 	snprintf(path, sizeof(path), "%s/ssd/seg-%06u", dir, slot);
 	/* The log wraps onto the slot: until block 60's entry goes, or a
 	 * filler lands where it is (its entry still live: the hole). */
