@@ -4472,6 +4472,78 @@ static void test_part_reclaim_unnamed(void)
 	free(dir);
 }
 
+/* 16c. A key put, deleted and put again within one segment: its dead
+ *     record, a tombstone, then its live record (session 48, doc/ssd.md
+ *     "Session 48: SSD record identity").  When the log wraps onto the
+ *     slot, progressive reuse reclaims the records one by one as the new
+ *     writes reach them; reaching the dead one dropped the key's entry,
+ *     which names the live one (evict_entry_cb matched slot and generation
+ *     only), while the live record was still intact and readable: a lost
+ *     hit.  The entry must stay until a write reaches the live record's
+ *     place.  Both backends (no held I/O). */
+static void test_reclaim_superseded(void)
+{
+	char *dir = t_mkdtemp();
+	struct kvt_store *s =
+		t_store_open("path", dir, "dram.capacity", "64M", "dram.chunk", "4K",
+			     "dram.prefault", "off", "ssd.capacity", "4M", "ssd.segment", "1M",
+			     "ssd.admission", "always", "ssd.io", io_backend, NULL);
+	struct ssd *sd = ssd_of(s);
+	uint32_t ns = ns_of(s), slot, at = 0;
+	uint64_t a, b, len, off = 0, k = 3000, wo;
+	struct kvt_key key = t_key(500);
+	int32_t open;
+	bool live = true;
+
+	prw_put(s, ns, 500);
+	wait_writes(s);
+	T_ASSERT(pru_where_n(sd, ns, 500, &slot, &a, &len));
+	T_RC(kvt_delete(s, ns, &key), KVT_OK);
+	prw_put(s, ns, 500);
+	wait_writes(s);
+	T_ASSERT(pru_where_n(sd, ns, 500, &at, &b, &len));
+	T_EQ_INT((int)at, (int)slot);
+	T_ASSERT(b > a + len); /* the tombstone between */
+	while (k < 4000) {
+		prw_put(s, ns, k++);
+		wait_writes(s);
+		live = pru_where_n(sd, ns, 500, &at, &off, &len);
+		if (!live)
+			break;
+		T_ASSERT(at == slot && off == b);
+	}
+	T_ASSERT(!live);
+	pthread_mutex_lock(&sd->seg_lock);
+	open = sd->open_slot;
+	wo = sd->segs[slot].write_off;
+	pthread_mutex_unlock(&sd->seg_lock);
+	fprintf(stderr,
+		"reclaim_superseded (%s): entry gone after %llu fillers, the slot's writes at %llu"
+		" (dead record at %llu, live at %llu)\n",
+		io_backend, (unsigned long long)(k - 3000), (unsigned long long)wo,
+		(unsigned long long)a, (unsigned long long)b);
+	T_EQ_INT(open, (int32_t)slot);
+	if (wo <= b)
+		T_FAIL("the key's entry went with its dead record: the slot's writes at %llu, "
+		       "its live record at %llu still intact",
+		       (unsigned long long)wo, (unsigned long long)b);
+	/* The slot seals: its old generation's entries were all reclaimed
+	 * by the summary's (or swept at the reuse), none left for the
+	 * seal's sweep (ssd.reclaim_leftovers). */
+	while (open == (int32_t)slot && k < 5000) {
+		prw_put(s, ns, k++);
+		wait_writes(s);
+		pthread_mutex_lock(&sd->seg_lock);
+		open = sd->open_slot;
+		pthread_mutex_unlock(&sd->seg_lock);
+	}
+	T_ASSERT(open != (int32_t)slot);
+	T_EQ_U64(t_stat(s, "ssd.reclaim_leftovers"), 0);
+	kvt_store_destroy(s);
+	t_rmtree(dir);
+	free(dir);
+}
+
 /* Index buckets are keyed by a per-store secret (issue 21 item 14): the
  * same client key in the same (small, public) namespace id lands in
  * unrelated buckets in two stores, so nobody can aim keys at one bucket. */
@@ -8429,6 +8501,7 @@ int main(void)
 			test_promote_race();
 			test_part_reclaim();
 			test_part_reclaim_unnamed();
+			test_reclaim_superseded();
 			continue;
 		}
 		/* KVT_TEST_ONLY=part_reclaim: a part read and a copy held while
@@ -8436,6 +8509,7 @@ int main(void)
 		if (test_only("part_reclaim")) {
 			test_part_reclaim();
 			test_part_reclaim_unnamed();
+			test_reclaim_superseded();
 			continue;
 		}
 		/* KVT_TEST_ONLY=sync_fail: the failed fdatasyncs' cases. */
@@ -8553,6 +8627,7 @@ int main(void)
 			test_promote_race();
 			test_part_reclaim();
 			test_part_reclaim_unnamed();
+			test_reclaim_superseded();
 			continue;
 		}
 		/* KVT_TEST_ONLY=slot_sweep: what an eviction's sweep visits. */
@@ -8651,6 +8726,7 @@ int main(void)
 		test_promote_race();
 		test_part_reclaim();
 		test_part_reclaim_unnamed();
+		test_reclaim_superseded();
 	}
 	test_hash_secret();
 	return 0;

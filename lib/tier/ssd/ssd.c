@@ -445,6 +445,19 @@ static bool evict_carry(struct ssd *s, uint32_t slot, uint32_t ns, const struct 
 	return true;
 }
 
+/* Does index entry e name the record se of the segment ec reclaims: its
+ * slot, generation and offset?  Not the slot and generation alone: a key
+ * put twice into one segment has a superseded record and the live one
+ * there, and reaching the superseded one (progressive reuse reclaims by
+ * offset, seg_reclaim_upto_locked) dropped the live entry while its
+ * record was still intact -- a lost hit (until session 48; test_ssd
+ * reclaim_superseded).  The offset names one record of a generation. */
+static bool entry_is_rec(const struct ssd_entry *e, const struct evict_ctx *ec,
+			 const struct ssd_sum_entry *se)
+{
+	return e->slot == ec->slot && e->generation == ec->gen && e->off_512 == se->off_512;
+}
+
 /*
  * For each summary entry of the evicted segment: drop it, or keep it
  * (reclamation with a second chance, within the budget of reinsert_pct of
@@ -475,14 +488,12 @@ static int evict_entry_cb(void *ctx, const struct ssd_sum_entry *se)
 	pp = ssd_idx_slot(sh, h, se->ns_id, &se->key);
 	/* A promotion's read of it in flight (promote_settle): it ends
 	 * without any lock or work of the writer's, so wait for it. */
-	while (*pp && (*pp)->slot == ec->slot && (*pp)->generation == ec->gen &&
-	       ((*pp)->flags & E_PINNED)) {
+	while (*pp && entry_is_rec(*pp, ec, se) && ((*pp)->flags & E_PINNED)) {
 		A(s->reclaim_read_waits);
 		pthread_cond_wait(&s->pin_cond, &sh->lock);
 		pp = ssd_idx_slot(sh, h, se->ns_id, &se->key);
 	}
-	if (*pp && (*pp)->slot == ec->slot && (*pp)->generation == ec->gen &&
-	    !((*pp)->flags & E_PENDING)) {
+	if (*pp && entry_is_rec(*pp, ec, se) && !((*pp)->flags & E_PENDING)) {
 		/* A batched value (format 3) is read back by its value
 		 * alone: evict_carry_batched, evict_to_hook. */
 		batched = (*pp)->flags & E_BATCHED;
@@ -724,7 +735,12 @@ static void seg_reclaim_upto_locked(struct ssd *s, uint32_t slot, uint64_t end)
 		evict_entry_cb(&ec, &g->old_sum[g->old_next++]);
 	g->old_budget = ec.budget;
 	if (end == UINT64_MAX) {
-		ec.dropped += ssd_idx_sweep(s, KVT_NS_ALL, slot, g->old_gen, UINT64_MAX);
+		/* What the summary's entries left: nothing, since the reuse
+		 * swept the entries it does not name (ssd_idx_sweep_unnamed);
+		 * counted to show it (ssd.reclaim_leftovers). */
+		uint64_t left = ssd_idx_sweep(s, KVT_NS_ALL, slot, g->old_gen, UINT64_MAX);
+		AN(s->reclaim_leftovers, left);
+		ec.dropped += left;
 		kvt_mem_free(s->mem, g->old_sum, g->old_cap * sizeof(*g->old_sum));
 		g->old_sum = NULL;
 		g->old_count = g->old_next = g->old_cap = 0;
@@ -5080,6 +5096,7 @@ void ssd_stats(struct ssd *s, kvt_stats_fn fn, void *ctx)
 	fn(ctx, "ssd.reclaim_read_waits", AL(s->reclaim_read_waits), NULL);
 	fn(ctx, "ssd.copy_reads", AL(s->copy_reads), NULL);
 	fn(ctx, "ssd.part_reads", AL(s->part_reads), NULL);
+	fn(ctx, "ssd.reclaim_leftovers", AL(s->reclaim_leftovers), NULL);
 	fn(ctx, "ssd.read_bps", (uint64_t)bps, NULL);
 	fn(ctx, "ssd.read_bps_measured", measured, NULL);
 	fn(ctx, "ssd.crc_errors", AL(s->crc_errors), NULL);
