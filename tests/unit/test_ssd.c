@@ -4544,6 +4544,91 @@ static void test_reclaim_superseded(void)
 	free(dir);
 }
 
+/* 16d. A part read whose record is carried while it reads (pin47's and
+ *     review47a's "Left", session 48): block 60, read once (a promotion)
+ *     and no longer in DRAM, is carried to the log's head when its
+ *     segment is reclaimed, with a quiet part read of it held at its
+ *     second read.  The carry is written and published before the read is
+ *     let go: the read's check then finds the entry under the carry's seq
+ *     elsewhere, and the read starts over there (ssd.part_relocated)
+ *     instead of answering a miss -- block 60 was on SSD throughout, and
+ *     not in DRAM, so the store had no other copy to answer from.  psync
+ *     only (as part_reclaim_unnamed: on io_uring the held read holds the
+ *     engine thread, and the carry's write cannot complete). */
+static void test_part_relocated(void)
+{
+	char *dir, buf[16384], want[32768];
+	struct kvt_store *s;
+	struct kvt_queue *q;
+	struct kvt_req r, *got;
+	struct iovec v = { buf, sizeof(buf) };
+	struct ssd *sd;
+	uint32_t ns, slot, at = 0;
+	uint64_t off, len, rec_off, k = 4000, misses, moved;
+	struct kvt_key key = t_key(60);
+	bool carried = false;
+
+	if (strcmp(io_backend, "psync") != 0) {
+		fprintf(stderr, "part_relocated: psync only (skipped on %s)\n", io_backend);
+		return;
+	}
+	dir = t_mkdtemp();
+	s = store_at(dir, "2M", "16M", "1M", "always", "dram.shards", "1", NULL);
+	sd = ssd_of(s);
+	ns = ns_of(s);
+	T_OK(kvt_queue_create(s, &q));
+	pr_put(s, ns, 0);
+	wait_writes(s);
+	while (tier_of(s, ns, 60) == KVT_TIER_DRAM && k < 5000) {
+		prw_put(s, ns, k++);
+		wait_writes(s);
+	}
+	T_EQ_INT(tier_of(s, ns, 60), KVT_TIER_SSD);
+	T_RC(t_get_filled(s, ns, 60, pr_off(0, PR_PARTS)), KVT_OK); /* read while here */
+	while (tier_of(s, ns, 60) == KVT_TIER_DRAM && k < 5000) {
+		prw_put(s, ns, k++);
+		wait_writes(s);
+	}
+	T_EQ_INT(tier_of(s, ns, 60), KVT_TIER_SSD);
+	T_ASSERT(pru_where_n(sd, ns, 60, &slot, &rec_off, &len));
+	T_EQ_U64(t_stat(s, "ssd.carried_blocks"), 0);
+	t_fill(want, pr_off(0, PR_PARTS), 60);
+	misses = t_stat(s, "ssd.read_misses");
+	moved = t_stat(s, "ssd.part_relocated");
+	held_part_read(s, q, &r, &v, slot);
+	/* The log wraps onto block 60's slot: it is carried, written and
+	 * published elsewhere (the log's head: in the same slot, reused). */
+	while (!carried && k < 8000) {
+		prw_put(s, ns, k++);
+		wait_writes(s);
+		carried = t_stat(s, "ssd.carried_blocks") > 0 &&
+			  ssd_find(sd, ns, &key, NULL) == KVT_OK &&
+			  pru_where_n(sd, ns, 60, &at, &off, &len) &&
+			  (at != slot || off != rec_off);
+	}
+	T_ASSERT(carried);
+	T_EQ_INT(tier_of(s, ns, 60), KVT_TIER_SSD); /* on SSD only */
+	io_fault_release(ssd_io(sd));
+	T_RC(kvt_queue_wait(q, &got, 1, 30000), 1);
+	T_ASSERT(got == &r);
+	io_fault_clear(ssd_io(sd));
+	fprintf(stderr, "part_relocated: carried after %llu fillers, the read %s (%llu restarts)\n",
+		(unsigned long long)(k - 4000), r.status == KVT_OK ? "hit" : "missed",
+		(unsigned long long)(t_stat(s, "ssd.part_relocated") - moved));
+	T_RC(r.status, KVT_OK);
+	T_EQ_U64(r.length, pr_lens[0][2]);
+	if (memcmp(buf, want + pr_off(0, 2), pr_lens[0][2]) != 0)
+		T_FAIL("a part read of block 60 restarted at its carried place: other bytes");
+	T_EQ_U64(t_stat(s, "ssd.part_relocated"), moved + 1);
+	T_EQ_U64(t_stat(s, "ssd.read_misses"), misses);
+	T_EQ_U64(t_stat(s, "ssd.crc_errors"), 0);
+	T_EQ_U64(t_stat(s, "ssd.header_errors"), 0);
+	T_OK(kvt_queue_destroy(q));
+	kvt_store_destroy(s);
+	t_rmtree(dir);
+	free(dir);
+}
+
 /* Index buckets are keyed by a per-store secret (issue 21 item 14): the
  * same client key in the same (small, public) namespace id lands in
  * unrelated buckets in two stores, so nobody can aim keys at one bucket. */
@@ -8502,6 +8587,7 @@ int main(void)
 			test_part_reclaim();
 			test_part_reclaim_unnamed();
 			test_reclaim_superseded();
+			test_part_relocated();
 			continue;
 		}
 		/* KVT_TEST_ONLY=part_reclaim: a part read and a copy held while
@@ -8510,6 +8596,7 @@ int main(void)
 			test_part_reclaim();
 			test_part_reclaim_unnamed();
 			test_reclaim_superseded();
+			test_part_relocated();
 			continue;
 		}
 		/* KVT_TEST_ONLY=sync_fail: the failed fdatasyncs' cases. */
@@ -8628,6 +8715,7 @@ int main(void)
 			test_part_reclaim();
 			test_part_reclaim_unnamed();
 			test_reclaim_superseded();
+			test_part_relocated();
 			continue;
 		}
 		/* KVT_TEST_ONLY=slot_sweep: what an eviction's sweep visits. */
@@ -8727,6 +8815,7 @@ int main(void)
 		test_part_reclaim();
 		test_part_reclaim_unnamed();
 		test_reclaim_superseded();
+		test_part_relocated();
 	}
 	test_hash_secret();
 	return 0;
