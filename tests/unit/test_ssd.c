@@ -4629,6 +4629,106 @@ static void test_part_relocated(void)
 	free(dir);
 }
 
+/* 16e. A part read whose key is put again while its first read (the
+ *     header) is held (review48c): the restart from part_head_done, the
+ *     path part_relocated does not reach, on a new version (not a carry).
+ *     Block 60 on SSD only; a quiet part read of its part 2 held at its
+ *     header read; block 60 deleted and put again -- round 0 with other
+ *     bytes of the same layout, round 1 as one part (no part 2) -- and
+ *     written down; then the read is let go.  Round 0 must answer the new
+ *     version's part 2 exactly from SSD (a version current during the
+ *     call; without the restart a miss, then DRAM's copy answered), round
+ *     1 no bytes (the SSD's restart a miss, DRAM's KVT_ERANGE), each after
+ *     one restart.
+ *     psync only (as part_relocated). */
+static void test_part_relocated_put(void)
+{
+	char buf[16384], want[32768];
+	struct kvt_key key = t_key(60);
+
+	if (strcmp(io_backend, "psync") != 0) {
+		fprintf(stderr, "part_relocated_put: psync only (skipped on %s)\n", io_backend);
+		return;
+	}
+	for (int round = 0; round < 2; round++) {
+		char *dir = t_mkdtemp();
+		struct kvt_store *s = store_at(dir, "2M", "16M", "1M", "always", "dram.shards", "1",
+					       NULL);
+		struct ssd *sd = ssd_of(s);
+		uint32_t ns = ns_of(s), slot, at;
+		uint64_t off, len, rec_off, k = 4000, moved, misses;
+		size_t vlen = pr_off(0, PR_PARTS);
+		struct kvt_queue *q;
+		struct kvt_req r, *got;
+		struct iovec v = { buf, sizeof(buf) }, pv[PR_PARTS];
+
+		T_OK(kvt_queue_create(s, &q));
+		pr_put(s, ns, 0);
+		wait_writes(s);
+		while (tier_of(s, ns, 60) == KVT_TIER_DRAM && k < 5000) {
+			prw_put(s, ns, k++);
+			wait_writes(s);
+		}
+		T_EQ_INT(tier_of(s, ns, 60), KVT_TIER_SSD);
+		T_ASSERT(pru_where_n(sd, ns, 60, &slot, &rec_off, &len));
+		moved = t_stat(s, "ssd.part_relocated");
+		misses = t_stat(s, "ssd.read_misses");
+		memset(&r, 0, sizeof(r));
+		r.ns = ns;
+		r.key = key;
+		r.op = KVT_OP_GET;
+		r.flags = KVT_F_PART | KVT_F_QUIET;
+		r.part = 2;
+		r.iov = &v;
+		r.iov_count = 1;
+		held_read(s, q, &r, slot, 0); /* the header read held */
+		/* A new version: other bytes (seed 99), the same layout or one
+		 * part, written down where the held read is not. */
+		t_fill(want, vlen, 99);
+		for (uint32_t i = 0; i < PR_PARTS; i++)
+			pv[i] = (struct iovec){ want + pr_off(0, i), pr_lens[0][i] };
+		if (round == 1)
+			pv[0].iov_len = vlen;
+		T_RC(kvt_delete(s, ns, &key), KVT_OK);
+		T_RC(kvt_put(s, ns, &key, pv, round == 1 ? 1 : PR_PARTS), KVT_OK);
+		wait_writes(s);
+		T_ASSERT(ssd_find(sd, ns, &key, NULL) == KVT_OK);
+		T_ASSERT(pru_where_n(sd, ns, 60, &at, &off, &len));
+		T_ASSERT(at != slot || off != rec_off);
+		io_fault_release(ssd_io(sd));
+		T_RC(kvt_queue_wait(q, &got, 1, 30000), 1);
+		T_ASSERT(got == &r);
+		io_fault_clear(ssd_io(sd));
+		fprintf(stderr, "part_relocated_put (%s): status %d, %llu restarts\n",
+			round ? "one part" : "same layout", r.status,
+			(unsigned long long)(t_stat(s, "ssd.part_relocated") - moved));
+		if (round == 0) {
+			/* From the SSD's restart, not DRAM's copy of the new
+			 * version (which a miss asks: store_part_quiet_dram) */
+			T_RC(r.status, KVT_OK);
+			T_EQ_INT((int)r.tier, KVT_TIER_SSD);
+			T_EQ_U64(r.length, pr_lens[0][2]);
+			if (memcmp(buf, want + pr_off(0, 2), pr_lens[0][2]) != 0)
+				T_FAIL("a part read restarted on block 60's new version: other "
+				       "bytes");
+			T_EQ_U64(t_stat(s, "ssd.read_misses"), misses);
+		} else {
+			/* The SSD's restart misses (no part 2), and DRAM, asked
+			 * again, holds the new version: KVT_ERANGE, no bytes. */
+			T_RC(r.status, KVT_ERANGE);
+			T_EQ_U64(r.length, 0);
+			T_EQ_U64(t_stat(s, "ssd.read_misses"), misses + 1);
+		}
+		T_EQ_U64(t_stat(s, "ssd.part_relocated"), moved + 1);
+		T_EQ_U64(t_stat(s, "ssd.crc_errors"), 0);
+		T_EQ_U64(t_stat(s, "ssd.header_errors"), 0);
+		T_OK(kvt_queue_destroy(q));
+		kvt_store_destroy(s);
+		t_rmtree(dir);
+		free(dir);
+	}
+}
+
 /* Index buckets are keyed by a per-store secret (issue 21 item 14): the
  * same client key in the same (small, public) namespace id lands in
  * unrelated buckets in two stores, so nobody can aim keys at one bucket. */
@@ -8588,6 +8688,7 @@ int main(void)
 			test_part_reclaim_unnamed();
 			test_reclaim_superseded();
 			test_part_relocated();
+			test_part_relocated_put();
 			continue;
 		}
 		/* KVT_TEST_ONLY=part_reclaim: a part read and a copy held while
@@ -8597,6 +8698,7 @@ int main(void)
 			test_part_reclaim_unnamed();
 			test_reclaim_superseded();
 			test_part_relocated();
+			test_part_relocated_put();
 			continue;
 		}
 		/* KVT_TEST_ONLY=sync_fail: the failed fdatasyncs' cases. */
@@ -8716,6 +8818,7 @@ int main(void)
 			test_part_reclaim_unnamed();
 			test_reclaim_superseded();
 			test_part_relocated();
+			test_part_relocated_put();
 			continue;
 		}
 		/* KVT_TEST_ONLY=slot_sweep: what an eviction's sweep visits. */
@@ -8816,6 +8919,7 @@ int main(void)
 		test_part_reclaim_unnamed();
 		test_reclaim_superseded();
 		test_part_relocated();
+		test_part_relocated_put();
 	}
 	test_hash_secret();
 	return 0;
