@@ -4154,6 +4154,41 @@ static void test_promote_race(void)
  *     (exact bytes or a miss). */
 #define PRW_FILL 1000 /* the fillers' first key */
 
+/* Submit r on q with a read of segment slot held: IO_FAULT_SLOW_READ on
+ * its fd, 60 s (ended by io_fault_release), after `skip` reads pass; back
+ * once the fault holds the read. */
+static void held_read(struct kvt_store *s, struct kvt_queue *q, struct kvt_req *r, uint32_t slot,
+		      uint32_t skip)
+{
+	struct io_fault slow = { .kind = IO_FAULT_SLOW_READ, .count = 1, .skip = skip,
+				 .delay_ms = 60000 };
+	struct ssd *sd = ssd_of(s);
+	struct kvt_req *rp = r;
+	uint64_t faults = t_stat(s, "io.faults_injected");
+	slow.fd = sd->segs[slot].fd;
+	T_OK(io_fault_add(ssd_io(sd), &slow));
+	T_RC(kvt_submit(q, &rp, 1), 1);
+	for (int i = 0; i < 1000 && t_stat(s, "io.faults_injected") == faults; i++)
+		usleep(10000);
+	T_EQ_U64(t_stat(s, "io.faults_injected"), faults + 1); /* the read is held */
+}
+
+/* A quiet part read (r, on q) of block 60's part 2 into v, held at its
+ * second read (the first, the header and 4 KiB, passes): held_read. */
+static void held_part_read(struct kvt_store *s, struct kvt_queue *q, struct kvt_req *r,
+			   struct iovec *v, uint32_t slot)
+{
+	memset(r, 0, sizeof(*r));
+	r->ns = ns_of(s);
+	r->key = t_key(60);
+	r->op = KVT_OP_GET;
+	r->flags = KVT_F_PART | KVT_F_QUIET;
+	r->part = 2;
+	r->iov = v;
+	r->iov_count = 1;
+	held_read(s, q, r, slot, 1);
+}
+
 static void prw_put(struct kvt_store *s, uint32_t ns, uint64_t k)
 {
 	size_t len = pr_off(0, PR_PARTS);
@@ -4175,14 +4210,13 @@ static void prw_round(bool copy)
 	char *dir = t_mkdtemp(), buf[16384], want[32768], path[4096];
 	struct kvt_store *s;
 	struct kvt_queue *q;
-	struct kvt_req r, *rp = &r, *got;
+	struct kvt_req r, *got;
 	struct iovec v = { buf, sizeof(buf) };
 	struct kvt_key key = t_key(60);
-	struct io_fault slow = { .kind = IO_FAULT_SLOW_READ, .count = 1, .delay_ms = 60000 };
 	struct ssd *sd;
 	struct ssd_entry *e;
 	unsigned char disk[sizeof(prr_d)];
-	uint64_t rec_off, faults, misses, k = PRW_FILL;
+	uint64_t rec_off, misses, k = PRW_FILL;
 	uint32_t slot, hdr_len;
 	bool psync = !strcmp(io_backend, "psync"), gone = false;
 	int fd;
@@ -4208,27 +4242,16 @@ static void prw_round(bool copy)
 	T_EQ_U64(rec_off, SSD_ALIGN);
 	t_fill(want, pr_off(0, PR_PARTS), 60);
 	misses = t_stat(s, "ssd.read_misses");
-	faults = t_stat(s, "io.faults_injected");
-	slow.fd = sd->segs[slot].fd;
-	slow.skip = copy ? 0 : 1; /* a part read: its first read (the header) passes */
-	T_OK(io_fault_add(ssd_io(sd), &slow));
-	memset(&r, 0, sizeof(r));
-	r.ns = ns_of(s);
-	r.key = key;
 	if (copy) {
+		memset(&r, 0, sizeof(r));
+		r.ns = ns_of(s);
+		r.key = key;
 		r.op = KVT_OP_GET_PINNED;
 		r.flags = KVT_F_QUIET;
+		held_read(s, q, &r, slot, 0); /* the copy's one read */
 	} else {
-		r.op = KVT_OP_GET;
-		r.flags = KVT_F_PART | KVT_F_QUIET;
-		r.part = 2;
-		r.iov = &v;
-		r.iov_count = 1;
+		held_part_read(s, q, &r, &v, slot);
 	}
-	T_RC(kvt_submit(q, &rp, 1), 1);
-	for (int i = 0; i < 1000 && t_stat(s, "io.faults_injected") == faults; i++)
-		usleep(10000);
-	T_EQ_U64(t_stat(s, "io.faults_injected"), faults + 1); /* the read is held */
 	/* The log wraps: block 60's segment reused, its entry reclaimed. */
 	while (k < PRW_FILL + (psync ? 1000 : 400)) {
 		prw_put(s, ns_of(s), k++);
@@ -4346,13 +4369,11 @@ static void test_part_reclaim_unnamed(void)
 	char *dir = t_mkdtemp(), buf[16384], want[32768], path[4096];
 	struct kvt_store *s;
 	struct kvt_queue *q;
-	struct kvt_req r, *rp = &r, *got;
+	struct kvt_req r, *got;
 	struct iovec v = { buf, sizeof(buf) };
 	struct kvt_key key = t_key(60);
 	struct io_fault hold = { .kind = IO_FAULT_SLOW_WRITE, .count = 1, .delay_ms = 60000 };
 	struct io_fault eio = { .kind = IO_FAULT_EIO_WRITE, .count = 1 };
-	struct io_fault slow = { .kind = IO_FAULT_SLOW_READ, .count = 1, .skip = 1,
-				 .delay_ms = 60000 };
 	struct ssd *sd;
 	unsigned char disk[sizeof(prr_d)];
 	uint64_t rec_off, rec_len, faults, quar, k = 2000;
@@ -4416,21 +4437,7 @@ static void test_part_reclaim_unnamed(void)
 	}
 	hdr_len = ssd_rec_hdr_len(PR_PARTS, ssd_rec_align_of(PR_PARTS, pr_off(0, PR_PARTS), rec_len));
 	t_fill(want, pr_off(0, PR_PARTS), 60);
-	faults = t_stat(s, "io.faults_injected");
-	slow.fd = sd->segs[slot].fd;
-	T_OK(io_fault_add(ssd_io(sd), &slow));
-	memset(&r, 0, sizeof(r));
-	r.ns = ns_of(s);
-	r.key = key;
-	r.op = KVT_OP_GET;
-	r.flags = KVT_F_PART | KVT_F_QUIET;
-	r.part = 2;
-	r.iov = &v;
-	r.iov_count = 1;
-	T_RC(kvt_submit(q, &rp, 1), 1);
-	for (int i = 0; i < 1000 && t_stat(s, "io.faults_injected") == faults; i++)
-		usleep(10000);
-	T_EQ_U64(t_stat(s, "io.faults_injected"), faults + 1); /* the read is held */
+	held_part_read(s, q, &r, &v, slot);
 	snprintf(path, sizeof(path), "%s/ssd/seg-%06u", dir, slot);
 	/* The log wraps onto the slot: until block 60's entry goes, or a
 	 * filler lands where it is (its entry still live: the hole). */
@@ -4463,6 +4470,263 @@ static void test_part_reclaim_unnamed(void)
 #undef PRU_OPEN
 	t_rmtree(dir);
 	free(dir);
+}
+
+/* 16c. A key put, deleted and put again within one segment: its dead
+ *     record, a tombstone, then its live record (session 48, doc/ssd.md
+ *     "Session 48: SSD record identity").  When the log wraps onto the
+ *     slot, progressive reuse reclaims the records one by one as the new
+ *     writes reach them; reaching the dead one dropped the key's entry,
+ *     which names the live one (evict_entry_cb matched slot and generation
+ *     only), while the live record was still intact and readable: a lost
+ *     hit.  The entry must stay until a write reaches the live record's
+ *     place.  Both backends (no held I/O). */
+static void test_reclaim_superseded(void)
+{
+	char *dir = t_mkdtemp();
+	struct kvt_store *s =
+		t_store_open("path", dir, "dram.capacity", "64M", "dram.chunk", "4K",
+			     "dram.prefault", "off", "ssd.capacity", "4M", "ssd.segment", "1M",
+			     "ssd.admission", "always", "ssd.io", io_backend, NULL);
+	struct ssd *sd = ssd_of(s);
+	uint32_t ns = ns_of(s), slot, at = 0;
+	uint64_t a, b, len, off = 0, k = 3000, wo;
+	struct kvt_key key = t_key(500);
+	int32_t open;
+	bool live = true;
+
+	prw_put(s, ns, 500);
+	wait_writes(s);
+	T_ASSERT(pru_where_n(sd, ns, 500, &slot, &a, &len));
+	T_RC(kvt_delete(s, ns, &key), KVT_OK);
+	prw_put(s, ns, 500);
+	wait_writes(s);
+	T_ASSERT(pru_where_n(sd, ns, 500, &at, &b, &len));
+	T_EQ_INT((int)at, (int)slot);
+	T_ASSERT(b > a + len); /* the tombstone between */
+	while (k < 4000) {
+		prw_put(s, ns, k++);
+		wait_writes(s);
+		live = pru_where_n(sd, ns, 500, &at, &off, &len);
+		if (!live)
+			break;
+		T_ASSERT(at == slot && off == b);
+	}
+	T_ASSERT(!live);
+	pthread_mutex_lock(&sd->seg_lock);
+	open = sd->open_slot;
+	wo = sd->segs[slot].write_off;
+	pthread_mutex_unlock(&sd->seg_lock);
+	fprintf(stderr,
+		"reclaim_superseded (%s): entry gone after %llu fillers, the slot's writes at %llu"
+		" (dead record at %llu, live at %llu)\n",
+		io_backend, (unsigned long long)(k - 3000), (unsigned long long)wo,
+		(unsigned long long)a, (unsigned long long)b);
+	T_EQ_INT(open, (int32_t)slot);
+	if (wo <= b)
+		T_FAIL("the key's entry went with its dead record: the slot's writes at %llu, "
+		       "its live record at %llu still intact",
+		       (unsigned long long)wo, (unsigned long long)b);
+	/* The slot seals: its old generation's entries were all reclaimed
+	 * by the summary's (or swept at the reuse), none left for the
+	 * seal's sweep (ssd.reclaim_leftovers). */
+	while (open == (int32_t)slot && k < 5000) {
+		prw_put(s, ns, k++);
+		wait_writes(s);
+		pthread_mutex_lock(&sd->seg_lock);
+		open = sd->open_slot;
+		pthread_mutex_unlock(&sd->seg_lock);
+	}
+	T_ASSERT(open != (int32_t)slot);
+	T_EQ_U64(t_stat(s, "ssd.reclaim_leftovers"), 0);
+	kvt_store_destroy(s);
+	t_rmtree(dir);
+	free(dir);
+}
+
+/* 16d. A part read whose record is carried while it reads (pin47's and
+ *     review47a's "Left", session 48): block 60, read once (a promotion)
+ *     and no longer in DRAM, is carried to the log's head when its
+ *     segment is reclaimed, with a quiet part read of it held at its
+ *     second read.  The carry is written and published before the read is
+ *     let go: the read's check then finds the entry under the carry's seq
+ *     elsewhere, and the read starts over there (ssd.part_relocated)
+ *     instead of answering a miss -- block 60 was on SSD throughout, and
+ *     not in DRAM, so the store had no other copy to answer from.  psync
+ *     only (as part_reclaim_unnamed: on io_uring the held read holds the
+ *     engine thread, and the carry's write cannot complete). */
+static void test_part_relocated(void)
+{
+	char *dir, buf[16384], want[32768];
+	struct kvt_store *s;
+	struct kvt_queue *q;
+	struct kvt_req r, *got;
+	struct iovec v = { buf, sizeof(buf) };
+	struct ssd *sd;
+	uint32_t ns, slot, at = 0;
+	uint64_t off, len, rec_off, k = 4000, misses, moved;
+	struct kvt_key key = t_key(60);
+	bool carried = false;
+
+	if (strcmp(io_backend, "psync") != 0) {
+		fprintf(stderr, "part_relocated: psync only (skipped on %s)\n", io_backend);
+		return;
+	}
+	dir = t_mkdtemp();
+	s = store_at(dir, "2M", "16M", "1M", "always", "dram.shards", "1", NULL);
+	sd = ssd_of(s);
+	ns = ns_of(s);
+	T_OK(kvt_queue_create(s, &q));
+	pr_put(s, ns, 0);
+	wait_writes(s);
+	while (tier_of(s, ns, 60) == KVT_TIER_DRAM && k < 5000) {
+		prw_put(s, ns, k++);
+		wait_writes(s);
+	}
+	T_EQ_INT(tier_of(s, ns, 60), KVT_TIER_SSD);
+	T_RC(t_get_filled(s, ns, 60, pr_off(0, PR_PARTS)), KVT_OK); /* read while here */
+	while (tier_of(s, ns, 60) == KVT_TIER_DRAM && k < 5000) {
+		prw_put(s, ns, k++);
+		wait_writes(s);
+	}
+	T_EQ_INT(tier_of(s, ns, 60), KVT_TIER_SSD);
+	T_ASSERT(pru_where_n(sd, ns, 60, &slot, &rec_off, &len));
+	T_EQ_U64(t_stat(s, "ssd.carried_blocks"), 0);
+	t_fill(want, pr_off(0, PR_PARTS), 60);
+	misses = t_stat(s, "ssd.read_misses");
+	moved = t_stat(s, "ssd.part_relocated");
+	held_part_read(s, q, &r, &v, slot);
+	/* The log wraps onto block 60's slot: it is carried, written and
+	 * published elsewhere (the log's head: in the same slot, reused). */
+	while (!carried && k < 8000) {
+		prw_put(s, ns, k++);
+		wait_writes(s);
+		carried = t_stat(s, "ssd.carried_blocks") > 0 &&
+			  ssd_find(sd, ns, &key, NULL) == KVT_OK &&
+			  pru_where_n(sd, ns, 60, &at, &off, &len) &&
+			  (at != slot || off != rec_off);
+	}
+	T_ASSERT(carried);
+	T_EQ_INT(tier_of(s, ns, 60), KVT_TIER_SSD); /* on SSD only */
+	io_fault_release(ssd_io(sd));
+	T_RC(kvt_queue_wait(q, &got, 1, 30000), 1);
+	T_ASSERT(got == &r);
+	io_fault_clear(ssd_io(sd));
+	fprintf(stderr, "part_relocated: carried after %llu fillers, the read %s (%llu restarts)\n",
+		(unsigned long long)(k - 4000), r.status == KVT_OK ? "hit" : "missed",
+		(unsigned long long)(t_stat(s, "ssd.part_relocated") - moved));
+	T_RC(r.status, KVT_OK);
+	T_EQ_U64(r.length, pr_lens[0][2]);
+	if (memcmp(buf, want + pr_off(0, 2), pr_lens[0][2]) != 0)
+		T_FAIL("a part read of block 60 restarted at its carried place: other bytes");
+	T_EQ_U64(t_stat(s, "ssd.part_relocated"), moved + 1);
+	T_EQ_U64(t_stat(s, "ssd.read_misses"), misses);
+	T_EQ_U64(t_stat(s, "ssd.crc_errors"), 0);
+	T_EQ_U64(t_stat(s, "ssd.header_errors"), 0);
+	T_OK(kvt_queue_destroy(q));
+	kvt_store_destroy(s);
+	t_rmtree(dir);
+	free(dir);
+}
+
+/* 16e. A part read whose key is put again while its first read (the
+ *     header) is held (review48c): the restart from part_head_done, the
+ *     path part_relocated does not reach, on a new version (not a carry).
+ *     Block 60 on SSD only; a quiet part read of its part 2 held at its
+ *     header read; block 60 deleted and put again -- round 0 with other
+ *     bytes of the same layout, round 1 as one part (no part 2) -- and
+ *     written down; then the read is let go.  Round 0 must answer the new
+ *     version's part 2 exactly from SSD (a version current during the
+ *     call; without the restart a miss, then DRAM's copy answered), round
+ *     1 no bytes (the SSD's restart a miss, DRAM's KVT_ERANGE), each after
+ *     one restart.
+ *     psync only (as part_relocated). */
+static void test_part_relocated_put(void)
+{
+	char buf[16384], want[32768];
+	struct kvt_key key = t_key(60);
+
+	if (strcmp(io_backend, "psync") != 0) {
+		fprintf(stderr, "part_relocated_put: psync only (skipped on %s)\n", io_backend);
+		return;
+	}
+	for (int round = 0; round < 2; round++) {
+		char *dir = t_mkdtemp();
+		struct kvt_store *s = store_at(dir, "2M", "16M", "1M", "always", "dram.shards", "1",
+					       NULL);
+		struct ssd *sd = ssd_of(s);
+		uint32_t ns = ns_of(s), slot, at;
+		uint64_t off, len, rec_off, k = 4000, moved, misses;
+		size_t vlen = pr_off(0, PR_PARTS);
+		struct kvt_queue *q;
+		struct kvt_req r, *got;
+		struct iovec v = { buf, sizeof(buf) }, pv[PR_PARTS];
+
+		T_OK(kvt_queue_create(s, &q));
+		pr_put(s, ns, 0);
+		wait_writes(s);
+		while (tier_of(s, ns, 60) == KVT_TIER_DRAM && k < 5000) {
+			prw_put(s, ns, k++);
+			wait_writes(s);
+		}
+		T_EQ_INT(tier_of(s, ns, 60), KVT_TIER_SSD);
+		T_ASSERT(pru_where_n(sd, ns, 60, &slot, &rec_off, &len));
+		moved = t_stat(s, "ssd.part_relocated");
+		misses = t_stat(s, "ssd.read_misses");
+		memset(&r, 0, sizeof(r));
+		r.ns = ns;
+		r.key = key;
+		r.op = KVT_OP_GET;
+		r.flags = KVT_F_PART | KVT_F_QUIET;
+		r.part = 2;
+		r.iov = &v;
+		r.iov_count = 1;
+		held_read(s, q, &r, slot, 0); /* the header read held */
+		/* A new version: other bytes (seed 99), the same layout or one
+		 * part, written down where the held read is not. */
+		t_fill(want, vlen, 99);
+		for (uint32_t i = 0; i < PR_PARTS; i++)
+			pv[i] = (struct iovec){ want + pr_off(0, i), pr_lens[0][i] };
+		if (round == 1)
+			pv[0].iov_len = vlen;
+		T_RC(kvt_delete(s, ns, &key), KVT_OK);
+		T_RC(kvt_put(s, ns, &key, pv, round == 1 ? 1 : PR_PARTS), KVT_OK);
+		wait_writes(s);
+		T_ASSERT(ssd_find(sd, ns, &key, NULL) == KVT_OK);
+		T_ASSERT(pru_where_n(sd, ns, 60, &at, &off, &len));
+		T_ASSERT(at != slot || off != rec_off);
+		io_fault_release(ssd_io(sd));
+		T_RC(kvt_queue_wait(q, &got, 1, 30000), 1);
+		T_ASSERT(got == &r);
+		io_fault_clear(ssd_io(sd));
+		fprintf(stderr, "part_relocated_put (%s): status %d, %llu restarts\n",
+			round ? "one part" : "same layout", r.status,
+			(unsigned long long)(t_stat(s, "ssd.part_relocated") - moved));
+		if (round == 0) {
+			/* From the SSD's restart, not DRAM's copy of the new
+			 * version (which a miss asks: store_part_quiet_dram) */
+			T_RC(r.status, KVT_OK);
+			T_EQ_INT((int)r.tier, KVT_TIER_SSD);
+			T_EQ_U64(r.length, pr_lens[0][2]);
+			if (memcmp(buf, want + pr_off(0, 2), pr_lens[0][2]) != 0)
+				T_FAIL("a part read restarted on block 60's new version: other "
+				       "bytes");
+			T_EQ_U64(t_stat(s, "ssd.read_misses"), misses);
+		} else {
+			/* The SSD's restart misses (no part 2), and DRAM, asked
+			 * again, holds the new version: KVT_ERANGE, no bytes. */
+			T_RC(r.status, KVT_ERANGE);
+			T_EQ_U64(r.length, 0);
+			T_EQ_U64(t_stat(s, "ssd.read_misses"), misses + 1);
+		}
+		T_EQ_U64(t_stat(s, "ssd.part_relocated"), moved + 1);
+		T_EQ_U64(t_stat(s, "ssd.crc_errors"), 0);
+		T_EQ_U64(t_stat(s, "ssd.header_errors"), 0);
+		T_OK(kvt_queue_destroy(q));
+		kvt_store_destroy(s);
+		t_rmtree(dir);
+		free(dir);
+	}
 }
 
 /* Index buckets are keyed by a per-store secret (issue 21 item 14): the
@@ -8472,6 +8736,9 @@ int main(void)
 			test_promote_race();
 			test_part_reclaim();
 			test_part_reclaim_unnamed();
+			test_reclaim_superseded();
+			test_part_relocated();
+			test_part_relocated_put();
 			continue;
 		}
 		/* KVT_TEST_ONLY=part_reclaim: a part read and a copy held while
@@ -8479,6 +8746,9 @@ int main(void)
 		if (test_only("part_reclaim")) {
 			test_part_reclaim();
 			test_part_reclaim_unnamed();
+			test_reclaim_superseded();
+			test_part_relocated();
+			test_part_relocated_put();
 			continue;
 		}
 		/* KVT_TEST_ONLY=sync_fail: the failed fdatasyncs' cases. */
@@ -8596,6 +8866,9 @@ int main(void)
 			test_promote_race();
 			test_part_reclaim();
 			test_part_reclaim_unnamed();
+			test_reclaim_superseded();
+			test_part_relocated();
+			test_part_relocated_put();
 			continue;
 		}
 		/* KVT_TEST_ONLY=slot_sweep: what an eviction's sweep visits. */
@@ -8695,6 +8968,9 @@ int main(void)
 		test_promote_race();
 		test_part_reclaim();
 		test_part_reclaim_unnamed();
+		test_reclaim_superseded();
+		test_part_relocated();
+		test_part_relocated_put();
 	}
 	test_hash_secret();
 	return 0;

@@ -327,7 +327,7 @@ static void run(const char *admission, unsigned ms)
 	fprintf(stderr,
 		"%s, %s: %llu part reads ok (%llu from SSD), %llu misses, %llu short buffers; "
 		"%llu segments reused, %llu carried, crc errors %llu, header errors %llu, "
-		"%llu values batched\n",
+		"%llu values batched, %llu reads started over\n",
 		io_backend, admission, (unsigned long long)rc->ok,
 		(unsigned long long)t_stat(rc->s, "ssd.part_reads"),
 		(unsigned long long)rc->miss, (unsigned long long)rc->small,
@@ -335,7 +335,8 @@ static void run(const char *admission, unsigned ms)
 		(unsigned long long)t_stat(rc->s, "ssd.carried_blocks"),
 		(unsigned long long)t_stat(rc->s, "ssd.crc_errors"),
 		(unsigned long long)t_stat(rc->s, "ssd.header_errors"),
-		(unsigned long long)t_stat(rc->s, "ssd.batched_blocks"));
+		(unsigned long long)t_stat(rc->s, "ssd.batched_blocks"),
+		(unsigned long long)t_stat(rc->s, "ssd.part_relocated"));
 	T_ASSERT(t_stat(rc->s, "ssd.segments_evicted") > 0);
 	if (one_part)
 		T_ASSERT(t_stat(rc->s, "ssd.batched_blocks") > 0);

@@ -445,6 +445,19 @@ static bool evict_carry(struct ssd *s, uint32_t slot, uint32_t ns, const struct 
 	return true;
 }
 
+/* Does index entry e name the record se of the segment ec reclaims: its
+ * slot, generation and offset?  Not the slot and generation alone: a key
+ * put twice into one segment has a superseded record and the live one
+ * there, and reaching the superseded one (progressive reuse reclaims by
+ * offset, seg_reclaim_upto_locked) dropped the live entry while its
+ * record was still intact -- a lost hit (until session 48; test_ssd
+ * reclaim_superseded).  The offset names one record of a generation. */
+static bool entry_is_rec(const struct ssd_entry *e, const struct evict_ctx *ec,
+			 const struct ssd_sum_entry *se)
+{
+	return e->slot == ec->slot && e->generation == ec->gen && e->off_512 == se->off_512;
+}
+
 /*
  * For each summary entry of the evicted segment: drop it, or keep it
  * (reclamation with a second chance, within the budget of reinsert_pct of
@@ -475,14 +488,12 @@ static int evict_entry_cb(void *ctx, const struct ssd_sum_entry *se)
 	pp = ssd_idx_slot(sh, h, se->ns_id, &se->key);
 	/* A promotion's read of it in flight (promote_settle): it ends
 	 * without any lock or work of the writer's, so wait for it. */
-	while (*pp && (*pp)->slot == ec->slot && (*pp)->generation == ec->gen &&
-	       ((*pp)->flags & E_PINNED)) {
+	while (*pp && entry_is_rec(*pp, ec, se) && ((*pp)->flags & E_PINNED)) {
 		A(s->reclaim_read_waits);
 		pthread_cond_wait(&s->pin_cond, &sh->lock);
 		pp = ssd_idx_slot(sh, h, se->ns_id, &se->key);
 	}
-	if (*pp && (*pp)->slot == ec->slot && (*pp)->generation == ec->gen &&
-	    !((*pp)->flags & E_PENDING)) {
+	if (*pp && entry_is_rec(*pp, ec, se) && !((*pp)->flags & E_PENDING)) {
 		/* A batched value (format 3) is read back by its value
 		 * alone: evict_carry_batched, evict_to_hook. */
 		batched = (*pp)->flags & E_BATCHED;
@@ -724,7 +735,12 @@ static void seg_reclaim_upto_locked(struct ssd *s, uint32_t slot, uint64_t end)
 		evict_entry_cb(&ec, &g->old_sum[g->old_next++]);
 	g->old_budget = ec.budget;
 	if (end == UINT64_MAX) {
-		ec.dropped += ssd_idx_sweep(s, KVT_NS_ALL, slot, g->old_gen, UINT64_MAX);
+		/* What the summary's entries left: nothing, since the reuse
+		 * swept the entries it does not name (ssd_idx_sweep_unnamed);
+		 * counted to show it (ssd.reclaim_leftovers). */
+		uint64_t left = ssd_idx_sweep(s, KVT_NS_ALL, slot, g->old_gen, UINT64_MAX);
+		AN(s->reclaim_leftovers, left);
+		ec.dropped += left;
 		kvt_mem_free(s->mem, g->old_sum, g->old_cap * sizeof(*g->old_sum));
 		g->old_sum = NULL;
 		g->old_count = g->old_next = g->old_cap = 0;
@@ -4263,6 +4279,7 @@ struct part_task {
 	uint64_t part_off, part_len; /* in the value (from the header) */
 	uint32_t part_crc, value_flags; /* part_crc: a batched value's value_crc */
 	bool batched;             /* E_BATCHED: no header, part 0 the value */
+	unsigned relocations;     /* restarts at the record's new place */
 	int prio;
 	const struct iovec *dst;
 	unsigned dst_count;
@@ -4355,6 +4372,7 @@ static bool part_entry_same(struct part_task *t)
 }
 
 static void part_piece_next(struct part_task *t);
+static bool part_relocate(struct part_task *t);
 
 static void part_io_done(struct io_req *r)
 {
@@ -4410,7 +4428,8 @@ static void part_piece_done(struct part_task *t, int64_t res)
 	if (!part_io_ok(t, res))
 		return;
 	if (!part_entry_same(t)) {
-		part_end(t, KVT_MISS, 0);
+		if (!part_relocate(t))
+			part_end(t, KVT_MISS, 0);
 		return;
 	}
 	if (t->run_off < t->direct_end) {
@@ -4518,7 +4537,8 @@ static void part_head_done(struct part_task *t, int64_t res)
 	/* Reclaimed since the lookup (its segment reused, a carry, a delete, a
 	 * promotion's drop): the bytes may be another record's -- a miss. */
 	if (!part_entry_same(t)) {
-		part_end(t, KVT_MISS, 0);
+		if (!part_relocate(t))
+			part_end(t, KVT_MISS, 0);
 		return;
 	}
 	/* Every check of the header, its whole part table, but only the
@@ -4568,8 +4588,12 @@ static void part_head_done(struct part_task *t, int64_t res)
  * done runs on the I/O thread, never inside ssd_read_part). */
 static void part_small_done(struct part_task *t, int64_t res)
 {
-	if (part_io_ok(t, res))
-		part_end(t, part_entry_same(t) ? KVT_EBUFSMALL : KVT_MISS, 0);
+	if (!part_io_ok(t, res))
+		return;
+	if (part_entry_same(t))
+		part_end(t, KVT_EBUFSMALL, 0);
+	else if (!part_relocate(t))
+		part_end(t, KVT_MISS, 0);
 }
 
 /*
@@ -4581,7 +4605,7 @@ static void part_small_done(struct part_task *t, int64_t res)
  * CRC chained over them and checked after the last (part_piece_done),
  * each piece's entry looked up again.  Until 2026-12-05 a miss.  No first
  * read: the index says where the value is and how long.  Returns as
- * ssd_read_part; t is freed unless 0.
+ * part_start.
  */
 static int part_batched_start(struct part_task *t)
 {
@@ -4592,7 +4616,6 @@ static int part_batched_start(struct part_task *t)
 	/* As promote_from_entry: the value alone, padded within a block */
 	if (t->part != 0 || t->value_len == 0 || t->rec_len < t->value_len ||
 	    t->rec_len - t->value_len >= SSD_REC_ALIGN_4K) {
-		kvt_mem_free(s->mem, t, sizeof(*t));
 		return KVT_MISS;
 	}
 	t->rec_align = SSD_REC_ALIGN;
@@ -4606,7 +4629,6 @@ static int part_batched_start(struct part_task *t)
 		t->buf_len = part_io_align(t);
 	} else {
 		if (!part_run_plan(t)) { /* cannot be: rec_len holds the run */
-			kvt_mem_free(s->mem, t, sizeof(*t));
 			return KVT_MISS;
 		}
 		/* The buffer now, as part_piece_next would allocate it at the
@@ -4621,7 +4643,7 @@ static int part_batched_start(struct part_task *t)
 	if (t->buf_len) {
 		t->buf = kvt_mem_alloc_aligned(s->mem, SSD_ALIGN, t->buf_len);
 		if (!t->buf) {
-			kvt_mem_free(s->mem, t, sizeof(*t));
+			t->buf_len = 0;
 			return -ENOMEM;
 		}
 	}
@@ -4636,41 +4658,36 @@ static int part_batched_start(struct part_task *t)
 	return 0;
 }
 
-int ssd_read_part(struct ssd *s, uint32_t ns, const struct kvt_key *key, uint32_t part,
-		  const struct iovec *dst, unsigned dst_count, int prio, tier_done_fn done,
-		  void *ctx)
+/* Start t's read of (t->ns, t->key) part t->part where the index now
+ * says the record is.  Returns 0 (the read is submitted: done will run on
+ * the I/O thread), KVT_MISS, KVT_ERANGE or -ENOMEM; t and its buffer are
+ * the caller's to free unless 0. */
+static int part_start(struct part_task *t)
 {
-	uint64_t h = ssd_hash(s, ns, key);
+	struct ssd *s = t->s;
+	uint64_t h = ssd_hash(s, t->ns, &t->key);
 	struct ssd_shard *sh = shard_of(s, h);
 	struct ssd_entry *e;
-	struct part_task *t;
 
-	t = kvt_mem_calloc(s->mem, 1, sizeof(*t));
-	if (!t)
-		return -ENOMEM;
 	pthread_mutex_lock(&sh->lock);
-	e = *ssd_idx_slot(sh, h, ns, key);
+	e = *ssd_idx_slot(sh, h, t->ns, &t->key);
 	if (!e || (e->flags & E_PENDING)) {
 		pthread_mutex_unlock(&sh->lock);
-		kvt_mem_free(s->mem, t, sizeof(*t));
 		return KVT_MISS;
 	}
 	/* A part past the value's: the entry knows its part count, so
 	 * KVT_ERANGE (as DRAM answers it) before any read.  (Until
 	 * 2026-12-04 after the first read, ~4.6 KiB, and only if it worked.) */
-	if (part >= e->part_count) {
+	if (t->part >= e->part_count) {
 		pthread_mutex_unlock(&sh->lock);
-		kvt_mem_free(s->mem, t, sizeof(*t));
 		return KVT_ERANGE;
 	}
 	/* Not E_READ: a part read promotes nothing, so it is no read that
 	 * should keep the block (ssd.h).  A batched value (format 3): its
 	 * value_crc is the check (part_batched_start). */
-	if (e->flags & E_BATCHED) {
-		t->batched = true;
-		t->part_crc = e->value_crc;
-		t->value_flags = (e->flags & E_SEALED_VALUE) ? KVT_F_SEALED : 0;
-	}
+	t->batched = e->flags & E_BATCHED;
+	t->part_crc = t->batched ? e->value_crc : 0;
+	t->value_flags = t->batched && (e->flags & E_SEALED_VALUE) ? KVT_F_SEALED : 0;
 	t->seq = e->seq;
 	t->generation = e->generation;
 	t->value_len = e->value_len;
@@ -4679,6 +4696,86 @@ int ssd_read_part(struct ssd *s, uint32_t ns, const struct kvt_key *key, uint32_
 	t->rec_len = (uint64_t)e->len_512 * SSD_REC_ALIGN;
 	t->rec_off = (uint64_t)e->off_512 * SSD_REC_ALIGN;
 	pthread_mutex_unlock(&sh->lock);
+	if (t->batched)
+		return part_batched_start(t);
+	t->rec_align = ssd_rec_align_of(t->part_count, t->value_len, t->rec_len);
+	if (t->rec_align == 0)
+		return KVT_MISS;
+	t->hdr_len = ssd_rec_hdr_len(t->part_count, t->rec_align);
+	t->buf_len = t->hdr_len + SSD_PART_HEAD;
+	if (t->buf_len > t->rec_len)
+		t->buf_len = t->rec_len;
+	t->io_len = t->buf_len;
+	t->buf = kvt_mem_alloc_aligned(s->mem, SSD_ALIGN, t->buf_len);
+	if (!t->buf) {
+		t->buf_len = 0;
+		return -ENOMEM;
+	}
+	t->iov.iov_base = t->buf;
+	t->iov.iov_len = t->buf_len;
+	part_submit(t, t->rec_off, part_head_done);
+	return 0;
+}
+
+/*
+ * A read of t's record ended and its entry is no longer that record
+ * (part_entry_same said no).  If the entry is published under another
+ * seq -- the record carried to the log's head, or reinserted from DRAM,
+ * during the read; or a newer put of the key -- the read starts over
+ * there, at most PART_RELOCATE_MAX times (ssd.part_relocated): the key
+ * held a block all along, and a miss sent an S3 HEAD to DRAM and then
+ * answered 404 (pin47's "Left").  The restart is a read of the current
+ * record, checked as any (a version of the key current during the call).
+ * An entry still PENDING (a carry placed but not yet written, the usual
+ * case: the carry is queued behind write-downs) is a miss, as before:
+ * waiting for it here would hold the I/O thread the carry's own write
+ * completes on (io_uring).  Whether it restarted; else t is the caller's.
+ */
+#define PART_RELOCATE_MAX 2u
+
+static bool part_relocate(struct part_task *t)
+{
+	struct ssd *s = t->s;
+	uint64_t h = ssd_hash(s, t->ns, &t->key);
+	struct ssd_shard *sh = shard_of(s, h);
+	struct ssd_entry *e;
+	bool moved;
+	int rc;
+
+	if (t->relocations >= PART_RELOCATE_MAX)
+		return false;
+	pthread_mutex_lock(&sh->lock);
+	e = *ssd_idx_slot(sh, h, t->ns, &t->key);
+	moved = e && !(e->flags & E_PENDING) && e->seq != t->seq;
+	pthread_mutex_unlock(&sh->lock);
+	if (!moved)
+		return false;
+	t->relocations++;
+	A(s->part_relocated);
+	kvt_mem_free(s->mem, t->buf, t->buf_len);
+	t->buf = NULL;
+	t->buf_len = t->buf_off = t->io_len = 0;
+	t->run_off = t->run_end = t->direct_end = 0;
+	t->out_len = t->dst_off = t->part_off = t->part_len = 0;
+	t->crc = 0;
+	t->dst_i = 0;
+	t->hdr_len = t->rec_align = 0;
+	rc = part_start(t);
+	if (rc != 0) /* KVT_ERANGE too: the block changed under the read */
+		part_end(t, KVT_MISS, 0);
+	return true;
+}
+
+int ssd_read_part(struct ssd *s, uint32_t ns, const struct kvt_key *key, uint32_t part,
+		  const struct iovec *dst, unsigned dst_count, int prio, tier_done_fn done,
+		  void *ctx)
+{
+	struct part_task *t;
+	int rc;
+
+	t = kvt_mem_calloc(s->mem, 1, sizeof(*t));
+	if (!t)
+		return -ENOMEM;
 	t->s = s;
 	t->ns = ns;
 	t->key = *key;
@@ -4688,27 +4785,12 @@ int ssd_read_part(struct ssd *s, uint32_t ns, const struct kvt_key *key, uint32_
 	t->dst_count = dst_count;
 	t->done = done;
 	t->ctx = ctx;
-	if (t->batched)
-		return part_batched_start(t);
-	t->rec_align = ssd_rec_align_of(t->part_count, t->value_len, t->rec_len);
-	if (t->rec_align == 0) {
+	rc = part_start(t);
+	if (rc != 0) {
+		kvt_mem_free(s->mem, t->buf, t->buf_len);
 		kvt_mem_free(s->mem, t, sizeof(*t));
-		return KVT_MISS;
 	}
-	t->hdr_len = ssd_rec_hdr_len(t->part_count, t->rec_align);
-	t->buf_len = t->hdr_len + SSD_PART_HEAD;
-	if (t->buf_len > t->rec_len)
-		t->buf_len = t->rec_len;
-	t->io_len = t->buf_len;
-	t->buf = kvt_mem_alloc_aligned(s->mem, SSD_ALIGN, t->buf_len);
-	if (!t->buf) {
-		kvt_mem_free(s->mem, t, sizeof(*t));
-		return -ENOMEM;
-	}
-	t->iov.iov_base = t->buf;
-	t->iov.iov_len = t->buf_len;
-	part_submit(t, t->rec_off, part_head_done);
-	return 0;
+	return rc;
 }
 
 uint64_t ssd_load_ns(struct ssd *s, uint64_t len)
@@ -5090,6 +5172,8 @@ void ssd_stats(struct ssd *s, kvt_stats_fn fn, void *ctx)
 	fn(ctx, "ssd.reclaim_read_waits", AL(s->reclaim_read_waits), NULL);
 	fn(ctx, "ssd.copy_reads", AL(s->copy_reads), NULL);
 	fn(ctx, "ssd.part_reads", AL(s->part_reads), NULL);
+	fn(ctx, "ssd.part_relocated", AL(s->part_relocated), NULL);
+	fn(ctx, "ssd.reclaim_leftovers", AL(s->reclaim_leftovers), NULL);
 	fn(ctx, "ssd.read_bps", (uint64_t)bps, NULL);
 	fn(ctx, "ssd.read_bps_measured", measured, NULL);
 	fn(ctx, "ssd.crc_errors", AL(s->crc_errors), NULL);

@@ -470,7 +470,7 @@ struct ssd {
 		wd_shed, wd_skipped, wd_errors, tombstones, reads, read_bytes, read_misses,
 		crc_errors, hdr_errors, io_errors, seg_sealed, seg_evicted, evicted_blocks,
 		reinserted, quarantined, ckpts, enospc, promote_full, promote_relocated,
-		reclaim_read_waits, copy_reads, part_reads,
+		reclaim_read_waits, copy_reads, part_reads, part_relocated, reclaim_leftovers,
 		evicted_handed, carried, carried_bytes, carry_lost, wd_put_waits, wd_put_timeouts,
 		dropped_promoted, sealed_records, evicted_unread, evicted_over_budget, evicted_dead,
 		room_capped, batches, batched_blocks, batched_carried, carried_in_batches,
