@@ -70,7 +70,7 @@ def stopped_pod_answer(pod, port, req):
     s = socket.create_connection(("127.0.0.1", port), timeout=60)
     s.sendall(req)
     time.sleep(STOP_AT)
-    pod.p.send_signal(signal.SIGSTOP)
+    pod.sigstop()
     try:
         time.sleep(STOP_FOR)
     finally:
@@ -361,7 +361,7 @@ def main():
         st, _, b = request(P, "PUT", "/pfb/g", body=b"g-1")
         assert st == 200, ("PUT", st, b[:300])
         t0 = time.monotonic()
-        pod.p.send_signal(signal.SIGSTOP)
+        pod.sigstop()
         try:
             g = request(P, "GET", "/pfb/g")
             h = request(P, "HEAD", "/pfb/g")
@@ -409,7 +409,7 @@ def main():
             assert (st, b) == (200, v), ("GET", i, st, len(b))
         evicted_s = time.monotonic() - t0
         assert evicted_s < TINY_PAUSE_MS / 1000 - 0.5, ("the GETs outlasted the wait", evicted_s)
-        pod.p.send_signal(signal.SIGSTOP)
+        pod.sigstop()
         try:
             time.sleep(TINY_PAUSE_MS / 1000 - evicted_s + TIMEOUT_MS / 1000 + 1.0)
         finally:

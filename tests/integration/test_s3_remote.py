@@ -73,6 +73,29 @@ class Daemon:
         assert st == 200 and m, (name, st, body[:200])
         return float(m.group(1))
 
+    def sigstop(self):
+        """SIGSTOP, returned once every thread is stopped (10 s at most).
+        kill() returns before: the stop is taken by one thread the kernel
+        picked, once it gets a CPU, and until then the others run on --
+        under load a GET sent right after the signal was answered by the
+        loop thread (0.3 ms, threads R S S S; test_s3_podfail's
+        "GetObject and HeadObject with the pod stopped": a hit, 1 run of
+        36, rem48 2026-12-07).  As C tests' tsrv_wait_stopped."""
+        self.p.send_signal(signal.SIGSTOP)
+        end = time.monotonic() + 10
+        while True:
+            states = []
+            for t in os.listdir("/proc/%d/task" % self.p.pid):
+                try:
+                    with open("/proc/%d/task/%s/stat" % (self.p.pid, t)) as f:
+                        states.append(f.read().rsplit(")", 1)[1].split()[0])
+                except OSError:
+                    pass  # a thread that ended
+            if all(st in ("T", "t") for st in states):
+                return
+            assert time.monotonic() < end, ("kvtierd not stopped", states)
+            time.sleep(0.002)
+
     def stop(self):
         self.p.send_signal(signal.SIGTERM)
         assert self.p.wait(60) == 0, "kvtierd exit status"
@@ -374,7 +397,7 @@ def main():
         a = socket.create_connection(("127.0.0.1", cold.port), timeout=20)
         h = socket.create_connection(("127.0.0.1", cold.port), timeout=20)
         q = [("partNumber", "1"), ("uploadId", uid)]
-        pod.p.send_signal(signal.SIGSTOP)
+        pod.sigstop()
         try:
             a.sendall(signed(cold.port, "PUT", "/rbkt/up2", body=b"up2-1", query=q))
             time.sleep(0.2)  # its marker's read waits for the pod
@@ -412,7 +435,7 @@ def main():
         rst = socket.create_connection(("127.0.0.1", cold.port), timeout=20)
         half = socket.create_connection(("127.0.0.1", cold.port), timeout=20)
         pipe = socket.create_connection(("127.0.0.1", cold.port), timeout=20)
-        pod.p.send_signal(signal.SIGSTOP)
+        pod.sigstop()
         try:
             rst.sendall(signed(cold.port, "PUT", "/rbkt/up3", body=b"rst-1",
                                query=[("partNumber", "1"), ("uploadId", uid)]))
@@ -455,7 +478,7 @@ def main():
             st, _, b = request(P, "PUT", key, body=b"old%d" % i)
             assert st == 200, (st, b[:300])
             s = socket.create_connection(("127.0.0.1", P), timeout=20)
-            pod.p.send_signal(signal.SIGSTOP)
+            pod.sigstop()
             try:
                 s.sendall(signed(P, "DELETE", key) + signed(P, "PUT", key, body=b"new%d" % i))
                 time.sleep(0.2)  # both parsed; the DELETE waits for the pod
@@ -483,7 +506,7 @@ def main():
         # exits cleanly (Daemon.stop below: status 0, no ASan report)
         uid = upload(cold.port, "/rbkt/up4")
         s = socket.create_connection(("127.0.0.1", cold.port), timeout=20)
-        pod.p.send_signal(signal.SIGSTOP)
+        pod.sigstop()
         try:
             s.sendall(signed(cold.port, "PUT", "/rbkt/up4", body=b"stop-1",
                              query=[("partNumber", "1"), ("uploadId", uid)]))
