@@ -85,7 +85,9 @@ the tenant's share; a cut command's share given back at the close),
 s3_order (requests pipelined behind one that changes the store run after it),
 s3_op_params (a write carrying a sub-resource not its own: refused, nothing changed),
 tenant_sum (one tenant over TLS logins, unread answers, half-sent commands and
-stalled handshakes from its address: all it holds at most half the budget).
+stalled handshakes from its address: all it holds at most half the budget),
+tls_peer_rows (one address's stalled handshakes at its sixteenth: an address
+sharing one of its two slots still handshakes, one sharing both is refused).
 """
 import base64
 import datetime
@@ -4118,17 +4120,18 @@ def tls_from_prober(ph, t, what, data):
     return from_fixed(what, PROBER, attempt, ph.addr)[1]
 
 
-def tls_server(ph, name, extra=(), quarantine_mb=32):
+def tls_server(ph, name, extra=(), quarantine_mb=32, env=None):
     """A server like ph.srv's with TLS on its S3 and RESP listeners (a
     self-signed certificate), or None (printed) without the openssl CLI;
-    quarantine_mb as Server's."""
+    quarantine_mb and env as Server's."""
     base = tempfile.mkdtemp(dir=os.environ.get("TMPDIR"))
     pki = tls_pki(base)
     if not pki:
         print("%s: no openssl command to make a certificate with: skipped" % name)
         return None
     return Server(ph.srv.argv[0], base, ["--tls-cert", pki[0], "--tls-key", pki[1], "--resp",
-                                         "127.0.0.1:0"] + list(extra), quarantine_mb=quarantine_mb)
+                                         "127.0.0.1:0"] + list(extra), quarantine_mb=quarantine_mb,
+                  env=env)
 
 
 def client_hello():
@@ -8895,6 +8898,58 @@ def tenant_sum(ph):
         ph.expect(mem() <= mem0, "the charge given back", mem0, mem())
         ph.cases += 1
     finally:
+        t.stop()
+
+
+# tls_peer_rows: an address's part of the unauthenticated SSLs in the rows
+@phase
+def tls_peer_rows(ph):
+    """One address's unauthenticated SSLs hold at most a sixteenth of the
+    budget (KVTD_TLS_PEER_MEM_MAX, Session 48), counted by peer slot: in
+    one row of 4,096 (red48) an innocent address hashed to a flooder's
+    slot was closed at the accept while the flood lasted.  Now in the two
+    keyed rows of the failure throttle and the unauthenticated count (the
+    least of an address's slots is its count).  Under the rows' keys
+    test_hostile's throttle_slots uses (KVTD_TEST_THROTTLE_KEYS):
+    127.0.0.1 stalls ClientHellos past its sixteenth at --max-memory 4M;
+    then 127.0.16.17 (its row-0 slot 127.0.0.1's, its row-1 slot not) gets
+    the server's flight, and 127.0.218.4 (both slots 127.0.0.1's) is
+    closed at the accept -- which shows the keys took."""
+    t = tls_server(ph, "tls_peer_rows", ["--max-memory", "4M"],
+                   env={"KVTD_TEST_THROTTLE_KEYS": "0x48a11ce5,0x48b0b084"})
+    if not t:
+        return
+    socks = []
+    try:
+        rport = tls_resp_port(t)
+
+        def hello(src):
+            c = socket.create_connection(("127.0.0.1", rport), source_address=(src, 0))
+            socks.append(c)
+            c.sendall(client_hello()[3])
+            c.settimeout(3)
+            try:
+                b = c.recv(65536)
+            except ConnectionResetError:
+                b = b""
+            except socket.timeout:
+                b = None
+            return "held" if b and b[:1] == b"\x16" else "closed" if b == b"" else "silent"
+
+        own = [hello("127.0.0.1") for _ in range(12)]
+        held = own.count("held")
+        one = hello("127.0.16.17")
+        both = hello("127.0.218.4")
+        print("tls_peer_rows: 127.0.0.1 %d of 12 held (%s); 127.0.16.17 (one slot shared) %s; "
+              "127.0.218.4 (both) %s" % (held, ",".join(own), one, both))
+        ph.expect(0 < held < 12 and own.count("closed") == 12 - held,
+                  "the flooder held to its sixteenth", own)
+        ph.expect(one == "held", "an address sharing one slot handshakes", one)
+        ph.expect(both == "closed", "an address sharing both slots is closed", both)
+        ph.cases += 1
+    finally:
+        for c in socks:
+            c.close()
         t.stop()
 
 
