@@ -4148,6 +4148,20 @@ def client_hello():
     return hs, i, o, o.read()
 
 
+def hello_fate(c, timeout=3):
+    """What the server did with the ClientHello sent on c, within timeout:
+    "held" (its flight came: the handshake is under way), "closed" (EOF
+    or reset: closed at the accept) or "silent"."""
+    c.settimeout(timeout)
+    try:
+        b = c.recv(65536)
+    except ConnectionResetError:
+        b = b""
+    except socket.timeout:
+        b = None
+    return "held" if b and b[:1] == b"\x16" else "closed" if b == b"" else "silent"
+
+
 def tls_resp_port(t):
     """The RESP listener's port of tls_server t (from its log)."""
     return int(re.search(r"RESP listener on 127\.0\.0\.1:(\d+)", open(t.log).read()).group(1))
@@ -6059,17 +6073,8 @@ def tls_ssl_object(ph):
                                          source_address=(srcs[k % len(srcs)], 0))
             c.sendall(client_hello()[3])
             socks.append(c)
-        held = shut = 0
-        for c in socks:
-            c.settimeout(3)
-            try:
-                b = c.recv(65536)
-            except ConnectionResetError:
-                b = b""
-            except socket.timeout:
-                b = None
-            held += bool(b) and b[:1] == b"\x16"  # the server's flight
-            shut += b == b""
+        fates = [hello_fate(c) for c in socks]
+        held, shut = fates.count("held"), fates.count("closed")
         time.sleep(0.3)
         mem1, rss1, ref1 = mem(), t.rss_kib(), refused_ctr()
         bob.s.sendall(bob.records(resp_cmd(b"PING"), 16384))
@@ -8927,14 +8932,7 @@ def tls_peer_rows(ph):
             c = socket.create_connection(("127.0.0.1", rport), source_address=(src, 0))
             socks.append(c)
             c.sendall(client_hello()[3])
-            c.settimeout(3)
-            try:
-                b = c.recv(65536)
-            except ConnectionResetError:
-                b = b""
-            except socket.timeout:
-                b = None
-            return "held" if b and b[:1] == b"\x16" else "closed" if b == b"" else "silent"
+            return hello_fate(c)
 
         own = [hello("127.0.0.1") for _ in range(12)]
         held = own.count("held")
