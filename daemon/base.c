@@ -215,20 +215,21 @@ void kvtd_throttle_fail(struct kvtd_throttle *t, const uint32_t *slot, uint64_t 
 }
 
 /*
- * The unauthenticated connections' count in the rows (kvtierd.h
- * kvtd_peer_count_add).  Every add is taken back by one sub with the
+ * An address's count in the rows (kvtierd.h kvtd_peer_count_add): its
+ * unauthenticated connections, and their SSLs' bytes.  Every add is taken back by one sub with the
  * same slots, so each slot holds the sum of its addresses' counts, at
  * least each one's own: the least of an address's slots never admits it
  * past its cap, whoever shares them.  Two adds racing may both read
  * counts before the other's (as in one row): each cap can be passed by
  * the loops racing at it, at most one each.
  */
-unsigned kvtd_peer_count_add(_Atomic unsigned (*rows)[KVTD_PEER_SLOTS], const uint32_t *slot)
+uint64_t kvtd_peer_count_add(_Atomic uint64_t (*rows)[KVTD_PEER_SLOTS], const uint32_t *slot,
+			     uint64_t n)
 {
-	unsigned least = UINT_MAX;
+	uint64_t least = UINT64_MAX;
 
 	for (unsigned r = 0; r < KVTD_PEER_ROWS; r++) {
-		unsigned was = atomic_fetch_add_explicit(&rows[r][slot[r] % KVTD_PEER_SLOTS], 1,
+		uint64_t was = atomic_fetch_add_explicit(&rows[r][slot[r] % KVTD_PEER_SLOTS], n,
 							 memory_order_relaxed);
 		if (was < least)
 			least = was;
@@ -236,10 +237,11 @@ unsigned kvtd_peer_count_add(_Atomic unsigned (*rows)[KVTD_PEER_SLOTS], const ui
 	return least;
 }
 
-void kvtd_peer_count_sub(_Atomic unsigned (*rows)[KVTD_PEER_SLOTS], const uint32_t *slot)
+void kvtd_peer_count_sub(_Atomic uint64_t (*rows)[KVTD_PEER_SLOTS], const uint32_t *slot,
+			 uint64_t n)
 {
 	for (unsigned r = 0; r < KVTD_PEER_ROWS; r++)
-		atomic_fetch_sub_explicit(&rows[r][slot[r] % KVTD_PEER_SLOTS], 1,
+		atomic_fetch_sub_explicit(&rows[r][slot[r] % KVTD_PEER_SLOTS], n,
 					  memory_order_relaxed);
 }
 

@@ -448,13 +448,16 @@ bool kvtd_throttle_over(struct kvtd_throttle *t, const uint32_t *slot, uint64_t 
 /* One failure in the second sec, counted in each of slot[0..ROWS). */
 void kvtd_throttle_fail(struct kvtd_throttle *t, const uint32_t *slot, uint64_t sec);
 
-/* The unauthenticated connections' per-address count (loop.c
- * loop_unauth_add; kvtd_server.peer_unauth), in the rows: one more in
- * each of slot[0..KVTD_PEER_ROWS), and the address's count before it (the
- * least of the slots' counts before); kvtd_peer_count_sub takes that one
- * back from each.  Any thread: relaxed atomics (base.c). */
-unsigned kvtd_peer_count_add(_Atomic unsigned (*rows)[KVTD_PEER_SLOTS], const uint32_t *slot);
-void kvtd_peer_count_sub(_Atomic unsigned (*rows)[KVTD_PEER_SLOTS], const uint32_t *slot);
+/* A per-address count in the rows (loop.c: kvtd_server.peer_unauth, the
+ * unauthenticated connections, loop_unauth_add; peer_tls_mem, their SSLs'
+ * bytes, loop_tls_mem_admit): n more in each of slot[0..KVTD_PEER_ROWS),
+ * and the address's count before it (the least of the slots' counts
+ * before); kvtd_peer_count_sub takes n back from each.  Any thread:
+ * relaxed atomics (base.c). */
+uint64_t kvtd_peer_count_add(_Atomic uint64_t (*rows)[KVTD_PEER_SLOTS], const uint32_t *slot,
+			     uint64_t n);
+void kvtd_peer_count_sub(_Atomic uint64_t (*rows)[KVTD_PEER_SLOTS], const uint32_t *slot,
+			 uint64_t n);
 
 /* Configuration: struct kvtd_config and its parser are in config.h. */
 
@@ -1001,7 +1004,7 @@ struct kvtd_server {
 	_Atomic unsigned quiet_inflight;
 	/* Unauthenticated connections by address, in the rows (loop.c
 	 * loop_unauth_add; one row until session 48) */
-	_Atomic unsigned peer_unauth[KVTD_PEER_ROWS][KVTD_PEER_SLOTS];
+	_Atomic uint64_t peer_unauth[KVTD_PEER_ROWS][KVTD_PEER_SLOTS];
 	/* the SSLs of each slot's unauthenticated connections, in the rows
 	 * (KVTD_TLS_PEER_MEM_MAX; loop.c "The SSL object") */
 	_Atomic uint64_t peer_tls_mem[KVTD_PEER_ROWS][KVTD_PEER_SLOTS];

@@ -517,34 +517,6 @@ static bool loop_tls_rbuf(struct kvtd_conn *c)
  * --tenant-conns.  Released once, at the close (loop_conn_close: the
  * SSL freed), whatever the path.  false: refused.
  */
-/* c's address's unauthenticated SSL bytes (srv->peer_tls_mem) in the rows,
- * as kvtd_peer_count_add counts connections: n added to the slot of each
- * row; the least of them before is the address's at most (a slot shares
- * its count with the addresses hashed to it, Session 48 review). */
-static uint64_t loop_peer_tls_add(struct kvtd_conn *c, uint64_t n)
-{
-	struct kvtd_server *srv = c->loop->srv;
-	uint64_t least = UINT64_MAX;
-
-	for (unsigned r = 0; r < KVTD_PEER_ROWS; r++) {
-		uint64_t was = atomic_fetch_add_explicit(
-			&srv->peer_tls_mem[r][c->peer_slot[r] % KVTD_PEER_SLOTS], n,
-			memory_order_relaxed);
-		if (was < least)
-			least = was;
-	}
-	return least;
-}
-
-static void loop_peer_tls_sub(struct kvtd_conn *c, uint64_t n)
-{
-	struct kvtd_server *srv = c->loop->srv;
-
-	for (unsigned r = 0; r < KVTD_PEER_ROWS; r++)
-		atomic_fetch_sub_explicit(&srv->peer_tls_mem[r][c->peer_slot[r] % KVTD_PEER_SLOTS],
-					  n, memory_order_relaxed);
-}
-
 static bool loop_tls_mem_admit(struct kvtd_conn *c)
 {
 	struct kvtd_server *srv = c->loop->srv;
@@ -558,14 +530,15 @@ static bool loop_tls_mem_admit(struct kvtd_conn *c)
 	}
 	/* its address's part of that half (KVTD_TLS_PEER_MEM_MAX) */
 	if (unauth && srv->cfg.max_memory &&
-	    loop_peer_tls_add(c, n) + n > KVTD_TLS_PEER_MEM_MAX(srv)) {
-		loop_peer_tls_sub(c, n);
+	    kvtd_peer_count_add(srv->peer_tls_mem, c->peer_slot, n) + n >
+		    KVTD_TLS_PEER_MEM_MAX(srv)) {
+		kvtd_peer_count_sub(srv->peer_tls_mem, c->peer_slot, n);
 		atomic_fetch_sub_explicit(&srv->tls_unauth_mem, n, memory_order_relaxed);
 		return false;
 	}
 	if (!kvtd_mem_charge(srv, n, false)) {
 		if (unauth && srv->cfg.max_memory)
-			loop_peer_tls_sub(c, n);
+			kvtd_peer_count_sub(srv->peer_tls_mem, c->peer_slot, n);
 		if (unauth)
 			atomic_fetch_sub_explicit(&srv->tls_unauth_mem, n, memory_order_relaxed);
 		return false;
@@ -589,7 +562,7 @@ static void loop_tls_mem_set(struct kvtd_conn *c, uint64_t n)
 	if (c->tls_mem_unauth)
 		atomic_fetch_sub_explicit(&srv->tls_unauth_mem, less, memory_order_relaxed);
 	if (c->tls_mem_peer)
-		loop_peer_tls_sub(c, less);
+		kvtd_peer_count_sub(srv->peer_tls_mem, c->peer_slot, less);
 	if (c->conns_tstat)
 		atomic_fetch_sub_explicit(&c->conns_tstat->tls_mem, less, memory_order_relaxed);
 	c->tls_mem = (uint32_t)n;
@@ -606,7 +579,8 @@ static void loop_tls_mem_authed(struct kvtd_conn *c)
 				  memory_order_relaxed);
 	c->tls_mem_unauth = false;
 	if (c->tls_mem_peer)
-		loop_peer_tls_sub(c, c->tls_mem);
+		kvtd_peer_count_sub(c->loop->srv->peer_tls_mem, c->peer_slot,
+				    c->tls_mem);
 	c->tls_mem_peer = false;
 }
 
@@ -1405,7 +1379,8 @@ static bool loop_unauth_evict(struct kvtd_conn *c)
 static void loop_unauth_add(struct kvtd_conn *c)
 {
 	struct kvtd_server *srv = c->loop->srv;
-	unsigned total, peer;
+	unsigned total;
+	uint64_t peer;
 	char msg[200];
 
 	if (c->state == KVTD_CS_READY || c->dead)
@@ -1417,7 +1392,7 @@ static void loop_unauth_add(struct kvtd_conn *c)
 	 * neighbour of an address holding its cap, in one row, is not
 	 * refused (one row until session 48: doc/security.md "Session 48
 	 * review") */
-	peer = kvtd_peer_count_add(srv->peer_unauth, c->peer_slot);
+	peer = kvtd_peer_count_add(srv->peer_unauth, c->peer_slot, 1);
 	if (total < kvtd_unauth_max(srv) && peer < kvtd_unauth_peer_max(srv))
 		return;
 	if (peer < kvtd_unauth_peer_max(srv) && loop_unauth_evict(c))
@@ -1447,7 +1422,7 @@ static void loop_unauth_drop(struct kvtd_conn *c)
 	c->unauth = false;
 	loop_unauth_unlink(c);
 	atomic_fetch_sub_explicit(&srv->unauth_conns, 1, memory_order_relaxed);
-	kvtd_peer_count_sub(srv->peer_unauth, c->peer_slot);
+	kvtd_peer_count_sub(srv->peer_unauth, c->peer_slot, 1);
 }
 
 bool kvtd_auth_throttled(struct kvtd_conn *c)

@@ -174,7 +174,7 @@ static void test_throttle_collision(void)
 	}
 }
 
-static _Atomic unsigned unauth[KVTD_PEER_ROWS][KVTD_PEER_SLOTS];
+static _Atomic uint64_t unauth[KVTD_PEER_ROWS][KVTD_PEER_SLOTS];
 
 /*
  * The unauthenticated connections' count (kvtd_peer_count_add/_sub,
@@ -201,29 +201,29 @@ static void test_unauth_rows(void)
 			break;
 	}
 	for (unsigned k = 0; k < KVTD_UNAUTH_PEER_MAX; k++)
-		T_EQ_INT(kvtd_peer_count_add(unauth, fl), k);
-	T_EQ_INT(kvtd_peer_count_add(unauth, fl), KVTD_UNAUTH_PEER_MAX); /* at its cap */
-	kvtd_peer_count_sub(unauth, fl);
-	printf("peerslot: %s beside 127.0.0.1's %u unauthenticated: its count %u\n", text,
-	       KVTD_UNAUTH_PEER_MAX, kvtd_peer_count_add(unauth, in));
-	kvtd_peer_count_sub(unauth, in);
+		T_EQ_INT(kvtd_peer_count_add(unauth, fl, 1), k);
+	T_EQ_INT(kvtd_peer_count_add(unauth, fl, 1), KVTD_UNAUTH_PEER_MAX); /* at its cap */
+	kvtd_peer_count_sub(unauth, fl, 1);
+	printf("peerslot: %s beside 127.0.0.1's %u unauthenticated: its count %llu\n", text,
+	       KVTD_UNAUTH_PEER_MAX, (unsigned long long)kvtd_peer_count_add(unauth, in, 1));
+	kvtd_peer_count_sub(unauth, in, 1);
 	/* The neighbour is counted by its own connections, to its own cap */
 	for (unsigned k = 0; k < KVTD_UNAUTH_PEER_MAX; k++)
-		T_EQ_INT(kvtd_peer_count_add(unauth, in), k);
-	T_EQ_INT(kvtd_peer_count_add(unauth, in), KVTD_UNAUTH_PEER_MAX);
-	kvtd_peer_count_sub(unauth, in);
+		T_EQ_INT(kvtd_peer_count_add(unauth, in, 1), k);
+	T_EQ_INT(kvtd_peer_count_add(unauth, in, 1), KVTD_UNAUTH_PEER_MAX);
+	kvtd_peer_count_sub(unauth, in, 1);
 	/* An address both of whose slots hold others' (a flooder in each
 	 * row) is counted with them: refused early, never admitted past */
 	f2[0] = fl[0], f2[1] = in[1]; /* 512 in row 0's slot, the neighbour's 256 in row 1's */
-	T_EQ_INT(kvtd_peer_count_add(unauth, f2), KVTD_UNAUTH_PEER_MAX);
-	kvtd_peer_count_sub(unauth, f2);
+	T_EQ_INT(kvtd_peer_count_add(unauth, f2, 1), KVTD_UNAUTH_PEER_MAX);
+	kvtd_peer_count_sub(unauth, f2, 1);
 	f2[0] = fl[0] ^ 1u; /* an empty slot in row 0: its own count, 0 */
-	T_EQ_INT(kvtd_peer_count_add(unauth, f2), 0);
-	kvtd_peer_count_sub(unauth, f2);
+	T_EQ_INT(kvtd_peer_count_add(unauth, f2, 1), 0);
+	kvtd_peer_count_sub(unauth, f2, 1);
 	/* Every add taken back: every slot of every row at 0 */
 	for (unsigned k = 0; k < KVTD_UNAUTH_PEER_MAX; k++) {
-		kvtd_peer_count_sub(unauth, fl);
-		kvtd_peer_count_sub(unauth, in);
+		kvtd_peer_count_sub(unauth, fl, 1);
+		kvtd_peer_count_sub(unauth, in, 1);
 	}
 	for (unsigned r = 0; r < KVTD_PEER_ROWS; r++)
 		for (unsigned k = 0; k < KVTD_PEER_SLOTS; k++)
