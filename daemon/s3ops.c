@@ -722,6 +722,17 @@ static bool s3d_hdr_again(const struct s3d_req *rq, const struct kvt_req *r)
 
 static bool s3d_miss_unsure(const struct s3d_req *rq, const struct kvt_req *r);
 
+/* r, a read that missed, made the presence of its key asked with the
+ * tiers' errors (KVT_F_ERRORS: s3d_miss_check's rule). */
+static void s3d_as_presence(struct kvt_req *r)
+{
+	r->op = KVT_OP_EXISTS;
+	r->flags = KVT_F_ERRORS;
+	r->part = 0;
+	r->iov = NULL;
+	r->iov_count = 0;
+}
+
 /* UploadPart's marker read (s3d.c s3d_upload_checked), asked again
  * (s3d_hdr_again), and that read's miss asked as a presence
  * (s3d_miss_check's rule: a presence there is KVT_EBUSY, 503).  True if
@@ -741,11 +752,7 @@ bool s3d_upload_again(struct s3d_req *rq, struct s3d_item *it)
 	if (s3d_hdr_again(rq, r)) {
 		r->flags = KVT_F_PART;
 	} else if (s3d_miss_unsure(rq, r)) {
-		r->op = KVT_OP_EXISTS;
-		r->flags = KVT_F_ERRORS;
-		r->part = 0;
-		r->iov = NULL;
-		r->iov_count = 0;
+		s3d_as_presence(r);
 	} else {
 		return false;
 	}
@@ -839,11 +846,7 @@ static bool s3d_miss_check(struct s3d_req *rq)
 		struct kvt_req *r = &rq->items[i].req;
 		if (!s3d_miss_unsure(rq, r))
 			continue;
-		r->op = KVT_OP_EXISTS;
-		r->flags = KVT_F_ERRORS;
-		r->part = 0;
-		r->iov = NULL;
-		r->iov_count = 0;
+		s3d_as_presence(r);
 		rq->pending++;
 		int rc = kvt_submit(loop->q, &r, 1);
 		if (rc != 1) {
@@ -876,10 +879,7 @@ static bool s3d_parts_ask(struct s3d_req *rq)
 		struct s3d_item *it = &rq->items[i];
 		struct kvt_req *r = &it->req;
 		if (s3d_hdr_again(rq, r)) {
-			r->op = KVT_OP_EXISTS;
-			r->flags = KVT_F_ERRORS;
-			r->iov = NULL;
-			r->iov_count = 0;
+			s3d_as_presence(r); /* (a header read: part 0 already) */
 			it->reread = true;
 		} else if (it->reread && r->op == KVT_OP_EXISTS && r->status == KVT_OK) {
 			r->op = KVT_OP_GET;
